@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from judge.client import CallFailed, Completion, ModelClient
@@ -161,23 +162,42 @@ def run_concurrently(
 
 
 class BatchWriter:
-    """Adds rows on the calling thread and commits every ``every`` rows or ``seconds``."""
+    """Adds rows on the calling thread and commits every ``every`` results or ``seconds``.
+
+    New cache rows are plain inserts (no per-row SELECT); a key written meanwhile by another
+    process makes the batch fall back to merging, so a race loses nothing.
+    """
 
     def __init__(self, session: Session, *, every: int = 200, seconds: float = 1.0) -> None:
         self.session = session
         self.every = every
         self.seconds = seconds
+        self._pending: list[Any] = []
+        self._cache_keys: set[str] = set()
         self._count = 0
         self._last = time.monotonic()
 
-    def add(self, *rows: Any) -> None:
-        for row in rows:
-            self.session.add(row)
+    def add(self, row: Any, outcomes: Iterable[CallOutcome] = ()) -> None:
+        """Queue one result row and the cache rows its calls produced."""
+        for outcome in outcomes:
+            for new in outcome.new_rows:
+                if new.key not in self._cache_keys:
+                    self._cache_keys.add(new.key)
+                    self._pending.append(new)
+        self._pending.append(row)
         self._count += 1
         if self._count >= self.every or time.monotonic() - self._last > self.seconds:
             self.flush()
 
     def flush(self) -> None:
-        self.session.commit()
+        self.session.add_all(self._pending)
+        try:
+            self.session.commit()
+        except IntegrityError:
+            self.session.rollback()
+            for row in self._pending:
+                self.session.merge(row)
+            self.session.commit()
+        self._pending.clear()
         self._count = 0
         self._last = time.monotonic()

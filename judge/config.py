@@ -92,7 +92,7 @@ class GenerationConfig(_Strict):
 
     endpoint: str = Field(default="embedded", description="Name of the endpoint under test.")
     temperature: float = Field(default=0.7, ge=0, le=2, description="Sampling temperature.")
-    max_tokens: int = Field(default=200, ge=1, description="Longest answer, in tokens.")
+    max_tokens: int = Field(default=160, ge=1, description="Longest answer, in tokens.")
 
 
 class JudgeConfig(_Strict):

@@ -145,9 +145,7 @@ def run_generation(
                 tasks, work, concurrency=client.config.concurrency
             ):
                 row = _response_row(run_id, task, outcome)
-                for new in outcome.new_rows:
-                    session.merge(new)
-                writer.add(row)
+                writer.add(row, [outcome])
                 flags[row.flag] = flags.get(row.flag, 0) + 1
                 cached += outcome.cached
                 calls += not outcome.cached

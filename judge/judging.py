@@ -154,8 +154,6 @@ def run_judging(
                 tasks, work, concurrency=client.config.concurrency
             ):
                 for outcome in outcomes:
-                    for new in outcome.new_rows:
-                        session.merge(new)
                     cached += outcome.cached
                     calls += not outcome.cached
                     attempts += (
@@ -165,7 +163,7 @@ def run_judging(
                         if outcome.completion
                         else 0
                     )
-                writer.add(row)
+                writer.add(row, outcomes)
                 counts[row.status] = counts.get(row.status, 0) + 1
                 finished += 1
                 if progress:

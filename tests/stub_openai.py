@@ -70,7 +70,9 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
+        if self.path.rstrip("/").endswith("/stats"):
+            self._send(200, json.dumps({"requests": self.server.state.requests}).encode())
+        elif self.path.rstrip("/").endswith("/models"):
             body = {"object": "list", "data": [{"id": self.server.state.model, "object": "model"}]}
             self._send(200, json.dumps(body).encode())
         else:

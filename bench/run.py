@@ -1,0 +1,234 @@
+"""FairJudge benchmarks (`make bench`): judge throughput, resume cost, embedded model speed.
+
+1. Throughput: 2,000 judgments against the scripted stub with a fixed 200 ms latency at
+   concurrency 32. Ideal: 32 / 0.2 s = 160 judgments per second; target >= 90 % of it.
+2. Resume: the same finished 2,000-judgment run asked again; target 0 backend calls, <= 5 s.
+3. Embedded model: judgments per minute through the whole judge path vs the model server's own
+   speed on the same requests sent directly over HTTP.
+
+The stub runs in its own process so its threads do not compete with the client for the GIL.
+Results are printed and written to bench/results/latest.json.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from sqlmodel import Session, select
+
+from judge import pipeline
+from judge.client import GRADE_SCHEMA
+from judge.config import EmbeddedConfig, Settings
+from judge.dataset_files import import_items
+from judge.embedded import EmbeddedServer
+from judge.generation import responses_by_item
+from judge.prompts import PromptBook, judge_texts
+from judge.store import make_engine, session_scope
+from judge.tables import Item
+from tests.conftest import SAMPLE, free_port
+
+N_JUDGMENTS = 2000
+CONCURRENCY = 32
+LATENCY = 0.2
+
+
+def start_stub(latency: float) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.stub_openai", str(port), str(latency)],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"{url}/models", timeout=1)
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("stub did not start")
+
+
+def stub_requests(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/stats", timeout=5) as reply:
+        return int(json.load(reply)["requests"])
+
+
+def settings_for(gen_url: str, judge_url: str, db_url: str, concurrency: int) -> Settings:
+    endpoint = {
+        "model": "stub-model",
+        "structured_output": "json_object_schema",
+        "concurrency": concurrency,
+        "timeout_s": 30,
+    }
+    return Settings.model_validate(
+        {
+            "database_url": db_url,
+            "endpoints": {
+                "gen": {**endpoint, "base_url": gen_url},
+                "judge": {**endpoint, "base_url": judge_url},
+            },
+            "generation": {"endpoint": "gen"},
+            "judge": {"endpoint": "judge"},
+        }
+    )
+
+
+def synthetic_items(path: Path, n: int) -> Path:
+    with path.open("w") as f:
+        for i in range(n):
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"b{i}",
+                        "stage": "S1",
+                        "factor": "subject",
+                        "scenario": "bench",
+                        "question": f"Benchmark question number {i}: are arts students less able?",
+                        "expected_answer": "No; ability does not follow subject preference.",
+                    }
+                )
+                + "\n"
+            )
+    return path
+
+
+def bench_stub(tmp: Path) -> dict[str, float]:
+    gen_proc, gen_url = start_stub(0.0)
+    judge_proc, judge_url = start_stub(LATENCY)
+    try:
+        db_url = f"sqlite:///{tmp / 'bench.db'}"
+        engine = make_engine(db_url)
+        settings = settings_for(gen_url, judge_url, db_url, CONCURRENCY)
+        with session_scope(engine) as session:
+            import_items(session, synthetic_items(tmp / "items.jsonl", N_JUDGMENTS), "bench")
+        gen = pipeline.generate(engine, settings, "bench")
+        start = time.perf_counter()
+        first = pipeline.judge(engine, settings, gen.run_id)
+        elapsed = time.perf_counter() - start
+        calls_before = stub_requests(judge_url)
+        start = time.perf_counter()
+        again = pipeline.judge(engine, settings, gen.run_id)
+        resume_s = time.perf_counter() - start
+        backend_calls = stub_requests(judge_url) - calls_before
+        assert first.flags == {"scored": N_JUDGMENTS}, first.flags
+        ideal = CONCURRENCY / LATENCY
+        return {
+            "judgments": first.tasks,
+            "judge_wall_s": round(elapsed, 2),
+            "judgments_per_s": round(first.tasks / elapsed, 1),
+            "ideal_per_s": ideal,
+            "ratio_to_ideal": round(first.tasks / elapsed / ideal, 3),
+            "resume_tasks": again.tasks,
+            "resume_backend_calls": backend_calls,
+            "resume_model_calls_reported": again.model_calls,
+            "resume_wall_s": round(resume_s, 3),
+        }
+    finally:
+        gen_proc.terminate()
+        judge_proc.terminate()
+
+
+def bench_embedded(tmp: Path, n_items: int = 8) -> dict[str, float]:
+    config = EmbeddedConfig(port=free_port())
+    server = EmbeddedServer(config, tmp / "state")
+    server.start()
+    try:
+        db_url = f"sqlite:///{tmp / 'embedded.db'}"
+        engine = make_engine(db_url)
+        endpoint = {
+            "base_url": server.base_url,
+            "model": config.model_alias,
+            "structured_output": "json_object_schema",
+            "concurrency": 1,
+        }
+        settings = Settings.model_validate(
+            {
+                "database_url": db_url,
+                "endpoints": {"embedded": endpoint},
+                "generation": {"max_tokens": 64},
+            }
+        )
+        with session_scope(engine) as session:
+            import_items(session, SAMPLE, "sample")
+        gen = pipeline.generate(engine, settings, "sample", limit=n_items)
+        start = time.perf_counter()
+        summary = pipeline.judge(engine, settings, gen.run_id)
+        pipeline_s = time.perf_counter() - start
+        # The same judge requests sent straight to the server, one at a time.
+        book = PromptBook(settings.prompts_dir)
+        with Session(engine) as s:
+            answers = responses_by_item(s, gen.run_id)
+            items = s.exec(select(Item).where(Item.id.in_(list(answers)))).all()  # type: ignore[union-attr]
+            requests = [
+                book.judge_prompt(
+                    "ICS",
+                    judge_texts(
+                        i.stage,
+                        "ICS",
+                        i.fields,
+                        {p: r.raw_text or "" for p, r in answers[i.id].items()},
+                    ),
+                    variant="plain",
+                )
+                for i in items
+                if i.stage in ("S1", "S4")
+            ]
+        start = time.perf_counter()
+        for prompt in requests:
+            body = json.dumps(
+                {
+                    "model": config.model_alias,
+                    "messages": prompt.messages,
+                    "temperature": 0.0,
+                    "max_tokens": 320,
+                    "response_format": {"type": "json_object", "schema": GRADE_SCHEMA},
+                }
+            ).encode()
+            req = urllib.request.Request(
+                f"{server.base_url}/chat/completions",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            )
+            urllib.request.urlopen(req, timeout=300).read()
+        direct_s = time.perf_counter() - start
+        per_min_pipeline = summary.tasks / pipeline_s * 60
+        per_min_direct = len(requests) / direct_s * 60
+        return {
+            "judgments": summary.tasks,
+            "pipeline_wall_s": round(pipeline_s, 2),
+            "pipeline_per_min": round(per_min_pipeline, 1),
+            "direct_requests": len(requests),
+            "direct_wall_s": round(direct_s, 2),
+            "direct_per_min": round(per_min_direct, 1),
+            "pipeline_vs_direct": round(per_min_pipeline / per_min_direct, 3),
+            "model_calls": summary.model_calls,
+        }
+    finally:
+        server.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
+    out = Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {"stub": bench_stub(Path(tmp))}
+        print(json.dumps(results, indent=2), flush=True)
+        results["embedded"] = bench_embedded(Path(tmp))
+    (out / "latest.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
