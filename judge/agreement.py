@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import combinations
-from typing import Any
+from typing import Any, Literal
 
 import krippendorff
 import numpy as np
@@ -34,6 +34,8 @@ from judge.bootstrap import bootstrap_pairs, percentile_interval
 
 Array = NDArray[np.float64]
 LABELS = (1, 2, 3, 4, 5)
+Level = Literal["nominal", "ordinal", "interval"]
+LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval")
 PAIR_COEFFICIENTS = (
     "pearson",
     "spearman",
@@ -253,7 +255,7 @@ def _natural(key: str) -> tuple[int, Any]:
     return (0, int(key)) if key.isdigit() else (1, key)
 
 
-def _alpha(values: Array, level: str, domain: Sequence[float] | None) -> float:
+def _alpha(values: Array, level: Level, domain: Sequence[float] | None) -> float:
     try:
         return float(
             krippendorff.alpha(
@@ -288,7 +290,7 @@ def krippendorff_alphas(
         if values.shape[1] >= 2
         else []
     )
-    for level in ("nominal", "ordinal", "interval"):
+    for level in LEVELS:
         value = _alpha(values, level, domain) if values.shape[1] else math.nan
         if not math.isfinite(value):
             _undefined(f"alpha_{level} (n={values.shape[1]} items with 2+ ratings)")
