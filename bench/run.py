@@ -3,7 +3,8 @@
 1. Throughput: 2,000 judgments against the scripted stub with a fixed 200 ms latency at
    concurrency 32. Ideal: 32 / 0.2 s = 160 judgments per second; target >= 90 % of it.
 2. Resume: the same finished 2,000-judgment run asked again; target 0 backend calls, <= 5 s.
-3. Embedded model: judgments per minute through the whole judge path vs the model server's own
+3. Agreement: all judge-human coefficients, 1,000 bootstrap resamples, 100,000 pairs (<= 5 s).
+4. Embedded model: judgments per minute through the whole judge path vs the model server's own
    speed on the same requests sent directly over HTTP.
 
 The stub runs in its own process so its threads do not compete with the client for the GIL.
@@ -21,6 +22,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 from sqlmodel import Session, select
 
 from judge import pipeline
@@ -214,6 +216,25 @@ def bench_embedded(tmp: Path, n_items: int = 8) -> dict[str, float]:
         server.stop()
 
 
+def bench_agreement(n_pairs: int = 100_000, n_bootstrap: int = 1000) -> dict[str, float]:
+    """All judge-human coefficients with a 1,000-resample bootstrap on 100,000 pairs: judge
+    scores 1-5, human scores the mean of three raters. Target <= 5 s."""
+    from judge.agreement import judge_vs_human
+
+    rng = np.random.default_rng(0)
+    judge = rng.integers(1, 6, n_pairs).astype(float)
+    human = np.clip(judge[:, None] + rng.integers(-2, 3, (n_pairs, 3)), 1, 5).mean(axis=1)
+    start = time.perf_counter()
+    result = judge_vs_human(judge, human, n_bootstrap=n_bootstrap, seed=0)
+    elapsed = time.perf_counter() - start
+    return {
+        "pairs": n_pairs,
+        "bootstrap": n_bootstrap,
+        "wall_s": round(elapsed, 3),
+        "coefficients": len([k for k in result if k != "confusion_matrix"]),
+    }
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
 
@@ -223,7 +244,7 @@ def main() -> None:
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        results = {"stub": bench_stub(Path(tmp))}
+        results = {"agreement": bench_agreement(), "stub": bench_stub(Path(tmp))}
         print(json.dumps(results, indent=2), flush=True)
         results["embedded"] = bench_embedded(Path(tmp))
     (out / "latest.json").write_text(json.dumps(results, indent=2))

@@ -17,6 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from annotation import external, reliability
+from annotation.ratings import import_ratings
 from judge import dataset_files, pipeline
 from judge.config import ROOT, Settings, load_settings
 from judge.embedded import EmbeddedServer
@@ -343,6 +345,9 @@ def report(ctx: Context, run_id: int, out_dir: str, as_json: bool) -> None:
     """Write the HTML/JSON/CSV report of a judge run."""
     with session_scope(ctx.engine()) as session:
         data = build_report(session, run_id)
+        section = reliability.report_section(session, run_id)
+    if section is not None:
+        data["agreement"] = section
     paths = write_report(data, out_dir)
     if as_json:
         click.echo(
@@ -407,6 +412,201 @@ def demo(ctx: Context, out_dir: str, dataset_file: str, limit: int | None) -> No
         if started:
             server.stop()
             out.print("stopped the embedded model server")
+
+
+# --- human ratings and judge reliability --------------------------------------------------
+
+
+@cli.group()
+def ratings() -> None:
+    """Human ratings collected outside Label Studio."""
+
+
+@ratings.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--run", "run_id", type=int, required=True, help="Generation run the ratings are for."
+)
+@click.option("--replace", is_flag=True, help="Overwrite changed scores instead of refusing.")
+@json_option
+@pass_ctx
+def ratings_import(ctx: Context, file: str, run_id: int, replace: bool, as_json: bool) -> None:
+    """Import FILE (CSV: item_id,rubric,rater,score[,rationale]); all or nothing."""
+    with session_scope(ctx.engine()) as session:
+        summary = import_ratings(session, file, run_id, replace=replace)
+    emit(
+        summary.__dict__,
+        as_json,
+        lambda s: out.print(
+            f"run {s['run']}: {s['added']} ratings added, {s['unchanged']} unchanged, "
+            f"{s['replaced']} replaced ({s['raters']} raters, {s['items']} items)"
+        ),
+    )
+
+
+bootstrap_option = click.option(
+    "--bootstrap",
+    "n_bootstrap",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples for the 95 % CIs (0 = none).",
+)
+seed_option = click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap."
+)
+human_option = click.option(
+    "--human-score",
+    "human_score",
+    type=click.Choice(["mean", "median"]),
+    default="mean",
+    show_default=True,
+    help="How an item's human score combines its raters.",
+)
+
+
+def print_reliability(result: dict[str, Any]) -> None:
+    for coefficient in ("spearman", "pearson", "kappa_quadratic"):
+        head, body = reliability.table3(result, coefficient)
+        t = Table(title=f"Judge vs human: {coefficient} [95 % CI] (run {result['generation_run']})")
+        for h in head:
+            t.add_column(h)
+        for line in body:
+            t.add_row(*(Text(c) for c in line))
+        out.print(t)
+    for rubric, entry in result["rubrics"].items():
+        for j in entry["judges"]:
+            out.print(Text(f"{rubric} / {j['label']}: {j['reading']}"))
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--run", "run_id", type=int, help="Generation run whose judges to validate.")
+@bootstrap_option
+@seed_option
+@human_option
+@click.option(
+    "--target-half-width",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="CI half-width used to estimate how many items to rate.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Also write agreement.json and plots here.",
+)
+@json_option
+@click.pass_context
+def agreement(
+    click_ctx: click.Context,
+    run_id: int | None,
+    n_bootstrap: int,
+    seed: int,
+    human_score: str,
+    target_half_width: float,
+    out_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Judge reliability: every judge run of a generation run against the human ratings."""
+    if click_ctx.invoked_subcommand is not None:
+        return
+    if run_id is None:
+        raise click.UsageError("give --run GENERATION_RUN, or use `agreement compute`")
+    ctx: Context = click_ctx.obj
+    with session_scope(ctx.engine()) as session:
+        result = reliability.run_reliability(
+            session,
+            run_id,
+            n_bootstrap=n_bootstrap,
+            seed=seed,
+            human=human_score,
+            target_half_width=target_half_width,
+        )
+    if out_dir:
+        paths = write_agreement(result, out_dir)
+        result["files"] = [str(p) for p in paths]
+    emit(result, as_json, print_reliability)
+
+
+def write_agreement(result: dict[str, Any], out_dir: str) -> list[Path]:
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / "agreement.json"]
+    paths[0].write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    for rubric, entry in result["rubrics"].items():
+        for j in entry["judges"]:
+            if "points" not in j:
+                continue
+            png = folder / f"agreement_{rubric}_judge{j['judge_run']}.png"
+            png.write_bytes(
+                reliability.plots_png(
+                    j["points"]["judge"],
+                    j["points"]["human"],
+                    j["confusion_matrix"]["counts"],
+                    f"{rubric}: {j['label']}",
+                )
+            )
+            paths.append(png)
+    return paths
+
+
+@agreement.command("compute")
+@click.option(
+    "--human",
+    "human_csv",
+    type=click.Path(dir_okay=False),
+    required=True,
+    help="Long-format CSV: item_id,rater,score (other columns allowed).",
+)
+@click.option(
+    "--judge",
+    "judge_csv",
+    type=click.Path(dir_okay=False),
+    help="CSV: item_id,score (several rows per item = samples, averaged).",
+)
+@click.option("--group-by", help="Column of HUMAN.csv to compute grouped correlations by.")
+@bootstrap_option
+@seed_option
+@human_option
+@json_option
+def agreement_compute(
+    human_csv: str,
+    judge_csv: str | None,
+    group_by: str | None,
+    n_bootstrap: int,
+    seed: int,
+    human_score: str,
+    as_json: bool,
+) -> None:
+    """Agreement for your own files: human vs human, and judge vs human with --judge."""
+    result = external.compute(
+        human_csv,
+        judge_csv,
+        group_by=group_by,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        human=human_score,
+    )
+
+    def render(r: dict[str, Any]) -> None:
+        rows = []
+        for section in ("human_vs_human", "judge_vs_human", "grouped"):
+            for name, c in r.get(section, {}).items():
+                if isinstance(c, dict) and "value" in c:
+                    rows.append(
+                        {
+                            "section": section,
+                            "coefficient": name,
+                            "value [95 % CI]": reliability.fmt(c, 3),
+                            "p": "" if c.get("p_value") is None else f"{c['p_value']:.3g}",
+                            "n": c["n"],
+                        }
+                    )
+        table(f"agreement ({r['n_items']} items)", rows)
+
+    emit(result, as_json, render)
 
 
 @cli.command()

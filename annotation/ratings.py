@@ -1,0 +1,177 @@
+"""Human ratings in long format: reading CSV files and importing them into the store.
+
+A ratings file has the header ``item_id,rubric,rater,score`` and optionally ``rationale``;
+``item_id`` is the item's id in its dataset. Import is all or nothing: any bad line (unknown
+item, a rubric the item's stage is not judged with, a score off the 1-5 scale, a repeated
+rating) rejects the whole file with every problem listed. Re-importing adds nothing; a changed
+score is refused unless ``replace`` is set.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlmodel import Session, col, select
+
+from annotation.errors import RatingsError
+from judge.errors import NotFoundError
+from judge.prompts import STAGE_RUBRICS
+from judge.tables import GenerationRun, HumanRating, Item, Response
+
+RATING_COLUMNS = ("item_id", "rubric", "rater", "score")
+
+
+def read_csv_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """(line number, row) pairs of a CSV file whose header holds ``required``."""
+    path = Path(path)
+    if not path.exists():
+        raise RatingsError(f"file {path} not found")
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise RatingsError(
+                f"{path} needs the column(s) {', '.join(missing)} in its header "
+                f"(found: {', '.join(header) or 'no header'})"
+            )
+        rows = [(number, row) for number, row in enumerate(reader, start=2)]
+    if not rows:
+        raise RatingsError(f"{path} has a header but no rows")
+    return rows
+
+
+def parse_score(text: str | None) -> float:
+    """A score on the 1-5 scale, or ValueError with the reason."""
+    try:
+        value = float((text or "").strip())
+    except ValueError:
+        raise ValueError(f"score {text!r} is not a number") from None
+    if not math.isfinite(value) or not 1 <= value <= 5:
+        raise ValueError(f"score {text!r} is outside the 1-5 scale")
+    return value
+
+
+@dataclass(frozen=True)
+class RatingsImport:
+    run: int
+    added: int
+    unchanged: int
+    replaced: int
+    raters: int
+    items: int
+
+
+def import_ratings(
+    session: Session,
+    path: str | Path,
+    generation_run_id: int,
+    *,
+    replace: bool = False,
+    source: str = "import",
+) -> RatingsImport:
+    """Import a ratings file for a generation run; all or nothing."""
+    run = session.get(GenerationRun, generation_run_id)
+    if run is None:
+        raise NotFoundError(f"no generation run {generation_run_id}; see `fairjudge runs`")
+    items = {i.key: i for i in session.exec(select(Item).where(Item.dataset_id == run.dataset_id))}
+    answered = set(
+        session.exec(
+            select(Response.item_id).where(
+                Response.run_id == generation_run_id, col(Response.flag).in_(("ok", "refusal"))
+            )
+        )
+    )
+    problems: list[tuple[int, str]] = []
+    parsed: dict[tuple[int, str, str], tuple[float, str | None, int]] = {}
+    for number, row in read_csv_rows(path, RATING_COLUMNS):
+        key, rubric, rater = (row.get(c, "").strip() for c in ("item_id", "rubric", "rater"))
+        rubric = rubric.upper()
+        item = items.get(key)
+        if item is None:
+            problems.append((number, f"unknown item_id {key!r} (not in the run's dataset)"))
+            continue
+        if item.id not in answered:
+            problems.append((number, f"item {key!r} has no answer in run {generation_run_id}"))
+            continue
+        if rubric not in STAGE_RUBRICS[item.stage]:
+            problems.append(
+                (
+                    number,
+                    f"rubric {rubric!r} does not apply to {item.stage} item "
+                    f"{key!r} (use {', '.join(STAGE_RUBRICS[item.stage])})",
+                )
+            )
+            continue
+        if not rater:
+            problems.append((number, "rater is empty"))
+            continue
+        try:
+            score = parse_score(row.get("score"))
+        except ValueError as exc:
+            problems.append((number, str(exc)))
+            continue
+        ident = (item.id, rubric, rater)  # type: ignore[assignment]
+        if ident in parsed:
+            problems.append(
+                (
+                    number,
+                    f"rater {rater!r} already rated {key!r} / {rubric} on line {parsed[ident][2]}",
+                )
+            )
+            continue
+        parsed[ident] = (score, (row.get("rationale") or "").strip() or None, number)  # type: ignore[index]
+    existing = {
+        (r.item_id, r.rubric, r.rater): r
+        for r in session.exec(
+            select(HumanRating).where(HumanRating.generation_run_id == generation_run_id)
+        )
+    }
+    if not replace:
+        problems += [
+            (
+                number,
+                f"rater {rater!r} already has score {existing[(i, rb, rater)].score:g}"
+                f" for this item and rubric (file says {score:g}); pass --replace "
+                "to overwrite",
+            )
+            for (i, rb, rater), (score, _, number) in parsed.items()
+            if (i, rb, rater) in existing and existing[(i, rb, rater)].score != score
+        ]
+    if problems:
+        raise RatingsError(
+            f"{path} was not imported; fix these lines and try again:", sorted(problems)
+        )
+    added = unchanged = replaced = 0
+    for (item_id, rubric, rater), (score, rationale, _) in parsed.items():
+        old = existing.get((item_id, rubric, rater))
+        if old is None:
+            session.add(
+                HumanRating(
+                    generation_run_id=generation_run_id,
+                    item_id=item_id,
+                    rubric=rubric,
+                    rater=rater,
+                    score=score,
+                    rationale=rationale,
+                    source=source,
+                )
+            )
+            added += 1
+        elif old.score == score:
+            unchanged += 1
+        else:
+            old.score, old.rationale, old.source = score, rationale, source
+            replaced += 1
+    session.flush()
+    return RatingsImport(
+        generation_run_id,
+        added,
+        unchanged,
+        replaced,
+        len({r for _, _, r in parsed}),
+        len({i for i, _, _ in parsed}),
+    )
