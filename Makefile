@@ -22,7 +22,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/fairjudge demo --out reports/demo
 
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest -q -rs
 
 test-fast: $(STAMP)
@@ -30,6 +30,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check judge annotation server tests bench
+	$(BIN)/ruff format --check judge annotation server tests bench
 	$(BIN)/mypy
 
 bench: $(STAMP)

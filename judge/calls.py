@@ -51,25 +51,24 @@ class CallOutcome:
 
 
 class CallCacheView:
-    """Thread-safe read access to the call cache, preloaded for the keys a run will need."""
+    """Thread-safe read access to the call cache of one model.
 
-    def __init__(self, engine: Engine) -> None:
+    The keys already cached for the model are loaded once, so a miss costs no database round
+    trip; a hit is read from the store with a short session of its own. Calls made during the
+    run are remembered in memory.
+    """
+
+    def __init__(self, engine: Engine, model: str) -> None:
         self.engine = engine
         self._rows: dict[str, CallCache] = {}
         self._lock = threading.Lock()
-
-    def preload(self, keys: Iterable[str]) -> None:
-        wanted = list(set(keys))
-        with Session(self.engine) as session:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start : start + 500]
-                for row in session.exec(select(CallCache).where(CallCache.key.in_(chunk))):  # type: ignore[attr-defined]
-                    self._rows[row.key] = row
+        with Session(engine) as session:
+            self._known = set(session.exec(select(CallCache.key).where(CallCache.model == model)))
 
     def get(self, key: str) -> CallCache | None:
         with self._lock:
             row = self._rows.get(key)
-        if row is not None:
+        if row is not None or key not in self._known:
             return row
         with Session(self.engine) as session:
             return session.get(CallCache, key)

@@ -124,7 +124,7 @@ def run_generation(
                     )
                 )
         run.status = "running"
-    cache = CallCacheView(engine)
+    cache = CallCacheView(engine, client.model)
 
     def work(task: _Task) -> tuple[_Task, CallOutcome]:
         return task, cached_complete(

@@ -140,7 +140,7 @@ def run_judging(
         "max_tokens": jrun.max_tokens,
         "prompt_variant": jrun.prompt_variant,
     }
-    cache = CallCacheView(engine)
+    cache = CallCacheView(engine, client.model)
 
     def work(task: _Task) -> tuple[Judgment, list[CallOutcome]]:
         return _judge_one(task, client, cache, book, jrun, settings)

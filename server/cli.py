@@ -405,7 +405,7 @@ def demo(ctx: Context, out_dir: str, dataset_file: str, limit: int | None) -> No
         print_metrics(data)
         out.print(
             "[bold]note:[/bold] SmolLM2-135M judges at about chance level; it exercises "
-            "the machinery. Point [judge] at a capable endpoint for real scores."
+            "the machinery. Point \\[judge] at a capable endpoint for real scores."
         )
         out.print(f"report: {paths['html'].resolve()}")
     finally:

@@ -47,6 +47,9 @@ class StubState:
 class Handler(BaseHTTPRequestHandler):
     server: Any
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; without TCP_NODELAY, Nagle's algorithm and the
+    # client's delayed ACK add ~40 ms to every reply, which would dwarf the latency under test.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: Any) -> None:  # keep test output clean
         pass

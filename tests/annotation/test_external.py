@@ -21,8 +21,9 @@ COEFFICIENT_KEYS = {"value", "ci_low", "ci_high", "p_value", "n"}
 
 
 def fairjudge(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,14 +53,36 @@ def summeval_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
 
 def test_json_contract_and_values(summeval_files: tuple[Path, Path, pd.DataFrame]) -> None:
     human, judge, frame = summeval_files
-    run = fairjudge("agreement", "compute", "--human", str(human), "--judge", str(judge),
-                    "--group-by", "doc", "--bootstrap", "200", "--seed", "3", "--json")
+    run = fairjudge(
+        "agreement",
+        "compute",
+        "--human",
+        str(human),
+        "--judge",
+        str(judge),
+        "--group-by",
+        "doc",
+        "--bootstrap",
+        "200",
+        "--seed",
+        "3",
+        "--json",
+    )
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     assert {"n_items", "human_vs_human", "judge_vs_human", "grouped"} <= set(out)
     assert out["n_items"] == 300
-    for name in ("pearson", "spearman", "kendall", "kappa", "kappa_linear", "kappa_quadratic",
-                 "exact_agreement", "within_one", "mean_difference"):
+    for name in (
+        "pearson",
+        "spearman",
+        "kendall",
+        "kappa",
+        "kappa_linear",
+        "kappa_quadratic",
+        "exact_agreement",
+        "within_one",
+        "mean_difference",
+    ):
         assert set(out["judge_vs_human"][name]) == COEFFICIENT_KEYS, name
     for name in ("alpha_nominal", "alpha_ordinal", "alpha_interval"):
         assert set(out["human_vs_human"][name]) == COEFFICIENT_KEYS, name
@@ -72,19 +95,25 @@ def test_json_contract_and_values(summeval_files: tuple[Path, Path, pd.DataFrame
     assert out["judge_vs_human"]["spearman"]["value"] == pytest.approx(expected.statistic)
     assert out["judge_vs_human"]["spearman"]["p_value"] == pytest.approx(expected.pvalue)
     assert out["judge_vs_human"]["mean_difference"]["value"] == pytest.approx(
-        float(np.mean(turk - human_mean)))
+        float(np.mean(turk - human_mean))
+    )
     pivot = frame.pivot(index="rater", columns="item", values="score")
     assert out["human_vs_human"]["alpha_ordinal"]["value"] == pytest.approx(
-        krippendorff.alpha(reliability_data=pivot.to_numpy(), level_of_measurement="ordinal",
-                           value_domain=[1, 2, 3, 4, 5]))
+        krippendorff.alpha(
+            reliability_data=pivot.to_numpy(),
+            level_of_measurement="ordinal",
+            value_domain=[1, 2, 3, 4, 5],
+        )
+    )
     sp = out["judge_vs_human"]["spearman"]
     assert sp["ci_low"] < sp["value"] < sp["ci_high"] and sp["n"] == 300
     # Five crowd samples per item: self-consistency is reported too.
     assert out["judge_self_consistency"]["n_samples"] == 5
 
 
-def test_human_only_and_bad_files(tmp_path: Path,
-                                  summeval_files: tuple[Path, Path, pd.DataFrame]) -> None:
+def test_human_only_and_bad_files(
+    tmp_path: Path, summeval_files: tuple[Path, Path, pd.DataFrame]
+) -> None:
     human, _, _ = summeval_files
     run = fairjudge("agreement", "compute", "--human", str(human), "--bootstrap", "0", "--json")
     out = json.loads(run.stdout)
@@ -98,5 +127,7 @@ def test_human_only_and_bad_files(tmp_path: Path,
     assert "line 4: score 'seven' is not a number" in failed.stderr
     missing = tmp_path / "missing.csv"
     missing.write_text("item,rater,score\na,r1,4\n")
-    assert "needs the column(s) item_id" in fairjudge("agreement", "compute", "--human",
-                                                      str(missing)).stderr
+    assert (
+        "needs the column(s) item_id"
+        in fairjudge("agreement", "compute", "--human", str(missing)).stderr
+    )

@@ -27,8 +27,11 @@ from tests.conftest import SAMPLE, make_settings
 from tests.stub_openai import StubServer
 
 
-def write_csv(path: Path, rows: list[list[object]],
-              header: tuple[str, ...] = ("item_id", "rubric", "rater", "score")) -> Path:
+def write_csv(
+    path: Path,
+    rows: list[list[object]],
+    header: tuple[str, ...] = ("item_id", "rubric", "rater", "score"),
+) -> Path:
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
@@ -52,17 +55,21 @@ def judge_scores(engine: Engine) -> dict[str, int]:
         return {item.key: j.score for j, item in s.exec(select(Judgment, Item).join(Item))}
 
 
-def test_import_is_all_or_nothing_and_idempotent(tmp_path: Path, engine: Engine,
-                                                 judged: tuple[int, int]) -> None:
+def test_import_is_all_or_nothing_and_idempotent(
+    tmp_path: Path, engine: Engine, judged: tuple[int, int]
+) -> None:
     run, _ = judged
-    bad = write_csv(tmp_path / "bad.csv", [
-        ["s1-gender-1", "ICS", "ann1", 4],     # line 2: fine
-        ["nope", "ICS", "ann1", 3],            # line 3: unknown item
-        ["s1-gender-1", "SBAS", "ann2", 3],    # line 4: rubric not for S1
-        ["s1-gender-2", "ICS", "ann1", 6],     # line 5: off the scale
-        ["s1-gender-1", "ics", "ann1", 4],     # line 6: repeated (rubric case-insensitive)
-        ["s2-gender-1", "TCS", "ann1", 4],     # line 7: item not answered in this run
-    ])
+    bad = write_csv(
+        tmp_path / "bad.csv",
+        [
+            ["s1-gender-1", "ICS", "ann1", 4],  # line 2: fine
+            ["nope", "ICS", "ann1", 3],  # line 3: unknown item
+            ["s1-gender-1", "SBAS", "ann2", 3],  # line 4: rubric not for S1
+            ["s1-gender-2", "ICS", "ann1", 6],  # line 5: off the scale
+            ["s1-gender-1", "ics", "ann1", 4],  # line 6: repeated (rubric case-insensitive)
+            ["s2-gender-1", "TCS", "ann1", 4],  # line 7: item not answered in this run
+        ],
+    )
     with pytest.raises(RatingsError) as caught, session_scope(engine) as session:
         import_ratings(session, bad, run)
     assert [n for n, _ in caught.value.problems] == [3, 4, 5, 6, 7]
@@ -71,23 +78,28 @@ def test_import_is_all_or_nothing_and_idempotent(tmp_path: Path, engine: Engine,
     with Session(engine) as s:
         assert s.exec(select(func.count()).select_from(HumanRating)).one() == 0
 
-    good = write_csv(tmp_path / "good.csv", [["s1-gender-1", "ICS", "ann1", 4],
-                                             ["s1-gender-1", "ICS", "ann2", 2]])
+    good = write_csv(
+        tmp_path / "good.csv",
+        [["s1-gender-1", "ICS", "ann1", 4], ["s1-gender-1", "ICS", "ann2", 2]],
+    )
     with session_scope(engine) as session:
         first = import_ratings(session, good, run)
     with session_scope(engine) as session:
         again = import_ratings(session, good, run)
     assert (first.added, again.added, again.unchanged) == (2, 0, 2)
     changed = write_csv(tmp_path / "changed.csv", [["s1-gender-1", "ICS", "ann1", 5]])
-    with pytest.raises(RatingsError, match="already has score 4 .* pass --replace"), \
-            session_scope(engine) as session:
+    with (
+        pytest.raises(RatingsError, match="already has score 4 .* pass --replace"),
+        session_scope(engine) as session,
+    ):
         import_ratings(session, changed, run)
     with session_scope(engine) as session:
         assert import_ratings(session, changed, run, replace=True).replaced == 1
 
 
 def test_reliability_from_the_store_matches_direct_computation(
-        tmp_path: Path, engine: Engine, judged: tuple[int, int]) -> None:
+    tmp_path: Path, engine: Engine, judged: tuple[int, int]
+) -> None:
     run, judge_run = judged
     scores = judge_scores(engine)
     keys = sorted(scores)
@@ -99,8 +111,9 @@ def test_reliability_from_the_store_matches_direct_computation(
             if r == 2 and keys.index(key) % 3 == 0:
                 continue
             rows.append([key, "ICS", f"ann{r}", int(value)])
-        human[key] = np.mean([v for r, v in enumerate(ratings)
-                              if not (r == 2 and keys.index(key) % 3 == 0)])
+        human[key] = np.mean(
+            [v for r, v in enumerate(ratings) if not (r == 2 and keys.index(key) % 3 == 0)]
+        )
     with session_scope(engine) as session:
         import_ratings(session, write_csv(tmp_path / "r.csv", rows), run)
         result = run_reliability(session, run, n_bootstrap=200)
@@ -111,9 +124,11 @@ def test_reliability_from_the_store_matches_direct_computation(
     hy = np.array([human[k] for k in keys])
     # Independent: scipy / sklearn on the arrays rebuilt here from the stub's stored scores.
     assert judge["coefficients"]["spearman"]["value"] == pytest.approx(
-        stats.spearmanr(jx, hy).statistic)
+        stats.spearmanr(jx, hy).statistic
+    )
     assert judge["coefficients"]["kappa_quadratic"]["value"] == pytest.approx(
-        cohen_kappa_score(jx, np.floor(hy + 0.5), labels=[1, 2, 3, 4, 5], weights="quadratic"))
+        cohen_kappa_score(jx, np.floor(hy + 0.5), labels=[1, 2, 3, 4, 5], weights="quadratic")
+    )
     assert judge["n"] == 18 and judge["reading"]
     assert judge["items_needed"]["spearman"] >= 18
 
@@ -125,27 +140,57 @@ def test_reliability_from_the_store_matches_direct_computation(
     assert "Judge reliability" in html and html.count("data:image/png;base64,") == 2
 
 
-def test_agreement_cli_on_a_run(tmp_path: Path, engine: Engine, db_url: str,
-                                judged: tuple[int, int]) -> None:
+def test_agreement_cli_on_a_run(
+    tmp_path: Path, engine: Engine, db_url: str, judged: tuple[int, int]
+) -> None:
     run, _ = judged
     scores = judge_scores(engine)
-    rows = [[k, "ICS", rater, max(1, min(5, v + d))] for k, v in scores.items()
-            for rater, d in (("a", 0), ("b", 1))]
+    rows = [
+        [k, "ICS", rater, max(1, min(5, v + d))]
+        for k, v in scores.items()
+        for rater, d in (("a", 0), ("b", 1))
+    ]
     config = tmp_path / "c.toml"
-    config.write_text(f'database_url = "{db_url}"\n[endpoints.embedded]\n'
-                      'base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n')
+    config.write_text(
+        f'database_url = "{db_url}"\n[endpoints.embedded]\n'
+        'base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+    )
     runner = CliRunner()
-    imported = runner.invoke(cli, ["--config", str(config), "ratings", "import",
-                                   str(write_csv(tmp_path / "r.csv", rows)), "--run", str(run),
-                                   "--json"])
+    imported = runner.invoke(
+        cli,
+        [
+            "--config",
+            str(config),
+            "ratings",
+            "import",
+            str(write_csv(tmp_path / "r.csv", rows)),
+            "--run",
+            str(run),
+            "--json",
+        ],
+    )
     assert imported.exit_code == 0, imported.output
     assert json.loads(imported.output)["added"] == 36
-    shown = runner.invoke(cli, ["--config", str(config), "agreement", "--run", str(run),
-                                "--bootstrap", "100", "--out", str(tmp_path / "agr"), "--json"])
+    shown = runner.invoke(
+        cli,
+        [
+            "--config",
+            str(config),
+            "agreement",
+            "--run",
+            str(run),
+            "--bootstrap",
+            "100",
+            "--out",
+            str(tmp_path / "agr"),
+            "--json",
+        ],
+    )
     assert shown.exit_code == 0, shown.output
     result = json.loads(shown.output)
     assert result["rubrics"]["ICS"]["n_raters"] == 2
     assert (tmp_path / "agr" / "agreement.json").exists()
-    table = runner.invoke(cli, ["--config", str(config), "agreement", "--run", str(run),
-                                "--bootstrap", "50"])
+    table = runner.invoke(
+        cli, ["--config", str(config), "agreement", "--run", str(run), "--bootstrap", "50"]
+    )
     assert "human alpha (interval)" in table.output and "ICS" in table.output
