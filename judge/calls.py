@@ -49,6 +49,13 @@ class CallOutcome:
     key: str
     new_rows: list[CallCache] = field(default_factory=list)
 
+    @property
+    def attempts(self) -> int:
+        """HTTP requests this call made (0 when it came from the cache)."""
+        if self.failure is not None:
+            return self.failure.attempts
+        return self.completion.attempts if self.completion else 0
+
 
 class CallCacheView:
     """Thread-safe read access to the call cache of one model.
@@ -158,6 +165,51 @@ def run_concurrently(
                 future.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one pass over a run did: tasks attempted, paid calls, cache hits, HTTP requests,
+    and the resulting rows counted by their flag or status."""
+
+    run_id: int
+    tasks: int
+    model_calls: int
+    cached: int
+    http_attempts: int
+    flags: dict[str, int]
+
+
+def store_results(
+    engine: Engine,
+    run_id: int,
+    tasks: list[T],
+    work: Callable[[T], tuple[Any, list[CallOutcome]]],
+    *,
+    concurrency: int,
+    label: Callable[[Any], str],
+    progress: Callable[[int, int], None] | None = None,
+) -> RunSummary:
+    """Run ``work`` over ``tasks`` concurrently and store each result row with its new cache
+    rows as it arrives; an interrupt commits what has arrived before it propagates."""
+    flags: dict[str, int] = {}
+    calls = cached = attempts = finished = 0
+    with Session(engine, expire_on_commit=False) as session:
+        writer = BatchWriter(session)
+        try:
+            for row, outcomes in run_concurrently(tasks, work, concurrency=concurrency):
+                for outcome in outcomes:
+                    cached += outcome.cached
+                    calls += not outcome.cached
+                    attempts += outcome.attempts
+                writer.add(row, outcomes)
+                flags[label(row)] = flags.get(label(row), 0) + 1
+                finished += 1
+                if progress:
+                    progress(finished, len(tasks))
+        finally:
+            writer.flush()
+    return RunSummary(run_id, len(tasks), calls, cached, attempts, flags)
 
 
 class BatchWriter:

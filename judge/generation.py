@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from judge.calls import BatchWriter, CallCacheView, CallOutcome, cached_complete, run_concurrently
+from judge.calls import CallCacheView, CallOutcome, RunSummary, cached_complete, store_results
 from judge.client import ModelClient
 from judge.dataset_files import dataset_items, get_dataset
 from judge.parsing import classify_answer
@@ -23,16 +23,6 @@ from judge.store import session_scope
 from judge.tables import Dataset, GenerationRun, Item, Response, utcnow
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    run_id: int
-    tasks: int
-    model_calls: int
-    cached: int
-    http_attempts: int
-    flags: dict[str, int]
 
 
 def get_or_create_run(
@@ -126,8 +116,8 @@ def run_generation(
         run.status = "running"
     cache = CallCacheView(engine, client.model)
 
-    def work(task: _Task) -> tuple[_Task, CallOutcome]:
-        return task, cached_complete(
+    def work(task: _Task) -> tuple[Response, list[CallOutcome]]:
+        outcome = cached_complete(
             client,
             cache,
             task.messages,
@@ -135,38 +125,23 @@ def run_generation(
             temperature=run.temperature,
             max_tokens=run.max_tokens,
         )
+        return _response_row(run_id, task, outcome), [outcome]
 
-    flags: dict[str, int] = {}
-    calls = cached = attempts = finished = 0
-    with Session(engine, expire_on_commit=False) as session:
-        writer = BatchWriter(session)
-        try:
-            for task, outcome in run_concurrently(
-                tasks, work, concurrency=client.config.concurrency
-            ):
-                row = _response_row(run_id, task, outcome)
-                writer.add(row, [outcome])
-                flags[row.flag] = flags.get(row.flag, 0) + 1
-                cached += outcome.cached
-                calls += not outcome.cached
-                attempts += _attempts(outcome)
-                finished += 1
-                if progress:
-                    progress(finished, len(tasks))
-        finally:
-            writer.flush()
+    summary = store_results(
+        engine,
+        run_id,
+        tasks,
+        work,
+        concurrency=client.config.concurrency,
+        label=lambda row: row.flag,
+        progress=progress,
+    )
+    with session_scope(engine) as session:
         stored = session.get(GenerationRun, run_id)
         assert stored is not None
-        stored.status = "error" if flags.get("error") else "finished"
+        stored.status = "error" if summary.flags.get("error") else "finished"
         stored.finished_at = utcnow()
-        session.commit()
-    return RunSummary(run_id, len(tasks), calls, cached, attempts, flags)
-
-
-def _attempts(outcome: CallOutcome) -> int:
-    if outcome.failure is not None:
-        return outcome.failure.attempts
-    return outcome.completion.attempts if outcome.completion else 0
+    return summary
 
 
 def _response_row(run_id: int, task: _Task, outcome: CallOutcome) -> Response:

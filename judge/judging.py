@@ -16,11 +16,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.calls import BatchWriter, CallCacheView, CallOutcome, cached_complete, run_concurrently
+from judge.calls import CallCacheView, CallOutcome, RunSummary, cached_complete, store_results
 from judge.client import GRADE_SCHEMA, ModelClient
 from judge.config import JudgeConfig
 from judge.errors import NotFoundError
-from judge.generation import RunSummary, responses_by_item, run_items
+from judge.generation import responses_by_item, run_items
 from judge.parsing import parse_grade
 from judge.prompts import STAGE_PARTS, STAGE_RUBRICS, PromptBook, judge_texts, sha256
 from judge.store import session_scope
@@ -145,37 +145,21 @@ def run_judging(
     def work(task: _Task) -> tuple[Judgment, list[CallOutcome]]:
         return _judge_one(task, client, cache, book, jrun, settings)
 
-    counts: dict[str, int] = {}
-    calls = cached = attempts = finished = 0
-    with Session(engine, expire_on_commit=False) as session:
-        writer = BatchWriter(session)
-        try:
-            for row, outcomes in run_concurrently(
-                tasks, work, concurrency=client.config.concurrency
-            ):
-                for outcome in outcomes:
-                    cached += outcome.cached
-                    calls += not outcome.cached
-                    attempts += (
-                        outcome.failure.attempts
-                        if outcome.failure
-                        else outcome.completion.attempts
-                        if outcome.completion
-                        else 0
-                    )
-                writer.add(row, outcomes)
-                counts[row.status] = counts.get(row.status, 0) + 1
-                finished += 1
-                if progress:
-                    progress(finished, len(tasks))
-        finally:
-            writer.flush()
+    summary = store_results(
+        engine,
+        judge_run_id,
+        tasks,
+        work,
+        concurrency=client.config.concurrency,
+        label=lambda row: row.status,
+        progress=progress,
+    )
+    with session_scope(engine) as session:
         stored = session.get(JudgeRun, judge_run_id)
         assert stored is not None
         stored.status = "finished"
         stored.finished_at = utcnow()
-        session.commit()
-    return RunSummary(judge_run_id, len(tasks), calls, cached, attempts, counts)
+    return summary
 
 
 def _judge_one(

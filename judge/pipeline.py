@@ -7,9 +7,10 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
+from judge.calls import RunSummary
 from judge.client import ModelClient
 from judge.config import Settings
-from judge.generation import Progress, RunSummary, get_or_create_run, run_generation
+from judge.generation import Progress, get_or_create_run, run_generation
 from judge.judging import get_or_create_judge_run, run_judging
 from judge.prompts import PromptBook
 from judge.store import make_engine, session_scope
