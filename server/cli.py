@@ -370,14 +370,15 @@ def report(ctx: Context, run_id: int, out_dir: str, as_json: bool) -> None:
 )
 @click.option(
     "--dataset-file",
-    default=str(SAMPLE_DATASET),
-    show_default=True,
     type=click.Path(dir_okay=False),
+    show_default="datasets/fairmonitor_sample.jsonl in the repository",
+    help="Item file to run.",
 )
 @click.option("--limit", type=int, help="Only the first N items (a quicker look).")
 @pass_ctx
-def demo(ctx: Context, out_dir: str, dataset_file: str, limit: int | None) -> None:
+def demo(ctx: Context, out_dir: str, dataset_file: str | None, limit: int | None) -> None:
     """The whole pipeline on the embedded model: serve, import, generate, judge, report, stop."""
+    dataset_file = dataset_file or str(SAMPLE_DATASET)
     settings = ctx.settings()
     server = EmbeddedServer(settings.embedded, settings.state_dir)
     started = server.served_models() is None
