@@ -141,13 +141,17 @@ def compute(
     result["judge_vs_human"] = {
         k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in coefs.items()
     }
-    result["judge_vs_human"]["kappa_per_annotator"] = kappa_per_annotator(jx, sub)
+    result["judge_vs_human"]["kappa_per_annotator"] = kappa_per_annotator(
+        jx, sub, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence
+    )
     most = max((len(samples[i]) for i in paired), default=0)
     if most > 1:
         grid = np.full((len(paired), most), np.nan)
         for row, item in enumerate(paired):
             grid[row, : len(samples[item])] = samples[item]
-        result["judge_self_consistency"] = self_consistency(grid)
+        result["judge_self_consistency"] = self_consistency(
+            grid, n_bootstrap=n_bootstrap, seed=seed
+        )
     if group_by:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -163,7 +163,9 @@ def run_reliability(
                         k: v.to_dict() for k, v in coefs.items() if k != "confusion_matrix"
                     },
                     "confusion_matrix": coefs["confusion_matrix"],
-                    "kappa_per_annotator": kappa_per_annotator(jx, sub),
+                    "kappa_per_annotator": kappa_per_annotator(
+                        jx, sub, n_bootstrap=n_bootstrap, seed=seed
+                    ),
                     "items_needed": {
                         k: items_needed(coefs[k], target_half_width)
                         for k in ("pearson", "spearman", "kappa_quadratic")
@@ -176,7 +178,9 @@ def run_reliability(
                 grid = np.full((len(samples), run.samples), np.nan)
                 for row, values in enumerate(samples.values()):
                     grid[row, : len(values)] = values
-                entry["self_consistency"] = self_consistency(grid)
+                entry["self_consistency"] = self_consistency(
+                    grid, n_bootstrap=n_bootstrap, seed=seed
+                )
             judges.append(entry)
         rubrics[rubric] = {
             "n_rated_items": len(matrix.items),

@@ -306,34 +306,65 @@ def krippendorff_alphas(
     return out
 
 
-def pairwise_kappa(matrix: RatingMatrix, *, labels: Sequence[int] = LABELS) -> list[dict[str, Any]]:
+def _pair(
+    a: Array,
+    b: Array,
+    names: Sequence[str],
+    *,
+    n_bootstrap: int,
+    seed: int | None,
+    confidence: float,
+    labels: Sequence[int],
+) -> dict[str, Any]:
+    """Selected pair coefficients (as JSON-ready dicts with CIs) of two aligned score arrays."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = judge_vs_human(
+            a, b, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence, labels=labels
+        )
+    return {name: result[name].to_dict() for name in names}
+
+
+def pairwise_kappa(
+    matrix: RatingMatrix,
+    *,
+    n_bootstrap: int = 1000,
+    seed: int | None = 0,
+    confidence: float = 0.95,
+    labels: Sequence[int] = LABELS,
+) -> list[dict[str, Any]]:
     """Cohen's kappa (unweighted and quadratic) for every pair of raters on shared items."""
     out = []
-    lab = np.asarray(labels)
     for a, b in combinations(range(len(matrix.raters)), 2):
         both = ~np.isnan(matrix.values[a]) & ~np.isnan(matrix.values[b])
-        ra = to_categories(matrix.values[a, both], labels=labels)
-        rb = to_categories(matrix.values[b, both], labels=labels)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            k = float(cohen_kappa_score(ra, rb, labels=lab)) if both.sum() else math.nan
-            kq = (
-                float(cohen_kappa_score(ra, rb, labels=lab, weights="quadratic"))
-                if both.sum()
-                else math.nan
+        entry: dict[str, Any] = {
+            "raters": [matrix.raters[a], matrix.raters[b]],
+            "n": int(both.sum()),
+        }
+        if both.any():
+            entry.update(
+                _pair(
+                    matrix.values[a, both],
+                    matrix.values[b, both],
+                    ("kappa", "kappa_quadratic"),
+                    n_bootstrap=n_bootstrap,
+                    seed=seed,
+                    confidence=confidence,
+                    labels=labels,
+                )
             )
-        out.append(
-            {
-                "raters": [matrix.raters[a], matrix.raters[b]],
-                "n": int(both.sum()),
-                "kappa": _json_number(k),
-                "kappa_quadratic": _json_number(kq),
-            }
-        )
+        out.append(entry)
     return out
 
 
-def annotator_vs_rest(matrix: RatingMatrix) -> list[dict[str, Any]]:
+def annotator_vs_rest(
+    matrix: RatingMatrix,
+    *,
+    n_bootstrap: int = 1000,
+    seed: int | None = 0,
+    confidence: float = 0.95,
+    labels: Sequence[int] = LABELS,
+) -> list[dict[str, Any]]:
     """Each rater against the mean of the other raters on the items both sides cover."""
     out = []
     for r, name in enumerate(matrix.raters):
@@ -346,17 +377,20 @@ def annotator_vs_rest(matrix: RatingMatrix) -> list[dict[str, Any]]:
                 else np.full(matrix.values.shape[1], np.nan)
             )
         mask = ~np.isnan(matrix.values[r]) & ~np.isnan(rest)
-        mine, theirs = matrix.values[r, mask], rest[mask]
-        ok = mask.sum() >= 3 and np.ptp(mine) > 0 and np.ptp(theirs) > 0
-        out.append(
-            {
-                "rater": name,
-                "n": int(mask.sum()),
-                "spearman": float(stats.spearmanr(mine, theirs).statistic) if ok else None,
-                "pearson": float(stats.pearsonr(mine, theirs).statistic) if ok else None,
-                "mean_difference": float(np.mean(mine - theirs)) if mask.sum() else None,
-            }
-        )
+        entry: dict[str, Any] = {"rater": name, "n": int(mask.sum())}
+        if mask.any():
+            entry.update(
+                _pair(
+                    matrix.values[r, mask],
+                    rest[mask],
+                    ("pearson", "spearman", "kappa_quadratic", "mean_difference"),
+                    n_bootstrap=n_bootstrap,
+                    seed=seed,
+                    confidence=confidence,
+                    labels=labels,
+                )
+            )
+        out.append(entry)
     return out
 
 
@@ -375,37 +409,44 @@ def human_vs_human(
         )
     )
     result["n_raters"] = len(matrix.raters)
-    result["pairwise_kappa"] = pairwise_kappa(matrix, labels=labels)
-    result["per_annotator"] = annotator_vs_rest(matrix)
+    shared: dict[str, Any] = {
+        "n_bootstrap": n_bootstrap,
+        "seed": seed,
+        "confidence": confidence,
+        "labels": labels,
+    }
+    result["pairwise_kappa"] = pairwise_kappa(matrix, **shared)
+    result["per_annotator"] = annotator_vs_rest(matrix, **shared)
     return result
 
 
 def kappa_per_annotator(
-    judge: Array, matrix: RatingMatrix, *, labels: Sequence[int] = LABELS
+    judge: Array,
+    matrix: RatingMatrix,
+    *,
+    n_bootstrap: int = 1000,
+    seed: int | None = 0,
+    confidence: float = 0.95,
+    labels: Sequence[int] = LABELS,
 ) -> list[dict[str, Any]]:
     """Cohen's kappa of the judge against each annotator on that annotator's items."""
-    lab = np.asarray(labels)
     out = []
-    cj = to_categories(judge, labels=labels)
     for r, name in enumerate(matrix.raters):
         mask = ~np.isnan(matrix.values[r])
-        ch = to_categories(matrix.values[r, mask], labels=labels)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            k = float(cohen_kappa_score(cj[mask], ch, labels=lab)) if mask.sum() else math.nan
-            kq = (
-                float(cohen_kappa_score(cj[mask], ch, labels=lab, weights="quadratic"))
-                if mask.sum()
-                else math.nan
+        entry: dict[str, Any] = {"rater": name, "n": int(mask.sum())}
+        if mask.any():
+            entry.update(
+                _pair(
+                    np.asarray(judge, dtype=float)[mask],
+                    matrix.values[r, mask],
+                    ("kappa", "kappa_quadratic"),
+                    n_bootstrap=n_bootstrap,
+                    seed=seed,
+                    confidence=confidence,
+                    labels=labels,
+                )
             )
-        out.append(
-            {
-                "rater": name,
-                "n": int(mask.sum()),
-                "kappa": _json_number(k),
-                "kappa_quadratic": _json_number(kq),
-            }
-        )
+        out.append(entry)
     return out
 
 
@@ -462,14 +503,27 @@ def grouped_correlations(
     return out
 
 
-def system_level(judge: ArrayLike, human: ArrayLike, systems: Sequence[Any]) -> dict[str, Any]:
-    """Correlate per-system mean scores (judge means vs human means), one point per system."""
+def system_level(
+    judge: ArrayLike,
+    human: ArrayLike,
+    systems: Sequence[Any],
+    *,
+    n_bootstrap: int = 1000,
+    seed: int | None = 0,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Correlate per-system mean scores (judge means vs human means), one point per system.
+
+    The CI resamples items within each system and recomputes the system means.
+    """
     x = np.asarray(judge, dtype=float)
     y = np.asarray(human, dtype=float)
     keys = np.asarray([str(s) for s in systems])
-    names = np.unique(keys)
-    mx = np.array([x[keys == k].mean() for k in names])
-    my = np.array([y[keys == k].mean() for k in names])
+    if not (x.size == y.size == keys.size):
+        raise ValueError("judge, human and systems must have the same length")
+    names, index = np.unique(keys, return_inverse=True)
+    sizes = np.bincount(index)
+    mx, my = np.bincount(index, x) / sizes, np.bincount(index, y) / sizes
     out: dict[str, Any] = {
         "n_systems": int(names.size),
         "systems": {
@@ -477,42 +531,59 @@ def system_level(judge: ArrayLike, human: ArrayLike, systems: Sequence[Any]) -> 
             for k, a, b in zip(names, mx, my, strict=True)
         },
     }
+    rng = np.random.default_rng(seed)
+    members = [np.flatnonzero(index == s) for s in range(names.size)]
+    boots = []
+    for _ in range(n_bootstrap if names.size >= 3 else 0):
+        picks = [m[rng.integers(0, m.size, m.size)] for m in members]
+        boots.append(
+            (np.array([x[p].mean() for p in picks]), np.array([y[p].mean() for p in picks]))
+        )
     for name, fn in CORRELATIONS.items():
         if names.size < 3 or np.ptp(mx) == 0 or np.ptp(my) == 0:
             _undefined(f"system-level {name} (n={names.size} systems)")
             out[name] = Coefficient(math.nan, math.nan, math.nan, math.nan, int(names.size))
             continue
         result = fn(mx, my)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            values = np.array([fn(bx, by).statistic for bx, by in boots])
+        low, high = percentile_interval(values, confidence) if boots else (math.nan, math.nan)
         out[name] = Coefficient(
-            float(result.statistic), math.nan, math.nan, float(result.pvalue), int(names.size)
+            float(result.statistic), low, high, float(result.pvalue), int(names.size)
         )
     return out
 
 
-def self_consistency(samples: ArrayLike) -> dict[str, Any]:
+def self_consistency(
+    samples: ArrayLike, *, n_bootstrap: int = 1000, seed: int | None = 0
+) -> dict[str, Any]:
     """Intra-judge agreement from an items x samples matrix (NaN = unscored sample).
 
-    alpha treats the samples as raters; ``share_disagreeing`` is the share of items with two or
-    more scored samples whose scores are not all equal.
+    Alpha treats the samples as raters (with CIs); ``share_disagreeing`` is the share of items
+    with two or more scored samples whose scores are not all equal.
     """
     values = np.asarray(samples, dtype=float)
     if values.ndim != 2:
         raise ValueError("samples must be a 2-D items x samples array")
-    scored = np.sum(~np.isnan(values), axis=1)
-    usable = values[scored >= 2]
+    usable = values[np.sum(~np.isnan(values), axis=1) >= 2]
     disagree = [np.ptp(row[~np.isnan(row)]) > 0 for row in usable]
-    domain = list(LABELS)
-    return {
+    out: dict[str, Any] = {
         "n_items": int(usable.shape[0]),
         "n_samples": int(values.shape[1]),
-        "alpha_ordinal": _json_number(_alpha(usable.T, "ordinal", domain))
-        if usable.shape[0]
-        else None,
-        "alpha_interval": _json_number(_alpha(usable.T, "interval", domain))
-        if usable.shape[0]
-        else None,
         "share_disagreeing": float(np.mean(disagree)) if disagree else None,
     }
+    matrix = RatingMatrix(
+        [str(i) for i in range(usable.shape[0])],
+        [f"sample{k}" for k in range(values.shape[1])],
+        usable.T,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alphas = krippendorff_alphas(matrix, n_bootstrap=n_bootstrap, seed=seed)
+    out["alpha_ordinal"] = alphas["alpha_ordinal"].to_dict()
+    out["alpha_interval"] = alphas["alpha_interval"].to_dict()
+    return out
 
 
 def items_needed(coefficient: Coefficient, target_half_width: float) -> int | None:

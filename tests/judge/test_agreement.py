@@ -6,10 +6,12 @@ import json
 import math
 import warnings
 
+import krippendorff
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import cohens_kappa
 
 from judge.agreement import (
@@ -58,6 +60,12 @@ def test_krippendorff_published_example() -> None:
     assert result["alpha_interval"].n == 11
     assert result["alpha_interval"].ci_low <= 0.849 <= result["alpha_interval"].ci_high
     assert result["n_raters"] == 4
+    # Pairwise kappa of A and B on the units both rated (1-9), recomputed with scikit-learn.
+    ab = next(p for p in result["pairwise_kappa"] if p["raters"] == ["A", "B"])
+    expected = cohen_kappa_score(K2011["A"][:9], K2011["B"][:9], labels=[1, 2, 3, 4, 5])
+    assert ab["n"] == 9 and ab["kappa"]["value"] == pytest.approx(expected)
+    assert ab["kappa"]["ci_low"] <= expected <= ab["kappa"]["ci_high"]
+    assert {e["rater"] for e in result["per_annotator"]} == set("ABCD")
 
 
 def test_hand_computed_correlations_and_rates() -> None:
@@ -166,15 +174,24 @@ def test_grouped_and_system_levels_by_hand() -> None:
     assert g["spearman"].value == pytest.approx(0.0)
     assert (g["n_groups"], g["n_groups_skipped"]) == (2, 1)
     # System means: a (2, 2), b (2, 2), c (4, 2.667): too few points to be useful -> 3 points.
-    s = system_level(judge, human, groups)
+    s = system_level(judge, human, groups, n_bootstrap=200)
     assert s["n_systems"] == 3 and s["systems"]["c"]["human"] == pytest.approx(8 / 3)
+    # Means: judge (2, 2, 4), human (2, 2, 2.667): both are affine images of (0, 0, 1) -> r = 1.
+    assert s["pearson"].value == pytest.approx(1.0)
+    assert s["pearson"].ci_low <= 1.0 + 1e-9 and s["pearson"].n == 3
 
 
 def test_self_consistency_by_hand() -> None:
     samples = [[3, 3, 3], [2, 4, 2], [5, 5, np.nan], [1, np.nan, np.nan]]
-    result = self_consistency(samples)
+    result = self_consistency(samples, n_bootstrap=100)
     # The last item has one scored sample and is left out; 1 of 3 items disagrees.
     assert result["n_items"] == 3 and result["share_disagreeing"] == pytest.approx(1 / 3)
+    usable = np.array(samples[:3], dtype=float).T  # samples as raters, items as units
+    assert result["alpha_ordinal"]["value"] == pytest.approx(
+        krippendorff.alpha(
+            reliability_data=usable, level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5]
+        )
+    )
 
 
 def test_items_needed_scales_with_the_square_of_the_width() -> None:
@@ -198,8 +215,6 @@ def summeval_long(aspect: str) -> pd.DataFrame:
 
 @pytest.mark.skipif(not SUMMEVAL.exists(), reason="../shared/data/summeval is not present")
 def test_summeval_missing_ratings_and_grouped_correlation() -> None:
-    import krippendorff
-
     df = summeval_long("coherence")
     experts = df[df.rater != "turkers"].copy()
     # Knock out 20 % of the expert ratings at random: missing ratings are normal.
