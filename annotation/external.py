@@ -20,6 +20,7 @@ from judge.agreement import (
     RatingMatrix,
     grouped_correlations,
     human_vs_human,
+    jsonable,
     judge_vs_human,
     kappa_per_annotator,
     self_consistency,
@@ -109,7 +110,7 @@ def compute(
         hh = human_vs_human(matrix, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence)
     result: dict[str, Any] = {
         "n_items": len(matrix.items),
-        "human_vs_human": {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in hh.items()},
+        "human_vs_human": jsonable(hh),
         "settings": {
             "bootstrap": n_bootstrap,
             "seed": seed,
@@ -138,9 +139,7 @@ def compute(
         coefs = judge_vs_human(jx, hy, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence)
     columns = [matrix.items.index(i) for i in paired]
     sub = RatingMatrix(paired, matrix.raters, matrix.values[:, columns])
-    result["judge_vs_human"] = {
-        k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in coefs.items()
-    }
+    result["judge_vs_human"] = jsonable(coefs)
     result["judge_vs_human"]["kappa_per_annotator"] = kappa_per_annotator(
         jx, sub, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence
     )
@@ -163,7 +162,5 @@ def compute(
                 seed=seed,
                 confidence=confidence,
             )
-        result["grouped"] = {
-            k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in grouped.items()
-        }
+        result["grouped"] = jsonable(grouped)
     return result

@@ -15,6 +15,7 @@ from judge.agreement import (
     RatingMatrix,
     human_vs_human,
     items_needed,
+    jsonable,
     judge_vs_human,
     kappa_per_annotator,
     self_consistency,
@@ -186,9 +187,7 @@ def run_reliability(
             "n_rated_items": len(matrix.items),
             "n_raters": len(matrix.raters),
             "n_ratings": len(rows),
-            "human_vs_human": {
-                k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in ceiling.items()
-            },
+            "human_vs_human": jsonable(ceiling),
             "judges": judges,
         }
     return {

@@ -71,6 +71,11 @@ class Coefficient:
         return (self.ci_high - self.ci_low) / 2
 
 
+def jsonable(result: dict[str, Any]) -> dict[str, Any]:
+    """A result dict with every Coefficient turned into its JSON-ready dict."""
+    return {k: (v.to_dict() if isinstance(v, Coefficient) else v) for k, v in result.items()}
+
+
 def _json_number(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
