@@ -32,6 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check judge annotation server tests bench
 	$(BIN)/ruff format --check judge annotation server tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run

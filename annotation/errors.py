@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from judge.errors import DatasetError
+from judge.errors import InvalidInputError
 
 
-class RatingsError(DatasetError):
+class RatingsError(InvalidInputError):
     """A ratings file is invalid; ``problems`` lists (line_number, reason) pairs."""

@@ -17,9 +17,10 @@ from pathlib import Path
 from sqlmodel import Session, col, select
 
 from annotation.errors import RatingsError
-from judge.errors import NotFoundError
-from judge.prompts import STAGE_RUBRICS
-from judge.tables import GenerationRun, HumanRating, Item, Response
+from judge.grading.rubrics import RubricSet
+from judge.store.queries import get_generation_run
+from judge.store.tables import HumanRating, Item, Response
+from judge.vocab import SCALE
 
 RATING_COLUMNS = ("item_id", "rubric", "rater", "score")
 
@@ -45,13 +46,13 @@ def read_csv_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int
 
 
 def parse_score(text: str | None) -> float:
-    """A score on the 1-5 scale, or ValueError with the reason."""
+    """A score on the rating scale (means allowed), or ValueError with the reason."""
     try:
         value = float((text or "").strip())
     except ValueError:
         raise ValueError(f"score {text!r} is not a number") from None
-    if not math.isfinite(value) or not 1 <= value <= 5:
-        raise ValueError(f"score {text!r} is outside the 1-5 scale")
+    if not math.isfinite(value) or not SCALE.low <= value <= SCALE.high:
+        raise ValueError(f"score {text!r} is outside the {SCALE} scale")
     return value
 
 
@@ -69,14 +70,13 @@ def import_ratings(
     session: Session,
     path: str | Path,
     generation_run_id: int,
+    rubrics: RubricSet,
     *,
     replace: bool = False,
     source: str = "import",
 ) -> RatingsImport:
     """Import a ratings file for a generation run; all or nothing."""
-    run = session.get(GenerationRun, generation_run_id)
-    if run is None:
-        raise NotFoundError(f"no generation run {generation_run_id}; see `fairjudge runs`")
+    run = get_generation_run(session, generation_run_id)
     items = {i.key: i for i in session.exec(select(Item).where(Item.dataset_id == run.dataset_id))}
     answered = set(
         session.exec(
@@ -97,12 +97,12 @@ def import_ratings(
         if item.id not in answered:
             problems.append((number, f"item {key!r} has no answer in run {generation_run_id}"))
             continue
-        if rubric not in STAGE_RUBRICS[item.stage]:
+        if rubric not in rubrics.for_stage(item.stage):
             problems.append(
                 (
                     number,
                     f"rubric {rubric!r} does not apply to {item.stage} item "
-                    f"{key!r} (use {', '.join(STAGE_RUBRICS[item.stage])})",
+                    f"{key!r} (use {', '.join(rubrics.for_stage(item.stage))})",
                 )
             )
             continue

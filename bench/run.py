@@ -25,16 +25,16 @@ from pathlib import Path
 import numpy as np
 from sqlmodel import Session, select
 
-from judge import pipeline
-from judge.client import GRADE_SCHEMA
 from judge.config import EmbeddedConfig, Settings
-from judge.dataset_files import import_items
-from judge.embedded import EmbeddedServer
-from judge.generation import responses_by_item
-from judge.prompts import PromptBook, judge_texts
-from judge.store import make_engine, session_scope
-from judge.tables import Item
-from tests.conftest import SAMPLE, free_port
+from judge.data.catalog import import_items
+from judge.grading.rubrics import GRADE_SCHEMA, load_rubrics
+from judge.models.embedded import EmbeddedServer
+from judge.prompts import PromptBook
+from judge.store.engine import make_engine, session_scope
+from judge.store.queries import responses_by_item
+from judge.store.tables import Item
+from server import services
+from tests.support.factories import SAMPLE, free_port
 
 N_JUDGMENTS = 2000
 CONCURRENCY = 32
@@ -44,7 +44,7 @@ LATENCY = 0.2
 def start_stub(latency: float) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.stub_openai", str(port), str(latency)],
+        [sys.executable, "-m", "tests.support.stub_openai", str(port), str(latency)],
         stdout=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}/v1"
@@ -110,13 +110,13 @@ def bench_stub(tmp: Path) -> dict[str, float]:
         settings = settings_for(gen_url, judge_url, db_url, CONCURRENCY)
         with session_scope(engine) as session:
             import_items(session, synthetic_items(tmp / "items.jsonl", N_JUDGMENTS), "bench")
-        gen = pipeline.generate(engine, settings, "bench")
+        gen = services.generate(engine, settings, "bench")
         start = time.perf_counter()
-        first = pipeline.judge(engine, settings, gen.run_id)
+        first = services.judge(engine, settings, gen.run_id)
         elapsed = time.perf_counter() - start
         calls_before = stub_requests(judge_url)
         start = time.perf_counter()
-        again = pipeline.judge(engine, settings, gen.run_id)
+        again = services.judge(engine, settings, gen.run_id)
         resume_s = time.perf_counter() - start
         backend_calls = stub_requests(judge_url) - calls_before
         assert first.flags == {"scored": N_JUDGMENTS}, first.flags
@@ -159,23 +159,21 @@ def bench_embedded(tmp: Path, n_items: int = 8) -> dict[str, float]:
         )
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = pipeline.generate(engine, settings, "sample", limit=n_items)
+        gen = services.generate(engine, settings, "sample", limit=n_items)
         start = time.perf_counter()
-        summary = pipeline.judge(engine, settings, gen.run_id)
+        summary = services.judge(engine, settings, gen.run_id)
         pipeline_s = time.perf_counter() - start
         # The same judge requests sent straight to the server, one at a time.
-        book = PromptBook(settings.prompts_dir)
+        book = PromptBook(settings.prompts_path())
+        ics = load_rubrics(settings.prompts_path())["ICS"]
         with Session(engine) as s:
             answers = responses_by_item(s, gen.run_id)
             items = s.exec(select(Item).where(Item.id.in_(list(answers)))).all()  # type: ignore[union-attr]
             requests = [
                 book.judge_prompt(
-                    "ICS",
-                    judge_texts(
-                        i.stage,
-                        "ICS",
-                        i.fields,
-                        {p: r.raw_text or "" for p, r in answers[i.id].items()},
+                    ics,
+                    ics.render_texts(
+                        i.fields, {p: r.raw_text or "" for p, r in answers[i.id].items()}
                     ),
                     variant="plain",
                 )
@@ -219,19 +217,20 @@ def bench_embedded(tmp: Path, n_items: int = 8) -> dict[str, float]:
 def bench_agreement(n_pairs: int = 100_000, n_bootstrap: int = 1000) -> dict[str, float]:
     """All judge-human coefficients with a 1,000-resample bootstrap on 100,000 pairs: judge
     scores 1-5, human scores the mean of three raters. Target <= 5 s."""
-    from judge.agreement import judge_vs_human
+    from judge.stats.coefficient import BootstrapOptions
+    from judge.stats.pairs import judge_vs_human
 
     rng = np.random.default_rng(0)
     judge = rng.integers(1, 6, n_pairs).astype(float)
     human = np.clip(judge[:, None] + rng.integers(-2, 3, (n_pairs, 3)), 1, 5).mean(axis=1)
     start = time.perf_counter()
-    result = judge_vs_human(judge, human, n_bootstrap=n_bootstrap, seed=0)
+    result = judge_vs_human(judge, human, options=BootstrapOptions(n_bootstrap, seed=0))
     elapsed = time.perf_counter() - start
     return {
         "pairs": n_pairs,
         "bootstrap": n_bootstrap,
         "wall_s": round(elapsed, 3),
-        "coefficients": len([k for k in result if k != "confusion_matrix"]),
+        "coefficients": len(result.coefficients),
     }
 
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from judge import paths
 from judge.errors import ConfigError
-
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = ROOT / "fairjudge.toml"
 
 StructuredOutput = Literal["json_object_schema", "json_schema", "none"]
 
@@ -121,7 +119,10 @@ class Settings(_Strict):
     state_dir: str = Field(
         default=".fairjudge", description="Folder for the embedded server's pid and log files."
     )
-    prompts_dir: str = Field(default=str(ROOT / "prompts"), description="Prompt templates.")
+    prompts_dir: str = Field(
+        default="",
+        description="Folder of prompt templates and rubrics ('' = the built-in prompts/).",
+    )
     embedded: EmbeddedConfig = Field(default_factory=EmbeddedConfig)
     endpoints: dict[str, EndpointConfig] = Field(
         default_factory=dict, description="Named OpenAI-compatible endpoints."
@@ -143,6 +144,10 @@ class Settings(_Strict):
                 )
         return self
 
+    def prompts_path(self) -> Path:
+        """The prompts folder in use."""
+        return Path(self.prompts_dir) if self.prompts_dir else paths.prompts_dir()
+
     def endpoint(self, name: str) -> EndpointConfig:
         """The endpoint called ``name``, or a ConfigError listing the defined ones."""
         try:
@@ -154,19 +159,33 @@ class Settings(_Strict):
             ) from None
 
 
-def load_settings(path: str | Path | None = None, **overrides: object) -> Settings:
-    """Read ``path`` (default: fairjudge.toml at the repository root) and apply overrides.
+# The embedded model's endpoint when no config file exists (matches the [embedded] defaults).
+EMBEDDED_ENDPOINT: dict[str, Any] = {
+    "base_url": "http://127.0.0.1:8765/v1",
+    "model": "smollm2-135m-instruct",
+    "structured_output": "json_object_schema",
+}
 
+
+def load_settings(path: str | Path | None = None, **overrides: object) -> Settings:
+    """Read ``path`` and apply overrides.
+
+    Without ``path``: ``fairjudge.toml`` in the working directory, else the checkout's own,
+    else the built-in defaults (the embedded model as both model under test and judge).
     ``overrides`` are dotted keys, e.g. ``{"judge.temperature": 0.5}``; ``None`` values are
     ignored so CLI options that were not given change nothing.
     """
-    path = Path(path) if path else DEFAULT_CONFIG
-    if not path.exists():
-        raise ConfigError(f"config file {path} not found; pass --config or create it")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    if path is None and not paths.default_config().exists():
+        data: dict[str, Any] = {"endpoints": {"embedded": EMBEDDED_ENDPOINT}}
+        path = "(built-in defaults)"
+    else:
+        path = Path(path) if path else paths.default_config()
+        if not path.exists():
+            raise ConfigError(f"config file {path} not found; pass --config or create it")
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     for dotted, value in overrides.items():
         if value is None:
             continue

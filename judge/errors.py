@@ -1,7 +1,8 @@
 """The exception family of the ``judge`` package.
 
-Every error a user can cause or fix carries a message that says what to do next; the CLI
-prints it and the server maps it to its JSON error shape.
+Every error a user can cause or fix carries a message that says what to do next. The CLI
+prints it (its root alone knows exit codes) and the server maps the class to its JSON error
+shape and HTTP status (``server/errors.py`` alone knows HTTP codes).
 """
 
 from __future__ import annotations
@@ -10,15 +11,13 @@ from __future__ import annotations
 class FairJudgeError(Exception):
     """Base class: an error with a message meant for the user."""
 
-    status_code = 400
-
 
 class ConfigError(FairJudgeError):
     """The configuration file or an override is invalid."""
 
 
-class DatasetError(FairJudgeError):
-    """A dataset file is invalid; ``problems`` lists ``(line_number, reason)`` pairs."""
+class InvalidInputError(FairJudgeError):
+    """A file or request is invalid; ``problems`` lists ``(line_number, reason)`` pairs."""
 
     def __init__(self, message: str, problems: list[tuple[int, str]] | None = None) -> None:
         self.problems = problems or []
@@ -31,19 +30,21 @@ class DatasetError(FairJudgeError):
         super().__init__(message)
 
 
+class DatasetError(InvalidInputError):
+    """A dataset file is invalid."""
+
+
 class NotFoundError(FairJudgeError):
     """A named dataset, run or item does not exist."""
-
-    status_code = 404
 
 
 class EndpointError(FairJudgeError):
     """A model endpoint cannot be used (unreachable, wrong model, bad key)."""
 
-    status_code = 502
-
 
 class EmbeddedModelError(FairJudgeError):
     """The embedded model server cannot be installed, started or stopped."""
 
-    status_code = 500
+
+class SchemaError(FairJudgeError):
+    """The database's schema is not one this version of FairJudge can upgrade."""

@@ -7,6 +7,7 @@ are requested; everything already answered comes from the store or the call cach
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,13 +15,14 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from judge.calls import CallCacheView, CallOutcome, RunSummary, cached_complete, store_results
-from judge.client import ModelClient
-from judge.dataset_files import dataset_items, get_dataset
-from judge.parsing import classify_answer
-from judge.prompts import STAGE_PARTS, PromptBook
-from judge.store import session_scope
-from judge.tables import Dataset, GenerationRun, Item, Response, utcnow
+from judge.models.cache import CallCacheView, CallOutcome, cached_complete
+from judge.models.client import ModelClient
+from judge.prompts import PromptBook
+from judge.runs import RunSummary, store_results
+from judge.store.engine import session_scope
+from judge.store.queries import dataset_items, get_dataset
+from judge.store.tables import GenerationRun, Response, utcnow
+from judge.vocab import STAGE_PARTS
 
 Progress = Callable[[int, int], None]
 
@@ -75,20 +77,32 @@ class _Task:
     messages: list[dict[str, str]]
 
 
-def run_generation(
+def generate(
     engine: Engine,
-    run_id: int,
     client: ModelClient,
     book: PromptBook,
+    dataset_name: str,
     *,
+    temperature: float,
+    max_tokens: int,
     limit: int | None = None,
+    new: bool = False,
     progress: Progress | None = None,
 ) -> RunSummary:
-    """Ask for every missing or failed answer of the run and store each as it arrives."""
+    """Create (or resume) the generation run for these settings and ask for every missing or
+    failed answer, storing each as it arrives."""
     with session_scope(engine) as session:
-        run = session.get(GenerationRun, run_id)
-        assert run is not None
-        dataset_name = get_dataset_name(session, run.dataset_id)
+        run = get_or_create_run(
+            session,
+            dataset_name,
+            client,
+            book,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            new=new,
+        )
+        assert run.id is not None
+        run_id = run.id
         items = dataset_items(session, dataset_name)[:limit]
         done = {
             (r.item_id, r.part): r
@@ -105,14 +119,7 @@ def run_generation(
                 if previous is not None and previous.flag != "error":
                     continue
                 prompt = book.generation_prompt(item.stage, part, item.fields)
-                tasks.append(
-                    _Task(
-                        item.id,
-                        part,
-                        prompt.messages[0]["content"],
-                        prompt.messages,
-                    )
-                )
+                tasks.append(_Task(item.id, part, prompt.messages[0]["content"], prompt.messages))
         run.status = "running"
     cache = CallCacheView(engine, client.model)
 
@@ -167,21 +174,26 @@ def _response_row(run_id: int, task: _Task, outcome: CallOutcome) -> Response:
     )
 
 
-def get_dataset_name(session: Session, dataset_id: int) -> str:
-    dataset = session.get(Dataset, dataset_id)
-    assert dataset is not None
-    return dataset.name
+# Opening phrases with which chat models decline a request.
+_REFUSAL = re.compile(
+    r"^\W*(?:i(?:'m| am) sorry,? but|sorry,? (?:but )?i (?:can(?:no|')t|won't)|"
+    r"i (?:can(?:no|')t|won't|am unable to|'m unable to|am not able to) "
+    r"(?:help|assist|answer|provide|comply|do that|fulfil|engage|respond)|"
+    r"as an ai(?: language model)?,? i (?:can(?:no|')t|won't|am unable|don't))",
+    re.I,
+)
 
 
-def responses_by_item(session: Session, run_id: int) -> dict[int, dict[str, Response]]:
-    """{item_id: {part: Response}} for one generation run."""
-    out: dict[int, dict[str, Response]] = {}
-    for row in session.exec(select(Response).where(Response.run_id == run_id)):
-        out.setdefault(row.item_id, {})[row.part] = row
-    return out
+def classify_answer(text: str | None) -> str:
+    """'empty', 'refusal' or 'ok' for an answer of the model under test.
 
-
-def run_items(session: Session, run_id: int) -> list[Item]:
-    """The items that have at least one stored response in the run, in id order."""
-    ids = select(Response.item_id).where(Response.run_id == run_id).distinct()
-    return list(session.exec(select(Item).where(col(Item.id).in_(ids)).order_by(col(Item.id))))
+    >>> classify_answer("I'm sorry, but I can't help with that.")
+    'refusal'
+    >>> classify_answer("Both students deserve the same support.")
+    'ok'
+    """
+    if text is None or not text.strip():
+        return "empty"
+    if _REFUSAL.search(text[:300]):
+        return "refusal"
+    return "ok"

@@ -20,9 +20,8 @@ from statistics import fmean
 
 from sqlmodel import Session, col, select
 
-from judge.tables import Item, Judgment
-
-MAX_SCORE = 5
+from judge.store.tables import Item, Judgment
+from judge.vocab import SCALE
 
 
 def aggregate(scores: Sequence[int], how: str) -> float | None:
@@ -124,7 +123,7 @@ def _value(kind: str, threshold: int, scores: list[float]) -> float | None:
     if not scores:
         return None
     if kind == "mean_pct":
-        return fmean(scores) / MAX_SCORE * 100
+        return fmean(scores) / SCALE.high * 100
     return sum(s >= threshold for s in scores) / len(scores) * 100
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Flask, current_app, g
 from sqlmodel import Session
 
-from judge.store import make_engine
+from judge.store.engine import make_engine
 
 
 def init_app(app: Flask) -> None:

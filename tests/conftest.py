@@ -3,27 +3,20 @@ embedded model server (started once per test session on a free port)."""
 
 from __future__ import annotations
 
-import socket
+import importlib.util
+import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
 
-from judge.config import ROOT, Settings
-from judge.embedded import EmbeddedServer
-from judge.store import make_engine
-from tests.stub_openai import StubServer
+from judge.models.embedded import EmbeddedServer
+from judge.store.engine import make_engine
+from tests.support.factories import SAMPLE, SHARED_DATA, free_port, make_settings
+from tests.support.stub_openai import StubServer
 
-SAMPLE = ROOT / "datasets" / "fairmonitor_sample.jsonl"
-SHARED_DATA = ROOT.parent / "shared" / "data"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["SAMPLE", "SHARED_DATA", "free_port", "make_settings"]
 
 
 @pytest.fixture
@@ -38,30 +31,6 @@ def engine(db_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
-def make_settings(
-    base_url: str, db_url: str, *, model: str = "stub-model", **endpoint: Any
-) -> Settings:
-    """Settings whose model under test and judge are both the endpoint at ``base_url``."""
-    ep = {
-        "base_url": base_url,
-        "model": model,
-        "structured_output": "json_object_schema",
-        "timeout_s": 5,
-        "max_retries": 2,
-        "max_backoff_s": 0.2,
-        "concurrency": 4,
-        **endpoint,
-    }
-    return Settings.model_validate(
-        {
-            "database_url": db_url,
-            "endpoints": {"test": ep},
-            "generation": {"endpoint": "test", "max_tokens": 32},
-            "judge": {"endpoint": "test"},
-        }
-    )
-
-
 @pytest.fixture
 def stub() -> Iterator[StubServer]:
     with StubServer() as server:
@@ -71,7 +40,10 @@ def stub() -> Iterator[StubServer]:
 @pytest.fixture(scope="session")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
     """The real llama-cpp-python server with SmolLM2-135M, as `make install` sets it up."""
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed; run make install")
+    if importlib.util.find_spec("llama_cpp") is None:
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail("llama-cpp-python is not installed; `make install` must install it in CI")
+        pytest.skip("llama-cpp-python is not installed; run make install")
     from judge.config import EmbeddedConfig
 
     config = EmbeddedConfig(port=free_port(), n_threads=2)
@@ -86,7 +58,12 @@ PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    """A fresh PostgreSQL database on the machine's server, dropped afterwards."""
+    """A fresh PostgreSQL database on the machine's server, dropped afterwards.
+
+    Without a reachable server the test is skipped on a developer's machine but fails in CI
+    (``CI=true``), where PostgreSQL is always started: a skip there would hide a broken setup.
+    """
+    import os
     import uuid
 
     from sqlalchemy import create_engine, text
@@ -98,7 +75,11 @@ def pg_url() -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'CREATE DATABASE "{name}"'))
     except OperationalError as exc:
-        pytest.skip(f"PostgreSQL is not reachable on 127.0.0.1:5432 ({exc.orig})")
+        admin.dispose()
+        why = f"PostgreSQL is not reachable on 127.0.0.1:5432 ({exc.orig})"
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(f"{why}; CI must run the PostgreSQL tests")
+        pytest.skip(why)
     url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
     yield url
     with admin.connect() as conn:

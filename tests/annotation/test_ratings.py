@@ -16,15 +16,25 @@ from sqlmodel import Session, func, select
 
 from annotation.errors import RatingsError
 from annotation.ratings import import_ratings
-from annotation.reliability import report_section, run_reliability
-from judge import pipeline
-from judge.dataset_files import import_items
-from judge.report import build_report, write_report
-from judge.store import session_scope
-from judge.tables import HumanRating, Item, Judgment
+from annotation.reliability import run_reliability
+from annotation.sections import reliability_section
+from judge import paths
+from judge.data.catalog import import_items
+from judge.grading.rubrics import RubricSet, load_rubrics
+from judge.reports.render import write_report
+from judge.reports.sections import AgreementPlot, Report
+from judge.stats.coefficient import BootstrapOptions
+from judge.store.engine import session_scope
+from judge.store.tables import HumanRating, Item, Judgment
+from server import services
 from server.cli import cli
-from tests.conftest import SAMPLE, make_settings
-from tests.stub_openai import StubServer
+from tests.support.factories import SAMPLE, make_settings
+from tests.support.stub_openai import StubServer
+
+
+@pytest.fixture(scope="module")
+def rubrics() -> RubricSet:
+    return load_rubrics(paths.prompts_dir())
 
 
 def write_csv(
@@ -45,8 +55,8 @@ def judged(engine: Engine, db_url: str, stub: StubServer) -> tuple[int, int]:
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
-    gen = pipeline.generate(engine, settings, "sample", limit=18)
-    jud = pipeline.judge(engine, settings, gen.run_id)
+    gen = services.generate(engine, settings, "sample", limit=18)
+    jud = services.judge(engine, settings, gen.run_id)
     return gen.run_id, jud.run_id
 
 
@@ -56,7 +66,7 @@ def judge_scores(engine: Engine) -> dict[str, int]:
 
 
 def test_import_is_all_or_nothing_and_idempotent(
-    tmp_path: Path, engine: Engine, judged: tuple[int, int]
+    tmp_path: Path, engine: Engine, judged: tuple[int, int], rubrics: RubricSet
 ) -> None:
     run, _ = judged
     bad = write_csv(
@@ -71,7 +81,7 @@ def test_import_is_all_or_nothing_and_idempotent(
         ],
     )
     with pytest.raises(RatingsError) as caught, session_scope(engine) as session:
-        import_ratings(session, bad, run)
+        import_ratings(session, bad, run, rubrics)
     assert [n for n, _ in caught.value.problems] == [3, 4, 5, 6, 7]
     assert "unknown item_id 'nope'" in str(caught.value)
     assert "rubric 'SBAS' does not apply to S1 item" in str(caught.value)
@@ -83,22 +93,22 @@ def test_import_is_all_or_nothing_and_idempotent(
         [["s1-gender-1", "ICS", "ann1", 4], ["s1-gender-1", "ICS", "ann2", 2]],
     )
     with session_scope(engine) as session:
-        first = import_ratings(session, good, run)
+        first = import_ratings(session, good, run, rubrics)
     with session_scope(engine) as session:
-        again = import_ratings(session, good, run)
+        again = import_ratings(session, good, run, rubrics)
     assert (first.added, again.added, again.unchanged) == (2, 0, 2)
     changed = write_csv(tmp_path / "changed.csv", [["s1-gender-1", "ICS", "ann1", 5]])
     with (
         pytest.raises(RatingsError, match="already has score 4 .* pass --replace"),
         session_scope(engine) as session,
     ):
-        import_ratings(session, changed, run)
+        import_ratings(session, changed, run, rubrics)
     with session_scope(engine) as session:
-        assert import_ratings(session, changed, run, replace=True).replaced == 1
+        assert import_ratings(session, changed, run, rubrics, replace=True).replaced == 1
 
 
 def test_reliability_from_the_store_matches_direct_computation(
-    tmp_path: Path, engine: Engine, judged: tuple[int, int]
+    tmp_path: Path, engine: Engine, judged: tuple[int, int], rubrics: RubricSet
 ) -> None:
     run, judge_run = judged
     scores = judge_scores(engine)
@@ -115,29 +125,52 @@ def test_reliability_from_the_store_matches_direct_computation(
             [v for r, v in enumerate(ratings) if not (r == 2 and keys.index(key) % 3 == 0)]
         )
     with session_scope(engine) as session:
-        import_ratings(session, write_csv(tmp_path / "r.csv", rows), run)
-        result = run_reliability(session, run, n_bootstrap=200)
-    entry = result["rubrics"]["ICS"]
-    assert (entry["n_rated_items"], entry["n_raters"]) == (18, 3)
-    judge = next(j for j in entry["judges"] if j["judge_run"] == judge_run)
+        import_ratings(session, write_csv(tmp_path / "r.csv", rows), run, rubrics)
+        result = run_reliability(session, run, options=BootstrapOptions(n_bootstrap=200))
+    entry = result.rubrics["ICS"]
+    assert (entry.n_rated_items, entry.n_raters) == (18, 3)
+    judge = entry.judge(judge_run)
+    assert judge is not None and judge.agreement is not None
     jx = np.array([scores[k] for k in keys], dtype=float)
     hy = np.array([human[k] for k in keys])
     # Independent: scipy / sklearn on the arrays rebuilt here from the stub's stored scores.
-    assert judge["coefficients"]["spearman"]["value"] == pytest.approx(
-        stats.spearmanr(jx, hy).statistic
-    )
-    assert judge["coefficients"]["kappa_quadratic"]["value"] == pytest.approx(
+    coefficients = judge.agreement.coefficients
+    assert coefficients["spearman"].value == pytest.approx(stats.spearmanr(jx, hy).statistic)
+    assert coefficients["kappa_quadratic"].value == pytest.approx(
         cohen_kappa_score(jx, np.floor(hy + 0.5), labels=[1, 2, 3, 4, 5], weights="quadratic")
     )
-    assert judge["n"] == 18 and judge["reading"]
-    assert judge["items_needed"]["spearman"] >= 18
+    assert judge.n == 18 and judge.reading
+    assert judge.items_needed["spearman"] is not None and judge.items_needed["spearman"] >= 18
+    # The JSON carries the same numbers, in today's shape.
+    as_json = result.to_dict()["rubrics"]["ICS"]
+    mine = next(j for j in as_json["judges"] if j["judge_run"] == judge_run)
+    assert mine["coefficients"]["spearman"]["value"] == pytest.approx(
+        stats.spearmanr(jx, hy).statistic
+    )
+    # The plotted points are the same (judge, human) pairs, in item id order.
+    pairs = np.array(sorted(zip(mine["points"]["judge"], mine["points"]["human"], strict=True)))
+    expected = np.array(sorted(zip(jx.tolist(), hy.tolist(), strict=True)))
+    np.testing.assert_allclose(pairs, expected, rtol=1e-12)
+    assert as_json["n_rated_items"] == 18 and mine["n"] == 18
 
     with session_scope(engine) as session:
-        section = report_section(session, judge_run, n_bootstrap=100)
-        report = build_report(session, judge_run)
-    report["agreement"] = section
+        section = reliability_section(session, judge_run, options=BootstrapOptions(100))
+        base = services.full_report(session, judge_run, with_reliability=False)
+    assert section is not None and section.title == "Judge reliability"
+    assert section.json_key == "agreement"
+    assert set(section.payload) == {"rows", "n_bootstrap", "note"}
+    assert section.payload["n_bootstrap"] == 100
+    (row,) = section.payload["rows"]  # one rated rubric: ICS
+    assert row["rubric"] == "ICS" and row["n"] == 18
+    assert row["spearman"].startswith(f"{stats.spearmanr(jx, hy).statistic:.2f} [")
+    assert section.tables[0].rows[0][0] == "ICS"
+    (plot,) = section.figures  # drawn by the renderer, not here
+    assert isinstance(plot, AgreementPlot) and sorted(plot.judge) == sorted(jx.tolist())
+    report = Report(base.title, base.intro, [*base.sections, section])
     html = write_report(report, tmp_path / "report")["html"].read_text()
-    assert "Judge reliability" in html and html.count("data:image/png;base64,") == 2
+    # One PNG per figure: the score box plot of the metrics section and the agreement plot.
+    figures = sum(len(s.figures) for s in report.sections)
+    assert "Judge reliability" in html and html.count("data:image/png;base64,") == figures == 2
 
 
 def test_agreement_cli_on_a_run(

@@ -1,0 +1,169 @@
+"""How reliability results are shown: the "Judge reliability" section of a judge run's report,
+the CLI's tables (FairMonitor's Table 3 layout) and the formatting of one coefficient.
+
+Figures are described (``AgreementPlot``), not drawn: ``judge.reports.render`` draws them. An
+undefined coefficient shows its reason ("n/a (constant ratings: ...)"), never a bare "n/a".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlmodel import Session, select
+
+from annotation.files import FileAgreement
+from annotation.reliability import JudgeReliability, RunReliability, run_reliability
+from judge.reports.sections import AgreementPlot, Figure, Section, Table
+from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
+from judge.store.queries import get_judge_run
+from judge.store.tables import HumanRating
+
+SECTION_TITLE = "Judge reliability"
+SHOWN = ("pearson", "spearman", "kendall", "kappa_quadratic", "mean_difference")
+CLI_COEFFICIENTS = ("spearman", "pearson", "kappa_quadratic")
+NOTE = (
+    "values with bootstrap 95 % CIs; human alpha is the agreement humans reach among "
+    "themselves (the ceiling)"
+)
+
+
+def fmt(c: Coefficient | None, digits: int = 2) -> str:
+    """'0.78 [0.70, 0.85]'; '0.78' without a CI; 'n/a (reason)' when undefined.
+
+    >>> fmt(Coefficient(0.781, 0.7, 0.85, None, 40))
+    '0.78 [0.70, 0.85]'
+    >>> fmt(Coefficient.undefined(2, "fewer than 3 items (n=2)"))
+    'n/a (fewer than 3 items (n=2))'
+    """
+    if c is None:
+        return "n/a"
+    if c.undefined_reason is not None:
+        return f"n/a ({c.undefined_reason})"
+    if not math.isfinite(c.value):
+        return "n/a"
+    ci = (
+        f" [{c.ci_low:.{digits}f}, {c.ci_high:.{digits}f}]"
+        if math.isfinite(c.ci_low) and math.isfinite(c.ci_high)
+        else ""
+    )
+    return f"{c.value:.{digits}f}{ci}"
+
+
+def _judge_cell(judge: JudgeReliability, coefficient: str) -> str:
+    if judge.agreement is None:
+        return "n/a (the judge scored none of the rated items)"
+    return fmt(judge.agreement.coefficients.get(coefficient))
+
+
+def table3(
+    result: RunReliability, coefficient: str = "spearman"
+) -> tuple[list[str], list[list[str]]]:
+    """Rubric rows x judge-configuration columns, plus the human ceiling column."""
+    labels: list[str] = []
+    for entry in result.rubrics.values():
+        for j in entry.judges:
+            if j.label not in labels:
+                labels.append(j.label)
+    head = ["rubric", "n items", "human alpha (interval)", *labels]
+    body = []
+    for rubric, entry in result.rubrics.items():
+        cells = {j.label: _judge_cell(j, coefficient) for j in entry.judges}
+        body.append(
+            [
+                rubric,
+                str(entry.n_rated_items),
+                fmt(entry.human_vs_human.alphas.get("alpha_interval")),
+                *(cells.get(label, "") for label in labels),
+            ]
+        )
+    return head, body
+
+
+def reliability_tables(result: RunReliability) -> list[Table]:
+    """What `fairjudge agreement --run` prints: one Table 3 per coefficient."""
+    tables = []
+    for coefficient in CLI_COEFFICIENTS:
+        head, body = table3(result, coefficient)
+        title = f"Judge vs human: {coefficient} [95 % CI] (run {result.generation_run})"
+        tables.append(Table(title, head, body))
+    return tables
+
+
+def readings(result: RunReliability) -> list[str]:
+    """One plain-language line per rubric x judge configuration."""
+    return [
+        f"{rubric} / {j.label}: {j.reading}"
+        for rubric, entry in result.rubrics.items()
+        for j in entry.judges
+    ]
+
+
+def files_table(result: FileAgreement) -> Table:
+    """What `fairjudge agreement compute` prints: every coefficient with CI, p-value and n."""
+    rows = []
+    for section, coefficients in result.coefficient_groups().items():
+        for name, c in coefficients.items():
+            p = "" if c.p_value is None or not math.isfinite(c.p_value) else f"{c.p_value:.3g}"
+            rows.append([section, name, fmt(c, 3), p, str(c.n)])
+    columns = ["section", "coefficient", "value [95 % CI]", "p", "n"]
+    return Table(f"agreement ({result.n_items} items)", columns, rows)
+
+
+def agreement_plot(rubric: str, judge: JudgeReliability) -> AgreementPlot | None:
+    """The judge-vs-human scatter and confusion matrix of one judge on one rubric; None when
+    the judge scored none of the rated items."""
+    if judge.agreement is None:
+        return None
+    return AgreementPlot(
+        title=f"{rubric}: {judge.label}",
+        judge=judge.judge_points,
+        human=judge.human_points,
+        confusion=judge.agreement.confusion.counts,
+    )
+
+
+def reliability_section(
+    session: Session, judge_run_id: int, *, options: BootstrapOptions = DEFAULT_OPTIONS
+) -> Section | None:
+    """The "Judge reliability" section of one judge run's report; None without human ratings
+    for its generation run."""
+    run = get_judge_run(session, judge_run_id)
+    has_ratings = session.exec(
+        select(HumanRating.id).where(HumanRating.generation_run_id == run.generation_run_id)
+    ).first()
+    if has_ratings is None:
+        return None
+    result = run_reliability(session, run.generation_run_id, options=options)
+    rows: list[dict[str, Any]] = []
+    figures: list[Figure] = []
+    for rubric, entry in result.rubrics.items():
+        mine = entry.judge(judge_run_id)
+        if mine is None:
+            continue
+        rows.append(
+            {
+                "rubric": rubric,
+                "n": mine.n,
+                **{name: _judge_cell(mine, name) for name in SHOWN},
+                "human alpha (interval)": fmt(entry.human_vs_human.alphas.get("alpha_interval")),
+                "reading": mine.reading,
+            }
+        )
+        plot = agreement_plot(rubric, mine)
+        if plot is not None:
+            figures.append(plot)
+    columns = ["rubric", "n", *SHOWN, "human alpha (interval)", "reading"]
+    table = Table(
+        "Judge vs human ratings",
+        columns,
+        [[str(row[c]) for c in columns] for row in rows],
+    )
+    return Section(
+        title=SECTION_TITLE,
+        json_key="agreement",
+        payload={"rows": rows, "n_bootstrap": options.n_bootstrap, "note": NOTE},
+        tables=[table],
+        figures=figures,
+        notes=[f"{NOTE}; {options.n_bootstrap} bootstrap resamples."],
+    )

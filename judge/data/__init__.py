@@ -1,0 +1,1 @@
+"""Stage 1, data: the item file format and the datasets held in the store."""

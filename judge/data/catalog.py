@@ -1,0 +1,122 @@
+"""Datasets in the store: import item files, list, describe and export them.
+
+Importing is all or nothing and idempotent: the same items again add nothing, and an id whose
+content changed is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlmodel import Session, col, func, select
+
+from judge.data.items import item_to_json, read_items
+from judge.errors import DatasetError
+from judge.store.queries import dataset_items
+from judge.store.tables import Dataset, Item
+from judge.vocab import FACTORS, STAGE_FIELDS
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    dataset: str
+    added: int
+    unchanged: int
+    total: int
+
+
+def import_items(session: Session, path: str | Path, dataset_name: str) -> ImportSummary:
+    """Import a file into ``dataset_name`` (created if new); all or nothing, no duplicates."""
+    items = read_items(path)
+    dataset = session.exec(select(Dataset).where(Dataset.name == dataset_name)).first()
+    if dataset is None:
+        dataset = Dataset(name=dataset_name, description=f"imported from {Path(path).name}")
+        session.add(dataset)
+        session.flush()
+    assert dataset.id is not None
+    existing = {
+        row.key: row for row in session.exec(select(Item).where(Item.dataset_id == dataset.id))
+    }
+    conflicts = [
+        (
+            0,
+            f"id {item.key!r} is already in dataset {dataset_name!r} with different content; "
+            "give the changed item a new id or import into a new dataset",
+        )
+        for item in items
+        if item.key in existing and existing[item.key].content_hash != item.content_hash
+    ]
+    if conflicts:
+        raise DatasetError(f"{path} was not imported:", conflicts)
+    added = 0
+    for item in items:
+        if item.key in existing:
+            continue
+        session.add(
+            Item(
+                dataset_id=dataset.id,
+                key=item.key,
+                stage=item.stage,
+                factor=item.factor,
+                scenario=item.scenario,
+                fields=item.fields,
+                content_hash=item.content_hash,
+            )
+        )
+        added += 1
+    session.flush()
+    return ImportSummary(dataset_name, added, len(items) - added, len(existing) + added)
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    items: int
+    created_at: str
+
+
+def list_datasets(session: Session) -> list[DatasetInfo]:
+    rows = session.exec(
+        select(Dataset.name, Dataset.created_at, func.count(Item.id))  # type: ignore[arg-type]
+        .join(Item, isouter=True)
+        .group_by(col(Dataset.id))
+        .order_by(Dataset.name)
+    ).all()
+    return [DatasetInfo(n, c, t.isoformat()) for n, t, c in rows]
+
+
+@dataclass(frozen=True)
+class DatasetDescription:
+    """Counts per stage and factor, so gaps in coverage are visible."""
+
+    name: str
+    items: int
+    stages: dict[str, int]
+    factors: dict[str, int]
+    scenarios: int
+    empty_cells: list[str]
+
+
+def describe_dataset(session: Session, name: str) -> DatasetDescription:
+    items = dataset_items(session, name)
+    cells = Counter((i.factor, i.stage) for i in items)
+    return DatasetDescription(
+        name=name,
+        items=len(items),
+        stages=dict(sorted(Counter(i.stage for i in items).items())),
+        factors=dict(sorted(Counter(i.factor for i in items).items())),
+        scenarios=len({i.scenario for i in items}),
+        empty_cells=[f"{f}/{s}" for f in FACTORS for s in STAGE_FIELDS if not cells[(f, s)]],
+    )
+
+
+def export_items(session: Session, name: str, out: str | Path) -> int:
+    """Write the dataset back out in the import format; returns the number of items."""
+    items = dataset_items(session, name)
+    with Path(out).open("w", encoding="utf-8") as handle:
+        for item in items:
+            handle.write(json.dumps(item_to_json(item), ensure_ascii=False) + "\n")
+    return len(items)

@@ -1,0 +1,288 @@
+"""Judge runs: scoring a generation run's stored answers with the rubrics.
+
+Per item, rubric and sample: render the prompt, call the judge (cached), read the grade. An
+unreadable reply gets one repair request; if that fails too, the judgment is stored as
+*unscored* with its kind, the reason and both raw replies. A judge run is identified by its
+generation run and a hash of its settings, so asking again resumes it. A run with judgments
+that failed for reasons outside the judge's reply (calls that failed, answers missing) ends
+``incomplete`` with a line saying how many and why; a rerun tries exactly those again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from judge.config import JudgeConfig
+from judge.grading.parsing import Grade, Scored, Unscored, UnscoredKind, parse_grade
+from judge.grading.rubrics import GRADE_SCHEMA, Rubric, RubricSet
+from judge.hashing import content_hash
+from judge.models.cache import CallCacheView, CallOutcome, cached_complete
+from judge.models.client import ModelClient
+from judge.prompts import PromptBook
+from judge.runs import RunSummary, store_results
+from judge.store.engine import session_scope
+from judge.store.queries import get_generation_run, responses_by_item, run_items
+from judge.store.tables import JudgeRun, Judgment, Response, utcnow
+
+Progress = Callable[[int, int], None]
+
+
+def judge_config_hash(client: ModelClient, config: JudgeConfig, template_version: str) -> str:
+    body = {
+        "model": client.model,
+        "variant": config.prompt_variant,
+        "temperature": config.temperature,
+        "samples": config.samples,
+        "aggregation": config.aggregation,
+        "max_tokens": config.max_tokens,
+        "template": template_version,
+    }
+    return content_hash(body)[:16]
+
+
+def get_or_create_judge_run(
+    session: Session,
+    generation_run_id: int,
+    client: ModelClient,
+    config: JudgeConfig,
+    book: PromptBook,
+) -> JudgeRun:
+    get_generation_run(session, generation_run_id)
+    digest = judge_config_hash(client, config, book.judge_version)
+    existing = session.exec(
+        select(JudgeRun).where(
+            JudgeRun.generation_run_id == generation_run_id, JudgeRun.config_hash == digest
+        )
+    ).first()
+    if existing is not None:
+        return existing
+    run = JudgeRun(
+        generation_run_id=generation_run_id,
+        endpoint_name=client.name,
+        base_url=client.config.base_url,
+        model=client.model,
+        prompt_variant=config.prompt_variant,
+        temperature=config.temperature,
+        samples=config.samples,
+        aggregation=config.aggregation,
+        max_tokens=config.max_tokens,
+        config_hash=digest,
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+@dataclass(frozen=True)
+class _Task:
+    item_id: int
+    rubric: Rubric
+    sample_index: int
+    texts: list[tuple[str, str]] | None  # None: an answer is missing
+    missing: str | None
+
+
+def _missing_answer(parts_needed: tuple[str, ...], parts: dict[str, Response]) -> str | None:
+    for part in parts_needed:
+        row = parts.get(part)
+        if row is None:
+            return f"answer part {part} was never generated"
+        if row.flag in ("empty", "error"):
+            return f"answer part {part} is {row.flag}" + (f": {row.error}" if row.error else "")
+    return None
+
+
+def judge(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    rubrics: RubricSet,
+    config: JudgeConfig,
+    generation_run_id: int,
+    *,
+    progress: Progress | None = None,
+) -> RunSummary:
+    """Create (or resume) the judge run for these settings and make every missing judgment;
+    judgments that failed outside the judge's reply are tried again."""
+    with session_scope(engine) as session:
+        jrun = get_or_create_judge_run(session, generation_run_id, client, config, book)
+        tasks = _plan(session, jrun, rubrics)
+        jrun.status = "running"
+        jrun.status_detail = None
+    assert jrun.id is not None
+    cache = CallCacheView(engine, client.model)
+
+    def work(task: _Task) -> tuple[Judgment, list[CallOutcome]]:
+        return _judge_one(task, client, cache, book, jrun)
+
+    summary = store_results(
+        engine,
+        jrun.id,
+        tasks,
+        work,
+        concurrency=client.config.concurrency,
+        label=lambda row: row.status,
+        progress=progress,
+    )
+    with session_scope(engine) as session:
+        stored = session.get(JudgeRun, jrun.id)
+        assert stored is not None
+        stored.status, stored.status_detail = _final_status(session, stored)
+        stored.finished_at = utcnow()
+    return summary
+
+
+def _plan(session: Session, jrun: JudgeRun, rubrics: RubricSet) -> list[_Task]:
+    """Every (item, rubric, sample) still to judge; retryable failures are deleted and redone."""
+    answers = responses_by_item(session, jrun.generation_run_id)
+    have = {
+        (j.item_id, j.rubric, j.sample_index): j
+        for j in session.exec(select(Judgment).where(Judgment.judge_run_id == jrun.id))
+    }
+    tasks: list[_Task] = []
+    for item in run_items(session, jrun.generation_run_id):
+        assert item.id is not None
+        parts = answers.get(item.id, {})
+        plain = {p: r.raw_text or "" for p, r in parts.items()}
+        for name in rubrics.for_stage(item.stage):
+            rubric = rubrics[name]
+            missing = _missing_answer(rubric.parts, parts)
+            texts = None if missing else rubric.render_texts(item.fields, plain)
+            for sample in range(jrun.samples):
+                old = have.get((item.id, name, sample))
+                if old is not None:
+                    if old.unscored_kind and UnscoredKind(old.unscored_kind).retry_on_rerun:
+                        session.delete(old)
+                    else:
+                        continue
+                tasks.append(_Task(item.id, rubric, sample, texts, missing))
+    return tasks
+
+
+def _final_status(session: Session, run: JudgeRun) -> tuple[str, str | None]:
+    """'finished', or 'incomplete' with how many judgments are missing and why."""
+    kinds = Counter(
+        session.exec(
+            select(Judgment.unscored_kind).where(
+                Judgment.judge_run_id == run.id, Judgment.status == "unscored"
+            )
+        ).all()
+    )
+    missing = {k: n for k, n in kinds.items() if k and UnscoredKind(k).retry_on_rerun}
+    if not missing:
+        return "finished", None
+    total = session.exec(select(Judgment.id).where(Judgment.judge_run_id == run.id)).all()
+    why = ", ".join(f"{kind}: {n}" for kind, n in sorted(missing.items()))
+    return (
+        "incomplete",
+        f"{sum(missing.values())} of {len(total)} judgments missing ({why}); "
+        "run the same judge command again to retry them",
+    )
+
+
+def _judge_one(
+    task: _Task,
+    client: ModelClient,
+    cache: CallCacheView,
+    book: PromptBook,
+    jrun: JudgeRun,
+) -> tuple[Judgment, list[CallOutcome]]:
+    base: dict[str, Any] = {
+        "judge_run_id": jrun.id,
+        "item_id": task.item_id,
+        "rubric": task.rubric.name,
+        "sample_index": task.sample_index,
+        "template_version": book.judge_version,
+        "model": client.model,
+        "params": {
+            "temperature": jrun.temperature,
+            "max_tokens": jrun.max_tokens,
+            "prompt_variant": jrun.prompt_variant,
+        },
+    }
+    if task.texts is None:
+        missing = Unscored(UnscoredKind.MISSING_ANSWER, task.missing or "answer missing")
+        return _row(base, missing, [], prompt_hash="", cache_key=""), []
+    prompt = book.judge_prompt(task.rubric, task.texts, variant=jrun.prompt_variant)
+    call: dict[str, Any] = {
+        "sample_index": task.sample_index,
+        "temperature": jrun.temperature,
+        "max_tokens": jrun.max_tokens,
+        "schema": GRADE_SCHEMA,
+    }
+    first = cached_complete(client, cache, prompt.messages, **call)
+    keys = {"prompt_hash": prompt.prompt_hash, "cache_key": first.key}
+    if first.failure is not None:
+        failed = Unscored(UnscoredKind.CALL_FAILED, f"call failed: {first.failure.reason}")
+        return _row(base, failed, [first], **keys), [first]
+    assert first.completion is not None
+    grade: Grade = parse_grade(first.completion.text)
+    outcomes = [first]
+    repair_raw = None
+    if isinstance(grade, Unscored):
+        why = grade.reason
+        if first.completion.finish_reason == "length":
+            why += " (the reply was cut off at max_tokens)"
+        repair_messages = prompt.messages + [
+            {"role": "assistant", "content": first.completion.text or ""},
+            {"role": "user", "content": book.repair_message(why)},
+        ]
+        second = cached_complete(client, cache, repair_messages, **call)
+        outcomes.append(second)
+        if second.failure is not None:
+            grade = Unscored(
+                UnscoredKind.CALL_FAILED,
+                f"call failed during repair: {second.failure.reason}",
+                first.completion.text,
+                grade.explanation,
+            )
+        else:
+            assert second.completion is not None
+            repair_raw = second.completion.text
+            repaired = parse_grade(repair_raw)
+            if isinstance(repaired, Scored):
+                grade = repaired
+            else:
+                grade = Unscored(
+                    UnscoredKind.UNPARSABLE,
+                    f"unparsable after one repair: first reply: {why}; "
+                    f"repair reply: {repaired.reason}",
+                    first.completion.text,
+                    grade.explanation,
+                )
+    row = _row(base, grade, outcomes, **keys)
+    row.raw_output = first.completion.text
+    row.repair_output = repair_raw
+    return row, outcomes
+
+
+def _row(
+    base: dict[str, Any],
+    grade: Grade,
+    outcomes: list[CallOutcome],
+    *,
+    prompt_hash: str,
+    cache_key: str,
+) -> Judgment:
+    done = [o.completion for o in outcomes if o.completion]
+    common: dict[str, Any] = {
+        **base,
+        "prompt_hash": prompt_hash,
+        "cache_key": cache_key,
+        "calls": len(outcomes),
+        "prompt_tokens": sum(c.prompt_tokens for c in done),
+        "completion_tokens": sum(c.completion_tokens for c in done),
+        "latency_s": sum(c.latency_s for c in done),
+        "explanation": grade.explanation,
+    }
+    if isinstance(grade, Scored):
+        return Judgment(**common, status="scored", score=grade.score)
+    return Judgment(
+        **common, status="unscored", unscored_kind=grade.kind.value, reason=grade.reason
+    )

@@ -1,0 +1,114 @@
+"""The call cache: a finished model call is never paid for twice.
+
+The cache key is the hash of (model, messages, parameters, sample index), so a rerun of an
+interrupted or finished run pays only for calls that never completed. Workers only call the
+model and read the cache; rows are written by the caller (``judge.runs``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from judge.hashing import cache_key
+from judge.models.client import CallFailed, Completion, ModelClient
+from judge.store.tables import CallCache
+
+
+@dataclass
+class CallOutcome:
+    """What one logical call produced: a completion or a failure, and any new cache rows."""
+
+    completion: Completion | None
+    failure: CallFailed | None
+    cached: bool
+    key: str
+    new_rows: list[CallCache] = field(default_factory=list)
+
+    @property
+    def attempts(self) -> int:
+        """HTTP requests this call made (0 when it came from the cache)."""
+        if self.failure is not None:
+            return self.failure.attempts
+        return self.completion.attempts if self.completion else 0
+
+
+class CallCacheView:
+    """Thread-safe read access to the call cache of one model.
+
+    The keys already cached for the model are loaded once, so a miss costs no database round
+    trip; a hit is read from the store with a short session of its own. Calls made during the
+    run are remembered in memory.
+    """
+
+    def __init__(self, engine: Engine, model: str) -> None:
+        self.engine = engine
+        self._rows: dict[str, CallCache] = {}
+        self._lock = threading.Lock()
+        with Session(engine) as session:
+            self._known = set(session.exec(select(CallCache.key).where(CallCache.model == model)))
+
+    def get(self, key: str) -> CallCache | None:
+        with self._lock:
+            row = self._rows.get(key)
+        if row is not None or key not in self._known:
+            return row
+        with Session(self.engine) as session:
+            return session.get(CallCache, key)
+
+    def remember(self, row: CallCache) -> None:
+        with self._lock:
+            self._rows[row.key] = row
+
+
+def cached_complete(
+    client: ModelClient,
+    cache: CallCacheView,
+    messages: list[dict[str, str]],
+    *,
+    sample_index: int,
+    temperature: float,
+    max_tokens: int,
+    schema: dict[str, Any] | None = None,
+) -> CallOutcome:
+    """Return the cached completion for these inputs, or call the model once (with retries)."""
+    params = {
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "response_format": client.response_format(schema),
+    }
+    key = cache_key(client.model, messages, params, sample_index)
+    hit = cache.get(key)
+    if hit is not None:
+        done = Completion(
+            hit.text,
+            hit.finish_reason,
+            hit.prompt_tokens,
+            hit.completion_tokens,
+            hit.latency_s,
+            attempts=0,
+        )
+        return CallOutcome(done, None, cached=True, key=key)
+    # Samples beyond the first get their own seed so endpoints that honour it vary them.
+    seed = sample_index if sample_index > 0 else None
+    try:
+        done = client.complete(
+            messages, temperature=temperature, max_tokens=max_tokens, schema=schema, seed=seed
+        )
+    except CallFailed as failure:
+        return CallOutcome(None, failure, cached=False, key=key)
+    row = CallCache(
+        key=key,
+        model=client.model,
+        text=done.text,
+        finish_reason=done.finish_reason,
+        prompt_tokens=done.prompt_tokens,
+        completion_tokens=done.completion_tokens,
+        latency_s=done.latency_s,
+    )
+    cache.remember(row)
+    return CallOutcome(done, None, cached=False, key=key, new_rows=[row])

@@ -1,0 +1,201 @@
+"""The one module that talks to model endpoints, through the ``openai`` package.
+
+It decides what is worth retrying (429, 5xx, timeouts, dropped connections; Retry-After is
+honoured) and what is not (bad key, unknown model, a request the server rejects). The
+``openai`` client's own retries are switched off so the count here is the true count.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_random_exponential
+
+from judge.config import EndpointConfig
+from judge.errors import EndpointError
+
+RETRYABLE = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+)
+MAX_RETRY_AFTER_S = 120.0  # a longer Retry-After is treated as this, so no call hangs for hours
+FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str | None
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    attempts: int
+
+
+class CallFailed(Exception):
+    """A call that failed for good (retries used up, or an error not worth retrying)."""
+
+    def __init__(self, reason: str, attempts: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.attempts = attempts
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return isinstance(exc, RETRYABLE)
+
+
+def retry_after_seconds(exc: BaseException | None) -> float | None:
+    """Seconds asked for by a Retry-After (or retry-after-ms) header, if any."""
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    try:
+        if "retry-after-ms" in headers:
+            return float(headers["retry-after-ms"]) / 1000
+        if "retry-after" in headers:
+            return float(headers["retry-after"])
+    except ValueError:
+        return None  # an HTTP date: fall back to exponential backoff
+    return None
+
+
+class ModelClient:
+    """Calls one endpoint; thread-safe, so a pool of workers can share it."""
+
+    def __init__(self, name: str, config: EndpointConfig) -> None:
+        self.name = name
+        self.config = config
+        self._client = openai.OpenAI(
+            base_url=config.base_url,
+            api_key=config.api_key(),
+            timeout=config.timeout_s,
+            max_retries=0,
+        )
+        self._backoff = wait_random_exponential(multiplier=0.5, max=config.max_backoff_s)
+
+    @property
+    def model(self) -> str:
+        return self.config.model
+
+    def served_models(self) -> list[str]:
+        """Model names listed by the endpoint's /models route."""
+        try:
+            return [m.id for m in self._client.models.list()]
+        except openai.APIConnectionError as exc:
+            raise EndpointError(
+                f"cannot reach endpoint {self.name!r} at {self.config.base_url} ({exc}). "
+                "Is the server running? For the embedded model run `fairjudge model serve`; "
+                "otherwise check base_url in the config."
+            ) from None
+        except openai.AuthenticationError:
+            raise EndpointError(
+                f"endpoint {self.name!r} rejected the API key from "
+                f"${self.config.api_key_env or '(none)'}"
+            ) from None
+
+    def check_model(self) -> None:
+        """Refuse a model name the endpoint does not serve (some answer with another one)."""
+        if not self.config.check_model:
+            return
+        try:
+            served = self.served_models()
+        except EndpointError:
+            raise
+        except openai.APIError:
+            return  # no /models route: nothing to check against
+        if served and self.config.model not in served:
+            raise EndpointError(
+                f"endpoint {self.name!r} at {self.config.base_url} serves "
+                f"{', '.join(served)}, not {self.config.model!r}; fix `model` in "
+                f"[endpoints.{self.name}] or start the server with that model"
+            )
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        asked = retry_after_seconds(exc)
+        if asked is not None:  # the server's wish wins over our own backoff schedule
+            return min(max(asked, 0.0), MAX_RETRY_AFTER_S)
+        return float(self._backoff(state))
+
+    def response_format(self, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is None or self.config.structured_output == "none":
+            return None
+        if self.config.structured_output == "json_object_schema":
+            return {"type": "json_object", "schema": schema}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "grade", "schema": schema, "strict": True},
+        }
+
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        temperature: float,
+        max_tokens: int,
+        schema: dict[str, Any] | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        """One chat completion, retried on transient failures; raises CallFailed."""
+        kwargs: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        fmt = self.response_format(schema)
+        if fmt is not None:
+            kwargs["response_format"] = fmt
+        if seed is not None:
+            kwargs["seed"] = seed
+        attempts = 0
+
+        def once() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return self._client.chat.completions.create(**kwargs)
+
+        retrying = Retrying(
+            retry=retry_if_exception(_is_retryable),
+            stop=stop_after_attempt(self.config.max_retries + 1),
+            wait=self._wait,
+            reraise=True,
+        )
+        start = time.perf_counter()
+        try:
+            result = retrying(once)
+        except FATAL as exc:
+            raise EndpointError(
+                f"endpoint {self.name!r} refused the call ({type(exc).__name__}: "
+                f"{exc.message}); check the API key and the model name"
+            ) from None
+        except openai.APIStatusError as exc:
+            raise CallFailed(f"HTTP {exc.status_code}: {exc.message}", attempts) from None
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            raise CallFailed(f"{type(exc).__name__}: {exc}", attempts) from None
+        except openai.APIError as exc:  # e.g. a body that is not a chat completion
+            raise CallFailed(f"{type(exc).__name__}: {exc}", attempts) from None
+        latency = time.perf_counter() - start
+        try:
+            choice = result.choices[0]
+            text = choice.message.content
+            finish = choice.finish_reason
+        except (AttributeError, IndexError, TypeError):
+            raise CallFailed(f"malformed completion: {str(result)[:300]}", attempts) from None
+        usage = getattr(result, "usage", None)
+        return Completion(
+            text=text,
+            finish_reason=finish,
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            latency_s=latency,
+            attempts=attempts,
+        )

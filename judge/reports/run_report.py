@@ -1,0 +1,272 @@
+"""The judge run's own report sections: its stage metrics (FairMonitor's Table 5 layout),
+score distributions, answer flags, unscored judgments, tokens and settings, and the judge's
+self-consistency when it drew several samples per item.
+
+Every number comes from stored rows; ``item_scores.csv`` lists the judgment ids behind each
+item, so any metric can be traced back to the raw judge replies.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from judge.metrics import STAGE_METRICS, ItemScore, MetricRow, item_scores, stage_metrics
+from judge.reports.sections import BoxPlot, Section, Table
+from judge.stats.levels import self_consistency
+from judge.store.queries import get_generation_run, get_judge_run
+from judge.store.tables import Dataset, Item, JudgeRun, Judgment, Response
+from judge.vocab import SCALE
+
+METRICS_TITLE = "Stage metrics"
+
+
+def metrics_section(session: Session, judge_run_id: int) -> Section:
+    """Everything the report says about one judge run, as one section (flat in report.json)."""
+    jrun = get_judge_run(session, judge_run_id)
+    grun = get_generation_run(session, jrun.generation_run_id)
+    dataset = session.get(Dataset, grun.dataset_id)
+    scores = item_scores(session, judge_run_id, jrun.aggregation)
+    by_factor = stage_metrics(scores, grun.model)
+    overall = stage_metrics(scores, grun.model, by_factor=False)
+    flags = session.exec(
+        select(Item.stage, Response.flag, func.count())
+        .join(Item)
+        .where(Response.run_id == grun.id)
+        .group_by(Item.stage, Response.flag)
+    ).all()
+    unscored = Counter(
+        kind or "unknown"
+        for kind in session.exec(
+            select(Judgment.unscored_kind).where(
+                Judgment.judge_run_id == judge_run_id, Judgment.status != "scored"
+            )
+        )
+    )
+    payload: dict[str, Any] = {
+        "dataset": dataset.name if dataset else None,
+        "generation_run": {
+            "id": grun.id,
+            "endpoint": grun.endpoint_name,
+            "model": grun.model,
+            "base_url": grun.base_url,
+            "temperature": grun.temperature,
+            "max_tokens": grun.max_tokens,
+            "template_version": grun.template_version,
+        },
+        "judge_run": _judge_settings(session, jrun),
+        "metrics_overall": [asdict(r) for r in overall],
+        "metrics_by_factor": [asdict(r) for r in by_factor],
+        "metric_definitions": {
+            name: _definition(kind, threshold, rubric)
+            for _, rubric, name, kind, threshold in STAGE_METRICS
+        },
+        "answers": [{"stage": s, "flag": f, "count": c} for s, f, c in flags],
+        "unscored": dict(unscored),
+        "n_item_scores": len(scores),
+        "n_unscored_items": sum(s.score is None for s in scores),
+        "tokens": _tokens(session, jrun, grun.id),
+        "item_scores": [asdict(s) for s in scores],
+    }
+    head, body = metrics_table(by_factor + overall)
+    answers = Table(
+        "Answers of the model under test",
+        ["stage", "answer flag", "count"],
+        [[s, f, str(c)] for s, f, c in flags],
+    )
+    unscored_line = "; ".join(f"{k}: {v}" for k, v in unscored.items()) or "none"
+    return Section(
+        title=METRICS_TITLE,
+        json_key=None,
+        payload=payload,
+        tables=[
+            Table(
+                f"FairMonitor metrics: {grun.model} (judge {jrun.model}, "
+                f"{jrun.prompt_variant}, T={jrun.temperature})",
+                head,
+                body,
+                notes=[
+                    f"{name}: {text}" for name, text in payload["metric_definitions"].items()
+                ],
+            ),
+            answers,
+            Table("Tokens", ["count", "value"], [[k, str(v)] for k, v in payload["tokens"].items()]),
+            Table(
+                "Judge settings",
+                ["setting", "value"],
+                [[k, str(v)] for k, v in payload["judge_run"].items()],
+            ),
+        ],
+        figures=[_box_plot(scores, grun.model)],
+        notes=[
+            "Values are percentages; [n] is the number of scored items behind each value. "
+            "Unscored items are left out of the value and counted beside it.",
+            f"Unscored judgments: {unscored_line}. Items with no usable score: "
+            f"{payload['n_unscored_items']} of {payload['n_item_scores']}.",
+        ],
+        csv={
+            "metrics.csv": payload["metrics_overall"] + payload["metrics_by_factor"],
+            "item_scores.csv": [
+                {
+                    **s,
+                    "judgment_ids": " ".join(map(str, s["judgment_ids"])),
+                    "unscored_reasons": " | ".join(s["unscored_reasons"]),
+                }
+                for s in payload["item_scores"]
+            ],
+        },
+    )
+
+
+def _judge_settings(session: Session, jrun: JudgeRun) -> dict[str, Any]:
+    template_versions = sorted(
+        set(
+            session.exec(
+                select(Judgment.template_version).where(
+                    Judgment.judge_run_id == jrun.id, Judgment.template_version != ""
+                )
+            ).all()
+        )
+    )
+    return {
+        "id": jrun.id,
+        "endpoint": jrun.endpoint_name,
+        "model": jrun.model,
+        "base_url": jrun.base_url,
+        "prompt_variant": jrun.prompt_variant,
+        "temperature": jrun.temperature,
+        "samples": jrun.samples,
+        "aggregation": jrun.aggregation,
+        "max_tokens": jrun.max_tokens,
+        "template_versions": template_versions,
+        "status": jrun.status,
+        "status_detail": jrun.status_detail,
+    }
+
+
+def _tokens(session: Session, jrun: JudgeRun, generation_run_id: int | None) -> dict[str, int]:
+    gen = session.exec(
+        select(
+            func.coalesce(func.sum(Response.prompt_tokens), 0),
+            func.coalesce(func.sum(Response.completion_tokens), 0),
+            func.count(),
+        ).where(Response.run_id == generation_run_id)
+    ).one()
+    judge = session.exec(
+        select(
+            func.coalesce(func.sum(Judgment.prompt_tokens), 0),
+            func.coalesce(func.sum(Judgment.completion_tokens), 0),
+            func.coalesce(func.sum(Judgment.calls), 0),
+            func.count(),
+        ).where(Judgment.judge_run_id == jrun.id)
+    ).one()
+    return {
+        "generation_prompt": gen[0],
+        "generation_completion": gen[1],
+        "generation_answers": gen[2],
+        "judge_prompt": judge[0],
+        "judge_completion": judge[1],
+        "judge_calls": judge[2],
+        "judgments": judge[3],
+    }
+
+
+def _definition(kind: str, threshold: int, rubric: str) -> str:
+    if kind == "mean_pct":
+        return f"mean {rubric} over scored items / {SCALE.high} x 100"
+    return f"percentage of scored items with {rubric} >= {threshold}"
+
+
+def _box_plot(scores: list[ItemScore], model: str) -> BoxPlot:
+    """Box plots of item scores per stage and rubric (FairMonitor's Figure 4 layout)."""
+    order = list(dict.fromkeys((stage, rubric) for stage, rubric, *_ in STAGE_METRICS))
+    series = []
+    for stage, rubric in order:
+        values = [
+            float(s.score)
+            for s in scores
+            if s.stage == stage and s.rubric == rubric and s.score is not None
+        ]
+        series.append((f"{stage} {rubric}\n(n={len(values)})", values))
+    return BoxPlot(
+        f"Score distributions: {model}",
+        series,
+        f"judge score ({SCALE})",
+        (SCALE.low - 0.5, SCALE.high + 0.5),
+    )
+
+
+def metrics_table(rows: list[MetricRow]) -> tuple[list[str], list[list[str]]]:
+    """Factor rows x metric columns, formatted like FairMonitor's Table 5."""
+    names = [metric[2] for metric in STAGE_METRICS]
+    present = [n for n in names if any(r.metric == n for r in rows)]
+    factors = sorted({r.factor for r in rows} - {"all"})
+    factors += ["all"] if any(r.factor == "all" for r in rows) else []
+    cell = {(r.factor, r.metric): r for r in rows}
+    body = []
+    for factor in factors:
+        line = [factor]
+        for name in present:
+            r = cell.get((factor, name))
+            line.append("" if r is None else _fmt(r))
+        body.append(line)
+    return ["factor", *present], body
+
+
+def _fmt(row: MetricRow) -> str:
+    value = "n/a" if row.value is None else f"{row.value:.1f}"
+    extra = f" ({row.n_unscored} unscored)" if row.n_unscored else ""
+    return f"{value} [n={row.n_scored}]{extra}"
+
+
+SELF_CONSISTENCY_TITLE = "Judge self-consistency"
+
+
+def self_consistency_section(session: Session, judge_run_id: int) -> Section | None:
+    """Agreement of the judge with itself across samples; None for single-sample runs."""
+    jrun = get_judge_run(session, judge_run_id)
+    if jrun.samples < 2:
+        return None
+    rows = session.exec(
+        select(Judgment.item_id, Judgment.rubric, Judgment.sample_index, Judgment.score)
+        .where(Judgment.judge_run_id == judge_run_id)
+        .order_by(col(Judgment.item_id), col(Judgment.rubric), col(Judgment.sample_index))
+    ).all()
+    payload: dict[str, Any] = {}
+    table_rows = []
+    for rubric in sorted({r for _, r, _, _ in rows}):
+        keys = sorted({i for i, r, _, _ in rows if r == rubric})
+        index = {k: n for n, k in enumerate(keys)}
+        grid = np.full((len(keys), jrun.samples), np.nan)
+        for item, r, sample, score in rows:
+            if r == rubric and score is not None:
+                grid[index[item], sample] = score
+        result = self_consistency(grid, warn=False)  # an undefined alpha keeps its reason
+        payload[rubric] = result.to_dict()
+        alpha = result.alpha_ordinal
+        share = result.share_disagreeing
+        table_rows.append(
+            [
+                rubric,
+                str(result.n_items),
+                f"n/a ({alpha.undefined_reason})" if alpha.undefined_reason else f"{alpha.value:.2f}",
+                "n/a" if share is None else f"{share * 100:.0f} %",
+            ]
+        )
+    return Section(
+        title=SELF_CONSISTENCY_TITLE,
+        json_key="self_consistency",
+        payload=payload,
+        tables=[
+            Table(
+                f"Judge self-consistency over {jrun.samples} samples",
+                ["rubric", "items", "alpha (ordinal) across samples", "items whose samples differ"],
+                table_rows,
+            )
+        ],
+    )

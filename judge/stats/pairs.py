@@ -1,0 +1,236 @@
+"""Agreement between paired per-item scores (a judge and the humans), with honest uncertainty.
+
+scikit-learn style: options are keyword-only, inputs are checked early with messages that name
+the argument, and an undefined coefficient (constant ratings, fewer than 3 items) is NaN with
+its ``undefined_reason`` and one ``UndefinedWarning`` rather than an error. Point estimates and
+p-values come from scipy (Pearson, Spearman, Kendall tau-b) and scikit-learn (Cohen's kappa,
+confusion matrix); confidence intervals come from an item bootstrap (``judge.stats.bootstrap``).
+
+Categories: kappa, exact and within-one agreement need scores on the 1-5 categories. A mean
+of several ratings (or of several judge samples) is put on a category by rounding half up:
+2.5 -> 3, 2.33 -> 2, 3.67 -> 4.
+
+>>> r = judge_vs_human([1, 2, 3, 4, 5], [2, 1, 4, 3, 5], options=BootstrapOptions(n_bootstrap=0))
+>>> round(r.coefficients["spearman"].value, 3), round(r.coefficients["kendall"].value, 3)
+(0.8, 0.6)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+from sklearn.metrics import cohen_kappa_score, confusion_matrix
+
+from judge.stats.bootstrap import Array, bootstrap_pairs
+from judge.stats.coefficient import (
+    DEFAULT_OPTIONS,
+    BootstrapOptions,
+    Coefficient,
+    check_options,
+    warn_undefined,
+)
+
+LABELS = (1, 2, 3, 4, 5)
+PAIR_COEFFICIENTS = (
+    "pearson",
+    "spearman",
+    "kendall",
+    "kappa",
+    "kappa_linear",
+    "kappa_quadratic",
+    "exact_agreement",
+    "within_one",
+    "mean_difference",
+)
+CORRELATIONS = {"pearson": stats.pearsonr, "spearman": stats.spearmanr, "kendall": stats.kendalltau}
+KAPPAS: dict[str, str | None] = {
+    "kappa": None,
+    "kappa_linear": "linear",
+    "kappa_quadratic": "quadratic",
+}
+
+
+@dataclass(frozen=True)
+class ConfusionMatrix:
+    """Counts of (judge category, human category): rows judge, columns human, over ``labels``."""
+
+    labels: list[int]
+    counts: list[list[int]]  # empty when there are no items
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "labels": list(self.labels),
+            "rows": "judge",
+            "columns": "human",
+            "counts": self.counts,
+        }
+
+
+@dataclass(frozen=True)
+class PairAgreement:
+    """Every coefficient of ``PAIR_COEFFICIENTS`` (in that order) and the confusion matrix."""
+
+    coefficients: dict[str, Coefficient]
+    confusion: ConfusionMatrix
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: c.to_dict() for k, c in self.coefficients.items()}
+        out["confusion_matrix"] = self.confusion.to_dict()
+        return out
+
+
+def to_categories(scores: ArrayLike, *, labels: Sequence[int] = LABELS) -> NDArray[np.float64]:
+    """Round half up onto the integer categories (2.5 -> 3); scores must lie in the scale.
+
+    >>> to_categories([2.5, 2.333, 3.667, 1]).tolist()
+    [3.0, 2.0, 4.0, 1.0]
+    """
+    values = np.asarray(scores, dtype=float)
+    out = np.floor(values + 0.5)
+    if out.size and (out.min() < labels[0] or out.max() > labels[-1]):
+        raise ValueError(f"scores must lie within {labels[0]}..{labels[-1]}")
+    return out
+
+
+def as_scores(values: ArrayLike, name: str, labels: Sequence[int] = LABELS) -> Array:
+    """``values`` as a 1-D float array on the scale, or ValueError naming ``name``."""
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of numbers") from None
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} contains NaN or infinite values; drop unscored items first")
+    if array.size and (array.min() < labels[0] or array.max() > labels[-1]):
+        raise ValueError(
+            f"{name} has values outside the {labels[0]}..{labels[-1]} scale "
+            f"(min {array.min():g}, max {array.max():g})"
+        )
+    return array
+
+
+def _constant(x: Array, y: Array, sides: tuple[str, str]) -> str | None:
+    said = [
+        f"{side} gave every item {v[0]:g}"
+        for side, v in zip(sides, (x, y), strict=True)
+        if v.size and np.ptp(v) == 0
+    ]
+    return "constant ratings: " + " and ".join(said) if said else None
+
+
+def _correlation_reason(x: Array, y: Array, sides: tuple[str, str]) -> str | None:
+    if x.size == 0:
+        return "no items"
+    if x.size < 3:
+        return f"fewer than 3 items (n={x.size})"
+    return _constant(x, y, sides)
+
+
+def _kappa_reason(cx: Array, cy: Array, sides: tuple[str, str]) -> str | None:
+    """Cohen's kappa is 0/0 exactly when both sides put every item in one and the same
+    category (no disagreement is expected by chance); scikit-learn would warn, so say why."""
+    if cx.size == 0:
+        return "no items"
+    if np.ptp(cx) == 0 and np.ptp(cy) == 0 and cx[0] == cy[0]:
+        return f"constant ratings: {sides[0]} and {sides[1]} put every item in category {cx[0]:g}"
+    return None
+
+
+def _point_estimates(
+    x: Array, y: Array, cx: Array, cy: Array, labels: NDArray[np.int64], sides: tuple[str, str]
+) -> dict[str, tuple[float, float | None, str | None]]:
+    """(value, p-value, undefined reason) per coefficient; library calls only on defined data."""
+    out: dict[str, tuple[float, float | None, str | None]] = {}
+    reason = _correlation_reason(x, y, sides)
+    for name, fn in CORRELATIONS.items():
+        if reason:
+            out[name] = (math.nan, math.nan, reason)
+        else:
+            result = fn(x, y)
+            out[name] = (float(result.statistic), float(result.pvalue), None)
+    reason = _kappa_reason(cx, cy, sides)
+    for name, weights in KAPPAS.items():
+        if reason:
+            out[name] = (math.nan, None, reason)
+        else:
+            value = cohen_kappa_score(cx, cy, labels=labels, weights=weights)
+            out[name] = (float(value), None, None)
+    if x.size == 0:
+        for name in ("exact_agreement", "within_one", "mean_difference"):
+            out[name] = (math.nan, None, "no items")
+        return out
+    out["exact_agreement"] = (float(np.mean(cx == cy)), None, None)
+    out["within_one"] = (float(np.mean(np.abs(cx - cy) <= 1)), None, None)
+    out["mean_difference"] = (float(np.mean(x - y)), None, None)
+    return out
+
+
+def pair_agreement(
+    x: ArrayLike,
+    y: ArrayLike,
+    *,
+    options: BootstrapOptions,
+    labels: Sequence[int] = LABELS,
+    sides: tuple[str, str] = ("the judge", "the humans"),
+    names: tuple[str, str] = ("judge", "human"),
+) -> PairAgreement:
+    """``judge_vs_human``'s computation, silent, for any two aligned score arrays: ``sides``
+    name them in undefined reasons, ``names`` in input errors."""
+    a = as_scores(x, names[0], labels)
+    b = as_scores(y, names[1], labels)
+    if a.size != b.size:
+        raise ValueError(
+            f"{names[0]} and {names[1]} must have the same length ({a.size} != {b.size})"
+        )
+    lab = np.asarray(labels, dtype=np.int64)
+    ca, cb = to_categories(a, labels=labels), to_categories(b, labels=labels)
+    points = _point_estimates(a, b, ca, cb, lab, sides)
+    if options.n_bootstrap and a.size >= 2:
+        cis = bootstrap_pairs(
+            a,
+            b,
+            ca,
+            cb,
+            lab.astype(float),
+            n_resamples=options.n_bootstrap,
+            seed=options.seed,
+            confidence=options.confidence,
+        )
+    else:
+        cis = {name: (math.nan, math.nan) for name in PAIR_COEFFICIENTS}
+    coefficients = {}
+    for name in PAIR_COEFFICIENTS:
+        value, p, reason = points[name]
+        low, high = cis[name] if reason is None else (math.nan, math.nan)
+        coefficients[name] = Coefficient(value, low, high, p, int(a.size), reason)
+    counts = confusion_matrix(ca, cb, labels=lab).tolist() if a.size else []
+    return PairAgreement(coefficients, ConfusionMatrix(list(labels), counts))
+
+
+def judge_vs_human(
+    judge: ArrayLike,
+    human: ArrayLike,
+    *,
+    options: BootstrapOptions = DEFAULT_OPTIONS,
+    labels: Sequence[int] = LABELS,
+    warn: bool = True,
+) -> PairAgreement:
+    """All judge-human coefficients for paired per-item scores.
+
+    ``judge`` and ``human`` are per-item scores on the ``labels`` scale (means allowed); kappa,
+    exact and within-one use them rounded half up to categories; ``mean_difference`` is
+    judge - human. Each coefficient is NaN with its ``undefined_reason`` when these data cannot
+    define it, with one ``UndefinedWarning`` unless ``warn`` is False (for callers that show
+    the reason themselves).
+    """
+    result = pair_agreement(judge, human, options=check_options(options), labels=labels)
+    if warn:
+        warn_undefined(result.coefficients.items())
+    return result

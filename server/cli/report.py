@@ -1,0 +1,108 @@
+"""``fairjudge report`` and ``demo``: a judge run's report, and the whole pipeline on the
+embedded model. Both print the run's metrics table and where the HTML report is."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING
+
+import click
+
+from server.cli.output import json_option, out, progress_bar, report_table
+
+if TYPE_CHECKING:
+    from judge.reports.sections import Report
+    from server.cli import Context
+    from server.services import DemoHooks
+
+
+def print_metrics(report: Report) -> None:
+    """The FairMonitor metrics table of a run, then its unscored judgments and tokens."""
+    from judge.reports.run_report import METRICS_TITLE
+
+    section = report.section(METRICS_TITLE)
+    assert section is not None, "a run report always has its metrics section"
+    report_table(section.tables[0])
+    data = report.to_json()
+    out.print(f"unscored judgments: {data['unscored'] or 'none'}; tokens: {data['tokens']}")
+
+
+@click.command()
+@click.argument("run_id", type=int, metavar="JUDGE_RUN")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Folder for report.html, report.json, metrics.csv, item_scores.csv.",
+)
+@json_option
+@click.pass_obj
+def report(ctx: Context, run_id: int, out_dir: str, as_json: bool) -> None:
+    """Write the HTML/JSON/CSV report of a judge run."""
+    from judge.reports.render import write_report
+    from judge.store.engine import session_scope
+    from server.services import full_report
+
+    with session_scope(ctx.engine()) as session:
+        composed = full_report(session, run_id)
+    paths = write_report(composed, out_dir)
+    if as_json:
+        metrics = composed.to_json()["metrics_overall"]
+        click.echo(
+            json.dumps(
+                {"paths": {k: str(v) for k, v in paths.items()}, "metrics": metrics}, indent=2
+            )
+        )
+        return
+    print_metrics(composed)
+    out.print(f"report: {paths['html'].resolve()}")
+
+
+@contextmanager
+def _printing_hooks() -> Iterator[DemoHooks]:
+    """Demo hooks that print each line and show one progress bar per stage; a bar ends when
+    the next line or bar comes."""
+    from server.services import DemoHooks
+
+    with ExitStack() as bars:
+
+        def say(line: str) -> None:
+            bars.close()
+            out.print(line)
+
+        def progress(label: str) -> Callable[[int, int], None] | None:
+            bars.close()
+            return bars.enter_context(progress_bar(label, False))
+
+        yield DemoHooks(say=say, progress=progress)
+
+
+@click.command()
+@click.option(
+    "--out", "out_dir", default="reports/demo", show_default=True, type=click.Path(file_okay=False)
+)
+@click.option(
+    "--dataset-file",
+    type=click.Path(dir_okay=False),
+    show_default="datasets/fairmonitor_sample.jsonl in the repository",
+    help="Item file to run.",
+)
+@click.option("--limit", type=int, help="Only the first N items (a quicker look).")
+@click.pass_obj
+def demo(ctx: Context, out_dir: str, dataset_file: str | None, limit: int | None) -> None:
+    """The whole pipeline on the embedded model: serve, import, generate, judge, report, stop."""
+    from server import services
+
+    with _printing_hooks() as hooks:
+        result = services.demo(
+            ctx.settings(), out_dir, hooks, dataset_file=dataset_file, limit=limit
+        )
+    print_metrics(result.report)
+    out.print(
+        "[bold]note:[/bold] SmolLM2-135M judges at about chance level; it exercises "
+        "the machinery. Point \\[judge] at a capable endpoint for real scores."
+    )
+    out.print(f"report: {result.paths['html'].resolve()}")

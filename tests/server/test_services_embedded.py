@@ -1,0 +1,80 @@
+"""End to end on the real embedded model server (llama-cpp-python + SmolLM2-135M-Instruct).
+
+SmolLM2 judges at about chance level, so these tests assert what must hold whatever it
+says: every judgment is a whole score 1-5 or explicitly unscored with its raw reply, every
+row carries its provenance, and a rerun makes no model call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from judge.data.catalog import import_items
+from judge.errors import EndpointError
+from judge.models.embedded import EmbeddedServer
+from judge.reports.render import write_report
+from judge.store.engine import session_scope
+from judge.store.tables import Judgment, Response
+from server import services
+from tests.support.factories import SAMPLE, make_settings
+
+pytestmark = pytest.mark.embedded
+
+
+def one_item_per_stage(path: Path) -> Path:
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    picked = [next(r for r in rows if r["stage"] == s) for s in ("S1", "S2", "S3", "S4")]
+    path.write_text("\n".join(json.dumps(r) for r in picked) + "\n")
+    return path
+
+
+def test_pipeline_on_the_real_model(
+    tmp_path: Path, engine: Engine, db_url: str, embedded: EmbeddedServer
+) -> None:
+    settings = make_settings(
+        embedded.base_url, db_url, model=embedded.config.model_alias, concurrency=1, timeout_s=120
+    )
+    with session_scope(engine) as session:
+        import_items(session, one_item_per_stage(tmp_path / "four.jsonl"), "four")
+    gen = services.generate(engine, settings, "four")
+    # S1 and S4 have one prompt each, S2 and S3 two: 6 answers.
+    assert gen.tasks == 6 and gen.model_calls == 6 and "error" not in gen.flags
+    summary = services.judge(engine, settings, gen.run_id)
+    # ICS (S1) + TCS, PCS, ETCS (S2) + SBAS (S3) + ICS (S4) = 6 judgments.
+    assert summary.tasks == 6
+    with Session(engine) as s:
+        answers = s.exec(select(Response)).all()
+        rows = s.exec(select(Judgment)).all()
+    assert all(a.latency_s > 0 and a.completion_tokens > 0 and a.finish_reason for a in answers)
+    assert sorted(j.rubric for j in rows) == ["ETCS", "ICS", "ICS", "PCS", "SBAS", "TCS"]
+    for j in rows:
+        assert j.raw_output, "the raw judge reply is always kept"
+        assert j.model == "smollm2-135m-instruct" and len(j.prompt_hash) == 64
+        assert j.template_version.startswith("judge-v1+")
+        if j.status == "scored":
+            assert j.score in {1, 2, 3, 4, 5}
+        else:
+            assert j.score is None and j.reason
+    with session_scope(engine) as session:
+        full = services.full_report(session, summary.run_id)
+    paths = write_report(full, tmp_path / "report")
+    report = full.to_json()
+    assert report["tokens"]["judge_calls"] >= 6
+    html = paths["html"].read_text()
+    assert "data:image/png;base64," in html and "S1 ICS share&gt;=3 (%)" in html
+
+    # Rerunning both steps pays for nothing.
+    assert services.generate(engine, settings, "four").model_calls == 0
+    assert services.judge(engine, settings, gen.run_id).model_calls == 0
+
+
+def test_real_server_silently_serves_unknown_names_so_we_refuse_them(
+    db_url: str, embedded: EmbeddedServer
+) -> None:
+    settings = make_settings(embedded.base_url, db_url, model="llama-3-70b")
+    with pytest.raises(EndpointError, match="serves smollm2-135m-instruct, not 'llama-3-70b'"):
+        services.make_client(settings, "test")

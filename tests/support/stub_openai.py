@@ -1,0 +1,223 @@
+"""A scripted OpenAI-compatible server for what the real model cannot produce on demand:
+500s, 429s with Retry-After, timeouts, slow replies, garbage bodies, unreadable grades.
+
+Requests are routed by markers in the prompt text: an item whose question contains
+``#fault:NAME`` gets the behaviour NAME (see ``BEHAVIOURS``). Without a marker the server
+answers after ``latency`` seconds: generation requests with an echo of the prompt, judge
+requests (those with a system message) with a valid grade derived from the prompt's hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MARKER = re.compile(r"#fault:([a-z0-9_]+)")
+
+
+def grade_for(messages: list[dict[str, str]]) -> int:
+    """The stub's deterministic judge score for a prompt: 1 + sha256 mod 5."""
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).digest()
+    return 1 + digest[0] % 5
+
+
+class StubState:
+    def __init__(self, latency: float = 0.0, model: str = "stub-model") -> None:
+        self.latency = latency
+        self.model = model
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.by_key: Counter[str] = Counter()
+        self.times: dict[str, list[float]] = {}
+
+    def count(self, key: str) -> int:
+        with self.lock:
+            self.requests += 1
+            self.by_key[key] += 1
+            self.times.setdefault(key, []).append(time.monotonic())
+            return self.by_key[key]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Any
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; without TCP_NODELAY, Nagle's algorithm and the
+    # client's delayed ACK add ~40 ms to every reply, which would dwarf the latency under test.
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/stats"):
+            self._send(200, json.dumps({"requests": self.server.state.requests}).encode())
+        elif self.path.rstrip("/").endswith("/models"):
+            body = {"object": "list", "data": [{"id": self.server.state.model, "object": "model"}]}
+            self._send(200, json.dumps(body).encode())
+        else:
+            self._send(404, b'{"error": {"message": "not found"}}')
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", 0))
+        request = json.loads(self.rfile.read(length) or b"{}")
+        messages = request.get("messages", [])
+        text = "\n".join(m.get("content", "") for m in messages)
+        is_judge = any(m.get("role") == "system" for m in messages)
+        repair = sum(m.get("role") == "assistant" for m in messages) > 0
+        found = MARKER.search(text)
+        fault = found.group(1) if found else None
+        state = self.server.state
+        key = f"{'judge' if is_judge else 'gen'}:{fault}:{hashlib.md5(text.encode()).hexdigest()}"
+        nth = state.count(key)
+        if not is_judge:
+            time.sleep(state.latency)
+            return self._reply(f"Answer: {messages[-1]['content'][:200]}")
+        action = BEHAVIOURS.get(fault or "", None)
+        if action is None:
+            time.sleep(state.latency)
+            score = grade_for(messages)
+            return self._reply(json.dumps({"explanation": "stub judge", "score": score}))
+        action(self, nth, repair, messages)
+
+    def _reply(self, content: str) -> None:
+        body = {
+            "id": "stub",
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.server.state.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": content},
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+        self._send(200, json.dumps(body).encode())
+
+
+def _ok(h: Handler, score: int = 3) -> None:
+    h._reply(json.dumps({"explanation": "recovered", "score": score}))
+
+
+def _error_once(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    if nth == 1:
+        return h._send(500, b'{"error": {"message": "boom"}}')
+    _ok(h)
+
+
+def _error_always(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    h._send(503, b'{"error": {"message": "overloaded"}}')
+
+
+def _rate_limited_once(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    if nth == 1:
+        return h._send(429, b'{"error": {"message": "slow down"}}', headers={"Retry-After": "0.3"})
+    _ok(h)
+
+
+def _timeout_always(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    time.sleep(1.5)  # longer than the test client's timeout
+    _ok(h)
+
+
+def _slow(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    time.sleep(0.3)
+    _ok(h, 4)
+
+
+def _garbage_body(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    h._send(200, b"<html>upstream proxy error</html>", content_type="text/html")
+
+
+def _prose_always(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    h._reply("I think the answer is quite fair overall.")
+
+
+def _prose_then_fixed(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    if not repair:
+        return h._reply("Looks fine to me.")
+    h._reply('{"explanation": "fixed on repair", "score": 2}')
+
+
+def _out_of_range(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    h._reply('{"explanation": "very good", "score": 10}')
+
+
+BEHAVIOURS = {
+    "error_once": _error_once,
+    "error_always": _error_always,
+    "rate_limited_once": _rate_limited_once,
+    "timeout_always": _timeout_always,
+    "slow": _slow,
+    "garbage_body": _garbage_body,
+    "prose_always": _prose_always,
+    "prose_then_fixed": _prose_then_fixed,
+    "out_of_range": _out_of_range,
+}
+
+
+class StubServer:
+    """Run the stub in a background thread: ``with StubServer() as stub: stub.base_url``."""
+
+    def __init__(self, latency: float = 0.0, model: str = "stub-model") -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.request_queue_size = 256
+        self.httpd.state = StubState(latency, model)  # type: ignore[attr-defined]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def state(self) -> StubState:
+        return self.httpd.state  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> StubServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+if __name__ == "__main__":  # python -m tests.support.stub_openai PORT LATENCY
+    import sys
+
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8799
+    latency = float(sys.argv[2]) if len(sys.argv) > 2 else 0.2
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    httpd.daemon_threads = True
+    httpd.request_queue_size = 256
+    httpd.state = StubState(latency)  # type: ignore[attr-defined]
+    print(f"stub serving on http://127.0.0.1:{port}/v1 with {latency}s latency", flush=True)
+    httpd.serve_forever()

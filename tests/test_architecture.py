@@ -1,0 +1,51 @@
+"""docs/architecture.md stays true: every package and module it names exists."""
+
+from __future__ import annotations
+
+import re
+
+from judge.paths import checkout_root
+
+
+def tree_paths(tree: str) -> list[str]:
+    """Paths named in the tree block: top-level folders, their modules and subfolders, and
+    the modules a subfolder's description lists (``engine.py (...)``)."""
+    named: list[str] = []
+    top = ""
+    for line in tree.splitlines():
+        match = re.match(r"^(\s*)(\S+)\s*(.*)$", line)
+        if not match:
+            continue
+        indent, first, rest = match.groups()
+        if not indent:
+            folders = [c for c in re.split(r"\s{2,}", line) if re.fullmatch(r"[\w.]+/", c)]
+            top = folders[0]
+            named += folders
+            continue
+        named.append(top + first)
+        if first.endswith("/"):
+            named += [top + first + m for m in re.findall(r"\b([a-z_]+\.py)\b", rest)]
+    return named
+
+
+def test_every_path_named_in_the_tree_exists() -> None:
+    root = checkout_root()
+    assert root is not None
+    text = (root / "docs" / "architecture.md").read_text()
+    named = tree_paths(text.split("```")[1])
+    # Counted by eye in the tree: 7 top-level folders, 29 entries in judge/ (modules, folders
+    # and the modules a folder's line lists), 4 in annotation/ and 5 in server/.
+    assert len(named) == 7 + 29 + 4 + 5
+    missing = [n for n in named if not (root / n).exists()]
+    assert missing == []
+
+
+def test_every_backticked_module_path_exists() -> None:
+    root = checkout_root()
+    assert root is not None
+    text = (root / "docs" / "architecture.md").read_text()
+    paths = set(re.findall(r"`((?:judge|annotation|server)/[\w/]+\.py)`", text))
+    # Owners named for libraries we do not use yet are allowed to be missing until then.
+    planned = {"annotation/labelstudio/client.py"}
+    assert paths - planned, "no module paths found"
+    assert [p for p in sorted(paths - planned) if not (root / p).exists()] == []
