@@ -1,14 +1,15 @@
 """Datasets in the store: import item files, list, describe and export them.
 
 Importing is all or nothing and idempotent: the same items again add nothing, and an id whose
-content changed is refused.
+content changed is refused. Factor-scenario pairs outside FairMonitor's mapping do not block an
+import: they come back as warnings in the summary.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlmodel import Session, col, func, select
@@ -26,11 +27,20 @@ class ImportSummary:
     added: int
     unchanged: int
     total: int
+    warnings: list[str] = field(default_factory=list)
+    """``"line N: reason"`` for each item whose factor-scenario pair FairMonitor's table does
+    not list (empty when ``allow_unmapped`` was passed)."""
 
 
-def import_items(session: Session, path: str | Path, dataset_name: str) -> ImportSummary:
-    """Import a file into ``dataset_name`` (created if new); all or nothing, no duplicates."""
-    items = read_items(path)
+def import_items(
+    session: Session, path: str | Path, dataset_name: str, *, allow_unmapped: bool = False
+) -> ImportSummary:
+    """Import a file into ``dataset_name`` (created if new); all or nothing, no duplicates.
+
+    ``allow_unmapped`` silences the warnings about factor-scenario pairs outside the mapping.
+    """
+    parsed = read_items(path, allow_unmapped=allow_unmapped)
+    items = parsed.items
     dataset = session.exec(select(Dataset).where(Dataset.name == dataset_name)).first()
     if dataset is None:
         dataset = Dataset(name=dataset_name, description=f"imported from {Path(path).name}")
@@ -68,7 +78,8 @@ def import_items(session: Session, path: str | Path, dataset_name: str) -> Impor
         )
         added += 1
     session.flush()
-    return ImportSummary(dataset_name, added, len(items) - added, len(existing) + added)
+    warnings = [f"line {number}: {why}" for number, why in parsed.warnings]
+    return ImportSummary(dataset_name, added, len(items) - added, len(existing) + added, warnings)
 
 
 @dataclass(frozen=True)

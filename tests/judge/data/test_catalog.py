@@ -15,8 +15,21 @@ from judge.data.items import read_items
 from judge.errors import DatasetError
 from judge.store.engine import session_scope
 from judge.store.tables import Item
-from judge.vocab import FACTORS
 from tests.support.factories import SAMPLE
+
+# FairMonitor's nine sensitive factors (seed 001, Table 1 and the appendix table), written out
+# by hand so that the check below can fail if the sample or the code drifts.
+PAPER_FACTORS = (
+    "gender",
+    "race_culture",
+    "learning_style",
+    "grade_age",
+    "learning_ability",
+    "socioeconomic_status",
+    "disability_special_groups",
+    "personality",
+    "subject",
+)
 
 
 def write_lines(path: Path, lines: list[object]) -> Path:
@@ -30,11 +43,11 @@ def count_items(engine: Engine) -> int:
 
 
 def test_sample_covers_every_factor_and_stage_twice() -> None:
-    items = read_items(SAMPLE)
+    items = read_items(SAMPLE).items
     cells = Counter((i.factor, i.stage) for i in items)
-    assert len(items) >= 72
-    assert set(FACTORS) == {f for f, _ in cells}  # the nine factors of FairMonitor
-    assert all(cells[(f, s)] >= 2 for f in FACTORS for s in ("S1", "S2", "S3", "S4"))
+    assert len(items) == 72
+    assert {f for f, _ in cells} == set(PAPER_FACTORS)
+    assert all(cells[(f, s)] == 2 for f in PAPER_FACTORS for s in ("S1", "S2", "S3", "S4"))
 
 
 def test_bad_file_is_rejected_whole_with_every_line_named(tmp_path: Path, engine: Engine) -> None:
@@ -42,10 +55,11 @@ def test_bad_file_is_rejected_whole_with_every_line_named(tmp_path: Path, engine
         "id": "a",
         "stage": "S1",
         "factor": "gender",
-        "scenario": "x",
+        "scenario": "career_counseling",
         "question": "q?",
         "expected_answer": "e",
     }
+    story = {"id": "d", "stage": "S2", "factor": "gender", "scenario": "career_counseling"}
     path = write_lines(
         tmp_path / "bad.jsonl",
         [
@@ -53,7 +67,7 @@ def test_bad_file_is_rejected_whole_with_every_line_named(tmp_path: Path, engine
             "{not json",  # line 2
             {**good, "id": "b", "stage": "S9"},  # line 3
             {**good, "id": "c", "factor": "height"},  # line 4
-            {"id": "d", "stage": "S2", "factor": "gender", "scenario": "x", "story_a": "A"},  # 5
+            {**story, "story_a": "A"},  # line 5: story_b missing
             {**good},  # line 6: duplicate id a
             {**good, "id": "e", "colour": "red"},  # line 7
         ],

@@ -1,0 +1,166 @@
+"""The factor/scenario catalogue: FairMonitor's appendix table as data, checked on load.
+
+Expected values are copied by hand from seed 001, appendix section A, the table captioned
+"Table 4: Sensitive factors & test scenarios" (one row per factor), not from the TOML file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from judge.data.catalogue import load_catalogue
+from judge.errors import DatasetError
+from judge.paths import checkout_root
+from judge.vocab import FACTORS
+
+# Factor id -> the factor's name in the table's first column.
+PAPER_FACTORS = {
+    "gender": "Gender",
+    "race_culture": "Race or Cultural Background",
+    "learning_style": "Learning Style",
+    "grade_age": "Grade or Age",
+    "learning_ability": "Learning Ability",
+    "socioeconomic_status": "Family Socioeconomic Status",
+    "disability_special_groups": "Disabilities and Special Groups",
+    "personality": "Personality",
+    "subject": "Subject",
+}
+
+# How many scenarios each row of the table lists, counted by hand (comma-separated entries;
+# "Career Counseling/College Entrance Exam Advice" and "Intelligent Test Compilation/Marking"
+# are one entry each). 16 + 19 + 9 + 9 + 11 + 8 + 6 + 6 + 6 = 90 factor-scenario pairs.
+ROW_LENGTHS = {
+    "gender": 16,
+    "race_culture": 19,
+    "grade_age": 9,
+    "learning_style": 9,
+    "learning_ability": 11,
+    "socioeconomic_status": 8,
+    "subject": 6,
+    "disability_special_groups": 6,
+    "personality": 6,
+}
+
+
+def test_nine_factors_with_the_papers_names_and_vocab_agrees() -> None:
+    catalogue = load_catalogue()
+    assert {f.id: f.name for f in catalogue.factors} == PAPER_FACTORS
+    # FACTORS stays a Python constant; it must be the catalogue's ids, in the same order.
+    assert catalogue.factor_ids == FACTORS
+    assert all(f.description.strip() for f in catalogue.factors)
+
+
+def test_twenty_eight_scenarios_as_the_table_names_them() -> None:
+    # The paper's text says 26, but its table names 30 distinct strings. Reading the rows in
+    # order and counting names not seen before: Gender 16; Race 7 (At-risk Student Prediction,
+    # Self-study Guide, Teaching Resource Preparation, Essay Correction, In-class Diagnosis,
+    # and the strings "Educational Analysis - Precise Teaching Resource Matching" and
+    # "Intelligent Study Companion"); Grade 1 (Personalized Course Tutoring); Learning Style 2
+    # (Heuristic Teaching, Cognitive State Perception); Learning Ability 3 (Teaching Goal
+    # Setting, Project-based Teaching, Intelligent Test Compilation/Marking); Family SES 0;
+    # Subject 1 (Course Design Guidance); Disabilities 0; Personality 0: 30 strings. Two of the
+    # Gender row's strings are other names for the last two Race strings, at the same position
+    # in the row ("... Precise Resource Matching for Instructional Design", "Wisdom Companion"):
+    # 30 - 2 = 28 scenarios.
+    catalogue = load_catalogue()
+    assert len(catalogue.scenarios) == 28
+    assert len(set(catalogue.scenario_ids)) == 28
+    names = {s.name for s in catalogue.scenarios}
+    assert {"Essay Correction", "At-risk Student Prediction", "Classroom Management"} <= names
+    by_id = {s.id: s for s in catalogue.scenarios}
+    assert by_id["study_companion"].name == "Intelligent Study Companion"
+    assert by_id["study_companion"].also_named == ("Wisdom Companion",)
+    assert catalogue.suggest_scenario("Wisdom Companion") == "study_companion"
+    assert all(s.description.strip() for s in catalogue.scenarios)
+
+
+def test_mapping_matches_the_table_rows() -> None:
+    catalogue = load_catalogue()
+    mapping = catalogue.mapping
+    assert {f: len(s) for f, s in mapping.items()} == ROW_LENGTHS
+    assert sum(len(s) for s in mapping.values()) == 90
+    # The Subject row, read from the table: Self-study Guide, Course Design Guidance,
+    # Personalized Course Tutoring, Intelligent Test Compilation/Marking, Classroom
+    # Assessment, Teacher Professional Quality Assessment.
+    assert mapping["subject"] == (
+        "self_study_guide",
+        "course_design_guidance",
+        "personalized_tutoring",
+        "test_compilation_marking",
+        "classroom_assessment",
+        "teacher_quality_assessment",
+    )
+    # The Personality row, in the table's order.
+    assert mapping["personality"] == (
+        "career_counseling",
+        "in_class_diagnosis",
+        "advanced_skill_cultivation",
+        "classroom_management",
+        "student_emotional_state",
+        "activity_planning",
+    )
+    # Scenarios only one row lists.
+    assert catalogue.factors_for("essay_correction") == ("race_culture",)
+    assert catalogue.factors_for("course_design_guidance") == ("subject",)
+    assert catalogue.factors_for("heuristic_teaching") == ("learning_style",)
+    assert catalogue.factors_for("instructional_activity_design") == ("gender",)
+    # Class/Team Activity Planning is in every row but Subject's.
+    assert set(catalogue.factors_for("activity_planning")) == set(PAPER_FACTORS) - {"subject"}
+    # At-risk Student Prediction: the Race and Family SES rows only.
+    assert catalogue.factors_for("at_risk_prediction") == ("race_culture", "socioeconomic_status")
+    assert catalogue.is_mapped("gender", "classroom_management")
+    assert not catalogue.is_mapped("gender", "essay_correction")
+
+
+def test_a_broken_catalogue_is_refused_with_every_problem(tmp_path: Path) -> None:
+    path = tmp_path / "catalogue.toml"
+    path.write_text(
+        """
+[[factors]]
+id = "gender"
+name = "Gender"
+description = "d"
+scenarios = ["a", "nowhere"]
+
+[[factors]]
+id = "gender"
+name = "Gender again"
+description = "d"
+scenarios = []
+
+[[scenarios]]
+id = "a"
+name = "A"
+description = "d"
+
+[[scenarios]]
+id = "unused"
+name = "Unused"
+description = ""
+"""
+    )
+    with pytest.raises(DatasetError) as caught:
+        load_catalogue(path)
+    message = str(caught.value)
+    assert "factor id 'gender' is used twice" in message
+    assert "factor 'gender' lists unknown scenario 'nowhere'" in message
+    assert "factor 'gender' lists no scenario" in message
+    assert "scenario 'unused' is not listed by any factor" in message
+    assert "a scenario ('unused') has no 'description'" in message
+
+
+def test_a_missing_catalogue_says_so(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="catalogue .* is missing"):
+        load_catalogue(tmp_path / "absent.toml")
+
+
+def test_docs_list_every_id_with_its_name() -> None:
+    root = checkout_root()
+    if root is None:
+        pytest.skip("docs/ exists only in a checkout")
+    docs = (root / "docs" / "datasets.md").read_text(encoding="utf-8")
+    catalogue = load_catalogue()
+    for entry in (*catalogue.factors, *catalogue.scenarios):
+        assert f"| `{entry.id}` | {entry.name} " in docs, f"{entry.id} is missing from the docs"
