@@ -3,6 +3,9 @@
 HUMAN.csv: ``item_id,rater,score`` (other columns allowed, e.g. a grouping column).
 JUDGE.csv: ``item_id,score``; several rows for one item are samples and are averaged. An empty
 score (or NA / nan / null) is an unscored judge sample: it is counted, never turned into a number.
+Scores lie on one declared ``Scale`` (1-5 unless given, e.g. ``Scale.parse("0-3")``): a score
+outside it is refused with its line number, and kappa, alpha, the confusion matrix and
+exact/within-one agreement use its levels.
 Undefined coefficients keep their reason (the statistics are called with ``warn=False``).
 """
 
@@ -32,11 +35,15 @@ from judge.stats.raters import (
     human_vs_human,
     kappa_per_annotator,
 )
+from judge.vocab import SCALE, Scale
 
 MISSING = {"", "na", "nan", "null", "none"}
 
 
-def read_human(path: str | Path, group_by: str | None) -> tuple[RatingMatrix, dict[str, str]]:
+def read_human(
+    path: str | Path, group_by: str | None, scale: Scale = SCALE
+) -> tuple[RatingMatrix, dict[str, str]]:
+    """The ratings as a raters x items matrix, and each item's group (with ``group_by``)."""
     required = ("item_id", "rater", "score") + ((group_by,) if group_by else ())
     problems: list[tuple[int, str]] = []
     items, raters, scores = [], [], []
@@ -48,7 +55,7 @@ def read_human(path: str | Path, group_by: str | None) -> tuple[RatingMatrix, di
             problems.append((number, "item_id and rater must not be empty"))
             continue
         try:
-            score = parse_score(row["score"])
+            score = parse_score(row["score"], scale)
         except ValueError as exc:
             problems.append((number, str(exc)))
             continue
@@ -80,7 +87,7 @@ def read_human(path: str | Path, group_by: str | None) -> tuple[RatingMatrix, di
     return RatingMatrix.from_long(items, raters, scores), groups
 
 
-def read_judge(path: str | Path) -> tuple[dict[str, list[float]], int]:
+def read_judge(path: str | Path, scale: Scale = SCALE) -> tuple[dict[str, list[float]], int]:
     """Scores per item (samples), and the number of unscored rows."""
     problems: list[tuple[int, str]] = []
     samples: dict[str, list[float]] = defaultdict(list)
@@ -92,7 +99,7 @@ def read_judge(path: str | Path) -> tuple[dict[str, list[float]], int]:
             samples.setdefault(item, [])
             continue
         try:
-            samples[item].append(parse_score(row["score"]))
+            samples[item].append(parse_score(row["score"], scale))
         except ValueError as exc:
             problems.append((number, str(exc)))
     if problems:
@@ -132,6 +139,7 @@ class FileAgreement:
     human_score: str
     group_by: str | None
     judge: JudgeFileAgreement | None = None
+    scale: Scale = SCALE
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -143,6 +151,7 @@ class FileAgreement:
                 "human_score": self.human_score,
                 "confidence": self.options.confidence,
                 "group_by": self.group_by,
+                "scale": str(self.scale),
             },
         }
         if self.judge is None:
@@ -175,13 +184,15 @@ def compute(
     group_by: str | None = None,
     options: BootstrapOptions = DEFAULT_OPTIONS,
     human: str = "mean",
+    scale: Scale = SCALE,
 ) -> FileAgreement:
-    """The agreement report for external files (see the module docstring for formats)."""
-    matrix, groups = read_human(human_csv, group_by)
-    hh = human_vs_human(matrix, options=options, warn=False)
+    """The agreement report for external files on ``scale`` (see the module docstring)."""
+    labels = scale.labels
+    matrix, groups = read_human(human_csv, group_by, scale)
+    hh = human_vs_human(matrix, options=options, labels=labels, warn=False)
     if judge_csv is None:
-        return FileAgreement(len(matrix.items), hh, options, human, group_by)
-    samples, unscored_rows = read_judge(judge_csv)
+        return FileAgreement(len(matrix.items), hh, options, human, group_by, scale=scale)
+    samples, unscored_rows = read_judge(judge_csv, scale)
     human_scores = dict(zip(matrix.items, matrix.item_scores(human), strict=True))
     paired = [i for i in matrix.items if samples.get(i)]
     counts = ItemCounts(
@@ -199,16 +210,16 @@ def compute(
         grid = np.full((len(paired), most), np.nan)
         for row, item in enumerate(paired):
             grid[row, : len(samples[item])] = samples[item]
-        consistency = self_consistency(grid, options=options, warn=False)
+        consistency = self_consistency(grid, options=options, labels=labels, warn=False)
     grouped = None
     if group_by:
         keys = [groups[i] for i in paired]
         grouped = grouped_correlations(jx, hy, keys, options=options, warn=False)
     judge = JudgeFileAgreement(
         counts,
-        judge_vs_human(jx, hy, options=options, warn=False),
-        kappa_per_annotator(jx, matrix.columns(paired), options=options, warn=False),
+        judge_vs_human(jx, hy, options=options, labels=labels, warn=False),
+        kappa_per_annotator(jx, matrix.columns(paired), options=options, labels=labels, warn=False),
         consistency,
         grouped,
     )
-    return FileAgreement(len(paired), hh, options, human, group_by, judge)
+    return FileAgreement(len(paired), hh, options, human, group_by, judge, scale)

@@ -2,15 +2,14 @@
 
 A ratings file has the header ``item_id,rubric,rater,score`` and optionally ``rationale``;
 ``item_id`` is the item's id in its dataset. Import is all or nothing: any bad line (unknown
-item, a rubric the item's stage is not judged with, a score off the 1-5 scale, a repeated
-rating) rejects the whole file with every problem listed. Re-importing adds nothing; a changed
-score is refused unless ``replace`` is set.
+item, a rubric the item's stage is not judged with, a score off the scale, 1-5 unless another
+``Scale`` is given, a repeated rating) rejects the whole file with every problem listed.
+Re-importing adds nothing; a changed score is refused unless ``replace`` is set.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from annotation.errors import RatingsError
 from judge.grading.rubrics import RubricSet
 from judge.store.queries import get_generation_run
 from judge.store.tables import HumanRating, Item, Response
-from judge.vocab import SCALE
+from judge.vocab import SCALE, Scale
 
 RATING_COLUMNS = ("item_id", "rubric", "rater", "score")
 
@@ -45,14 +44,29 @@ def read_csv_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int
     return rows
 
 
-def parse_score(text: str | None) -> float:
-    """A score on the rating scale (means allowed), or ValueError with the reason."""
+def parse_score(text: str | None, scale: Scale = SCALE) -> float:
+    """A score within ``scale`` (means allowed; on a scale with named levels, a level's name
+    is its number), or ValueError with the reason.
+
+    >>> parse_score("2.5"), parse_score("0", Scale(0, 3))
+    (2.5, 0.0)
+    >>> parse_score("Good", Scale.parse("poor,good"))
+    2.0
+    >>> parse_score("0")
+    Traceback (most recent call last):
+    ...
+    ValueError: score '0' is outside the 1-5 scale
+    """
+    named = scale.value_of(text or "")
+    if named is not None:
+        return float(named)
     try:
         value = float((text or "").strip())
     except ValueError:
-        raise ValueError(f"score {text!r} is not a number") from None
-    if not math.isfinite(value) or not SCALE.low <= value <= SCALE.high:
-        raise ValueError(f"score {text!r} is outside the {SCALE} scale")
+        levels = f" or a level of the {scale} scale" if scale.names else ""
+        raise ValueError(f"score {text!r} is not a number{levels}") from None
+    if not scale.within(value):
+        raise ValueError(f"score {text!r} is outside the {scale} scale")
     return value
 
 
@@ -74,8 +88,10 @@ def import_ratings(
     *,
     replace: bool = False,
     source: str = "import",
+    scale: Scale = SCALE,
 ) -> RatingsImport:
-    """Import a ratings file for a generation run; all or nothing."""
+    """Import a ratings file for a generation run; all or nothing. Scores must lie within
+    ``scale`` (FairMonitor's rubrics, and so a judge run's scores, are 1-5)."""
     run = get_generation_run(session, generation_run_id)
     items = {i.key: i for i in session.exec(select(Item).where(Item.dataset_id == run.dataset_id))}
     answered = set(
@@ -110,7 +126,7 @@ def import_ratings(
             problems.append((number, "rater is empty"))
             continue
         try:
-            score = parse_score(row.get("score"))
+            score = parse_score(row.get("score"), scale)
         except ValueError as exc:
             problems.append((number, str(exc)))
             continue

@@ -2,7 +2,9 @@
 the humans' own agreement beside it as the ceiling (laid out like FairMonitor's Table 3).
 
 Undefined coefficients (constant ratings, too few items) are kept with their reason, which the
-JSON and the tables show; the statistics are therefore called with ``warn=False``.
+JSON and the tables show; the statistics are therefore called with ``warn=False``. The scale is
+FairMonitor's 1-5 (a judge run's rubrics are 1-5) unless a ``Scale`` is given; its levels are
+the coefficients' labels.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session, col, select
 
+from annotation.errors import RatingsError
 from judge.errors import NotFoundError
 from judge.metrics import aggregate
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions
 from judge.stats.levels import SelfConsistency, items_needed, self_consistency
 from judge.stats.matrix import RatingMatrix
-from judge.stats.pairs import PairAgreement, judge_vs_human
+from judge.stats.pairs import PairAgreement, judge_vs_human, to_categories
 from judge.stats.raters import (
     PerRaterAgreement,
     RaterAgreement,
@@ -29,6 +32,7 @@ from judge.stats.raters import (
 )
 from judge.store.queries import get_generation_run
 from judge.store.tables import HumanRating, Item, JudgeRun, Judgment
+from judge.vocab import SCALE, Scale
 
 PLANNED = ("pearson", "spearman", "kappa_quadratic")  # coefficients items_needed is given for
 
@@ -112,6 +116,7 @@ class RunReliability:
     options: BootstrapOptions
     target_half_width: float
     rubrics: dict[str, RubricReliability]
+    scale: Scale = SCALE
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +125,7 @@ class RunReliability:
             "n_bootstrap": self.options.n_bootstrap,
             "seed": self.options.seed,
             "target_half_width": self.target_half_width,
+            "scale": str(self.scale),
             "rubrics": {name: r.to_dict() for name, r in self.rubrics.items()},
         }
 
@@ -150,7 +156,8 @@ def _judge_scores(
 def reading(
     agreement: PairAgreement, ceiling: RaterAgreement, judge_values: list[float], n: int
 ) -> str:
-    """One plain-language line about a judge configuration on one rubric."""
+    """One plain-language line about a judge configuration on one rubric; the scale's ends
+    are those of the labels ``agreement`` was computed on (1 and 5 on FairMonitor's scale)."""
     notes = []
     if n < 10:
         notes.append(f"only {n} rated items: too few for a stable estimate")
@@ -169,13 +176,25 @@ def reading(
     ):
         side = "harsher" if diff.value < 0 else "more lenient"
         notes.append(f"judge {side} by {abs(diff.value):.1f} on average")
-    used = {int(round(v)) for v in judge_values}
-    unused = [s for s in (1, 5) if s not in used]
+    labels = agreement.confusion.labels
+    used = {int(v) for v in to_categories(judge_values, labels=labels)}
+    unused = [s for s in (labels[0], labels[-1]) if s not in used]
     if judge_values and len(used) == 1:
         notes.append(f"judge gives every item {used.pop()}")
     elif unused:
         notes.append(f"judge never uses {' or '.join(map(str, unused))}")
     return "; ".join(notes) or "no notable pattern"
+
+
+def _check_scale(what: str, values: list[float], scale: Scale) -> None:
+    """RatingsError when some of ``values`` lie outside ``scale`` (as_scores would say less)."""
+    outside = [v for v in values if not scale.within(v)]
+    if outside:
+        raise RatingsError(
+            f"{len(outside)} of {what} lie outside the {scale} scale (e.g. {outside[0]:g}); "
+            f"a judge run's rubrics are {SCALE}: set ratings on another scale against a judge "
+            "with `fairjudge agreement compute --scale`"
+        )
 
 
 def _judge_entry(
@@ -187,9 +206,12 @@ def _judge_entry(
     ceiling: RaterAgreement,
     options: BootstrapOptions,
     target_half_width: float,
+    scale: Scale,
 ) -> JudgeReliability:
     assert run.id is not None
     combined, samples = _judge_scores(session, run, rubric)
+    _check_scale(f"judge run {run.id}'s {rubric} scores", list(combined.values()), scale)
+    labels = scale.labels
     items = [i for i in human_scores if i in combined]
     base = JudgeReliability(
         judge_run=run.id,
@@ -204,19 +226,21 @@ def _judge_entry(
         return base
     jx = np.array([combined[i] for i in items])
     hy = np.array([human_scores[i] for i in items])
-    agreement = judge_vs_human(jx, hy, options=options, warn=False)
+    agreement = judge_vs_human(jx, hy, options=options, labels=labels, warn=False)
     sub = matrix.columns([str(i) for i in items])
     consistency = None
     if run.samples > 1:
         grid = np.full((len(samples), run.samples), np.nan)
         for row, values in enumerate(samples.values()):
             grid[row, : len(values)] = values
-        consistency = self_consistency(grid, options=options, warn=False)
+        consistency = self_consistency(grid, options=options, labels=labels, warn=False)
     return replace(
         base,
         reading=reading(agreement, ceiling, jx.tolist(), len(items)),
         agreement=agreement,
-        kappa_per_annotator=kappa_per_annotator(jx, sub, options=options, warn=False),
+        kappa_per_annotator=kappa_per_annotator(
+            jx, sub, options=options, labels=labels, warn=False
+        ),
         items_needed={
             k: items_needed(agreement.coefficients[k], target_half_width) for k in PLANNED
         },
@@ -233,8 +257,11 @@ def run_reliability(
     options: BootstrapOptions = DEFAULT_OPTIONS,
     human: str = "mean",
     target_half_width: float = 0.1,
+    scale: Scale = SCALE,
 ) -> RunReliability:
-    """Agreement per rubric x judge run of a generation run, with the human ceiling."""
+    """Agreement per rubric x judge run of a generation run, with the human ceiling, on
+    ``scale`` (the rubrics' 1-5 unless given). Stored ratings or judge scores outside it raise
+    ``RatingsError`` (ratings imported on another scale cannot be set against a 1-5 judge)."""
     get_generation_run(session, generation_run_id)
     ratings = session.exec(
         select(HumanRating, Item.key)
@@ -263,14 +290,23 @@ def run_reliability(
         human_scores = dict(
             zip((int(i) for i in matrix.items), matrix.item_scores(human), strict=True)
         )
-        ceiling = human_vs_human(matrix, options=options, warn=False)
+        _check_scale(f"the ratings of rubric {rubric}", [r.score for r in rows], scale)
+        ceiling = human_vs_human(matrix, options=options, labels=scale.labels, warn=False)
         judges = [
             _judge_entry(
-                session, run, rubric, matrix, human_scores, ceiling, options, target_half_width
+                session,
+                run,
+                rubric,
+                matrix,
+                human_scores,
+                ceiling,
+                options,
+                target_half_width,
+                scale,
             )
             for run in judge_runs
         ]
         rubrics[rubric] = RubricReliability(
             rubric, len(matrix.items), len(matrix.raters), len(rows), ceiling, judges
         )
-    return RunReliability(generation_run_id, human, options, target_half_width, rubrics)
+    return RunReliability(generation_run_id, human, options, target_half_width, rubrics, scale)

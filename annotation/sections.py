@@ -107,7 +107,7 @@ def files_table(result: FileAgreement) -> Table:
             p = "" if c.p_value is None or not math.isfinite(c.p_value) else f"{c.p_value:.3g}"
             rows.append([section, name, fmt(c, 3), p, str(c.n)])
     columns = ["section", "coefficient", "value [95 % CI]", "p", "n"]
-    return Table(f"agreement ({result.n_items} items)", columns, rows)
+    return Table(f"agreement ({result.n_items} items, {result.scale} scale)", columns, rows)
 
 
 def agreement_plot(rubric: str, judge: JudgeReliability) -> AgreementPlot | None:

@@ -1,6 +1,6 @@
 """Fast item bootstrap for agreement coefficients on rating scales.
 
-Scores on a 1-5 scale (a judge's integer, the mean of a few annotators) take few distinct
+Scores on a rating scale (a judge's integer, the mean of a few annotators) take few distinct
 values, so n items collapse to K distinct (judge, human) pairs with counts. Resampling n items
 with replacement is then exactly a multinomial draw of counts over those K pairs, and every
 coefficient can be evaluated for all resamples at once from the counts.
@@ -32,8 +32,15 @@ MAX_CELLS = 4096  # above this many distinct pairs, fall back to resampling indi
 
 
 def category_index(values: Array, labels: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Position of each (already categorised) value in ``labels``."""
-    return np.searchsorted(labels, values).astype(np.int64)
+    """Position of each (already categorised) value in the increasing ``labels``: 0 for the
+    lowest level whatever its value (0 on a 0-3 scale, 1 on 1-5). Kappa's weights and
+    within-one agreement count distance in positions, as scikit-learn's weights do."""
+    index = np.searchsorted(labels, values)
+    if values.size and (
+        index.max() >= labels.size or not np.array_equal(np.asarray(labels)[index], values)
+    ):
+        raise ValueError("values must be categories, each one of labels")
+    return index.astype(np.int64)
 
 
 @dataclass
@@ -141,17 +148,21 @@ def kappa_weights(n_labels: int, weights: str | None) -> Array:
 def weighted_kappa(
     w: Array, cx: NDArray[np.int64], cy: NDArray[np.int64], n_labels: int, weights: str | None
 ) -> Array:
-    """Cohen's kappa per resample from the confusion matrix (sklearn's formula)."""
-    onehot = np.zeros((cx.size, n_labels * n_labels))
-    onehot[np.arange(cx.size), cx * n_labels + cy] = 1.0
-    confusion = (w @ onehot).reshape(-1, n_labels, n_labels)
-    expected = np.einsum("bi,bj->bij", confusion.sum(axis=2), confusion.sum(axis=1))
-    expected /= confusion.sum(axis=(1, 2))[:, None, None]
+    """Cohen's kappa per resample (sklearn's formula: 1 - sum(W * observed) / sum(W *
+    expected), expected = outer(row sums, column sums) / n), for ``cx``/``cy`` category
+    positions in ``range(n_labels)``. The observed term needs only each cell's weight and the
+    expected term only the margins, so no (B, L, L) confusion matrix is built: a 1-10 or
+    0-100 scale costs what a 1-5 one does."""
     wm = kappa_weights(n_labels, weights)
+    observed = w @ wm[cx, cy]
+    rows = np.zeros((cx.size, n_labels))
+    rows[np.arange(cx.size), cx] = 1.0
+    cols = np.zeros((cy.size, n_labels))
+    cols[np.arange(cy.size), cy] = 1.0
+    row_sums, col_sums = w @ rows, w @ cols
+    expected = ((row_sums @ wm) * col_sums).sum(axis=1) / w.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.asarray(
-            1.0 - (wm * confusion).sum(axis=(1, 2)) / (wm * expected).sum(axis=(1, 2))
-        )
+        return np.asarray(1.0 - observed / expected)
 
 
 def percentile_interval(values: Array, confidence: float) -> tuple[float, float]:
@@ -192,6 +203,7 @@ def pair_statistics(
     cx = category_index(table.cx, labels)
     cy = category_index(table.cy, labels)
     k = labels.size
+    apart = np.abs(cx - cy)  # categories apart, in positions on the scale
 
     def kappa(weights: str | None) -> Callable[[Array], Array]:
         return lambda w: weighted_kappa(w, cx, cy, k, weights)
@@ -221,8 +233,10 @@ def pair_statistics(
             lambda x, y, a, b: float(np.mean(a == b)),
         ),
         "within_one": (
-            lambda w: (w * (np.abs(table.cx - table.cy) <= 1)).sum(1) / w.sum(1),
-            lambda x, y, a, b: float(np.mean(np.abs(a - b) <= 1)),
+            lambda w: (w * (apart <= 1)).sum(1) / w.sum(1),
+            lambda x, y, a, b: float(
+                np.mean(np.abs(category_index(a, labels) - category_index(b, labels)) <= 1)
+            ),
         ),
         "mean_difference": (
             lambda w: (w * (table.x - table.y)).sum(1) / w.sum(1),

@@ -24,7 +24,7 @@ from judge.stats.coefficient import (
     warn_undefined,
 )
 from judge.stats.matrix import RatingMatrix
-from judge.stats.pairs import CORRELATIONS
+from judge.stats.pairs import CORRELATIONS, LABELS
 from judge.stats.raters import krippendorff_alphas
 
 
@@ -220,9 +220,11 @@ def self_consistency(
     samples: ArrayLike,
     *,
     options: BootstrapOptions = DEFAULT_OPTIONS,
+    labels: Sequence[int] = LABELS,
     warn: bool = True,
 ) -> SelfConsistency:
-    """Intra-judge agreement from an items x samples matrix (NaN = unscored sample).
+    """Intra-judge agreement from an items x samples matrix (NaN = unscored sample) on the
+    ``labels`` scale (1-5 unless given).
 
     Alpha treats the samples as raters (with CIs); ``share_disagreeing`` is the share of items
     with two or more scored samples whose scores are not all equal.
@@ -238,7 +240,7 @@ def self_consistency(
         [f"sample{k}" for k in range(values.shape[1])],
         usable.T,
     )
-    found = krippendorff_alphas(matrix, options=options, warn=False)
+    found = krippendorff_alphas(matrix, options=options, labels=labels, warn=False)
     result = SelfConsistency(
         n_items=int(usable.shape[0]),
         n_samples=int(values.shape[1]),

@@ -6,9 +6,11 @@ its ``undefined_reason`` and one ``UndefinedWarning`` rather than an error. Poin
 p-values come from scipy (Pearson, Spearman, Kendall tau-b) and scikit-learn (Cohen's kappa,
 confusion matrix); confidence intervals come from an item bootstrap (``judge.stats.bootstrap``).
 
-Categories: kappa, exact and within-one agreement need scores on the 1-5 categories. A mean
-of several ratings (or of several judge samples) is put on a category by rounding half up:
-2.5 -> 3, 2.33 -> 2, 3.67 -> 4.
+Categories: kappa, exact and within-one agreement need scores on the categories of the scale,
+``labels`` (increasing whole numbers; 1-5 unless given, e.g. ``labels=(0, 1)`` or
+``range(1, 11)``). A mean of several ratings (or of several judge samples) is put on the
+nearest level, halves up: 2.5 -> 3, 2.33 -> 2, 3.67 -> 4. Kappa's weights and within-one count
+distance in levels (positions in ``labels``), as scikit-learn's weights do.
 
 >>> r = judge_vs_human([1, 2, 3, 4, 5], [2, 1, 4, 3, 5], options=BootstrapOptions(n_bootstrap=0))
 >>> round(r.coefficients["spearman"].value, 3), round(r.coefficients["kendall"].value, 3)
@@ -18,6 +20,7 @@ of several ratings (or of several judge samples) is put on a category by roundin
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,21 +88,53 @@ class PairAgreement:
         return out
 
 
-def to_categories(scores: ArrayLike, *, labels: Sequence[int] = LABELS) -> NDArray[np.float64]:
-    """Round half up onto the integer categories (2.5 -> 3); scores must lie in the scale.
+def check_labels(labels: Sequence[int]) -> tuple[int, ...]:
+    """``labels`` as a tuple of at least two increasing whole numbers, or ValueError.
 
-    >>> to_categories([2.5, 2.333, 3.667, 1]).tolist()
-    [3.0, 2.0, 4.0, 1.0]
+    >>> check_labels(range(0, 4))
+    (0, 1, 2, 3)
     """
-    values = np.asarray(scores, dtype=float)
-    out = np.floor(values + 0.5)
-    if out.size and (out.min() < labels[0] or out.max() > labels[-1]):
-        raise ValueError(f"scores must lie within {labels[0]}..{labels[-1]}")
+    try:
+        found = tuple(labels)
+    except TypeError:
+        raise ValueError(f"labels must be a sequence of whole numbers, got {labels!r}") from None
+    if not all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and float(v).is_integer()
+        for v in found
+    ):
+        raise ValueError(f"labels must be whole numbers, got {found!r}")
+    out = tuple(int(v) for v in found)
+    if len(out) < 2 or any(b <= a for a, b in zip(out, out[1:], strict=False)):
+        raise ValueError(f"labels must be at least two increasing whole numbers, got {out!r}")
     return out
 
 
+def to_categories(scores: ArrayLike, *, labels: Sequence[int] = LABELS) -> NDArray[np.float64]:
+    """Put scores on the nearest of the ``labels``, halves up (2.5 -> 3); scores must lie
+    within the scale (``labels[0]..labels[-1]``).
+
+    >>> to_categories([2.5, 2.333, 3.667, 1]).tolist()
+    [3.0, 2.0, 4.0, 1.0]
+    >>> to_categories([0.5, 0.49], labels=(0, 1)).tolist()
+    [1.0, 0.0]
+    """
+    levels = np.asarray(check_labels(labels), dtype=float)
+    values = np.asarray(scores, dtype=float)
+    if values.size and not (
+        np.all(np.isfinite(values)) and values.min() >= levels[0] and values.max() <= levels[-1]
+    ):
+        raise ValueError(f"scores must lie within {levels[0]:g}..{levels[-1]:g}")
+    above = np.clip(np.searchsorted(levels, values, side="right"), 1, levels.size - 1)
+    lower, upper = levels[above - 1], levels[above]
+    # 2v >= lower + upper: v at or past the midpoint goes up; exact for halves (2.5 -> 3).
+    return np.asarray(np.where(2 * values >= lower + upper, upper, lower), dtype=np.float64)
+
+
 def as_scores(values: ArrayLike, name: str, labels: Sequence[int] = LABELS) -> Array:
-    """``values`` as a 1-D float array on the scale, or ValueError naming ``name``."""
+    """``values`` as a 1-D float array within the scale of ``labels``, or ValueError naming
+    ``name``."""
+    levels = check_labels(labels)
+    low, high = levels[0], levels[-1]
     try:
         array = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
@@ -108,9 +143,9 @@ def as_scores(values: ArrayLike, name: str, labels: Sequence[int] = LABELS) -> A
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} contains NaN or infinite values; drop unscored items first")
-    if array.size and (array.min() < labels[0] or array.max() > labels[-1]):
+    if array.size and (array.min() < low or array.max() > high):
         raise ValueError(
-            f"{name} has values outside the {labels[0]}..{labels[-1]} scale "
+            f"{name} has values outside the {low}..{high} scale "
             f"(min {array.min():g}, max {array.max():g})"
         )
     return array
@@ -166,8 +201,9 @@ def _point_estimates(
         for name in ("exact_agreement", "within_one", "mean_difference"):
             out[name] = (math.nan, None, "no items")
         return out
+    apart = np.abs(np.searchsorted(labels, cx) - np.searchsorted(labels, cy))  # in levels
     out["exact_agreement"] = (float(np.mean(cx == cy)), None, None)
-    out["within_one"] = (float(np.mean(np.abs(cx - cy) <= 1)), None, None)
+    out["within_one"] = (float(np.mean(apart <= 1)), None, None)
     out["mean_difference"] = (float(np.mean(x - y)), None, None)
     return out
 
@@ -183,6 +219,7 @@ def pair_agreement(
 ) -> PairAgreement:
     """``judge_vs_human``'s computation, silent, for any two aligned score arrays: ``sides``
     name them in undefined reasons, ``names`` in input errors."""
+    labels = check_labels(labels)
     a = as_scores(x, names[0], labels)
     b = as_scores(y, names[1], labels)
     if a.size != b.size:
@@ -224,11 +261,12 @@ def judge_vs_human(
 ) -> PairAgreement:
     """All judge-human coefficients for paired per-item scores.
 
-    ``judge`` and ``human`` are per-item scores on the ``labels`` scale (means allowed); kappa,
-    exact and within-one use them rounded half up to categories; ``mean_difference`` is
-    judge - human. Each coefficient is NaN with its ``undefined_reason`` when these data cannot
-    define it, with one ``UndefinedWarning`` unless ``warn`` is False (for callers that show
-    the reason themselves).
+    ``judge`` and ``human`` are per-item scores on the ``labels`` scale (means allowed; 1-5
+    unless given, e.g. ``labels=(0, 1, 2, 3)``); kappa, exact and within-one use them on the
+    nearest level, halves up; the confusion matrix has one row and column per label;
+    ``mean_difference`` is judge - human. Each coefficient is NaN with its
+    ``undefined_reason`` when these data cannot define it, with one ``UndefinedWarning``
+    unless ``warn`` is False (for callers that show the reason themselves).
     """
     result = pair_agreement(judge, human, options=check_options(options), labels=labels)
     if warn:

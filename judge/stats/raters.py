@@ -28,7 +28,7 @@ from judge.stats.coefficient import (
     warn_undefined,
 )
 from judge.stats.matrix import RatingMatrix, column_means
-from judge.stats.pairs import LABELS, as_scores, pair_agreement
+from judge.stats.pairs import LABELS, as_scores, check_labels, pair_agreement
 
 Level = Literal["nominal", "ordinal", "interval"]
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval")
@@ -133,11 +133,15 @@ def krippendorff_alphas(
 ) -> dict[str, Coefficient]:
     """Krippendorff's alpha (nominal, ordinal, interval) among raters, missing ratings allowed.
 
+    The value domain is the scale's ``labels`` (1-5 unless given) and any other value rated
+    (a rating that is itself a mean).
+
     n is the number of items rated by at least two raters (the only ones that count); the CI
     resamples those items. Undefined (NaN with its reason, and one ``UndefinedWarning`` each
     unless ``warn`` is False) when no item has two ratings or all of them are one value.
     """
     check_options(options)
+    labels = check_labels(labels)
     pairable = np.sum(~np.isnan(matrix.values), axis=0) >= 2
     values = matrix.values[:, pairable]
     n = int(values.shape[1])

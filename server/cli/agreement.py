@@ -19,9 +19,11 @@ from server.cli.output import (
     seed_option,
     table,
 )
+from server.cli.ratings import scale_option
 
 if TYPE_CHECKING:
     from annotation.reliability import RunReliability
+    from judge.vocab import Scale
     from server.cli import Context
 
 
@@ -126,6 +128,7 @@ def agreement(
     help="CSV: item_id,score (several rows per item = samples, averaged).",
 )
 @click.option("--group-by", help="Column of HUMAN.csv to compute grouped correlations by.")
+@scale_option
 @bootstrap_option
 @seed_option
 @human_option
@@ -134,12 +137,16 @@ def agreement_compute(
     human_csv: str,
     judge_csv: str | None,
     group_by: str | None,
+    scale: Scale,
     n_bootstrap: int,
     seed: int,
     human_score: str,
     as_json: bool,
 ) -> None:
-    """Agreement for your own files: human vs human, and judge vs human with --judge."""
+    """Agreement for your own files: human vs human, and judge vs human with --judge.
+
+    Human and judge scores lie on one rating scale: --scale, 1-5 unless given.
+    """
     from annotation.files import compute
     from annotation.sections import files_table
     from judge.stats.coefficient import BootstrapOptions
@@ -150,6 +157,7 @@ def agreement_compute(
         group_by=group_by,
         options=BootstrapOptions(n_bootstrap=n_bootstrap, seed=seed),
         human=human_score,
+        scale=scale,
     )
 
     def render(_: object) -> None:

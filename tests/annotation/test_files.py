@@ -123,6 +123,7 @@ def test_human_only_and_bad_files(
     run = fairjudge("agreement", "compute", "--human", str(human), "--bootstrap", "0", "--json")
     out = json.loads(run.stdout)
     assert set(out) == {"n_items", "human_vs_human", "settings"} and out["n_items"] == 300
+    assert out["settings"]["scale"] == "1-5"  # FairMonitor's scale unless --scale says otherwise
     assert out["human_vs_human"]["alpha_interval"]["ci_low"] is None  # no bootstrap asked
     bad = tmp_path / "bad.csv"
     bad.write_text("item_id,rater,score\na,r1,4\na,r1,5\nb,r1,seven\n")

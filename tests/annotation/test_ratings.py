@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -139,8 +140,13 @@ def test_reliability_from_the_store_matches_direct_computation(
     assert coefficients["kappa_quadratic"].value == pytest.approx(
         cohen_kappa_score(jx, np.floor(hy + 0.5), labels=[1, 2, 3, 4, 5], weights="quadratic")
     )
-    assert judge.n == 18 and judge.reading
-    assert judge.items_needed["spearman"] is not None and judge.items_needed["spearman"] >= 18
+    kq = cohen_kappa_score(jx, np.floor(hy + 0.5), labels=[1, 2, 3, 4, 5], weights="quadratic")
+    assert judge.n == 18 and f"weighted kappa {kq:.2f}" in judge.reading
+    # items_needed = n x (CI half-width / target)^2, never fewer than n (docs/agreement.md),
+    # with the default target half-width of 0.1.
+    spearman = coefficients["spearman"]
+    half = (spearman.ci_high - spearman.ci_low) / 2
+    assert judge.items_needed["spearman"] == max(18, math.ceil(18 * (half / 0.1) ** 2))
     # The JSON carries the same numbers, in today's shape.
     as_json = result.to_dict()["rubrics"]["ICS"]
     mine = next(j for j in as_json["judges"] if j["judge_run"] == judge_run)
@@ -227,3 +233,42 @@ def test_agreement_cli_on_a_run(
         cli, ["--config", str(config), "agreement", "--run", str(run), "--bootstrap", "50"]
     )
     assert "human alpha (interval)" in table.output and "ICS" in table.output
+
+
+def test_ratings_import_takes_the_scale(
+    tmp_path: Path, engine: Engine, db_url: str, judged: tuple[int, int], rubrics: RubricSet
+) -> None:
+    run, _ = judged
+    path = write_csv(
+        tmp_path / "r.csv",
+        [["s1-gender-1", "ICS", "ann1", 0], ["s1-gender-2", "ICS", "ann1", 11]],
+    )
+    # FairMonitor's 1-5 by default: both scores are off it, each refused with its line.
+    with pytest.raises(RatingsError) as caught, session_scope(engine) as session:
+        import_ratings(session, path, run, rubrics)
+    assert caught.value.problems == [
+        (2, "score '0' is outside the 1-5 scale"),
+        (3, "score '11' is outside the 1-5 scale"),
+    ]
+    # On a declared 0-10 scale the 0 is fine and the 11 is still refused, by line.
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'database_url = "{db_url}"\n[endpoints.embedded]\n'
+        'base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+    )
+    runner = CliRunner()
+    base = ["--config", str(config), "ratings", "import", "--run", str(run)]
+    refused = runner.invoke(cli, [*base, str(path), "--scale", "0-10"])
+    assert isinstance(refused.exception, RatingsError)
+    assert refused.exception.problems == [(3, "score '11' is outside the 0-10 scale")]
+    good = write_csv(tmp_path / "good.csv", [["s1-gender-1", "ICS", "ann1", 0]])
+    imported = runner.invoke(cli, [*base, str(good), "--scale", "0-10", "--json"])
+    assert imported.exit_code == 0, imported.output
+    summary = json.loads(imported.output)
+    assert (summary["added"], summary["scale"]) == (1, "0-10")
+    # A judge run's rubrics are 1-5, so its reliability refuses ratings off that scale.
+    with (
+        pytest.raises(RatingsError, match="1 of the ratings of rubric ICS lie outside the 1-5"),
+        session_scope(engine) as session,
+    ):
+        run_reliability(session, run, options=BootstrapOptions(n_bootstrap=0))
