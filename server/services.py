@@ -4,14 +4,14 @@ click is imported here: each function takes settings or a session and returns ty
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotation.sections import reliability_section
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from annotation.sections import reliability_section
 from judge import generation, paths
 from judge.config import Settings
 from judge.data.catalog import ImportSummary, import_items
@@ -20,6 +20,8 @@ from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.models.client import ModelClient
 from judge.models.embedded import EmbeddedServer
 from judge.prompts import PromptBook
+from judge.reports.browser import item_browser_section
+from judge.reports.compare import compare_section, compared_runs
 from judge.reports.render import write_report
 from judge.reports.run_report import metrics_section, self_consistency_section
 from judge.reports.sections import Report
@@ -88,7 +90,8 @@ def judge(
 
 def full_report(session: Session, judge_run_id: int, *, with_reliability: bool = True) -> Report:
     """The one report of a judge run, used by the CLI, the API and the demo: stage metrics,
-    the judge's self-consistency (several samples) and its reliability (human ratings)."""
+    the judge's self-consistency (several samples), its reliability (human ratings) and the
+    browser of every judged item."""
     jrun = get_judge_run(session, judge_run_id)
     grun = get_generation_run(session, jrun.generation_run_id)
     sections = [metrics_section(session, judge_run_id)]
@@ -99,6 +102,7 @@ def full_report(session: Session, judge_run_id: int, *, with_reliability: bool =
         reliability = reliability_section(session, judge_run_id)
         if reliability is not None:
             sections.append(reliability)
+    sections.append(item_browser_section(session, judge_run_id))
     return Report(
         title=f"FairJudge report: {grun.model} (judge run {judge_run_id})",
         intro=f"FairMonitor bias evaluation of {grun.model} ({grun.endpoint_name}, temperature "
@@ -110,9 +114,29 @@ def full_report(session: Session, judge_run_id: int, *, with_reliability: bool =
     )
 
 
-def import_dataset(engine: Engine, path: str | Path, name: str | None = None) -> ImportSummary:
+def compare_report(session: Session, judge_run_ids: Sequence[int]) -> Report:
+    """Several judge runs side by side: the stage metrics of each model (or judge
+    configuration) per factor and stage, with intervals and unscored counts, and their score
+    distributions. Refuses run ids that do not exist, and fewer than two distinct runs."""
+    runs = compared_runs(session, judge_run_ids)
+    section = compare_section(session, runs)
+    labels = ", ".join(r.label for r in runs)
+    return Report(
+        title=f"FairJudge comparison: {labels}",
+        intro=f"FairMonitor stage metrics of {len(runs)} judge runs side by side ("
+        + "; ".join(r.describe() for r in runs)
+        + ").",
+        sections=[section],
+    )
+
+
+def import_dataset(
+    engine: Engine, path: str | Path, name: str | None = None, *, allow_unmapped: bool = False
+) -> ImportSummary:
+    """Import an item file; pairs of factor and scenario outside the paper's table are
+    warnings in the summary unless ``allow_unmapped``."""
     with session_scope(engine) as session:
-        return import_items(session, path, name or Path(path).stem)
+        return import_items(session, path, name or Path(path).stem, allow_unmapped=allow_unmapped)
 
 
 @dataclass(frozen=True)
@@ -172,7 +196,10 @@ def demo(
 
 
 def summary_line(kind: str, s: RunSummary) -> str:
+    """One line for people about a pass over a run, e.g. 'judge run 2: 64 to do, 64 model
+    calls, 0 from cache, 66 HTTP requests; 60 scored, 4 unscored'."""
+    outcome = ", ".join(f"{n:,} {flag}" for flag, n in sorted(s.flags.items())) or "nothing new"
     return (
-        f"{kind} run {s.run_id}: {s.tasks} to do, {s.model_calls} model calls, "
-        f"{s.cached} from cache, {s.http_attempts} HTTP requests; {s.flags}"
+        f"{kind} run {s.run_id}: {s.tasks:,} to do, {s.model_calls:,} model calls, "
+        f"{s.cached:,} from cache, {s.http_attempts:,} HTTP requests; {outcome}"
     )

@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from judge.reports.sections import AgreementPlot, BoxPlot, Figure, Report
+from judge.reports.sections import AgreementPlot, BoxPlot, Figure, ItemBrowser, Report
 
 TEMPLATES = Path(__file__).parent / "templates"
 # Keys of ``write_report``'s result that predate the generic naming (CSV name -> key).
@@ -30,7 +30,9 @@ def figure_png(figure: Figure, *, seed: int = 0) -> bytes:
     import matplotlib.pyplot as plt
 
     if isinstance(figure, BoxPlot):
-        fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100)
+        # Wide enough for its boxes: a panel of 2 boxes sits beside another in the HTML.
+        width = min(12.0, max(4.5, 1.1 * len(figure.series) + 1.5))
+        fig, ax = plt.subplots(figsize=(width, 3.6), dpi=100)
         ax.boxplot([values or [float("nan")] for _, values in figure.series], showmeans=True)
         ax.set_xticks(range(1, len(figure.series) + 1), [label for label, _ in figure.series])
         ax.set_ylim(*figure.ylim)
@@ -94,10 +96,24 @@ def html(report: Report) -> str:
                 }
                 for figure in section.figures
             ],
+            "browser": section.browser,
+            "options": _browser_options(section.browser) if section.browser else None,
         }
         for section in report.sections
     ]
     return env.get_template("report.html").render(report=report, sections=sections)
+
+
+def _browser_options(browser: ItemBrowser) -> dict[str, list[str]]:
+    """The values each filter of the item browser offers, from its items."""
+    judgments = [j for item in browser.items for j in item.judgments]
+    scores = sorted({str(j.score) for j in judgments if j.score is not None}, key=int)
+    return {
+        "stages": sorted({item.stage for item in browser.items}),
+        "factors": sorted({item.factor for item in browser.items}),
+        "rubrics": sorted({j.rubric for j in judgments}),
+        "scores": scores + (["unscored"] if any(j.score is None for j in judgments) else []),
+    }
 
 
 def write_report(report: Report, out_dir: str | Path) -> dict[str, Path]:

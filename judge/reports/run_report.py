@@ -16,8 +16,17 @@ import numpy as np
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from judge.metrics import STAGE_METRICS, ItemScore, MetricRow, item_scores, stage_metrics
+from judge.metrics import (
+    STAGE_METRICS,
+    ItemScore,
+    MetricRow,
+    StageMetric,
+    definition,
+    item_scores,
+    stage_metrics,
+)
 from judge.reports.sections import BoxPlot, Section, Table
+from judge.stats.intervals import N_RESAMPLES, SEED
 from judge.stats.levels import self_consistency
 from judge.store.queries import get_generation_run, get_judge_run
 from judge.store.tables import Dataset, Item, JudgeRun, Judgment, Response
@@ -62,10 +71,7 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
         "judge_run": _judge_settings(session, jrun),
         "metrics_overall": [asdict(r) for r in overall],
         "metrics_by_factor": [asdict(r) for r in by_factor],
-        "metric_definitions": {
-            name: _definition(kind, threshold, rubric)
-            for _, rubric, name, kind, threshold in STAGE_METRICS
-        },
+        "metric_definitions": {m.name: definition(m) for m in STAGE_METRICS},
         "answers": [{"stage": s, "flag": f, "count": c} for s, f, c in flags],
         "unscored": dict(unscored),
         "n_item_scores": len(scores),
@@ -79,7 +85,7 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
         ["stage", "answer flag", "count"],
         [[s, f, str(c)] for s, f, c in flags],
     )
-    unscored_line = "; ".join(f"{k}: {v}" for k, v in unscored.items()) or "none"
+    unscored_line = counts_phrase(unscored)
     return Section(
         title=METRICS_TITLE,
         json_key=None,
@@ -90,24 +96,28 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
                 f"{jrun.prompt_variant}, T={jrun.temperature})",
                 head,
                 body,
-                notes=[
-                    f"{name}: {text}" for name, text in payload["metric_definitions"].items()
-                ],
+                notes=metrics_legend(),
             ),
             answers,
-            Table("Tokens", ["count", "value"], [[k, str(v)] for k, v in payload["tokens"].items()]),
+            Table(
+                "Tokens",
+                ["count", "value"],
+                [[k.replace("_", " "), f"{v:,}"] for k, v in payload["tokens"].items()],
+            ),
             Table(
                 "Judge settings",
                 ["setting", "value"],
-                [[k, str(v)] for k, v in payload["judge_run"].items()],
+                [[k.replace("_", " "), human(v)] for k, v in payload["judge_run"].items()],
             ),
         ],
         figures=[_box_plot(scores, grun.model)],
         notes=[
-            "Values are percentages; [n] is the number of scored items behind each value. "
-            "Unscored items are left out of the value and counted beside it.",
+            "Values are percentages with their 95 % interval; n is the number of scored items "
+            "behind each value. Unscored items are left out of the value and counted beside "
+            "it (u).",
             f"Unscored judgments: {unscored_line}. Items with no usable score: "
             f"{payload['n_unscored_items']} of {payload['n_item_scores']}.",
+            *metric_glossary(),
         ],
         csv={
             "metrics.csv": payload["metrics_overall"] + payload["metrics_by_factor"],
@@ -176,15 +186,9 @@ def _tokens(session: Session, jrun: JudgeRun, generation_run_id: int | None) -> 
     }
 
 
-def _definition(kind: str, threshold: int, rubric: str) -> str:
-    if kind == "mean_pct":
-        return f"mean {rubric} over scored items / {SCALE.high} x 100"
-    return f"percentage of scored items with {rubric} >= {threshold}"
-
-
 def _box_plot(scores: list[ItemScore], model: str) -> BoxPlot:
     """Box plots of item scores per stage and rubric (FairMonitor's Figure 4 layout)."""
-    order = list(dict.fromkeys((stage, rubric) for stage, rubric, *_ in STAGE_METRICS))
+    order = list(dict.fromkeys((m.stage, m.rubric) for m in STAGE_METRICS))
     series = []
     for stage, rubric in order:
         values = [
@@ -202,26 +206,106 @@ def _box_plot(scores: list[ItemScore], model: str) -> BoxPlot:
 
 
 def metrics_table(rows: list[MetricRow]) -> tuple[list[str], list[list[str]]]:
-    """Factor rows x metric columns, formatted like FairMonitor's Table 5."""
-    names = [metric[2] for metric in STAGE_METRICS]
-    present = [n for n in names if any(r.metric == n for r in rows)]
+    """Factor rows x metric columns (short labels, see ``metrics_legend``), formatted like
+    FairMonitor's Table 5 with each value's interval and counts."""
+    present = [m for m in table_order() if any(r.metric == m.name for r in rows)]
     factors = sorted({r.factor for r in rows} - {"all"})
     factors += ["all"] if any(r.factor == "all" for r in rows) else []
     cell = {(r.factor, r.metric): r for r in rows}
     body = []
     for factor in factors:
         line = [factor]
-        for name in present:
-            r = cell.get((factor, name))
-            line.append("" if r is None else _fmt(r))
+        for m in present:
+            r = cell.get((factor, m.name))
+            line.append("" if r is None else metric_cell(r))
         body.append(line)
-    return ["factor", *present], body
+    return ["factor", *(m.label for m in present)], body
 
 
-def _fmt(row: MetricRow) -> str:
-    value = "n/a" if row.value is None else f"{row.value:.1f}"
-    extra = f" ({row.n_unscored} unscored)" if row.n_unscored else ""
-    return f"{value} [n={row.n_scored}]{extra}"
+def table_order() -> list[StageMetric]:
+    """The order of metrics in tables: the shares of S1, S3 and S4, then S2's means (the
+    paper's S2 metric), then S2's shares >= 4 (ours), so that a table split into panels of
+    three keeps each group together."""
+    group = {("share", False): 0, ("mean_pct", True): 1, ("share", True): 2}
+    return sorted(STAGE_METRICS, key=lambda m: group[(m.kind, m.stage == "S2")])
+
+
+def metric_cell(row: MetricRow, *, always_unscored: bool = False) -> str:
+    """'62 [41-80] n=8', with ' u=2' when items were unscored (always with
+    ``always_unscored``); 'n/a n=0 u=3' when nothing was scored.
+
+    >>> metric_cell(MetricRow("m", "f", "S1", "ICS", "x", 62.4, 8, 2, 40.9, 80.1, "wilson"))
+    '62 [41-80] n=8 u=2'
+    """
+    if row.value is None or row.ci_low is None or row.ci_high is None:
+        text = "n/a" if row.value is None else f"{row.value:.0f}"
+    else:
+        text = f"{row.value:.0f} [{row.ci_low:.0f}-{row.ci_high:.0f}]"
+    text += f" n={row.n_scored}"
+    if row.n_unscored or always_unscored:
+        text += f" u={row.n_unscored}"
+    return text
+
+
+def metrics_legend(*, always_unscored: bool = False) -> list[str]:
+    """What a stage-metric table's cells and short column labels mean."""
+    counted = "" if always_unscored else "; shown when there are any"
+    return [
+        "Cell: value in % [95 % interval] n=scored items, u=unscored items (left out of the "
+        f"value{counted}).",
+        "X>=k: share of scored items whose rubric X score is >= k; interval: Wilson score.",
+        f"X mean: mean rubric X score / {SCALE.high} x 100 (% of the maximum); interval: "
+        f"percentile bootstrap over items ({N_RESAMPLES:,} resamples, seed {SEED}).",
+        "ICS: idea consistency (S1, S4); TCS, PCS, ETCS: thematic, plot and emotional-tendency "
+        "consistency of stories A and B (S2); SBAS: stereotype and bias avoidance (S3).",
+    ]
+
+
+def metric_glossary() -> list[str]:
+    """Each table label with its metric's name in report.json and metrics.csv and its
+    definition, e.g. 'S1 ICS>=3 = "S1 ICS share>=3 (%)": percentage of ...'."""
+    return [f'{m.label} = "{m.name}": {definition(m)}.' for m in table_order()]
+
+
+def counts_phrase(counts: dict[str, int]) -> str:
+    """'call_failed 3, unparsable 2', or 'none'.
+
+    >>> counts_phrase({"unparsable": 2, "call_failed": 3})
+    'call_failed 3, unparsable 2'
+    """
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) or "none"
+
+
+def tokens_phrase(tokens: dict[str, int]) -> str:
+    """The tokens of a run in words.
+
+    >>> tokens_phrase({"generation_prompt": 12345, "generation_completion": 3456,
+    ...     "generation_answers": 108, "judge_prompt": 20000, "judge_completion": 900,
+    ...     "judge_calls": 110, "judgments": 108})
+    'generation 12,345 prompt + 3,456 completion (108 answers); judge 20,000 prompt + 900 completion (110 calls, 108 judgments)'
+    """  # noqa: E501
+    t = tokens
+    return (
+        f"generation {t['generation_prompt']:,} prompt + {t['generation_completion']:,} "
+        f"completion ({t['generation_answers']:,} answers); judge {t['judge_prompt']:,} prompt "
+        f"+ {t['judge_completion']:,} completion ({t['judge_calls']:,} calls, "
+        f"{t['judgments']:,} judgments)"
+    )
+
+
+def human(value: Any) -> str:
+    """A setting's value for people: lists joined, None as 'none', floats without noise.
+
+    >>> human(["v1", "v2"]), human(None), human(0.5), human("plain")
+    ('v1, v2', 'none', '0.5', 'plain')
+    """
+    if value is None:
+        return "none"
+    if isinstance(value, list | tuple | set):
+        return ", ".join(human(v) for v in value) or "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 SELF_CONSISTENCY_TITLE = "Judge self-consistency"
@@ -254,7 +338,9 @@ def self_consistency_section(session: Session, judge_run_id: int) -> Section | N
             [
                 rubric,
                 str(result.n_items),
-                f"n/a ({alpha.undefined_reason})" if alpha.undefined_reason else f"{alpha.value:.2f}",
+                f"n/a ({alpha.undefined_reason})"
+                if alpha.undefined_reason
+                else f"{alpha.value:.2f}",
                 "n/a" if share is None else f"{share * 100:.0f} %",
             ]
         )

@@ -11,12 +11,18 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Table:
-    """A table of preformatted cells."""
+    """A table of preformatted cells.
+
+    The first ``key_columns`` columns name a row (a factor, a rubric); a renderer short of
+    width repeats them beside each slice of the other columns, or lays the table out long
+    (one line per row and column).
+    """
 
     title: str
     columns: list[str]
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
+    key_columns: int = 1
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,93 @@ Figure = BoxPlot | AgreementPlot
 
 
 @dataclass(frozen=True)
+class BrowsedAnswer:
+    """One answer of the model under test: the prompt it was given and what it said."""
+
+    part: str  # "answer", or "A" / "B" for the two prompts of S2 and S3 items
+    prompt: str
+    text: str | None
+    flag: str  # ok, empty, refusal or error
+    finish_reason: str | None  # "length": the answer was cut off at max_tokens
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class BrowsedJudgment:
+    """One judge sample for one rubric: its score, or why it has none, and the raw reply."""
+
+    rubric: str
+    sample_index: int
+    score: int | None
+    unscored_kind: str | None
+    reason: str | None
+    explanation: str | None
+    raw_output: str | None
+    repair_output: str | None
+    finish_reason: str | None  # of the judge's (first) reply; "length": cut off
+    judgment_id: int | None = None
+
+
+@dataclass(frozen=True)
+class BrowsedItem:
+    """A judged item with its texts, the model's answers and every judgment of it."""
+
+    item_id: int
+    key: str
+    stage: str
+    factor: str
+    scenario: str
+    texts: dict[str, str]  # the item's fields: question(s), stories, expected answer
+    answers: list[BrowsedAnswer]
+    judgments: list[BrowsedJudgment]
+    combined: dict[str, float | None]  # rubric -> the item's combined score
+
+    @property
+    def flags(self) -> list[str]:
+        """What a reader should notice: answers not ok or cut off, judge replies cut off,
+        judgments that needed a repair request or have no score."""
+        out = [f"answer {a.part}: {a.flag}" for a in self.answers if a.flag != "ok"]
+        out += [
+            f"answer {a.part} cut off (finish_reason=length)"
+            for a in self.answers
+            if a.finish_reason == "length"
+        ]
+        out += [
+            f"{j.rubric} judge reply cut off (finish_reason=length)"
+            for j in self.judgments
+            if j.finish_reason == "length"
+        ]
+        out += [f"{j.rubric} repaired" for j in self.judgments if j.repair_output is not None]
+        out += [f"{j.rubric} unscored" for j in self.judgments if j.score is None]
+        return list(dict.fromkeys(out))
+
+    @property
+    def flag_kinds(self) -> list[str]:
+        """The kinds of flag the item has, for filtering: answer_not_ok, cut_off, repaired,
+        unscored (and 'flagged' when it has any)."""
+        kinds = []
+        if any(a.flag != "ok" for a in self.answers):
+            kinds.append("answer_not_ok")
+        if any(a.finish_reason == "length" for a in self.answers) or any(
+            j.finish_reason == "length" for j in self.judgments
+        ):
+            kinds.append("cut_off")
+        if any(j.repair_output is not None for j in self.judgments):
+            kinds.append("repaired")
+        if any(j.score is None for j in self.judgments):
+            kinds.append("unscored")
+        return ["flagged", *kinds] if kinds else []
+
+
+@dataclass(frozen=True)
+class ItemBrowser:
+    """Every judged item of a run, for a reader to look through (HTML: a filterable list)."""
+
+    title: str
+    items: list[BrowsedItem]
+
+
+@dataclass(frozen=True)
 class Section:
     """One part of a report.
 
@@ -58,6 +151,7 @@ class Section:
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     csv: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    browser: ItemBrowser | None = None
 
 
 @dataclass(frozen=True)

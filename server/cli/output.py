@@ -78,9 +78,100 @@ def grid(title: str, head: Sequence[str], body: Sequence[Sequence[str]]) -> None
     out.print(t)
 
 
-def report_table(t: ReportTable) -> None:
-    """A table of a report section, as the CLI shows it (title, columns, rows; no notes)."""
-    grid(t.title, t.columns, t.rows)
+def report_table(t: ReportTable, *, console: Console | None = None, notes: bool = False) -> None:
+    """A table of a report section as the CLI shows it, fitted to the console's width.
+
+    Cells are never cut: when the columns do not fit side by side, they are printed in
+    panels that each repeat the table's key columns (the factor, the rubric); when not even
+    one column fits beside the keys, the table is laid out long (each row's keys on a line,
+    then one line per value). With ``notes`` the table's notes follow it as a legend,
+    wrapped to the width.
+    """
+    from rich.text import Text
+
+    console = console or out
+    for panel in fit_table(t, console.width):
+        console.print(panel)
+    if notes:
+        for note in t.notes:
+            console.print(Text(note), soft_wrap=False)
+
+
+# A rich table's frame: one space of padding each side of a cell and a border between cells.
+_CELL_FRAME = 3
+
+
+def _column_width(header: str, cells: Sequence[str], *, wrap_header: bool) -> int:
+    """Room a column needs: its widest cell, or its header (its longest word when headers
+    may wrap)."""
+    from rich.cells import cell_len
+
+    words = header.split() if wrap_header else [header]
+    return max([*(cell_len(w) for w in words), 0, *(cell_len(c) for c in cells)])
+
+
+def fit_table(t: ReportTable, width: int) -> list[Any]:
+    """``t`` as rich tables that each fit in ``width`` columns (see ``report_table``)."""
+    keys = max(0, min(t.key_columns, len(t.columns) - 1))
+    cells = [[row[i] if i < len(row) else "" for row in t.rows] for i in range(len(t.columns))]
+    widths = [_column_width(h, cells[i], wrap_header=False) for i, h in enumerate(t.columns)]
+    if 1 + sum(w + _CELL_FRAME for w in widths) > width:
+        # Too wide with headers on one line: let headers wrap, then split into panels.
+        widths = [_column_width(h, cells[i], wrap_header=True) for i, h in enumerate(t.columns)]
+    key_room = 1 + sum(w + _CELL_FRAME for w in widths[:keys])
+    panels: list[list[int]] = []
+    room = width - key_room
+    for i in range(keys, len(t.columns)):
+        need = widths[i] + _CELL_FRAME
+        if need > width - key_room:
+            return [_long_table(t, keys, width)]
+        if not panels or need > room:
+            panels.append([])
+            room = width - key_room
+        panels[-1].append(i)
+        room -= need
+    if len(panels) <= 1:
+        return [_rich_table(t.title, t, list(range(len(t.columns))), widths)]
+    return [
+        _rich_table(f"{t.title} ({n}/{len(panels)})", t, list(range(keys)) + panel, widths)
+        for n, panel in enumerate(panels, start=1)
+    ]
+
+
+def _rich_table(title: str, t: ReportTable, columns: list[int], widths: list[int]) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title)
+    for i in columns:
+        table.add_column(t.columns[i], width=widths[i], overflow="fold")
+    # A key named only on the first row of its group: a line closes each group.
+    grouped = any(row and not row[0] for row in t.rows)
+    for n, row in enumerate(t.rows):
+        last = n + 1 == len(t.rows)
+        table.add_row(
+            *(Text(row[i] if i < len(row) else "") for i in columns),
+            end_section=grouped and not last and bool(t.rows[n + 1][0]),
+        )
+    return table
+
+
+def _long_table(t: ReportTable, keys: int, width: int) -> Any:
+    """One block per row: its key cells on a line, then one indented line per value
+    ('column: cell'), wrapped to the width rather than cut."""
+    from rich.text import Text
+
+    text = Text(f"{t.title}\n", style="italic")
+    for row in t.rows:
+        key = " · ".join(f"{t.columns[i]} {row[i]}" for i in range(keys) if i < len(row) and row[i])
+        if key:
+            text.append(f"{key}\n", style="bold")
+        for i in range(keys, len(t.columns)):
+            cell = row[i] if i < len(row) else ""
+            if cell:
+                text.append(f"  {t.columns[i]}: {cell}\n")
+    text.rstrip()
+    return text
 
 
 @contextmanager

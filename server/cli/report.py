@@ -13,20 +13,30 @@ import click
 from server.cli.output import json_option, out, progress_bar, report_table
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from judge.reports.sections import Report
     from server.cli import Context
     from server.services import DemoHooks
 
 
-def print_metrics(report: Report) -> None:
-    """The FairMonitor metrics table of a run, then its unscored judgments and tokens."""
-    from judge.reports.run_report import METRICS_TITLE
+def print_metrics(report: Report, console: Console | None = None) -> None:
+    """The FairMonitor metrics table of a run with its legend, then its unscored judgments
+    and tokens in words; fitted to the console's width (cells are never cut)."""
+    from rich.text import Text
 
+    from judge.reports.run_report import METRICS_TITLE, counts_phrase, tokens_phrase
+
+    console = console or out
     section = report.section(METRICS_TITLE)
     assert section is not None, "a run report always has its metrics section"
-    report_table(section.tables[0])
+    report_table(section.tables[0], console=console, notes=True)
     data = report.to_json()
-    out.print(f"unscored judgments: {data['unscored'] or 'none'}; tokens: {data['tokens']}")
+    for line in (
+        f"unscored judgments: {counts_phrase(data['unscored'])}",
+        f"tokens: {tokens_phrase(data['tokens'])}",
+    ):
+        console.print(Text(line), soft_wrap=False)
 
 
 @click.command()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
-from judge.metrics import ItemScore, aggregate, stage_metrics
+from judge.metrics import STAGE_METRICS, ItemScore, aggregate, definition, stage_metrics
 
 
 def score(stage: str, rubric: str, value: float | None, factor: str = "gender") -> ItemScore:
@@ -66,11 +65,48 @@ def test_stage_metrics_by_hand() -> None:
     assert "S2 PCS mean (% of max)" not in rows  # no PCS items: no row
 
 
+def test_every_value_carries_its_interval() -> None:
+    scores = [score("S1", "ICS", v) for v in (3, 2, 4.5, None)]
+    scores += [score("S2", "TCS", v) for v in (5, 4, 3)]
+    scores += [score("S4", "ICS", None)]
+    rows = {r.metric: r for r in stage_metrics(scores, "m")}
+    s1 = rows["S1 ICS share>=3 (%)"]
+    # 2 of 3 scored items: Wilson interval from statsmodels (an independent implementation).
+    low, high = proportion_confint(2, 3, alpha=0.05, method="wilson")
+    assert (s1.ci_low, s1.ci_high, s1.ci_method) == (
+        pytest.approx(low * 100),
+        pytest.approx(high * 100),
+        "wilson",
+    )
+    tcs = rows["S2 TCS mean (% of max)"]
+    # Resampling the three scores 3, 4, 5: the mean is 3 only when all three draws are 3
+    # (1/27 = 3.7 % of resamples), 5 only when all are 5 (3.7 %). Both exceed the 2.5 % tails,
+    # so the 95 % percentile interval is the extremes themselves: [3, 5] -> [60, 100] % of max
+    # (of 1,000 resamples about 37 land on each extreme; fewer than 25 would move a bound).
+    assert tcs.ci_method == "bootstrap"
+    assert (tcs.ci_low, tcs.value, tcs.ci_high) == (60.0, pytest.approx(80.0), 100.0)
+    # No scored item: no value and no interval.
+    s4 = rows["S4 ICS share>=3 (%)"]
+    assert (s4.value, s4.ci_low, s4.ci_high) == (None, None, None)
+
+
+def test_definitions_say_which_interval() -> None:
+    for metric in STAGE_METRICS:
+        text = definition(metric)
+        if metric.kind == "share":
+            assert f">= {metric.threshold}" in text and "Wilson score interval" in text
+        else:
+            assert "/ 5 x 100" in text and "bootstrap over items (1,000 resamples" in text
+
+
 def test_metrics_are_split_by_factor() -> None:
     scores = [score("S1", "ICS", 5, "gender"), score("S1", "ICS", 1, "subject")]
     by_factor = {(r.factor, r.metric): r.value for r in stage_metrics(scores, "m")}
     assert by_factor[("gender", "S1 ICS share>=3 (%)")] == 100.0
     assert by_factor[("subject", "S1 ICS share>=3 (%)")] == 0.0
     overall = stage_metrics(scores, "m", by_factor=False)
-    assert [(r.factor, r.value) for r in overall] == [("all", 50.0)]
-    assert not any(math.isnan(r.value or 0) for r in overall)
+    assert [(r.factor, r.value, r.n_scored) for r in overall] == [("all", 50.0, 2)]
+    # 1 of 2 pooled over factors: Wilson by hand, centre (1 + z^2/2) / (2 + z^2) = 0.5,
+    # half = z / (2 + z^2) * sqrt(2 * 0.25 + z^2 / 4) = 0.335527 * 1.208456 = 0.405470
+    assert overall[0].ci_low == pytest.approx(9.4530, abs=1e-3)
+    assert overall[0].ci_high == pytest.approx(90.5470, abs=1e-3)

@@ -1,0 +1,109 @@
+"""The item browser: every item a judge run scored, with the texts the model under test was
+given, its answers, and each judgment (score or why unscored, explanation, raw reply, flags),
+so a reader can see what the numbers were computed from.
+
+The HTML renderer shows it as a list filterable by stage, factor, rubric, score and flag;
+report.json carries the same content under "items".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from judge.metrics import item_scores
+from judge.reports.sections import (
+    BrowsedAnswer,
+    BrowsedItem,
+    BrowsedJudgment,
+    ItemBrowser,
+    Section,
+)
+from judge.store.queries import get_judge_run, responses_by_item
+from judge.store.tables import CallCache, Item, Judgment
+
+BROWSER_TITLE = "Judged items"
+
+
+def item_browser(session: Session, judge_run_id: int) -> ItemBrowser:
+    """Every item with at least one judgment in the run, in item order."""
+    jrun = get_judge_run(session, judge_run_id)
+    rows = session.exec(
+        select(Judgment, Item, CallCache.finish_reason)
+        .join(Item, col(Item.id) == col(Judgment.item_id))
+        .join(CallCache, col(CallCache.key) == col(Judgment.cache_key), isouter=True)
+        .where(Judgment.judge_run_id == judge_run_id)
+        .order_by(col(Item.id), col(Judgment.rubric), col(Judgment.sample_index))
+    ).all()
+    answers = responses_by_item(session, jrun.generation_run_id)
+    combined: dict[int, dict[str, float | None]] = defaultdict(dict)
+    for s in item_scores(session, judge_run_id, jrun.aggregation):
+        combined[s.item_id][s.rubric] = s.score
+    items: dict[int, Item] = {}
+    judgments: dict[int, list[BrowsedJudgment]] = defaultdict(list)
+    for judgment, item, finish_reason in rows:
+        assert item.id is not None
+        items[item.id] = item
+        judgments[item.id].append(
+            BrowsedJudgment(
+                rubric=judgment.rubric,
+                sample_index=judgment.sample_index,
+                score=judgment.score if judgment.status == "scored" else None,
+                unscored_kind=judgment.unscored_kind,
+                reason=judgment.reason,
+                explanation=judgment.explanation,
+                raw_output=judgment.raw_output,
+                repair_output=judgment.repair_output,
+                finish_reason=finish_reason,
+                judgment_id=judgment.id,
+            )
+        )
+    browsed = []
+    for item_id, item in items.items():
+        parts = answers.get(item_id, {})
+        browsed.append(
+            BrowsedItem(
+                item_id=item_id,
+                key=item.key,
+                stage=item.stage,
+                factor=item.factor,
+                scenario=item.scenario,
+                texts={k: _text(v) for k, v in (item.fields or {}).items()},
+                answers=[
+                    BrowsedAnswer(
+                        part=part,
+                        prompt=r.prompt,
+                        text=r.raw_text,
+                        flag=r.flag,
+                        finish_reason=r.finish_reason,
+                        error=r.error,
+                    )
+                    for part, r in sorted(parts.items())
+                ],
+                judgments=judgments[item_id],
+                combined=combined.get(item_id, {}),
+            )
+        )
+    return ItemBrowser(f"{BROWSER_TITLE} ({len(browsed)})", browsed)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def item_browser_section(session: Session, judge_run_id: int) -> Section:
+    """The browser as a report section; report.json gets its items under "items"."""
+    browser = item_browser(session, judge_run_id)
+    return Section(
+        title=BROWSER_TITLE,
+        json_key=None,
+        payload={"items": [{**asdict(item), "flags": item.flags} for item in browser.items]},
+        notes=[
+            "Every judged item with its prompts, the model's answers and each judgment. "
+            "Filter by stage, factor, rubric, score or flag; raw judge replies are folded."
+        ],
+        browser=browser,
+    )
