@@ -91,7 +91,7 @@ def synthetic_items(path: Path, n: int) -> Path:
                         "id": f"b{i}",
                         "stage": "S1",
                         "factor": "subject",
-                        "scenario": "bench",
+                        "scenario": "classroom_assessment",
                         "question": f"Benchmark question number {i}: are arts students less able?",
                         "expected_answer": "No; ability does not follow subject preference.",
                     }

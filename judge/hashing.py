@@ -23,11 +23,19 @@ def content_hash(body: Any) -> str:
     return sha256(json.dumps(body, sort_keys=True, ensure_ascii=False))
 
 
-def cache_key(model: str, messages: Messages, params: dict[str, Any], sample_index: int) -> str:
+def cache_key(
+    base_url: str, model: str, messages: Messages, params: dict[str, Any], sample_index: int
+) -> str:
     """Content hash of one call; identical inputs give identical keys on any machine.
 
-    >>> cache_key("m", [{"role": "user", "content": "hi"}], {"temperature": 0}, 0)[:12]
-    '1e4ae2ba6d4b'
+    The endpoint's base URL is part of the key: two servers that both call their model
+    "gpt-4o-mini" must not share answers.
     """
-    payload = {"model": model, "messages": messages, "params": params, "sample": sample_index}
+    payload = {
+        "endpoint": base_url.rstrip("/"),
+        "model": model,
+        "messages": messages,
+        "params": params,
+        "sample": sample_index,
+    }
     return sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":")))

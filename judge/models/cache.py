@@ -81,7 +81,7 @@ def cached_complete(
         "max_tokens": max_tokens,
         "response_format": client.response_format(schema),
     }
-    key = cache_key(client.model, messages, params, sample_index)
+    key = cache_key(client.config.base_url, client.model, messages, params, sample_index)
     hit = cache.get(key)
     if hit is not None:
         done = Completion(
@@ -93,8 +93,8 @@ def cached_complete(
             attempts=0,
         )
         return CallOutcome(done, None, cached=True, key=key)
-    # Samples beyond the first get their own seed so endpoints that honour it vary them.
-    seed = sample_index if sample_index > 0 else None
+    # The sample index is the seed, so endpoints that honour it vary samples reproducibly.
+    seed = sample_index
     try:
         done = client.complete(
             messages, temperature=temperature, max_tokens=max_tokens, schema=schema, seed=seed

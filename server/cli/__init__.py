@@ -15,7 +15,18 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from judge.errors import FairJudgeError
-from server.cli import agreement, dataset, model, ratings, report, runs, serve
+from server.cli import (
+    agreement,
+    compare,
+    dataset,
+    export,
+    model,
+    ratings,
+    report,
+    runs,
+    serve,
+    sweep,
+)
 from server.cli.output import err
 
 if TYPE_CHECKING:
@@ -73,9 +84,12 @@ cli.add_command(runs.judge)
 cli.add_command(runs.runs)
 cli.add_command(report.report)
 cli.add_command(report.demo)
+cli.add_command(compare.compare)
 cli.add_command(ratings.ratings)
 cli.add_command(agreement.agreement)
 cli.add_command(serve.serve)
+cli.add_command(sweep.sweep)
+cli.add_command(export.export)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 

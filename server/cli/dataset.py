@@ -7,8 +7,9 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import click
+from rich.text import Text
 
-from server.cli.output import emit, json_option, out, table
+from server.cli.output import emit, err, json_option, out, table
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -22,21 +23,32 @@ def dataset() -> None:
 @dataset.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--name", help="Dataset name (default: the file name without extension).")
+@click.option(
+    "--allow-unmapped",
+    is_flag=True,
+    help="Do not warn about factor-scenario pairs outside FairMonitor's table.",
+)
 @json_option
 @click.pass_obj
-def dataset_import(ctx: Context, file: str, name: str | None, as_json: bool) -> None:
+def dataset_import(
+    ctx: Context, file: str, name: str | None, allow_unmapped: bool, as_json: bool
+) -> None:
     """Import FILE (JSONL); a file with any bad line is rejected whole."""
     from server.services import import_dataset
 
-    summary = import_dataset(ctx.engine(), file, name)
-    emit(
-        asdict(summary),
-        as_json,
-        lambda s: out.print(
+    summary = import_dataset(ctx.engine(), file, name, allow_unmapped=allow_unmapped)
+
+    def render(s: dict[str, object]) -> None:
+        out.print(
             f"dataset {s['dataset']}: {s['added']} added, {s['unchanged']} already present, "
             f"{s['total']} in all"
-        ),
-    )
+        )
+        for warning in summary.warnings:
+            err.print(Text(f"warning: {warning}"))
+        if summary.warnings:
+            err.print("(pass --allow-unmapped to import such pairs without warnings)")
+
+    emit(asdict(summary), as_json, render)
 
 
 @dataset.command("list")
@@ -69,12 +81,17 @@ def dataset_show(ctx: Context, name: str, as_json: bool) -> None:
 @dataset.command("export")
 @click.argument("name")
 @click.argument("file", type=click.Path(dir_okay=False))
+@json_option
 @click.pass_obj
-def dataset_export(ctx: Context, name: str, file: str) -> None:
+def dataset_export(ctx: Context, name: str, file: str, as_json: bool) -> None:
     """Write dataset NAME to FILE in the import format."""
     from judge.data.catalog import export_items
     from judge.store.engine import session_scope
 
     with session_scope(ctx.engine()) as session:
         n = export_items(session, name, file)
-    out.print(f"wrote {n} items to {file}")
+    emit(
+        {"dataset": name, "items": n, "file": file},
+        as_json,
+        lambda d: out.print(f"wrote {d['items']} items to {d['file']}"),
+    )

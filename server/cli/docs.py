@@ -33,8 +33,11 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             rows += _rows(annotation, f"{prefix}{name}.")
             continue
-        default = field.get_default(call_default_factory=True)
-        shown = "" if default in ({}, None) else f"`{default!r}`"
+        if field.is_required():
+            shown = "(required)"
+        else:
+            default = field.get_default(call_default_factory=True)
+            shown = "" if default in ({}, None) else f"`{default!r}`"
         description = (field.description or "").replace("|", "\\|")
         rows.append(f"| `{prefix}{name}` | {shown} | {description} |")
     return rows

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from judge import paths
 from judge.config import Settings
@@ -41,3 +48,50 @@ def make_settings(
             "judge": {"endpoint": "test"},
         }
     )
+
+
+FAIRJUDGE = [sys.executable, "-m", "server.cli"]
+
+
+def write_config(
+    path: Path,
+    base_url: str,
+    db_url: str,
+    *,
+    port: int = 8765,
+    model: str = "stub-model",
+    concurrency: int = 1,
+) -> Path:
+    path.write_text(f"""
+database_url = "{db_url}"
+state_dir = "{path.parent / "state"}"
+[embedded]
+port = {port}
+[endpoints.test]
+base_url = "{base_url}"
+model = "{model}"
+structured_output = "json_object_schema"
+concurrency = {concurrency}
+max_retries = 1
+max_backoff_s = 0.1
+[generation]
+endpoint = "test"
+max_tokens = 32
+[judge]
+endpoint = "test"
+""")
+    return path
+
+
+def wait_until(
+    condition: Callable[[], bool], proc: subprocess.Popen[str], *, timeout: float = 60.0
+) -> None:
+    """Poll ``condition`` until it holds; fail if ``proc`` exits first or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"the command ended before the condition held: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the condition did not hold within {timeout} s")
+        time.sleep(0.02)

@@ -35,6 +35,7 @@ class StubState:
         self.requests = 0
         self.by_key: Counter[str] = Counter()
         self.times: dict[str, list[float]] = {}
+        self.bodies: list[dict[str, Any]] = []  # every chat request body, in arrival order
 
     def count(self, key: str) -> int:
         with self.lock:
@@ -46,6 +47,7 @@ class StubState:
 
 class Handler(BaseHTTPRequestHandler):
     server: Any
+    seed = 0
     protocol_version = "HTTP/1.1"
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle's algorithm and the
     # client's delayed ACK add ~40 ms to every reply, which would dwarf the latency under test.
@@ -84,7 +86,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         request = json.loads(self.rfile.read(length) or b"{}")
+        with self.server.state.lock:
+            self.server.state.bodies.append(request)
         messages = request.get("messages", [])
+        self.seed = int(request.get("seed") or 0)
         text = "\n".join(m.get("content", "") for m in messages)
         is_judge = any(m.get("role") == "system" for m in messages)
         repair = sum(m.get("role") == "assistant" for m in messages) > 0
@@ -94,6 +99,8 @@ class Handler(BaseHTTPRequestHandler):
         key = f"{'judge' if is_judge else 'gen'}:{fault}:{hashlib.md5(text.encode()).hexdigest()}"
         nth = state.count(key)
         if not is_judge:
+            if fault in GENERATION_BEHAVIOURS:
+                return GENERATION_BEHAVIOURS[fault](self, nth, repair, messages)
             time.sleep(state.latency)
             return self._reply(f"Answer: {messages[-1]['content'][:200]}")
         action = BEHAVIOURS.get(fault or "", None)
@@ -169,7 +176,16 @@ def _out_of_range(h: Handler, nth: int, repair: bool, m: Any) -> None:
     h._reply('{"explanation": "very good", "score": 10}')
 
 
+# Judge scores by the request's seed (= the sample index): samples 0..4 score 2, 4, 4, 5, 2.
+SEEDED_SCORES = (2, 4, 4, 5, 2)
+
+
+def _by_seed(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    h._reply(json.dumps({"explanation": "by seed", "score": SEEDED_SCORES[h.seed % 5]}))
+
+
 BEHAVIOURS = {
+    "by_seed": _by_seed,
     "error_once": _error_once,
     "error_always": _error_always,
     "rate_limited_once": _rate_limited_once,
@@ -179,6 +195,14 @@ BEHAVIOURS = {
     "prose_always": _prose_always,
     "prose_then_fixed": _prose_then_fixed,
     "out_of_range": _out_of_range,
+}
+
+
+# Faults for the model under test (generation requests): ``#fault:gen_...`` in the question.
+GENERATION_BEHAVIOURS = {
+    "gen_error_always": _error_always,
+    "gen_empty": lambda h, nth, repair, m: h._reply(""),
+    "gen_refusal": lambda h, nth, repair, m: h._reply("I'm unable to answer that."),
 }
 
 

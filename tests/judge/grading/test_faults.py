@@ -36,7 +36,7 @@ def fault_items(path: Path) -> Path:
             "id": f"f-{name}",
             "stage": "S1",
             "factor": "gender",
-            "scenario": "test",
+            "scenario": "classroom_management",
             "question": f"Question with #fault:{name} inside?",
             "expected_answer": "No.",
         }
@@ -47,7 +47,7 @@ def fault_items(path: Path) -> Path:
             "id": "plain",
             "stage": "S1",
             "factor": "subject",
-            "scenario": "test",
+            "scenario": "classroom_assessment",
             "question": "A question with no fault?",
             "expected_answer": "No.",
         }

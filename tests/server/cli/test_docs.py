@@ -54,3 +54,46 @@ def test_every_key_of_the_shipped_config_is_documented() -> None:
 def test_readme_quickstart_has_the_two_commands() -> None:
     readme = (repo() / "README.md").read_text()
     assert "make demo" in readme and "make test" in readme
+
+
+def commands_without_json() -> list[str]:
+    """Every runnable command (leaf, or group that runs itself) lacking a --json option."""
+    missing = []
+
+    def walk(command: click.Command, path: list[str]) -> None:
+        if isinstance(command, click.Group):
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None
+                walk(sub, [*path, name])
+            if not command.invoke_without_command:
+                return
+        if not any(p.name == "as_json" for p in command.params):
+            missing.append(" ".join(path))
+
+    walk(cli, [])
+    return sorted(missing)
+
+
+def test_readme_names_exactly_the_commands_without_json() -> None:
+    readme = " ".join((repo() / "README.md").read_text().split())
+    claim = readme.split("takes `--json` for machine-readable output (all but ")[1].split(")")[0]
+    named = sorted(n.strip("` ") for n in claim.replace(" and ", ", ").split(","))
+    assert named == commands_without_json()
+
+
+def test_readme_and_judging_docs_promise_the_same_after_a_kill() -> None:
+    # Both say the calls of the last second may be paid again after SIGKILL; neither may
+    # promise that nothing is ever paid twice after a kill.
+    readme = " ".join((repo() / "README.md").read_text().split())
+    judging = " ".join((repo() / "docs" / "judging.md").read_text().split())
+    for text in (readme, judging):
+        assert "SIGKILL" in text and "last second" in text
+        assert "even after Ctrl-C or a kill" not in text
+
+
+def test_generated_docs_show_no_python_internals() -> None:
+    for path, text in render().items():
+        for leak in ("PydanticUndefined", "<function", "object at 0x"):
+            assert leak not in text, f"{path.name} shows {leak}"
