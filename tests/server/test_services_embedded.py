@@ -6,10 +6,13 @@ row carries its provenance, and a rerun makes no model call."""
 
 from __future__ import annotations
 
+import csv
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
@@ -20,7 +23,7 @@ from judge.reports.render import write_report
 from judge.store.engine import session_scope
 from judge.store.tables import Judgment, Response
 from server import services
-from tests.support.factories import SAMPLE, make_settings
+from tests.support.factories import FAIRJUDGE, SAMPLE, make_settings
 
 pytestmark = pytest.mark.embedded
 
@@ -78,3 +81,47 @@ def test_real_server_silently_serves_unknown_names_so_we_refuse_them(
     settings = make_settings(embedded.base_url, db_url, model="llama-3-70b")
     with pytest.raises(EndpointError, match="serves smollm2-135m-instruct, not 'llama-3-70b'"):
         services.make_client(settings, "test")
+
+
+def test_demo_command_on_the_real_model(tmp_path: Path, embedded: EmbeddedServer) -> None:
+    db_url = f"sqlite:///{tmp_path / 'demo.db'}"
+    config = tmp_path / "c.toml"
+    config.write_text(f"""
+database_url = "{db_url}"
+state_dir = "{tmp_path / "state"}"
+[embedded]
+port = {embedded.config.port}
+[endpoints.embedded]
+base_url = "{embedded.base_url}"
+model = "{embedded.config.model_alias}"
+structured_output = "json_object_schema"
+[generation]
+max_tokens = 48
+""")
+    out = tmp_path / "demo"
+    run = subprocess.run(
+        [*FAIRJUDGE, "--config", str(config), "demo", "--limit", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    # A server that was already running is used, and left running.
+    assert "using the embedded model server that is already running" in run.stdout
+    assert embedded.served_models() == [embedded.config.model_alias]
+    assert f"report: {(out / 'report.html').resolve()}" in " ".join(run.stdout.split())
+    # The first two sample items are S1: two answers, two ICS judgments.
+    report = json.loads((out / "report.json").read_text())
+    assert report["n_item_scores"] == 2 and report["tokens"]["generation_answers"] == 2
+    engine = create_engine(db_url)
+    with Session(engine) as s:
+        stored = {j.id: j for j in s.exec(select(Judgment)).all()}
+    with (out / "item_scores.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2
+    for row in rows:
+        judgment = stored[int(row["judgment_ids"])]
+        if judgment.status == "scored":
+            assert float(row["score"]) == judgment.score
+        else:  # never a number for an unscored judgment
+            assert row["score"] == "" and row["unscored_reasons"] == judgment.reason

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 from flask.testing import FlaskClient
+from sqlmodel import Session, select
 
 from judge.config import Settings
 from judge.data.catalog import import_items
 from judge.store.engine import make_engine, session_scope
-from server import create_app
-from tests.support.factories import SAMPLE
+from judge.store.tables import Judgment
+from server import create_app, services
+from tests.support.factories import SAMPLE, make_settings
+from tests.support.stub_openai import StubServer
 
 
 @pytest.fixture
@@ -45,3 +48,23 @@ def test_one_error_shape(client: FlaskClient, path: str, status: int, fragment: 
     assert reply.status_code == status
     assert set(reply.json) == {"error"} and reply.json["error"]["status"] == status
     assert fragment in reply.json["error"]["message"]
+
+
+def test_report_route_serves_the_runs_report(db_url: str, stub: StubServer) -> None:
+    settings = make_settings(stub.base_url, db_url)
+    engine = make_engine(db_url)
+    with session_scope(engine) as session:
+        import_items(session, SAMPLE, "sample")
+    gen = services.generate(engine, settings, "sample", limit=18)  # the 18 S1 items
+    summary = services.judge(engine, settings, gen.run_id)
+    with Session(engine) as s:
+        scores = [j.score for j in s.exec(select(Judgment)).all()]
+    client = create_app({"SETTINGS": settings, "TESTING": True}).test_client()
+    reply = client.get(f"/api/judge-runs/{summary.run_id}/report")
+    assert reply.status_code == 200
+    body = reply.json
+    # The overall S1 ICS share >= 3, recomputed from the stored scores by hand.
+    (overall,) = [r for r in body["metrics_overall"] if r["metric"] == "S1 ICS share>=3 (%)"]
+    assert overall["value"] == pytest.approx(sum(s >= 3 for s in scores) / 18 * 100)
+    assert overall["n_scored"] == 18 and body["judge_run"]["status"] == "finished"
+    assert len(body["item_scores"]) == 18 and len(body["items"]) == 18
