@@ -22,8 +22,9 @@ from judge.models.embedded import EmbeddedServer
 from judge.prompts import PromptBook
 from judge.reports.browser import item_browser_section
 from judge.reports.compare import compare_section, compared_runs
+from judge.reports.consistency import self_consistency_section
 from judge.reports.render import write_report
-from judge.reports.run_report import metrics_section, self_consistency_section
+from judge.reports.run_report import metrics_section
 from judge.reports.sections import Report
 from judge.runs import RunSummary
 from judge.store.engine import make_engine, session_scope
