@@ -48,3 +48,8 @@ class EmbeddedModelError(FairJudgeError):
 
 class SchemaError(FairJudgeError):
     """The database's schema is not one this version of FairJudge can upgrade."""
+
+
+class IncompleteError(FairJudgeError):
+    """A run finished with judgments or answers missing (calls that failed for good). The CLI
+    exits with its own code (see docs/cli.md) unless ``--allow-failures`` is given."""
