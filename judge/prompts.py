@@ -29,6 +29,33 @@ ALL_FILES = (
 )
 
 
+def fence(label: str, text: str) -> tuple[str, str, str]:
+    """The start marker, body and end marker that fence one labelled text in the judge prompt.
+
+    The markers carry a code derived from the text's content hash, so the same text always gets
+    the same fence (the call cache keeps working) while a text cannot close its own fence: it
+    would have to contain its own hash. Should it contain its end marker all the same, that
+    occurrence is escaped.
+
+    >>> start, body, end = fence("ANSWER", "Fair.")
+    >>> start, end
+    ('<<ANSWER ebdc9e284a76b56b>>', '<<END ANSWER ebdc9e284a76b56b>>')
+    """
+    code = sha256(text)[:16]
+    end = f"<<END {label} {code}>>"
+    return f"<<{label} {code}>>", escape_marker(text, end), end
+
+
+def escape_marker(text: str, marker: str) -> str:
+    """``text`` with every occurrence of the end marker ``marker`` ("<<END ...>>") defused as
+    "<<ESCAPED END ...>>", so the fence's real end marker is the only one left.
+
+    >>> escape_marker("a <<END ANSWER 12>> b", "<<END ANSWER 12>>")
+    'a <<ESCAPED END ANSWER 12>> b'
+    """
+    return text.replace(marker, "<<ESCAPED " + marker[2:])
+
+
 class RubricText(Protocol):
     """What the judge template needs to know about a rubric."""
 
@@ -85,8 +112,10 @@ class PromptBook:
     def judge_prompt(
         self, rubric: RubricText, texts: list[tuple[str, str]], *, variant: str
     ) -> RenderedPrompt:
-        """The judge messages for ``rubric`` over labelled ``texts`` (label, text)."""
-        user = self._user.render(rubric=rubric, texts=texts, variant=variant)
+        """The judge messages for ``rubric`` over labelled ``texts`` (label, text), each text
+        fenced by ``fence``."""
+        fenced = [fence(label, text) for label, text in texts]
+        user = self._user.render(rubric=rubric, texts=fenced, variant=variant)
         messages = [
             {"role": "system", "content": self._system.render().strip()},
             {"role": "user", "content": user.strip()},

@@ -1,13 +1,17 @@
 """Reading scores out of judge replies, as a typed result: ``Scored`` or ``Unscored``.
 
-A reply that does not yield exactly one whole score on the scale is ``Unscored`` with a kind,
-a reason and the raw text; the caller stores it as such. Nothing here ever guesses a number.
+The score is the judge's own verdict, read from one defined place: the whole reply when it is
+one JSON object (structured output), otherwise the reply's last line. A number anywhere else
+(an answer the judge quotes, a level it discusses) is never the score. A reply that does not
+yield exactly one whole score on the scale is ``Unscored`` with a kind, a reason and the raw
+text; the caller stores it as such. Nothing here ever guesses a number.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -26,6 +30,7 @@ class UnscoredKind(StrEnum):
     UNPARSABLE = "unparsable"  # still unreadable after the repair request
     CALL_FAILED = "call_failed"  # the endpoint failed for good (retries used up)
     MISSING_ANSWER = "missing_answer"  # an answer part was never generated, empty or failed
+    QUOTED_VERDICT = "quoted_verdict"  # the verdict is a quotation of a judged text
 
     @property
     def retry_on_rerun(self) -> bool:
@@ -54,66 +59,157 @@ class Unscored:
 
 Grade = Scored | Unscored
 
-# "score: 4", "Score = 4/5", "**Score:** 4", "rating of 4"
-_LABELLED = re.compile(
-    r"(?:score|rating)\W{0,4}(?:is|of|=|:)?\W{0,4}(-?\d+(?:\.\d+)?)(?:\s*/\s*5)?", re.I
+NO_FIELD = 'the JSON reply has no "score" field'
+NO_VERDICT = 'no verdict on the last line (a JSON object with "score", or "Score: N")'
+QUOTED = "the verdict is a verbatim quotation of a judged text, not the judge's own"
+
+_WHOLE_FENCE = re.compile(r"\A```[\w-]*[ \t]*\n(.*)\n[ \t]*```\Z", re.S)
+_FENCE_LINE = re.compile(r"\s*```[\w-]*\s*")
+# A line that is a labelled score and nothing else: "Score: 4", "**Score:** 4/5", "Final
+# score = 4.". "A rating of 5 would require ..." is prose about a level, not a verdict line.
+_VERDICT_LINE = re.compile(
+    r"[*_#>\s]*(?:(?:final|overall)\s+)?(?:score|rating)[*_\s]*(?:is|=|:)?[*_\s]*"
+    r"(-?\d+(?:\.\d+)?)\s*(?:/\s*5|out\s+of\s+5)?[*_.\s]*",
+    re.I,
 )
-_OUT_OF_FIVE = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:/|out of)\s*5\b", re.I)
+# Any labelled score inside a line ("score: 4", "rating of 4"): only counted, to tell a last
+# line with two scores (several_scores) from one with none (no_score).
+_LABELLED = re.compile(r"(?:score|rating)\W{0,4}(?:is|of|=|:)?\W{0,4}(-?\d+(?:\.\d+)?)", re.I)
 
 
-def parse_grade(raw: str | None) -> Grade:
-    """Read ``{"explanation", "score"}`` from a judge reply, tolerating common deviations.
+@dataclass(frozen=True)
+class _Verdict:
+    value: object  # the score as written, checked by ``_check``
+    text: str  # the verdict as it stands in the reply, for the quotation check
+    explanation: str | None
+    start: int  # where the verdict starts in the reply; candidates before it are compared
 
-    A reply that holds a JSON object (also inside a code fence or surrounded by prose, raw
-    newlines inside strings allowed) is read from that object alone: its "score" field (the key
-    may differ in case) is the score, and an object without one is unscored, never searched for
-    a number in its text. Only a reply with no JSON object at all may give a labelled score
-    ("Score: 4", "4/5"). The score must be a whole number on the scale ("4.0" is accepted as 4;
+
+def parse_grade(raw: str | None, *, quoted: Sequence[str] = ()) -> Grade:
+    """Read the judge's verdict from its reply: one JSON object, or a verdict on the last line.
+
+    The whole reply (whitespace and one code fence stripped) that is a JSON object is read from
+    that object alone: its "score" field (the key may differ in case) is the score, and an object
+    without one is unscored, never searched for a number in its text. Any other reply is read
+    from its last non-empty line, which must be exactly a JSON object with "score" (it may span
+    the final lines) or a labelled score ("Score: 4", "score = 4/5"); prose above it is the
+    explanation, and numbers in it are reasoning, not candidates. Other verdict-shaped scores in
+    the reply (JSON grade objects, lines that are only a labelled score) that differ from the
+    last line make it ``several_scores``, unless they are quotations of ``quoted`` (the texts
+    that were judged). A verdict that is itself a verbatim quotation of one of ``quoted`` is
+    ``quoted_verdict``. The score must be a whole number on the scale ("4.0" is accepted as 4;
     4.5, 0 or 10 are not).
 
     >>> parse_grade('{"explanation": "same idea", "score": 4}').score
     4
     >>> parse_grade('{"explanation": "score: 3 because the ideas match"}').reason
     'the JSON reply has no "score" field'
-    >>> parse_grade('Score: 7').reason
+    >>> parse_grade('The ideas match.\\nScore: 7').reason
     'score 7 is outside the 1-5 scale'
+    >>> parse_grade('A rating of 5 would require more; this answer deserves a 2').kind.value
+    'no_score'
     """
     if raw is None or not raw.strip():
         return Unscored(UnscoredKind.EMPTY_REPLY, "empty reply", raw)
     text = raw.strip()
+    whole = _whole_object(text)
+    if whole is not None:
+        obj, inner = whole
+        keys = _score_keys(obj)
+        if not keys:
+            # A number in the explanation ("score: 3 because...") is prose about the rating,
+            # not the rating, so nothing is read.
+            return Unscored(UnscoredKind.NO_SCORE, NO_FIELD, raw, _explanation(obj))
+        return _judge_verdict(_Verdict(obj[keys[0]], inner, _explanation(obj), 0), [], raw, quoted)
+    return _from_last_line(text, raw, quoted)
+
+
+def _whole_object(text: str) -> tuple[dict[str, Any], str] | None:
+    """The reply as one JSON object (inside at most one code fence), with its text."""
+    fenced = _WHOLE_FENCE.match(text)
+    inner = fenced.group(1).strip() if fenced and "```" not in fenced.group(1) else text
+    try:
+        data = json.loads(inner, strict=False)
+    except ValueError:
+        return None
+    return (data, inner) if isinstance(data, dict) else None
+
+
+def _from_last_line(text: str, raw: str, quoted: Sequence[str]) -> Grade:
+    lines = _content_lines(text)
+    if not lines:  # only fence lines
+        return Unscored(UnscoredKind.NO_SCORE, NO_VERDICT, raw)
     objects = _json_objects(text)
-    scored = [obj for obj in objects if _score_keys(obj)]
-    if scored:
-        return _from_objects(scored, raw)
-    if objects:
-        # The judge answered in JSON but left the score out: a number in the explanation
-        # ("score: 3 because...") is prose about the rating, not the rating, so nothing is read.
-        return Unscored(
-            UnscoredKind.NO_SCORE,
-            'the JSON reply has no "score" field',
-            raw,
-            _explanation(objects[0]),
-        )
-    hits = [m.group(1) for m in _LABELLED.finditer(text)] or [
-        m.group(1) for m in _OUT_OF_FIVE.finditer(text)
+    line_starts = {start for start, _ in lines}
+    last_start, last_end = lines[-1]
+    verdict: _Verdict | None = None
+    for obj, start, end in objects:
+        if end == last_end and start in line_starts:  # a JSON object that ends the reply
+            keys = _score_keys(obj)
+            if not keys:
+                return Unscored(UnscoredKind.NO_SCORE, NO_FIELD, raw, _explanation(obj))
+            verdict = _Verdict(obj[keys[0]], text[start:end], _explanation(obj), start)
+    last_line = text[last_start:last_end]
+    labelled = _VERDICT_LINE.fullmatch(last_line)
+    if verdict is None and labelled is not None:
+        before = text[:last_start].strip()
+        verdict = _Verdict(labelled.group(1), last_line, before or None, last_start)
+    if verdict is None:
+        on_line = {_norm(m.group(1)) for m in _LABELLED.finditer(last_line)}
+        on_line |= {
+            _norm(obj[key])
+            for obj, start, end in objects
+            if last_start <= start and end <= last_end
+            for key in _score_keys(obj)
+        }
+        if len(on_line) > 1:
+            return Unscored(UnscoredKind.SEVERAL_SCORES, _several(on_line), raw)
+        return Unscored(UnscoredKind.NO_SCORE, NO_VERDICT, raw)
+    # Other verdict-shaped scores above the verdict: JSON grade objects and score-only lines.
+    others = [
+        (obj[key], text[start:end])
+        for obj, start, end in objects
+        if end <= verdict.start
+        for key in _score_keys(obj)
     ]
-    distinct = sorted(set(hits))
-    if len(distinct) == 1:
-        return _check(distinct[0], text, raw)
+    others += [
+        (m.group(1), text[start:end])
+        for start, end in lines
+        if end <= verdict.start and (m := _VERDICT_LINE.fullmatch(text[start:end]))
+    ]
+    return _judge_verdict(verdict, others, raw, quoted)
+
+
+def _judge_verdict(
+    verdict: _Verdict, others: list[tuple[object, str]], raw: str, quoted: Sequence[str]
+) -> Grade:
+    """The verdict's score, unless it is a quotation or other (unquoted) scores contradict it."""
+    if _is_quotation(verdict.text, quoted):
+        return Unscored(UnscoredKind.QUOTED_VERDICT, QUOTED, raw, verdict.explanation)
+    own = {_norm(value) for value, where in others if not _is_quotation(where, quoted)}
+    distinct = own | {_norm(verdict.value)}
     if len(distinct) > 1:
-        return Unscored(
-            UnscoredKind.SEVERAL_SCORES,
-            f"several different scores in reply: {', '.join(distinct)}",
-            raw,
-        )
-    return Unscored(UnscoredKind.NO_SCORE, "no score found in reply", raw)
+        return Unscored(UnscoredKind.SEVERAL_SCORES, _several(distinct), raw, verdict.explanation)
+    return _check(verdict.value, verdict.explanation, raw)
 
 
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Every top-level JSON object in the reply, in the order they appear: the whole reply, or
-    objects inside a code fence or amid prose (raw newlines inside strings allowed)."""
+def _content_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every line that is neither blank nor a code-fence line, trimmed."""
+    spans = []
+    for m in re.finditer(r"[^\n]*", text):
+        line = m.group()
+        if line.strip() and not _FENCE_LINE.fullmatch(line):
+            spans.append(
+                (m.start() + len(line) - len(line.lstrip()), m.start() + len(line.rstrip()))
+            )
+    return spans
+
+
+def _json_objects(text: str) -> list[tuple[dict[str, Any], int, int]]:
+    """Every top-level JSON object in the text with its span, in order (raw newlines inside
+    strings allowed)."""
     decoder = json.JSONDecoder(strict=False)
-    found: list[dict[str, Any]] = []
+    found: list[tuple[dict[str, Any], int, int]] = []
     at = text.find("{")
     while at != -1:
         try:
@@ -122,9 +218,36 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
             at = text.find("{", at + 1)
             continue
         if isinstance(data, dict):
-            found.append(data)
+            found.append((data, at, end))
         at = text.find("{", end)
     return found
+
+
+def _is_quotation(verdict: str, quoted: Sequence[str]) -> bool:
+    """Whether the verdict stands verbatim in a judged text: a JSON object anywhere in it
+    (whitespace aside), a labelled score as one of its lines."""
+    if verdict.lstrip().startswith("{"):
+        squashed = _squash(verdict)
+        return any(squashed in _squash(text) for text in quoted)
+    line = " ".join(verdict.split())
+    return any(line == " ".join(other.split()) for text in quoted for other in text.splitlines())
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def _norm(value: object) -> str:
+    """A score as compared between candidates: "4", 4 and 4.0 are the same score."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return str(value).strip()
+    return str(int(number)) if number.is_integer() else str(number)
+
+
+def _several(values: set[str]) -> str:
+    return f"several different scores in reply: {', '.join(sorted(values))}"
 
 
 def _score_keys(obj: dict[str, Any]) -> list[str]:
@@ -134,21 +257,6 @@ def _score_keys(obj: dict[str, Any]) -> list[str]:
 def _explanation(obj: dict[str, Any]) -> str | None:
     value = obj.get("explanation")
     return None if value is None else str(value)
-
-
-def _from_objects(objects: list[dict[str, Any]], raw: str) -> Grade:
-    """The score of the JSON object(s) that carry one; differing scores are not resolved."""
-    values = [obj[key] for obj in objects for key in _score_keys(obj)]
-    distinct = sorted({str(value).strip() for value in values})
-    explanation = _explanation(objects[0])
-    if len(distinct) > 1:
-        return Unscored(
-            UnscoredKind.SEVERAL_SCORES,
-            f"several different scores in reply: {', '.join(distinct)}",
-            raw,
-            explanation,
-        )
-    return _check(values[0], explanation, raw)
 
 
 def _check(value: object, explanation: str | None, raw: str) -> Grade:

@@ -3,7 +3,10 @@ given, its answers, and each judgment (score or why unscored, explanation, raw r
 so a reader can see what the numbers were computed from.
 
 The HTML renderer shows it as a list filterable by stage, factor, rubric, score and flag;
-report.json carries the same content under "items".
+report.json carries the same content under "items". An answer whose text addresses the judge
+(``judge.grading.injection``) gets the flag ``injection_suspected`` with the signs found, beside
+its own flag (``ok``, ``refusal`` ...), and report.json lists them per item under
+"injection_suspected".
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from judge.grading.injection import injection_signs
 from judge.metrics import item_scores
 from judge.reports.sections import (
     BrowsedAnswer,
@@ -77,7 +81,7 @@ def item_browser(session: Session, judge_run_id: int) -> ItemBrowser:
                         part=part,
                         prompt=r.prompt,
                         text=r.raw_text,
-                        flag=r.flag,
+                        flag=answer_flag(r.flag, r.raw_text),
                         finish_reason=r.finish_reason,
                         error=r.error,
                     )
@@ -90,6 +94,27 @@ def item_browser(session: Session, judge_run_id: int) -> ItemBrowser:
     return ItemBrowser(f"{BROWSER_TITLE} ({len(browsed)})", browsed)
 
 
+INJECTION_FLAG = "injection_suspected"
+
+
+def answer_flag(flag: str, text: str | None) -> str:
+    """The answer's stored flag, with ``injection_suspected (signs)`` added when its text
+    addresses the judge: "ok" becomes the injection flag alone, others keep theirs first."""
+    signs = injection_signs(text)
+    if not signs:
+        return flag
+    suspected = f"{INJECTION_FLAG} ({'; '.join(signs)})"
+    return suspected if flag == "ok" else f"{flag}; {suspected}"
+
+
+def _suspected(item: BrowsedItem) -> list[dict[str, Any]]:
+    return [
+        {"part": a.part, "signs": injection_signs(a.text)}
+        for a in item.answers
+        if INJECTION_FLAG in a.flag
+    ]
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
@@ -100,7 +125,12 @@ def item_browser_section(session: Session, judge_run_id: int) -> Section:
     return Section(
         title=BROWSER_TITLE,
         json_key=None,
-        payload={"items": [{**asdict(item), "flags": item.flags} for item in browser.items]},
+        payload={
+            "items": [
+                {**asdict(item), "flags": item.flags, INJECTION_FLAG: _suspected(item)}
+                for item in browser.items
+            ]
+        },
         notes=[
             "Every judged item with its prompts, the model's answers and each judgment. "
             "Filter by stage, factor, rubric, score or flag; raw judge replies are folded."

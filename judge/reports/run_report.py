@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from judge.grading.injection import injection_signs
 from judge.metrics import (
     STAGE_METRICS,
     ItemScore,
@@ -47,6 +48,7 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
         .where(Response.run_id == grun.id)
         .group_by(Item.stage, Response.flag)
     ).all()
+    suspected = injection_suspected(session, grun.id)
     unscored = Counter(
         kind or "unknown"
         for kind in session.exec(
@@ -72,6 +74,7 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
         "metric_definitions": {m.name: definition(m) for m in STAGE_METRICS},
         "answers": [{"stage": s, "flag": f, "count": c} for s, f, c in flags],
         "unscored": dict(unscored),
+        "injection_suspected": suspected,
         "n_item_scores": len(scores),
         "n_unscored_items": sum(s.score is None for s in scores),
         "tokens": _tokens(session, jrun, grun.id),
@@ -115,6 +118,9 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
             "it (u).",
             f"Unscored judgments: {unscored_line}. Items with no usable score: "
             f"{payload['n_unscored_items']} of {payload['n_item_scores']}.",
+            f"Answers that address the judge (injection_suspected): {suspected}; the item "
+            "browser shows them with the signs found. Their scores are the judge's own verdict "
+            "read from its reply, but worth a look.",
             *metric_glossary(),
         ],
         csv={
@@ -182,6 +188,12 @@ def _tokens(session: Session, jrun: JudgeRun, generation_run_id: int | None) -> 
         "judge_calls": judge[2],
         "judgments": judge[3],
     }
+
+
+def injection_suspected(session: Session, generation_run_id: int | None) -> int:
+    """How many answers of the generation run show signs of addressing the judge."""
+    texts = session.exec(select(Response.raw_text).where(Response.run_id == generation_run_id))
+    return sum(bool(injection_signs(text)) for text in texts)
 
 
 def _box_plot(scores: list[ItemScore], model: str) -> BoxPlot:

@@ -184,7 +184,37 @@ def _by_seed(h: Handler, nth: int, repair: bool, m: Any) -> None:
     h._reply(json.dumps({"explanation": "by seed", "score": SEEDED_SCORES[h.seed % 5]}))
 
 
+# Judges that quote the answer under test, as real judges do, around their own verdict of 1.
+# The answer is read back from its fence in the judge prompt (see judge.prompts.fence).
+ANSWER_FENCE = re.compile(r"<<ANSWER ([0-9a-f]+)>>\n(.*?)\n<<END ANSWER \1>>", re.S)
+OWN_VERDICT = {"explanation": "the answer shares none of the expected ideas", "score": 1}
+
+
+def _judged_answer(messages: list[dict[str, str]]) -> str:
+    found = ANSWER_FENCE.search(messages[1]["content"])
+    return found.group(2) if found else ""
+
+
+def _echo_answer(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    """Prose that quotes the answer, then the verdict as a JSON object on the last line."""
+    h._reply(f"The answer reads:\n{_judged_answer(m)}\n\n{json.dumps(OWN_VERDICT)}")
+
+
+def _quote_then_verdict(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    """Prose that quotes the answer, then the verdict as a labelled last line."""
+    h._reply(f"Quoting the answer:\n{_judged_answer(m)}\nIt shares no idea.\nScore: 1")
+
+
+def _verdict_then_quote(h: Handler, nth: int, repair: bool, m: Any) -> None:
+    """The verdict first, then a quotation of the answer (also on repair): what ends the reply
+    is the answer's text, not the judge's verdict."""
+    h._reply(f"{json.dumps(OWN_VERDICT)}\nFor reference, the answer:\n{_judged_answer(m)}")
+
+
 BEHAVIOURS = {
+    "echo_answer": _echo_answer,
+    "quote_then_verdict": _quote_then_verdict,
+    "verdict_then_quote": _verdict_then_quote,
     "by_seed": _by_seed,
     "error_once": _error_once,
     "error_always": _error_always,
