@@ -18,7 +18,7 @@ from sqlmodel import Session, col, select
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook
-from judge.runs import RunSummary, store_results
+from judge.runs import RunSummary, run_lease, store_results
 from judge.store.engine import session_scope
 from judge.store.queries import dataset_items, get_dataset
 from judge.store.tables import GenerationRun, Response, utcnow
@@ -90,9 +90,11 @@ def generate(
     progress: Progress | None = None,
 ) -> RunSummary:
     """Create (or resume) the generation run for these settings and ask for every missing or
-    failed answer, storing each as it arrives."""
+    failed answer, storing each as it arrives. A run left with failed answers ends
+    ``incomplete`` with a line saying how many; a second process on the same run gets
+    ``RunBusyError`` before any call (``judge.runs.run_lease``)."""
     with session_scope(engine) as session:
-        run = get_or_create_run(
+        created = get_or_create_run(
             session,
             dataset_name,
             client,
@@ -101,54 +103,86 @@ def generate(
             max_tokens=max_tokens,
             new=new,
         )
-        assert run.id is not None
-        run_id = run.id
-        items = dataset_items(session, dataset_name)[:limit]
-        done = {
-            (r.item_id, r.part): r
-            for r in session.exec(select(Response).where(Response.run_id == run_id))
-        }
-        for row in done.values():  # failed calls are retried on every rerun
-            if row.flag == "error":
-                session.delete(row)
-        tasks = []
-        for item in items:
-            assert item.id is not None
-            for part in STAGE_PARTS[item.stage]:
-                previous = done.get((item.id, part))
-                if previous is not None and previous.flag != "error":
-                    continue
-                prompt = book.generation_prompt(item.stage, part, item.fields)
-                tasks.append(_Task(item.id, part, prompt.messages[0]["content"], prompt.messages))
-        run.status = "running"
-    cache = CallCacheView(engine, client.model)
+        assert created.id is not None
+        run_id = created.id
+    with run_lease(engine, "generation", run_id):
+        with session_scope(engine) as session:
+            run = session.get(GenerationRun, run_id)
+            assert run is not None
+            tasks = _plan(session, run, book, dataset_name, limit)
+            run.status = "running"
+            run.status_detail = None
+        cache = CallCacheView(engine, client.model)
 
-    def work(task: _Task) -> tuple[Response, list[CallOutcome]]:
-        outcome = cached_complete(
-            client,
-            cache,
-            task.messages,
-            sample_index=0,
-            temperature=run.temperature,
-            max_tokens=run.max_tokens,
+        def work(task: _Task) -> tuple[Response, list[CallOutcome]]:
+            outcome = cached_complete(
+                client,
+                cache,
+                task.messages,
+                sample_index=0,
+                temperature=run.temperature,
+                max_tokens=run.max_tokens,
+            )
+            return _response_row(run_id, task, outcome), [outcome]
+
+        summary = store_results(
+            engine,
+            run_id,
+            tasks,
+            work,
+            concurrency=client.config.concurrency,
+            label=lambda row: row.flag,
+            progress=progress,
         )
-        return _response_row(run_id, task, outcome), [outcome]
-
-    summary = store_results(
-        engine,
-        run_id,
-        tasks,
-        work,
-        concurrency=client.config.concurrency,
-        label=lambda row: row.flag,
-        progress=progress,
-    )
-    with session_scope(engine) as session:
-        stored = session.get(GenerationRun, run_id)
-        assert stored is not None
-        stored.status = "error" if summary.flags.get("error") else "finished"
-        stored.finished_at = utcnow()
+        with session_scope(engine) as session:
+            stored = session.get(GenerationRun, run_id)
+            assert stored is not None
+            stored.status, stored.status_detail = _final_status(session, run_id)
+            stored.finished_at = utcnow()
     return summary
+
+
+def _plan(
+    session: Session, run: GenerationRun, book: PromptBook, dataset_name: str, limit: int | None
+) -> list[_Task]:
+    """Every (item, part) still to answer; failed answers are deleted and asked again."""
+    assert run.id is not None
+    items = dataset_items(session, dataset_name)[:limit]
+    done = {
+        (r.item_id, r.part): r
+        for r in session.exec(select(Response).where(Response.run_id == run.id))
+    }
+    for row in done.values():  # failed calls are retried on every rerun
+        if row.flag == "error":
+            session.delete(row)
+    tasks = []
+    for item in items:
+        assert item.id is not None
+        for part in STAGE_PARTS[item.stage]:
+            previous = done.get((item.id, part))
+            if previous is not None and previous.flag != "error":
+                continue
+            prompt = book.generation_prompt(item.stage, part, item.fields)
+            tasks.append(_Task(item.id, part, prompt.messages[0]["content"], prompt.messages))
+    return tasks
+
+
+def _final_status(session: Session, run_id: int) -> tuple[str, str | None]:
+    """'finished', or 'incomplete' with how many answers are missing and why."""
+    flags = session.exec(select(Response.flag).where(Response.run_id == run_id)).all()
+    failed = sum(flag == "error" for flag in flags)
+    if not failed:
+        return "finished", None
+    return "incomplete", incomplete_detail(failed, len(flags))
+
+
+def incomplete_detail(failed: int, total: int) -> str:
+    """The status line of a generation run with failed answers (migration 0003 words the
+    runs of the previous release the same way)."""
+    return (
+        f"{failed} of {total} answers missing (failed calls: {failed}); "
+        "run the same generate command again to retry them"
+    )
 
 
 def _response_row(run_id: int, task: _Task, outcome: CallOutcome) -> Response:

@@ -1,22 +1,34 @@
-"""Running many model calls of one run concurrently and storing each result as it arrives.
+"""Running many model calls of one run concurrently, storing each result durably as it
+arrives, and keeping a second process off a run that one is already working on.
 
 Workers only call the model and read the cache; every database write happens on the calling
-thread, in batches (``BatchWriter``).
+thread, one small transaction per result (``ResultWriter``). A call starts only while fewer
+than ``concurrency`` calls are started and not yet committed, so a process killed at any
+moment (``kill -9``) leaves at most ``concurrency`` paid calls unstored: a rerun pays for
+those and nothing else.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from uuid import uuid4
 
+from sqlalchemy import delete, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session
+from sqlmodel import Session, col
 
+from judge.errors import FairJudgeError
 from judge.models.cache import CallOutcome
+from judge.store.tables import RunLease
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -68,6 +80,27 @@ class RunSummary:
     flags: dict[str, int]
 
 
+class _Stopped(Exception):
+    """A worker gave up waiting for a slot because the pass is over (an interrupt)."""
+
+
+class _Slots:
+    """At most ``n`` calls started and not yet committed: a worker takes a slot before its
+    call, the calling thread gives it back after the result's commit."""
+
+    def __init__(self, n: int) -> None:
+        self._free = threading.Semaphore(n)
+        self.stopped = threading.Event()
+
+    def take(self) -> None:
+        while not self._free.acquire(timeout=0.1):
+            if self.stopped.is_set():
+                raise _Stopped
+
+    def give_back(self) -> None:
+        self._free.release()
+
+
 def store_results(
     engine: Engine,
     run_id: int,
@@ -78,65 +111,192 @@ def store_results(
     label: Callable[[Any], str],
     progress: Callable[[int, int], None] | None = None,
 ) -> RunSummary:
-    """Run ``work`` over ``tasks`` concurrently and store each result row with its new cache
-    rows as it arrives; an interrupt commits what has arrived before it propagates."""
+    """Run ``work`` over ``tasks`` concurrently and commit each result row with its new cache
+    rows as it arrives, before the call that frees its slot may start."""
     flags: dict[str, int] = {}
     calls = cached = attempts = finished = 0
-    with Session(engine, expire_on_commit=False) as session:
-        writer = BatchWriter(session)
+    slots = _Slots(concurrency)
+
+    def gated(task: T) -> tuple[Any, list[CallOutcome]]:
+        slots.take()
         try:
-            for row, outcomes in run_concurrently(tasks, work, concurrency=concurrency):
+            return work(task)
+        except BaseException:
+            slots.give_back()
+            raise
+
+    with Session(engine, expire_on_commit=False) as session:
+        writer = ResultWriter(session)
+        try:
+            for row, outcomes in run_concurrently(tasks, gated, concurrency=concurrency):
+                writer.add(row, outcomes)
+                slots.give_back()
                 for outcome in outcomes:
                     cached += outcome.cached
                     calls += not outcome.cached
                     attempts += outcome.attempts
-                writer.add(row, outcomes)
                 flags[label(row)] = flags.get(label(row), 0) + 1
                 finished += 1
                 if progress:
                     progress(finished, len(tasks))
         finally:
-            writer.flush()
+            slots.stopped.set()
     return RunSummary(run_id, len(tasks), calls, cached, attempts, flags)
 
 
-class BatchWriter:
-    """Adds rows on the calling thread and commits every ``every`` results or ``seconds``.
+class ResultWriter:
+    """Commits one result row and the cache rows its calls produced in one transaction.
 
     New cache rows are plain inserts (no per-row SELECT); a key written meanwhile by another
-    process makes the batch fall back to merging, so a race loses nothing.
+    process makes the transaction fall back to merging, so a race loses nothing. With SQLite
+    in WAL mode (``synchronous=NORMAL``) a commit is an append to the log without an fsync:
+    durable once the process dies, cheap enough to do per result (docs/judging.md).
     """
 
-    def __init__(self, session: Session, *, every: int = 200, seconds: float = 1.0) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
-        self.every = every
-        self.seconds = seconds
-        self._pending: list[Any] = []
         self._cache_keys: set[str] = set()
-        self._count = 0
-        self._last = time.monotonic()
 
     def add(self, row: Any, outcomes: Iterable[CallOutcome] = ()) -> None:
-        """Queue one result row and the cache rows its calls produced."""
+        """Store one result row and its new cache rows; durable when this returns."""
+        pending: list[Any] = []
         for outcome in outcomes:
             for new in outcome.new_rows:
                 if new.key not in self._cache_keys:
                     self._cache_keys.add(new.key)
-                    self._pending.append(new)
-        self._pending.append(row)
-        self._count += 1
-        if self._count >= self.every or time.monotonic() - self._last > self.seconds:
-            self.flush()
-
-    def flush(self) -> None:
-        self.session.add_all(self._pending)
+                    pending.append(new)
+        pending.append(row)
+        self.session.add_all(pending)
         try:
             self.session.commit()
         except IntegrityError:
             self.session.rollback()
-            for row in self._pending:
-                self.session.merge(row)
+            for item in pending:
+                self.session.merge(item)
             self.session.commit()
-        self._pending.clear()
-        self._count = 0
-        self._last = time.monotonic()
+
+    def flush(self) -> None:
+        """Nothing is ever pending (each ``add`` commits); kept for callers of BatchWriter."""
+
+
+BatchWriter = ResultWriter
+"""The name of the previous release's writer, which committed in batches."""
+
+
+class RunBusyError(FairJudgeError):
+    """Another live process holds the run's lease."""
+
+
+LEASE_SECONDS = 30.0
+"""How long a lease outlives its last heartbeat: a process killed on another host blocks the
+run this long at most (on the same host, a dead holder's lease is taken over at once)."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who runs a run: this process's identity in the lease table."""
+
+    pid: int
+    host: str
+    token: str
+
+    @classmethod
+    def me(cls) -> Holder:
+        return cls(os.getpid(), socket.gethostname(), uuid4().hex)
+
+
+@contextmanager
+def run_lease(
+    engine: Engine, kind: str, run_id: int, *, seconds: float = LEASE_SECONDS
+) -> Iterator[Holder]:
+    """Hold the lease on one run for the block (``kind``: 'generation' or 'judge'), renewing
+    it from a heartbeat thread; raise ``RunBusyError`` at once if a live process holds it."""
+    me = Holder.me()
+    _claim(engine, kind, run_id, me, seconds)
+    done = threading.Event()
+    beat = threading.Thread(
+        target=_heartbeat, args=(engine, kind, run_id, me, seconds, done), daemon=True
+    )
+    beat.start()
+    try:
+        yield me
+    finally:
+        done.set()
+        beat.join(timeout=5)
+        with Session(engine) as session:
+            session.execute(delete(RunLease).where(*_mine(kind, run_id, me)))
+            session.commit()
+
+
+def _claim(engine: Engine, kind: str, run_id: int, me: Holder, seconds: float) -> None:
+    for _ in range(5):  # another claimant may win a race between our read and our write
+        with Session(engine) as session:
+            now = time.time()
+            held = session.get(RunLease, (kind, run_id))
+            fields: dict[str, Any] = {"pid": me.pid, "host": me.host, "token": me.token}
+            if held is None:
+                session.add(RunLease(kind=kind, run_id=run_id, expires_at=now + seconds, **fields))
+                try:
+                    session.commit()
+                    return
+                except IntegrityError:
+                    continue
+            if held.expires_at > now and _alive(held.pid, held.host):
+                # On this host the holder is certainly alive; elsewhere it may have died.
+                left = held.expires_at - now
+                lapse = "" if held.host == me.host else f"; if killed, it lapses in {left:.0f} s"
+                raise RunBusyError(
+                    f"{kind} run {run_id} is being run by process {held.pid} on host "
+                    f"{held.host}: wait for it to finish, or stop it{lapse}"
+                )
+            taken = session.execute(
+                update(RunLease)
+                .where(*_mine(kind, run_id, held))
+                .values(expires_at=now + seconds, **fields)
+            )
+            session.commit()
+            if taken.rowcount == 1:  # type: ignore[attr-defined]
+                return
+    raise RunBusyError(f"{kind} run {run_id} is being claimed by other processes; try again")
+
+
+def _heartbeat(
+    engine: Engine,
+    kind: str,
+    run_id: int,
+    me: Holder,
+    seconds: float,
+    done: threading.Event,
+) -> None:
+    while not done.wait(seconds / 3):
+        try:
+            with Session(engine) as session:
+                session.execute(
+                    update(RunLease)
+                    .where(*_mine(kind, run_id, me))
+                    .values(expires_at=time.time() + seconds)
+                )
+                session.commit()
+        except Exception:  # a busy database: the next beat tries again well before expiry
+            continue
+
+
+def _mine(kind: str, run_id: int, holder: Holder | RunLease) -> list[Any]:
+    return [
+        col(RunLease.kind) == kind,
+        col(RunLease.run_id) == run_id,
+        col(RunLease.token) == holder.token,
+    ]
+
+
+def _alive(pid: int, host: str) -> bool:
+    """False only when the holder certainly died: a missing process on this host."""
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

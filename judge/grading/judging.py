@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from judge.config import JudgeConfig
@@ -25,7 +26,7 @@ from judge.hashing import content_hash
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook
-from judge.runs import RunSummary, store_results
+from judge.runs import RunSummary, run_lease, store_results
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run, responses_by_item, run_items
 from judge.store.tables import JudgeRun, Judgment, Response, utcnow
@@ -109,33 +110,57 @@ def judge(
     progress: Progress | None = None,
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
-    judgments that failed outside the judge's reply are tried again."""
-    with session_scope(engine) as session:
-        jrun = get_or_create_judge_run(session, generation_run_id, client, config, book)
-        tasks = _plan(session, jrun, rubrics)
-        jrun.status = "running"
-        jrun.status_detail = None
-    assert jrun.id is not None
-    cache = CallCacheView(engine, client.model)
+    judgments that failed outside the judge's reply are tried again. A second process on
+    the same run gets ``RunBusyError`` before any call (``judge.runs.run_lease``)."""
+    run_id = _judge_run_id(engine, generation_run_id, client, config, book)
+    with run_lease(engine, "judge", run_id):
+        with session_scope(engine) as session:
+            jrun = session.get(JudgeRun, run_id)
+            assert jrun is not None
+            tasks = _plan(session, jrun, rubrics)
+            jrun.status = "running"
+            jrun.status_detail = None
+        cache = CallCacheView(engine, client.model)
 
-    def work(task: _Task) -> tuple[Judgment, list[CallOutcome]]:
-        return _judge_one(task, client, cache, book, jrun)
+        def work(task: _Task) -> tuple[Judgment, list[CallOutcome]]:
+            return _judge_one(task, client, cache, book, jrun)
 
-    summary = store_results(
-        engine,
-        jrun.id,
-        tasks,
-        work,
-        concurrency=client.config.concurrency,
-        label=lambda row: row.status,
-        progress=progress,
-    )
-    with session_scope(engine) as session:
-        stored = session.get(JudgeRun, jrun.id)
-        assert stored is not None
-        stored.status, stored.status_detail = _final_status(session, stored)
-        stored.finished_at = utcnow()
+        summary = store_results(
+            engine,
+            run_id,
+            tasks,
+            work,
+            concurrency=client.config.concurrency,
+            label=lambda row: row.status,
+            progress=progress,
+        )
+        with session_scope(engine) as session:
+            stored = session.get(JudgeRun, run_id)
+            assert stored is not None
+            stored.status, stored.status_detail = _final_status(session, stored)
+            stored.finished_at = utcnow()
     return summary
+
+
+def _judge_run_id(
+    engine: Engine,
+    generation_run_id: int,
+    client: ModelClient,
+    config: JudgeConfig,
+    book: PromptBook,
+) -> int:
+    """The id of the judge run for these settings, created if needed; two processes that
+    create it at once both get the one row (the loser's insert hits the unique constraint)."""
+    for attempt in range(2):
+        try:
+            with session_scope(engine) as session:
+                jrun = get_or_create_judge_run(session, generation_run_id, client, config, book)
+                assert jrun.id is not None
+                return jrun.id
+        except IntegrityError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _plan(session: Session, jrun: JudgeRun, rubrics: RubricSet) -> list[_Task]:
@@ -222,7 +247,8 @@ def _judge_one(
         failed = Unscored(UnscoredKind.CALL_FAILED, f"call failed: {first.failure.reason}")
         return _row(base, failed, [first], **keys), [first]
     assert first.completion is not None
-    grade: Grade = parse_grade(first.completion.text)
+    judged = [text for _, text in task.texts]
+    grade: Grade = parse_grade(first.completion.text, quoted=judged)
     outcomes = [first]
     repair_raw = None
     if isinstance(grade, Unscored):
@@ -245,7 +271,7 @@ def _judge_one(
         else:
             assert second.completion is not None
             repair_raw = second.completion.text
-            repaired = parse_grade(repair_raw)
+            repaired = parse_grade(repair_raw, quoted=judged)
             if isinstance(repaired, Scored):
                 grade = repaired
             else:

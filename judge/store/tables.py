@@ -1,7 +1,8 @@
 """SQLModel tables: every stored row a report number can be traced back to.
 
 Flow: Dataset -> Item -> GenerationRun -> Response -> JudgeRun -> Judgment; HumanRating holds
-what annotators said about the same responses; CallCache holds every paid model call.
+what annotators said about the same responses; CallCache holds every paid model call;
+RunLease says which process is working on a run.
 """
 
 from __future__ import annotations
@@ -60,7 +61,12 @@ class GenerationRun(SQLModel, table=True):
     temperature: float
     max_tokens: int
     template_version: str
-    status: str = "running"
+    status: str = Field(default="running", description="running, finished or incomplete")
+    status_detail: str | None = Field(
+        default=None,
+        sa_column=Column(Text),
+        description="For an incomplete run: how many answers are missing and why.",
+    )
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
 
@@ -153,3 +159,18 @@ class HumanRating(SQLModel, table=True):
     rationale: str | None = Field(default=None, sa_column=Column(Text))
     source: str = "import"
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class RunLease(SQLModel, table=True):
+    """The process working on one run; a second process refuses the run while it is held.
+
+    ``expires_at`` (seconds since the epoch) is pushed forward by the holder's heartbeat, so
+    the lease of a killed process lapses (see ``judge.runs.run_lease``).
+    """
+
+    kind: str = Field(primary_key=True, description="'generation' or 'judge'.")
+    run_id: int = Field(primary_key=True)
+    pid: int
+    host: str
+    token: str = Field(description="Unique per holder, so only the holder renews or frees it.")
+    expires_at: float

@@ -1,5 +1,10 @@
 """``fairjudge generate``, ``judge`` and ``runs``: the model under test's answers, the judge's
-scores, and the list of both kinds of run. Both runs resume when asked again."""
+scores, and the list of both kinds of run. Both runs resume when asked again.
+
+A run left with answers or judgments missing (calls that failed for good) makes ``generate``
+and ``judge`` fail with ``IncompleteError`` (exit code 3) after printing their summary, unless
+``--allow-failures`` is given; then the run's status line is printed and the exit code is 0.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,15 @@ import click
 from server.cli.output import emit, err, json_option, out, progress_bar, table
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from server.cli import Context
+
+allow_failures_option = click.option(
+    "--allow-failures",
+    is_flag=True,
+    help="Exit 0 even if answers or judgments are missing (the run's status line is printed).",
+)
 
 
 @click.command()
@@ -19,8 +32,9 @@ if TYPE_CHECKING:
 @click.option("--endpoint", help="Endpoint under test (default: [generation] endpoint).")
 @click.option("--temperature", type=float)
 @click.option("--max-tokens", type=int)
-@click.option("--limit", type=int, help="Only the first N items.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N items.")
 @click.option("--new", is_flag=True, help="Start a new run even if one with these settings exists.")
+@allow_failures_option
 @json_option
 @click.pass_obj
 def generate(
@@ -31,6 +45,7 @@ def generate(
     max_tokens: int | None,
     limit: int | None,
     new: bool,
+    allow_failures: bool,
     as_json: bool,
 ) -> None:
     """Send DATASET's items to the model under test and store the answers (resumable)."""
@@ -43,15 +58,17 @@ def generate(
             "generation.max_tokens": max_tokens,
         }
     )
+    engine = ctx.engine(settings)
     with progress_bar("generating", as_json) as bar:
         summary = services.generate(
-            ctx.engine(settings), settings, dataset_name, limit=limit, new=new, progress=bar
+            engine, settings, dataset_name, limit=limit, new=new, progress=bar
         )
     emit(
         asdict(summary),
         as_json,
         lambda _: out.print(services.summary_line("generation", summary)),
     )
+    _check_complete(engine, "generation", summary.run_id, allow_failures, as_json)
 
 
 @click.command("judge")
@@ -61,6 +78,7 @@ def generate(
 @click.option("--temperature", type=float)
 @click.option("--samples", type=int, help="Judge calls per item and rubric.")
 @click.option("--aggregation", type=click.Choice(["mean", "majority"]))
+@allow_failures_option
 @json_option
 @click.pass_obj
 def judge(
@@ -71,11 +89,10 @@ def judge(
     temperature: float | None,
     samples: int | None,
     aggregation: str | None,
+    allow_failures: bool,
     as_json: bool,
 ) -> None:
     """Score a generation run's answers with the FairMonitor rubrics (resumable)."""
-    from judge.store.engine import session_scope
-    from judge.store.queries import get_judge_run
     from server import services
 
     settings = ctx.settings(
@@ -91,15 +108,33 @@ def judge(
     with progress_bar("judging", as_json) as bar:
         summary = services.judge(engine, settings, run_id, progress=bar)
     emit(asdict(summary), as_json, lambda _: out.print(services.summary_line("judge", summary)))
-    with session_scope(engine) as session:
-        jrun = get_judge_run(session, summary.run_id)
-        status, detail = jrun.status, jrun.status_detail
-    if status == "incomplete":
-        from rich.text import Text
+    _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
 
-        # On stderr with --json, so that stdout stays one JSON document.
-        line = Text(f"judge run {summary.run_id} is incomplete: {detail}")
-        (err if as_json else out).print(line, soft_wrap=True)
+
+def _check_complete(
+    engine: Engine, kind: str, run_id: int, allow_failures: bool, as_json: bool
+) -> None:
+    """Raise ``IncompleteError`` for a run left incomplete, or with ``allow_failures`` print
+    its status line (on stderr with --json, so that stdout stays one JSON document)."""
+    from rich.text import Text
+
+    from judge.errors import IncompleteError
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_generation_run, get_judge_run
+
+    with session_scope(engine) as session:
+        run = (
+            get_judge_run(session, run_id)
+            if kind == "judge"
+            else get_generation_run(session, run_id)
+        )
+        status, detail = run.status, run.status_detail
+    if status != "incomplete":
+        return
+    line = f"{kind} run {run_id} is incomplete: {detail}"
+    if not allow_failures:
+        raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
+    (err if as_json else out).print(Text(line), soft_wrap=True)
 
 
 @click.command()

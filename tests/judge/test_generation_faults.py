@@ -52,7 +52,12 @@ def test_generation_faults_flow_through_to_judging(
         rows = {i.key: r for r, i in s.exec(select(Response, Item).join(Item)).all()}
         grun = s.get(GenerationRun, gen.run_id)
     assert rows["fails"].raw_text is None and "HTTP 503" in (rows["fails"].error or "")
-    assert grun is not None and grun.status == "error"
+    # One failed answer of four (the empty one is an answer, judged as missing later).
+    assert grun is not None and grun.status == "incomplete"
+    assert grun.status_detail == (
+        "1 of 4 answers missing (failed calls: 1); "
+        "run the same generate command again to retry them"
+    )
 
     summary = services.judge(engine, settings, gen.run_id)
     # The refusal is still judged (and flagged); the error and the empty answer are missing.
