@@ -177,6 +177,31 @@ class FileAgreement:
         return out
 
 
+def _nothing_paired(
+    human_csv: str | Path,
+    judge_csv: str | Path,
+    human_items: list[str],
+    samples: dict[str, list[float]],
+) -> str:
+    """Why no item has both a human and a judge score, and what to do."""
+    if not any(samples.values()):
+        return (
+            f"every score in {judge_csv} is empty or NA, so there is nothing to compare; "
+            "give the judge's scores or leave out --judge"
+        )
+    common = [i for i in human_items if i in samples]
+    if common:
+        return (
+            f"none of the {len(common)} item(s) in both {human_csv} and {judge_csv} has a "
+            "judge score (all NA); give the judge's scores for those items"
+        )
+    judge_example = next(iter(samples))
+    return (
+        f"no item_id of {judge_csv} is in {human_csv} (e.g. {judge_example!r} vs "
+        f"{human_items[0]!r}); both files must use the same item ids"
+    )
+
+
 def compute(
     human_csv: str | Path,
     judge_csv: str | Path | None = None,
@@ -202,6 +227,8 @@ def compute(
         judge_unscored_items=len([i for i in matrix.items if i in samples and not samples[i]]),
         judge_unscored_rows=unscored_rows,
     )
+    if not paired:
+        raise RatingsError(_nothing_paired(human_csv, judge_csv, matrix.items, samples))
     jx = np.array([np.mean(samples[i]) for i in paired])
     hy = np.array([human_scores[i] for i in paired])
     consistency = None

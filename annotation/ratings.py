@@ -16,6 +16,7 @@ from pathlib import Path
 from sqlmodel import Session, col, select
 
 from annotation.errors import RatingsError
+from judge.data.items import text_lines
 from judge.grading.rubrics import RubricSet
 from judge.store.queries import get_generation_run
 from judge.store.tables import HumanRating, Item, Response
@@ -25,12 +26,22 @@ RATING_COLUMNS = ("item_id", "rubric", "rater", "score")
 
 
 def read_csv_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    """(line number, row) pairs of a CSV file whose header holds ``required``."""
+    """(line number, row) pairs of a CSV file whose header holds ``required``.
+
+    The file is UTF-8 (a byte-order mark is allowed). A line that is not UTF-8, a quote that
+    is never closed, or a row too short to hold a required cell raises RatingsError naming
+    the line; every cell of a returned row is a string.
+    """
     path = Path(path)
     if not path.exists():
         raise RatingsError(f"file {path} not found")
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
+    reader = csv.DictReader(
+        (line for _, line in text_lines(path, RatingsError)), restval=None, strict=True
+    )
+    rows: list[tuple[int, dict[str, str]]] = []
+    short: list[tuple[int, str]] = []
+    start = 1
+    try:
         header = reader.fieldnames or []
         missing = [c for c in required if c not in header]
         if missing:
@@ -38,7 +49,27 @@ def read_csv_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int
                 f"{path} needs the column(s) {', '.join(missing)} in its header "
                 f"(found: {', '.join(header) or 'no header'})"
             )
-        rows = [(number, row) for number, row in enumerate(reader, start=2)]
+        start = reader.line_num + 1
+        for row in reader:
+            absent = [c for c in required if row.get(c) is None]
+            if absent:
+                cells = len([v for k, v in row.items() if k is not None and v is not None])
+                short.append(
+                    (
+                        start,
+                        f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} missing "
+                        f"(the row has {cells} of the header's {len(header)} cells)",
+                    )
+                )
+            else:
+                rows.append((start, {k: v or "" for k, v in row.items() if k is not None}))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise RatingsError(
+            f"{path} line {start} is not valid CSV ({exc}); close or remove the stray quote"
+        ) from None
+    if short:
+        raise RatingsError(f"{path} has problems; fix these lines:", short)
     if not rows:
         raise RatingsError(f"{path} has a header but no rows")
     return rows
@@ -57,11 +88,13 @@ def parse_score(text: str | None, scale: Scale = SCALE) -> float:
     ...
     ValueError: score '0' is outside the 1-5 scale
     """
-    named = scale.value_of(text or "")
+    if text is None or not text.strip():
+        raise ValueError("score is missing")
+    named = scale.value_of(text)
     if named is not None:
         return float(named)
     try:
-        value = float((text or "").strip())
+        value = float(text.strip())
     except ValueError:
         levels = f" or a level of the {scale} scale" if scale.names else ""
         raise ValueError(f"score {text!r} is not a number{levels}") from None

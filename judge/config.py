@@ -6,12 +6,22 @@ holds it (``api_key_env``) and the key is read at call time.
 
 from __future__ import annotations
 
+import copy
 import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
 
 from judge import paths
 from judge.errors import ConfigError
@@ -21,6 +31,12 @@ StructuredOutput = Literal["json_object_schema", "json_schema", "none"]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# Query parameters of a base_url that carry a secret.
+SECRETS = frozenset(
+    ["api_key", "apikey", "key", "token", "access_token", "secret", "password", "auth", "sig"]
+)
 
 
 class EndpointConfig(_Strict):
@@ -55,6 +71,24 @@ class EndpointConfig(_Strict):
         description="Refuse to run when /models does not list `model` (some servers silently "
         "answer with another model).",
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_secret_in_url(cls, url: str) -> str:
+        # The message never repeats the URL: it may hold a key, and keys are never printed.
+        parts = urlsplit(url)
+        if parts.username or parts.password:
+            raise ValueError(
+                "base_url must not hold a user name or key (user:key@host); put the key in an "
+                "environment variable and name it in api_key_env"
+            )
+        secret = [k for k, _ in parse_qsl(parts.query) if k.lower().replace("-", "_") in SECRETS]
+        if secret:
+            raise ValueError(
+                f"base_url must not hold a key (?{secret[0]}=...); put the key in an environment "
+                "variable and name it in api_key_env"
+            )
+        return url
 
     def api_key(self) -> str:
         """The key from the environment; a placeholder when the endpoint needs none."""
@@ -173,32 +207,104 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
     Without ``path``: ``fairjudge.toml`` in the working directory, else the checkout's own,
     else the built-in defaults (the embedded model as both model under test and judge).
     ``overrides`` are dotted keys, e.g. ``{"judge.temperature": 0.5}``; ``None`` values are
-    ignored so CLI options that were not given change nothing.
+    ignored so CLI options that were not given change nothing. A bad override is reported as
+    the command-line option it came from (``--temperature 5: must be <= 2``), not as the file's.
     """
-    if path is None and not paths.default_config().exists():
-        data: dict[str, Any] = {"endpoints": {"embedded": EMBEDDED_ENDPOINT}}
-        path = "(built-in defaults)"
-    else:
-        path = Path(path) if path else paths.default_config()
-        if not path.exists():
-            raise ConfigError(f"config file {path} not found; pass --config or create it")
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    for dotted, value in overrides.items():
-        if value is None:
-            continue
-        node = data
+    source, data = _read_config(path)
+    given = {dotted: value for dotted, value in overrides.items() if value is not None}
+    merged = copy.deepcopy(data)
+    for dotted, value in given.items():
+        node = merged
         *parents, leaf = dotted.split(".")
         for key in parents:
             node = node.setdefault(key, {})
         node[leaf] = value
     try:
-        return Settings.model_validate(data)
+        return Settings.model_validate(merged)
     except ValidationError as exc:
-        lines = [
-            f"  {'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
-            for err in exc.errors()
-        ]
-        raise ConfigError(f"{path} has invalid settings:\n" + "\n".join(lines)) from None
+        errors = exc.errors()
+    by_option = [(e, _override_of(e, given)) for e in errors]
+    blamed = [f"{option_name(k)} {_shown(given[k])}: {_reason(e)}" for e, k in by_option if k]
+    if not blamed and given and _valid(data):  # the file is fine alone: an option broke it
+        options = " ".join(f"{option_name(k)} {_shown(v)}" for k, v in given.items())
+        blamed = [f"{options}: {_reason(e)}" for e in errors]
+    if blamed:
+        raise ConfigError("; ".join(blamed))
+    lines = [f"  {'.'.join(str(p) for p in e['loc']) or '(top)'}: {_reason(e)}" for e in errors]
+    raise ConfigError(f"{source} has invalid settings:\n" + "\n".join(lines))
+
+
+# Overrides whose command-line option is not ``--`` + the key's last part.
+OPTION_NAMES = {"database_url": "--db"}
+
+
+def option_name(dotted: str) -> str:
+    """The command-line option that sets the dotted key (``judge.temperature`` ->
+    ``--temperature``)."""
+    return OPTION_NAMES.get(dotted, "--" + dotted.rsplit(".", 1)[-1].replace("_", "-"))
+
+
+def _read_config(path: str | Path | None) -> tuple[str, dict[str, Any]]:
+    """The config file's name and its TOML as a dict (the built-in defaults without one)."""
+    if path is None and not paths.default_config().exists():
+        return "(built-in defaults)", {"endpoints": {"embedded": copy.deepcopy(EMBEDDED_ENDPOINT)}}
+    path = Path(path) if path else paths.default_config()
+    if not path.exists():
+        raise ConfigError(f"config file {path} not found; pass --config or create it")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path} line {line} is not UTF-8 text; a config file is TOML text saved as UTF-8 "
+            "(see docs/configuration.md)"
+        ) from None
+    try:
+        return str(path), tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+
+
+def _shown(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _override_of(error: ErrorDetails, given: dict[str, object]) -> str | None:
+    """The override whose key the error is about, if any."""
+    loc = ".".join(str(p) for p in error["loc"])
+    return next((k for k in given if loc == k or loc.startswith(k + ".")), None)
+
+
+def _valid(data: dict[str, Any]) -> bool:
+    try:
+        Settings.model_validate(data)
+    except ValidationError:
+        return False
+    return True
+
+
+_BOUNDS = {
+    "less_than_equal": ("<=", "le"),
+    "less_than": ("<", "lt"),
+    "greater_than_equal": (">=", "ge"),
+    "greater_than": (">", "gt"),
+}
+
+
+def _reason(error: ErrorDetails) -> str:
+    """Pydantic's message, shorter for bounds ('must be <= 2')."""
+    bound = _BOUNDS.get(error["type"])
+    ctx = error.get("ctx") or {}
+    if bound and bound[1] in ctx:
+        limit = ctx[bound[1]]
+        return (
+            f"must be {bound[0]} {limit:g}"
+            if isinstance(limit, float)
+            else f"must be {bound[0]} {limit}"
+        )
+    msg = error["msg"]
+    return msg.removeprefix("Value error, ")

@@ -53,3 +53,13 @@ class SchemaError(FairJudgeError):
 class IncompleteError(FairJudgeError):
     """A run finished with judgments or answers missing (calls that failed for good). The CLI
     exits with its own code (see docs/cli.md) unless ``--allow-failures`` is given."""
+
+
+class OutputError(FairJudgeError):
+    """A file or folder the user asked for cannot be written (no such folder, no permission,
+    a disk full)."""
+
+
+class StoreError(FairJudgeError):
+    """The database cannot be opened: a malformed URL, a missing driver, or a server that
+    cannot be reached. The message names the URL with any password masked."""

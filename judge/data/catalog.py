@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sqlmodel import Session, col, func, select
 
-from judge.data.items import item_to_json, read_items
+from judge.data.items import check_items, item_to_json, iter_items
 from judge.errors import DatasetError
 from judge.store.queries import dataset_items
 from judge.store.tables import Dataset, Item
@@ -32,42 +32,49 @@ class ImportSummary:
     not list (empty when ``allow_unmapped`` was passed)."""
 
 
+IMPORT_BATCH = 1000
+"""Items added to the session between flushes; the session is emptied after each flush so an
+import's memory does not grow with the file."""
+
+
 def import_items(
     session: Session, path: str | Path, dataset_name: str, *, allow_unmapped: bool = False
 ) -> ImportSummary:
     """Import a file into ``dataset_name`` (created if new); all or nothing, no duplicates.
 
-    ``allow_unmapped`` silences the warnings about factor-scenario pairs outside the mapping.
+    The file is read twice, one line at a time: once to validate it (keeping each item's id
+    and hash), once to store it in batches. ``allow_unmapped`` silences the warnings about
+    factor-scenario pairs outside the mapping.
     """
-    parsed = read_items(path, allow_unmapped=allow_unmapped)
-    items = parsed.items
+    index = check_items(path, allow_unmapped=allow_unmapped)
     dataset = session.exec(select(Dataset).where(Dataset.name == dataset_name)).first()
     if dataset is None:
         dataset = Dataset(name=dataset_name, description=f"imported from {Path(path).name}")
         session.add(dataset)
         session.flush()
-    assert dataset.id is not None
-    existing = {
-        row.key: row for row in session.exec(select(Item).where(Item.dataset_id == dataset.id))
-    }
+    dataset_id = dataset.id
+    assert dataset_id is not None
+    existing = dict(
+        session.exec(select(Item.key, Item.content_hash).where(Item.dataset_id == dataset_id)).all()
+    )
     conflicts = [
         (
-            0,
-            f"id {item.key!r} is already in dataset {dataset_name!r} with different content; "
+            number,
+            f"id {key!r} is already in dataset {dataset_name!r} with different content; "
             "give the changed item a new id or import into a new dataset",
         )
-        for item in items
-        if item.key in existing and existing[item.key].content_hash != item.content_hash
+        for key, (number, digest) in index.lines.items()
+        if key in existing and existing[key] != digest
     ]
     if conflicts:
         raise DatasetError(f"{path} was not imported:", conflicts)
     added = 0
-    for item in items:
+    for item in iter_items(path, index):
         if item.key in existing:
             continue
         session.add(
             Item(
-                dataset_id=dataset.id,
+                dataset_id=dataset_id,
                 key=item.key,
                 stage=item.stage,
                 factor=item.factor,
@@ -77,9 +84,13 @@ def import_items(
             )
         )
         added += 1
+        if added % IMPORT_BATCH == 0:
+            session.flush()
+            session.expunge_all()
     session.flush()
-    warnings = [f"line {number}: {why}" for number, why in parsed.warnings]
-    return ImportSummary(dataset_name, added, len(items) - added, len(existing) + added, warnings)
+    session.expunge_all()
+    warnings = [f"line {number}: {why}" for number, why in index.warnings]
+    return ImportSummary(dataset_name, added, index.count - added, len(existing) + added, warnings)
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,24 @@
 """The FairMonitor item file format (JSONL): one item per line, validated whole.
 
-The schema is in docs/datasets.md. ``read_items`` rejects a file with any bad line, listing
-every problem with its line number, so nothing is half-imported. Factors and scenarios are
+The schema is in docs/datasets.md. ``check_items`` rejects a file with any bad line, listing
+every problem with its line number, so nothing is half-imported; it streams the file and keeps
+only each item's id, line and hash, so memory does not grow with the texts. The file is UTF-8,
+with or without a byte-order mark. Factors and scenarios are
 checked against the catalogue (``judge.data.catalogue``): an unknown id is an error, a
 factor-scenario pair outside FairMonitor's mapping only a warning, which callers can silence.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from judge.data.catalogue import Catalogue, load_catalogue
-from judge.errors import DatasetError
+from judge.errors import DatasetError, InvalidInputError
 from judge.hashing import content_hash
 from judge.store.tables import Item
 from judge.vocab import STAGE_FIELDS
@@ -97,10 +101,61 @@ def _unmapped(item: ParsedItem, catalogue: Catalogue) -> str | None:
     )
 
 
-def read_items(
+def text_lines(
+    path: Path, error: type[InvalidInputError] = DatasetError
+) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of a UTF-8 file, read one line at a time; a leading
+    byte-order mark is dropped. A line that is not UTF-8 raises ``error`` naming the line."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8) :]
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise error(
+                    f"{path} line {number} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                    f"column {exc.start + 1}); save the file as UTF-8 and try again"
+                ) from None
+
+
+@dataclass(frozen=True)
+class ItemIndex:
+    """What validating a whole file keeps: each item's line and content hash by id (not the
+    items themselves, so memory stays small), the number of items and the warnings."""
+
+    lines: dict[str, tuple[int, str]]
+    warnings: list[tuple[int, str]]
+
+    @property
+    def count(self) -> int:
+        return len(self.lines)
+
+
+def _parsed_lines(
+    path: Path, catalogue: Catalogue
+) -> Iterator[tuple[int, ParsedItem | None, list[str]]]:
+    """Each non-blank line as (number, item or None, problems), streamed."""
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, None, [f"not valid JSON ({exc.msg} at column {exc.colno})"]
+            continue
+        item, why = _check_line(obj, catalogue)
+        yield number, item, why
+
+
+def check_items(
     path: str | Path, *, allow_unmapped: bool = False, catalogue: Catalogue | None = None
-) -> ItemFile:
-    """Parse and validate a whole file; raise DatasetError listing every bad line.
+) -> ItemIndex:
+    """Validate a whole file, streaming it; raise DatasetError listing every bad line.
 
     A factor-scenario pair outside the catalogue's mapping is not an error: it is returned as
     a warning, unless ``allow_unmapped`` silences it. ``catalogue`` defaults to the bundled one.
@@ -109,38 +164,52 @@ def read_items(
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"dataset file {path} not found")
-    items: list[ParsedItem] = []
     problems: list[tuple[int, str]] = []
     warnings: list[tuple[int, str]] = []
-    first_seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append((number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
-                continue
-            item, why = _check_line(obj, catalogue)
-            problems.extend((number, reason) for reason in why)
-            if item is None:
-                continue
-            if item.key in first_seen:
-                problems.append(
-                    (number, f"id {item.key!r} already used on line {first_seen[item.key]}")
-                )
-                continue
-            first_seen[item.key] = number
-            items.append(item)
-            warning = None if allow_unmapped else _unmapped(item, catalogue)
-            if warning:
-                warnings.append((number, warning))
+    lines: dict[str, tuple[int, str]] = {}
+    for number, item, why in _parsed_lines(path, catalogue):
+        problems.extend((number, reason) for reason in why)
+        if item is None:
+            continue
+        if item.key in lines:
+            problems.append((number, f"id {item.key!r} already used on line {lines[item.key][0]}"))
+            continue
+        lines[item.key] = (number, item.content_hash)
+        warning = None if allow_unmapped else _unmapped(item, catalogue)
+        if warning:
+            warnings.append((number, warning))
     if problems:
         raise DatasetError(f"{path} was not imported; fix these lines and try again:", problems)
-    if not items:
+    if not lines:
         raise DatasetError(f"{path} holds no items")
-    return ItemFile(items, warnings)
+    return ItemIndex(lines, warnings)
+
+
+def iter_items(
+    path: str | Path, index: ItemIndex, *, catalogue: Catalogue | None = None
+) -> Iterator[ParsedItem]:
+    """The items of a file that ``check_items`` validated as ``index``, read again one line
+    at a time; a file changed since then raises DatasetError."""
+    catalogue = catalogue or load_catalogue()
+    path = Path(path)
+    seen = 0
+    for number, item, _ in _parsed_lines(path, catalogue):
+        if item is None or index.lines.get(item.key) != (number, item.content_hash):
+            raise DatasetError(f"{path} changed while it was imported (line {number}); try again")
+        seen += 1
+        yield item
+    if seen != index.count:
+        raise DatasetError(f"{path} changed while it was imported; try again")
+
+
+def read_items(
+    path: str | Path, *, allow_unmapped: bool = False, catalogue: Catalogue | None = None
+) -> ItemFile:
+    """Parse and validate a whole file into memory; raise DatasetError listing every bad line
+    (see ``check_items``; importing streams the file instead)."""
+    catalogue = catalogue or load_catalogue()
+    index = check_items(path, allow_unmapped=allow_unmapped, catalogue=catalogue)
+    return ItemFile(list(iter_items(path, index, catalogue=catalogue)), index.warnings)
 
 
 def item_to_json(item: Item) -> dict[str, Any]:

@@ -9,6 +9,7 @@ as revision 0001 and upgraded from there.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,12 +17,20 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import event, inspect, text
+from sqlalchemy import event, inspect, make_url, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import (
+    ArgumentError,
+    DataError,
+    DBAPIError,
+    IntegrityError,
+    NoSuchModuleError,
+    ProgrammingError,
+)
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine
 
-from judge.errors import SchemaError
+from judge.errors import SchemaError, StoreError
 from judge.store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 if TYPE_CHECKING:  # Alembic is imported only to migrate: it adds ~0.2 s to a process start.
@@ -61,22 +70,61 @@ class Upgrade:
 
 def make_engine(url: str) -> Engine:
     """An engine for ``url`` with the schema at the newest revision; SQLite gets WAL and
-    foreign keys. A database already at the newest revision is only read (no lock)."""
+    foreign keys. A database already at the newest revision is only read (no lock).
+
+    A malformed URL, a missing driver or a database that cannot be reached raises StoreError
+    naming the URL with its password masked."""
     engine = _create(url)
     try:
-        _bring_to_head(engine)
+        with _opening(url):
+            _bring_to_head(engine)
     except BaseException:
         engine.dispose()
         raise
     return engine
 
 
+def masked(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (also when it does not parse)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL at all: mask what looks like user:password@
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+@contextmanager
+def _opening(url: str) -> Iterator[None]:
+    """Turns the errors of opening the database at ``url`` into one StoreError."""
+    try:
+        yield
+    except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as exc:
+        if isinstance(exc, NoSuchModuleError):
+            reason = f"unknown database kind {url.split(':', 1)[0]!r}"
+        elif isinstance(exc, ImportError):
+            reason = f"its driver {exc.name or ''} is not installed"
+        else:
+            reason = "not a database URL"
+        raise StoreError(
+            f"cannot use database_url {masked(url)}: {reason}; give a URL such as "
+            "sqlite:///fairjudge.db or postgresql+psycopg://USER@HOST/DB (config or --db)"
+        ) from exc
+    except DBAPIError as exc:
+        if isinstance(exc, (IntegrityError, ProgrammingError, DataError)):
+            raise
+        lines = str(exc.orig).strip().splitlines() or [type(exc.orig).__name__]
+        raise StoreError(
+            f"cannot open the database {masked(url)}: {lines[0]}; check database_url "
+            "(config or --db) and that the database server is running"
+        ) from exc
+
+
 def upgrade(url: str) -> Upgrade:
     """Bring the database at ``url`` to the newest revision (for ``fairjudge db upgrade``)."""
     engine = _create(url)
     try:
-        before = current_revision(engine)
-        _bring_to_head(engine)
+        with _opening(url):
+            before = current_revision(engine)
+            _bring_to_head(engine)
         return Upgrade(before=before, after=head_revision())
     finally:
         engine.dispose()
@@ -114,6 +162,11 @@ def alembic_config(conn: Connection | None = None) -> Config:
 
 
 def _create(url: str) -> Engine:
+    with _opening(url):
+        return _create_engine(url)
+
+
+def _create_engine(url: str) -> Engine:
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}

@@ -6,6 +6,7 @@ from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
 from server import services
+from server.api import stored_id
 from server.db import get_session
 
 bp = Blueprint("reports", __name__)
@@ -13,4 +14,4 @@ bp = Blueprint("reports", __name__)
 
 @bp.get("/judge-runs/<int:run_id>/report")
 def report(run_id: int) -> ResponseReturnValue:
-    return services.full_report(get_session(), run_id).to_json()
+    return services.full_report(get_session(), stored_id("judge run", run_id)).to_json()

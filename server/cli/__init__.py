@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import signal
 import sys
+import traceback
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from judge.errors import FairJudgeError
+from judge.errors import FairJudgeError, IncompleteError
 from server.cli import (
     agreement,
     compare,
@@ -38,9 +39,12 @@ if TYPE_CHECKING:
 class Context:
     """What the root options give every command: the settings and one shared engine."""
 
-    def __init__(self, config: str | None, database_url: str | None) -> None:
+    def __init__(
+        self, config: str | None = None, database_url: str | None = None, debug: bool = False
+    ) -> None:
         self.config_path = config
         self.database_url = database_url
+        self.debug = debug
         self._engine: Engine | None = None
 
     def settings(self, **overrides: object) -> Settings:
@@ -71,10 +75,23 @@ class Context:
     envvar="FAIRJUDGE_DATABASE_URL",
     help="Database URL; overrides database_url in the config.",
 )
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 @click.pass_context
-def cli(ctx: click.Context, config: str | None, database_url: str | None) -> None:
-    """FairJudge: LLM-as-judge bias evaluation with human annotation."""
-    ctx.obj = Context(config, database_url)
+def cli(ctx: click.Context, config: str | None, database_url: str | None, debug: bool) -> None:
+    """FairJudge: LLM-as-judge bias evaluation with human annotation.
+
+    \b
+    Exit codes:
+      0    success
+      1    an error you can fix (bad file, config, option value, unknown run); one line says what
+      2    a usage error (unknown option, missing argument)
+      3    the run ended with judgments or answers missing (see --allow-failures)
+      70   an unexpected internal error (a bug: rerun with --debug and report the traceback)
+      130  interrupted (Ctrl-C or SIGTERM); finished work is stored
+    """
+    # main() passes in the Context it reads --debug from; tests invoking `cli` directly do not.
+    obj = ctx.ensure_object(Context)
+    obj.config_path, obj.database_url, obj.debug = config, database_url, debug
 
 
 cli.add_command(model.model)
@@ -93,25 +110,53 @@ cli.add_command(export.export)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3
+EXIT_UNEXPECTED = 70  # EX_SOFTWARE in sysexits.h
+EXIT_INTERRUPTED = 130
+
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _fail(state: Context, message: str, code: int) -> None:
+    """Print ``message`` (after the traceback with ``--debug``) and exit with ``code``."""
+    if state.debug:
+        traceback.print_exc()
+    click.echo(message, err=True)
+    sys.exit(code)
+
+
 def main() -> None:
-    """Console entry point: user errors become one clear line and exit code 1; an interrupt
-    (Ctrl-C or SIGTERM) says that finished work is kept and exits 130."""
+    """Console entry point, the one place that knows exit codes (see the root help): an
+    error the user can fix is one line and exit 1, a run with results missing exits 3, an
+    interrupt (Ctrl-C or SIGTERM) says that finished work is kept and exits 130, and
+    anything else is one line and exit 70. Tracebacks are shown only with ``--debug``."""
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    state = Context()
     try:
-        cli.main(standalone_mode=False)
+        cli.main(standalone_mode=False, obj=state)
+    except IncompleteError as exc:
+        _fail(state, str(exc), EXIT_INCOMPLETE)
     except FairJudgeError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        _fail(state, f"error: {exc}", EXIT_ERROR)
     except (click.exceptions.Abort, KeyboardInterrupt):
+        if state.debug:
+            traceback.print_exc()
         err.print(INTERRUPTED)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug, or bad input that a check above should have caught
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        _fail(
+            state,
+            f"error: unexpected {type(exc).__name__}: {message} "
+            "(run with --debug for the traceback)",
+            EXIT_UNEXPECTED,
+        )

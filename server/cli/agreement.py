@@ -18,6 +18,7 @@ from server.cli.output import (
     report_table,
     seed_option,
     table,
+    writing,
 )
 from server.cli.ratings import scale_option
 
@@ -109,7 +110,8 @@ def agreement(
         )
     data = result.to_dict()
     if out_dir:
-        data["files"] = [str(p) for p in write_agreement(result, out_dir)]
+        with writing(out_dir):
+            data["files"] = [str(p) for p in write_agreement(result, out_dir)]
     emit(data, as_json, lambda _: print_reliability(result))
 
 

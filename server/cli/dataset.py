@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.text import Text
 
-from server.cli.output import emit, err, json_option, out, table
+from server.cli.output import emit, err, json_option, out, table, writing
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -88,7 +88,7 @@ def dataset_export(ctx: Context, name: str, file: str, as_json: bool) -> None:
     from judge.data.catalog import export_items
     from judge.store.engine import session_scope
 
-    with session_scope(ctx.engine()) as session:
+    with session_scope(ctx.engine()) as session, writing(file):
         n = export_items(session, name, file)
     emit(
         {"dataset": name, "items": n, "file": file},

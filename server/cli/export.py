@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from server.cli.output import emit, json_option, out
+from server.cli.output import emit, json_option, out, writing
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -39,7 +39,7 @@ def export(ctx: Context, run_id: int, out_dir: str, formats: str, as_json: bool)
     from judge.store.engine import session_scope
 
     chosen = parse_formats(formats)  # a bad format fails before the store is opened
-    with session_scope(ctx.engine()) as session:
+    with session_scope(ctx.engine()) as session, writing(out_dir):
         result = export_judge_run(session, run_id, out_dir, formats=chosen)
 
     def render(_: object) -> None:

@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -39,6 +40,22 @@ human_option = click.option(
     show_default=True,
     help="How an item's human score combines its raters.",
 )
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Files written inside this block that cannot be (no such folder, no permission, a full
+    disk) become one FairJudgeError naming ``path`` and the reason, not a traceback."""
+    from judge.errors import OutputError
+
+    try:
+        yield
+    except OSError as exc:
+        where = exc.filename or path
+        reason = exc.strerror or str(exc)
+        raise OutputError(
+            f"cannot write {where}: {reason}; choose another path or fix its permissions"
+        ) from exc
 
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from server.cli.output import json_option, out, progress_bar, report_table
+from server.cli.output import json_option, out, progress_bar, report_table, writing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,7 +58,8 @@ def report(ctx: Context, run_id: int, out_dir: str, as_json: bool) -> None:
 
     with session_scope(ctx.engine()) as session:
         composed = full_report(session, run_id)
-    paths = write_report(composed, out_dir)
+    with writing(out_dir):
+        paths = write_report(composed, out_dir)
     if as_json:
         metrics = composed.to_json()["metrics_overall"]
         click.echo(
@@ -100,7 +101,9 @@ def _printing_hooks() -> Iterator[DemoHooks]:
     show_default="datasets/fairmonitor_sample.jsonl in the repository",
     help="Item file to run.",
 )
-@click.option("--limit", type=int, help="Only the first N items (a quicker look).")
+@click.option(
+    "--limit", type=click.IntRange(min=1), help="Only the first N items (a quicker look)."
+)
 @click.pass_obj
 def demo(ctx: Context, out_dir: str, dataset_file: str | None, limit: int | None) -> None:
     """The whole pipeline on the embedded model: serve, import, generate, judge, report, stop."""

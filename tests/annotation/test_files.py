@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from annotation.errors import RatingsError
 from annotation.files import compute
 from annotation.sections import files_table, fmt
 from judge.stats.coefficient import BootstrapOptions
@@ -163,3 +164,53 @@ def test_undefined_coefficients_carry_their_reason(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     via_cli = json.loads(run.stdout)["judge_vs_human"]["kendall"]
     assert via_cli["undefined_reason"] == reason
+
+
+def _csv(tmp_path: Path, name: str, text: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+HUMAN = "item_id,rater,score\na,r1,3\na,r2,4\nb,r1,2\nb,r2,2\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("item_id,rater,score\na,r1\n", "line 2: score is missing (the row has 2 of the header"),
+        ("item_id,rater,score\na,r1,\n", "line 2: score is missing"),
+        ('item_id,rater,score\n"a,r1,3\nb,r1,2\n', "line 2 is not valid CSV"),
+        ('item_id,rater,score\na,r1,3\nb,r1,"2"x\n', "line 3 is not valid CSV"),
+        ("item_id,rater,score\nb,r1,2\ncaf\u00e9,r1,3\n".encode("latin-1"), "line 3 is not UTF-8"),
+    ],
+)
+def test_bad_human_files_name_the_line(tmp_path: Path, text: str | bytes, message: str) -> None:
+    with pytest.raises(RatingsError) as caught:
+        compute(_csv(tmp_path, "h.csv", text))
+    assert message in str(caught.value)
+
+
+def test_a_bom_in_a_csv_is_accepted(tmp_path: Path) -> None:
+    path = _csv(tmp_path, "h.csv", b"\xef\xbb\xbf" + HUMAN.encode())
+    assert compute(path, options=BootstrapOptions(n_bootstrap=0)).n_items == 2
+
+
+@pytest.mark.parametrize(
+    ("judge", "message"),
+    [
+        ("item_id,score\nx,3\ny,4\n", "no item_id of"),
+        ("item_id,score\na,NA\nb,\n", "is empty or NA"),
+        ("item_id,score\na,NA\nz,3\n", "none of the 1 item(s) in both"),
+    ],
+)
+def test_judge_files_with_nothing_to_pair_are_refused(
+    tmp_path: Path, judge: str, message: str
+) -> None:
+    human = _csv(tmp_path, "h.csv", HUMAN)
+    with pytest.raises(RatingsError) as caught:
+        compute(human, _csv(tmp_path, "j.csv", judge), options=BootstrapOptions(n_bootstrap=0))
+    assert message in str(caught.value)

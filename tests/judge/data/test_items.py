@@ -75,3 +75,42 @@ def test_import_reports_warnings_and_still_imports(tmp_path: Path, engine: Engin
     with session_scope(engine) as session:
         quiet = import_items(session, path, "quiet", allow_unmapped=True)
     assert (quiet.added, quiet.warnings) == (2, [])
+
+
+def test_a_bom_is_accepted(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "items.jsonl", [GOOD])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert [item.key for item in read_items(path).items] == ["a"]
+
+
+def test_a_line_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "items.jsonl", [GOOD])
+    path.write_bytes(path.read_bytes() + '{"id": "caf\u00e9"}\n'.encode("latin-1"))
+    # 'é' is 0xe9 in Latin-1; it follows the 12 characters of '{"id": "caf'.
+    with pytest.raises(DatasetError, match=r"line 2 is not UTF-8 text \(byte 0xe9 at column 12\)"):
+        read_items(path)
+
+
+def test_import_streams_in_batches_and_is_all_or_nothing(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from judge.data import catalog
+
+    monkeypatch.setattr(catalog, "IMPORT_BATCH", 2)  # several flushes for five items
+    rows = [{**GOOD, "id": f"i{n}"} for n in range(5)]
+    path = write_lines(tmp_path / "items.jsonl", rows)
+    with session_scope(engine) as session:
+        summary = import_items(session, path, "d")
+    assert (summary.added, summary.unchanged, summary.total) == (5, 0, 5)
+    changed = write_lines(
+        tmp_path / "changed.jsonl", [*rows, {**GOOD, "id": "i0", "question": "x"}]
+    )
+    with pytest.raises(DatasetError, match="line 6: id 'i0' already used on line 1"):
+        with session_scope(engine) as session:
+            import_items(session, changed, "d")
+    conflict = write_lines(tmp_path / "conflict.jsonl", [{**GOOD, "id": "i3", "question": "x"}])
+    with pytest.raises(DatasetError, match="line 1: id 'i3' is already in dataset 'd'"):
+        with session_scope(engine) as session:
+            import_items(session, conflict, "d")
+    with session_scope(engine) as session:
+        assert import_items(session, path, "d").unchanged == 5
