@@ -234,6 +234,36 @@ def bench_agreement(n_pairs: int = 100_000, n_bootstrap: int = 1000) -> dict[str
     }
 
 
+def bench_kills(tmp: Path, kills: int = 5, concurrency: int = 4) -> dict[str, float]:
+    """kill -9 of `fairjudge judge` at 5 random moments of the sample's 108 judgments (stub at
+    50 ms, concurrency 4), then a rerun: calls paid twice; target <= concurrency per kill."""
+    import random
+
+    from tests.support.factories import FAIRJUDGE, write_config
+    from tests.support.kills import kill_at_random_moments, requests_of
+    from tests.support.stub_openai import StubServer
+
+    with StubServer(latency=0.05) as stub:
+        db_url = f"sqlite:///{tmp / 'kills.db'}"
+        config = write_config(tmp / "kills.toml", stub.base_url, db_url, concurrency=concurrency)
+        base = [*FAIRJUDGE, "--config", str(config)]
+        subprocess.run([*base, "dataset", "import", str(SAMPLE)], check=True, capture_output=True)
+        subprocess.run([*base, "generate", "fairmonitor_sample"], check=True, capture_output=True)
+        landed = kill_at_random_moments(
+            [*base, "judge", "1"], lambda: requests_of(stub, "judge"), random.Random(9), kills
+        )
+        subprocess.run([*base, "judge", "1"], check=True, capture_output=True)
+        paid = requests_of(stub, "judge")
+    tasks = 108
+    return {
+        "kills": landed,
+        "judgments": tasks,
+        "paid_calls": paid,
+        "paid_twice": paid - tasks,
+        "bound": concurrency * landed,
+    }
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
 
@@ -244,6 +274,7 @@ def main() -> None:
     out.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         results = {"agreement": bench_agreement(), "stub": bench_stub(Path(tmp))}
+        results["kills"] = bench_kills(Path(tmp))
         print(json.dumps(results, indent=2), flush=True)
         results["embedded"] = bench_embedded(Path(tmp))
     (out / "latest.json").write_text(json.dumps(results, indent=2))

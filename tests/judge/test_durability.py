@@ -6,10 +6,7 @@ another call; docs/judging.md)."""
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +15,7 @@ from sqlmodel import Session, select
 
 from judge.store.tables import Judgment, Response
 from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
+from tests.support.kills import kill_at_random_moments, requests_of
 from tests.support.stub_openai import StubServer
 
 CONCURRENCY = 4
@@ -30,33 +28,6 @@ JUDGMENTS = 108
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("db_url" if request.param == "sqlite" else "pg_url"))
-
-
-def requests_of(stub: StubServer, kind: str) -> int:
-    """Requests the stub received (paid for) whose key starts with ``kind`` ('judge', 'gen')."""
-    return sum(n for key, n in stub.state.by_key.items() if key.startswith(f"{kind}:"))
-
-
-def kill_at_random_moments(
-    command: list[str], paid: Callable[[], int], rng: random.Random, kills: int
-) -> int:
-    """Start ``command`` ``kills`` times and SIGKILL it once it has sent a random number of
-    new requests (plus a random fraction of a call); return how many kills landed."""
-    landed = 0
-    for _ in range(kills):
-        before = paid()
-        target = before + rng.randint(1, 25)
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while paid() < target and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        time.sleep(rng.uniform(0, 0.05))  # anywhere within a call, or between two
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            landed += 1
-        _, stderr = proc.communicate(timeout=30)
-        assert b"Traceback" not in stderr, stderr.decode()
-    return landed
 
 
 def setup(tmp_path: Path, stub: StubServer, url: str) -> list[str]:
