@@ -22,7 +22,7 @@ CATALOGUE_FILE = "factors_scenarios.toml"
 
 @dataclass(frozen=True)
 class Factor:
-    """A sensitive factor; ``scenarios`` are the ids the paper tests it in, in table order."""
+    """A sensitive factor; ``scenarios`` are the ids the paper tests it in (sorted by id)."""
 
     id: str
     name: str
