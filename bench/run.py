@@ -1,145 +1,131 @@
-"""FairJudge benchmarks (`make bench`): judge throughput, resume cost, embedded model speed.
+"""FairJudge benchmarks (`make bench`), timing whole commands as users run them.
 
-1. Throughput: 2,000 judgments against the scripted stub with a fixed 200 ms latency at
-   concurrency 32. Ideal: 32 / 0.2 s = 160 judgments per second; target >= 90 % of it.
-2. Resume: the same finished 2,000-judgment run asked again; target 0 backend calls, <= 5 s.
-3. Agreement: all judge-human coefficients, 1,000 bootstrap resamples, 100,000 pairs (<= 5 s).
-4. Embedded model: judgments per minute through the whole judge path vs the model server's own
-   speed on the same requests sent directly over HTTP.
+1. Wire (bench/wire.py): 2,000 judgments against the scripted stub (fixed 200 ms latency) at
+   concurrency 32 and 128, the whole ``fairjudge judge`` command beside a bare ``openai``
+   loop sending the same requests in the same run: ratio to the ideal (concurrency / latency)
+   and client CPU per judgment. Target: >= 0.9 of the ideal and >= the bare loop's ratio.
+2. Rerun: a finished 10,000-judgment run asked again: 0 model calls, <= 3 s.
+3. Startup: ``fairjudge --help`` and light commands, median of 5 starts (target <= 0.3 s).
+4. Demo: ``fairjudge demo`` after the install, timed from outside, with its steps (<= 5 min).
+5. Embedded: median seconds per judgment through the whole judge path, and the same prompts
+   sent straight to the model server over HTTP (target: within 10 %).
+6. Agreement: all judge-human coefficients, 1,000 bootstrap resamples, 100,000 pairs (<= 5 s).
+7. Kills: ``kill -9`` of a judge command at random moments; calls paid twice (<= concurrency
+   per kill).
 
-The stub runs in its own process so its threads do not compete with the client for the GIL.
-Results are printed and written to bench/results/latest.json.
+Results are printed as they come and written to bench/results/latest.json. ``python -m
+bench.run wire rerun`` runs only the named parts.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
+from bench import wire
 from judge.config import EmbeddedConfig, Settings
 from judge.data.catalog import import_items
-from judge.grading.rubrics import GRADE_SCHEMA, load_rubrics
 from judge.models.embedded import EmbeddedServer
-from judge.prompts import PromptBook
 from judge.store.engine import make_engine, session_scope
-from judge.store.queries import responses_by_item
-from judge.store.tables import Item
+from judge.store.tables import Judgment
 from server import services
-from tests.support.factories import SAMPLE, free_port
+from tests.support.factories import FAIRJUDGE, SAMPLE, free_port
 
 N_JUDGMENTS = 2000
-CONCURRENCY = 32
 LATENCY = 0.2
 
 
-def start_stub(latency: float) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.stub_openai", str(port), str(latency)],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"{url}/models", timeout=1)
-            return proc, url
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("stub did not start")
-
-
-def stub_requests(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/stats", timeout=5) as reply:
-        return int(json.load(reply)["requests"])
-
-
-def settings_for(gen_url: str, judge_url: str, db_url: str, concurrency: int) -> Settings:
-    endpoint = {
-        "model": "stub-model",
-        "structured_output": "json_object_schema",
-        "concurrency": concurrency,
-        "timeout_s": 30,
+def bench_wire(tmp: Path) -> dict[str, Any]:
+    return {
+        f"concurrency_{c}": wire.compare(tmp / f"c{c}", N_JUDGMENTS, c, LATENCY) for c in (32, 128)
     }
-    return Settings.model_validate(
-        {
-            "database_url": db_url,
-            "endpoints": {
-                "gen": {**endpoint, "base_url": gen_url},
-                "judge": {**endpoint, "base_url": judge_url},
-            },
-            "generation": {"endpoint": "gen"},
-            "judge": {"endpoint": "judge"},
-        }
+
+
+def bench_rerun(tmp: Path) -> dict[str, Any]:
+    return wire.rerun(tmp / "rerun", 10_000)
+
+
+def bench_startup(tmp: Path, starts: int = 5) -> dict[str, Any]:
+    """Median wall seconds of whole ``fairjudge`` processes that need no heavy library."""
+    db = f"sqlite:///{tmp / 'startup.db'}"
+    subprocess.run([*FAIRJUDGE, "--db", db, "runs"], check=True, capture_output=True)
+    commands = {
+        "--help": ["--help"],
+        "judge --help": ["judge", "--help"],
+        "model status": ["--config", str(tmp / "none.toml"), "model", "status"],
+        "runs": ["--db", db, "runs"],
+    }
+    (tmp / "none.toml").write_text(
+        f'state_dir = "{tmp / "state"}"\n[embedded]\nport = {free_port()}\n'
     )
+    out = {}
+    for name, args in commands.items():
+        walls = []
+        for _ in range(starts):
+            start = time.perf_counter()
+            subprocess.run([*FAIRJUDGE, *args], check=True, capture_output=True)
+            walls.append(time.perf_counter() - start)
+        out[name] = round(statistics.median(walls), 3)
+    return {"median_wall_s": out, "starts": starts}
 
 
-def synthetic_items(path: Path, n: int) -> Path:
-    with path.open("w") as f:
-        for i in range(n):
-            f.write(
-                json.dumps(
-                    {
-                        "id": f"b{i}",
-                        "stage": "S1",
-                        "factor": "subject",
-                        "scenario": "classroom_assessment",
-                        "question": f"Benchmark question number {i}: are arts students less able?",
-                        "expected_answer": "No; ability does not follow subject preference.",
-                    }
-                )
-                + "\n"
-            )
-    return path
+def bench_demo(tmp: Path) -> dict[str, Any]:
+    """``fairjudge demo`` on a fresh store and port, timed from outside; its steps from its
+    own --json summary."""
+    config = tmp / "demo.toml"
+    port = free_port()
+    config.write_text(
+        f'''database_url = "sqlite:///{tmp / "demo.db"}"
+state_dir = "{tmp / "demo-state"}"
+[embedded]
+port = {port}
+[endpoints.embedded]
+base_url = "http://127.0.0.1:{port}/v1"
+model = "smollm2-135m-instruct"
+structured_output = "json_object_schema"
+timeout_s = 300
+'''
+    )
+    start = time.perf_counter()
+    done = subprocess.run(
+        [*FAIRJUDGE, "--config", str(config), "demo", "--json", "--out", str(tmp / "demo")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - start
+    summary = json.loads(done.stdout[done.stdout.index("{") :])
+    return {"wall_s": round(wall, 1), "summary": summary}
 
 
-def bench_stub(tmp: Path) -> dict[str, float]:
-    gen_proc, gen_url = start_stub(0.0)
-    judge_proc, judge_url = start_stub(LATENCY)
-    try:
-        db_url = f"sqlite:///{tmp / 'bench.db'}"
-        engine = make_engine(db_url)
-        settings = settings_for(gen_url, judge_url, db_url, CONCURRENCY)
-        with session_scope(engine) as session:
-            import_items(session, synthetic_items(tmp / "items.jsonl", N_JUDGMENTS), "bench")
-        gen = services.generate(engine, settings, "bench")
-        start = time.perf_counter()
-        first = services.judge(engine, settings, gen.run_id)
-        elapsed = time.perf_counter() - start
-        calls_before = stub_requests(judge_url)
-        start = time.perf_counter()
-        again = services.judge(engine, settings, gen.run_id)
-        resume_s = time.perf_counter() - start
-        backend_calls = stub_requests(judge_url) - calls_before
-        assert first.flags == {"scored": N_JUDGMENTS}, first.flags
-        ideal = CONCURRENCY / LATENCY
-        return {
-            "judgments": first.tasks,
-            "judge_wall_s": round(elapsed, 2),
-            "judgments_per_s": round(first.tasks / elapsed, 1),
-            "ideal_per_s": ideal,
-            "ratio_to_ideal": round(first.tasks / elapsed / ideal, 3),
-            "resume_tasks": again.tasks,
-            "resume_backend_calls": backend_calls,
-            "resume_model_calls_reported": again.model_calls,
-            "resume_wall_s": round(resume_s, 3),
-        }
-    finally:
-        gen_proc.terminate()
-        judge_proc.terminate()
-
-
-def bench_embedded(tmp: Path, n_items: int = 8) -> dict[str, float]:
+def bench_embedded(tmp: Path, per_stage: int = 2) -> dict[str, Any]:
+    """Judging on the embedded model: ``per_stage`` sample items of each stage generated and
+    judged through the whole judge path; then the very prompts FairJudge sent, in the same
+    order, sent straight to the model server. Median seconds per judgment, and the pipeline's
+    wall time against the direct one (target: within 10 %)."""
+    items = tmp / "embedded.jsonl"
+    seen: dict[str, int] = {}
+    with SAMPLE.open(encoding="utf-8") as f, items.open("w", encoding="utf-8") as out:
+        for line in f:
+            stage = json.loads(line)["stage"]
+            seen[stage] = seen.get(stage, 0) + 1
+            if seen[stage] <= per_stage:
+                out.write(line)
     config = EmbeddedConfig(port=free_port())
-    server = EmbeddedServer(config, tmp / "state")
+    server = EmbeddedServer(config, tmp / "embedded-state")
     server.start()
     try:
         db_url = f"sqlite:///{tmp / 'embedded.db'}"
@@ -149,69 +135,57 @@ def bench_embedded(tmp: Path, n_items: int = 8) -> dict[str, float]:
             "model": config.model_alias,
             "structured_output": "json_object_schema",
             "concurrency": 1,
+            "timeout_s": 300,
         }
         settings = Settings.model_validate(
-            {
-                "database_url": db_url,
-                "endpoints": {"embedded": endpoint},
-                "generation": {"max_tokens": 64},
-            }
+            {"database_url": db_url, "endpoints": {"embedded": endpoint}}
         )
         with session_scope(engine) as session:
-            import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample", limit=n_items)
+            import_items(session, items, "embedded")
+        gen = services.generate(engine, settings, "embedded")
+        sent = _recording(server.base_url)
         start = time.perf_counter()
         summary = services.judge(engine, settings, gen.run_id)
         pipeline_s = time.perf_counter() - start
-        # The same judge requests sent straight to the server, one at a time.
-        book = PromptBook(settings.prompts_path())
-        ics = load_rubrics(settings.prompts_path())["ICS"]
         with Session(engine) as s:
-            answers = responses_by_item(s, gen.run_id)
-            items = s.exec(select(Item).where(Item.id.in_(list(answers)))).all()  # type: ignore[union-attr]
-            requests = [
-                book.judge_prompt(
-                    ics,
-                    ics.render_texts(
-                        i.fields, {p: r.raw_text or "" for p, r in answers[i.id].items()}
-                    ),
-                    variant="plain",
-                )
-                for i in items
-                if i.stage in ("S1", "S4")
-            ]
+            latencies = list(s.exec(select(col(Judgment.latency_s))))
         start = time.perf_counter()
-        for prompt in requests:
-            body = json.dumps(
-                {
-                    "model": config.model_alias,
-                    "messages": prompt.messages,
-                    "temperature": 0.0,
-                    "max_tokens": 320,
-                    "response_format": {"type": "json_object", "schema": GRADE_SCHEMA},
-                }
-            ).encode()
-            req = urllib.request.Request(
+        for body in sent():  # the same requests, straight to the server, one at a time
+            request = urllib.request.Request(
                 f"{server.base_url}/chat/completions",
-                data=body,
+                data=json.dumps(body).encode(),
                 headers={"Content-Type": "application/json"},
             )
-            urllib.request.urlopen(req, timeout=300).read()
+            urllib.request.urlopen(request, timeout=300).read()
         direct_s = time.perf_counter() - start
-        per_min_pipeline = summary.tasks / pipeline_s * 60
-        per_min_direct = len(requests) / direct_s * 60
         return {
             "judgments": summary.tasks,
-            "pipeline_wall_s": round(pipeline_s, 2),
-            "pipeline_per_min": round(per_min_pipeline, 1),
-            "direct_requests": len(requests),
-            "direct_wall_s": round(direct_s, 2),
-            "direct_per_min": round(per_min_direct, 1),
-            "pipeline_vs_direct": round(per_min_pipeline / per_min_direct, 3),
             "model_calls": summary.model_calls,
+            "median_s_per_judgment": round(statistics.median(latencies), 2),
+            "pipeline_wall_s": round(pipeline_s, 2),
+            "direct_requests": len(sent()),
+            "direct_wall_s": round(direct_s, 2),
+            "pipeline_over_direct": round(pipeline_s / direct_s, 3),
         }
     finally:
         server.stop()
+
+
+def _recording(base_url: str) -> Callable[[], list[dict[str, Any]]]:
+    """Record the chat request bodies FairJudge's client sends to ``base_url`` from now on
+    (by wrapping the openai client's ``post``), so the direct pass sends the very same ones."""
+    import openai
+
+    bodies: list[dict[str, Any]] = []
+    original = openai.OpenAI.post
+
+    def post(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        if path.endswith("/chat/completions") and str(self.base_url).startswith(base_url):
+            bodies.append(kwargs["body"])
+        return original(self, path, *args, **kwargs)
+
+    openai.OpenAI.post = post  # type: ignore[method-assign]
+    return lambda: bodies
 
 
 def bench_agreement(n_pairs: int = 100_000, n_bootstrap: int = 1000) -> dict[str, float]:
@@ -268,17 +242,33 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
 
 
+PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "startup": bench_startup,
+    "wire": bench_wire,
+    "rerun": bench_rerun,
+    "agreement": lambda tmp: bench_agreement(),
+    "kills": bench_kills,
+    "demo": bench_demo,
+    "embedded": bench_embedded,
+}
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
+    wanted = sys.argv[1:] or list(PARTS)
+    unknown = [w for w in wanted if w not in PARTS]
+    if unknown:
+        raise SystemExit(f"unknown part(s) {unknown}; choose from {list(PARTS)}")
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
     with tempfile.TemporaryDirectory() as tmp:
-        results = {"agreement": bench_agreement(), "stub": bench_stub(Path(tmp))}
-        results["kills"] = bench_kills(Path(tmp))
-        print(json.dumps(results, indent=2), flush=True)
-        results["embedded"] = bench_embedded(Path(tmp))
+        for name in wanted:
+            folder = Path(tmp) / name
+            folder.mkdir()
+            results[name] = PARTS[name](folder)
+            print(json.dumps({name: results[name]}, indent=2), flush=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2))
-    print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

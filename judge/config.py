@@ -124,7 +124,13 @@ class GenerationConfig(_Strict):
 
     endpoint: str = Field(default="embedded", description="Name of the endpoint under test.")
     temperature: float = Field(default=0.7, ge=0, le=2, description="Sampling temperature.")
-    max_tokens: int = Field(default=160, ge=1, description="Longest answer, in tokens.")
+    max_tokens: int = Field(
+        default=200,
+        ge=1,
+        description="Longest answer, in tokens. The generation prompts ask for at most 60 words "
+        "(about 80 tokens at English's 1.3 tokens per word); 200 leaves room for a model that "
+        "overshoots, and an answer still cut here is flagged 'truncated'.",
+    )
 
 
 class JudgeConfig(_Strict):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -18,7 +17,7 @@ from sqlmodel import Session, col, select
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook
-from judge.runs import RunSummary, run_lease, store_results
+from judge.runs import Row, RunSummary, run_lease, store_results
 from judge.store.engine import session_scope
 from judge.store.queries import dataset_items, get_dataset
 from judge.store.tables import GenerationRun, Response, utcnow
@@ -114,7 +113,7 @@ def generate(
             run.status_detail = None
         cache = CallCacheView(engine, client.model)
 
-        def work(task: _Task) -> tuple[Response, list[CallOutcome]]:
+        def work(task: _Task) -> tuple[Row, list[CallOutcome]]:
             outcome = cached_complete(
                 client,
                 cache,
@@ -127,11 +126,12 @@ def generate(
 
         summary = store_results(
             engine,
+            Response.__table__,  # type: ignore[attr-defined]
             run_id,
             tasks,
             work,
             concurrency=client.config.concurrency,
-            label=lambda row: row.flag,
+            label="flag",
             progress=progress,
         )
         with session_scope(engine) as session:
@@ -185,27 +185,37 @@ def incomplete_detail(failed: int, total: int) -> str:
     )
 
 
-def _response_row(run_id: int, task: _Task, outcome: CallOutcome) -> Response:
-    common: dict[str, Any] = {
+def _response_row(run_id: int, task: _Task, outcome: CallOutcome) -> Row:
+    """The ``Response`` row of one answer, every column given (it is written with a Core
+    insert, which applies no model defaults)."""
+    row: Row = {
         "run_id": run_id,
         "item_id": task.item_id,
         "part": task.part,
         "prompt": task.prompt_text,
         "cache_key": outcome.key,
+        "raw_text": None,
+        "error": None,
+        "finish_reason": None,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "latency_s": 0.0,
+        "created_at": utcnow(),
     }
     if outcome.failure is not None:
-        return Response(**common, flag="error", error=outcome.failure.reason)
+        row.update(flag="error", error=outcome.failure.reason)
+        return row
     done = outcome.completion
     assert done is not None
-    return Response(
-        **common,
+    row.update(
         raw_text=done.text,
-        flag=classify_answer(done.text),
+        flag=classify_answer(done.text, done.finish_reason),
         finish_reason=done.finish_reason,
         prompt_tokens=done.prompt_tokens,
         completion_tokens=done.completion_tokens,
         latency_s=done.latency_s,
     )
+    return row
 
 
 # A refusal declines in its opening: a first-person "can't / won't / unable to / rather not"
@@ -257,18 +267,26 @@ def _opening(text: str, sentences: int = 2) -> str:
     return head[:end]
 
 
-def classify_answer(text: str | None) -> str:
-    """'empty', 'refusal' or 'ok' for an answer of the model under test.
+def classify_answer(text: str | None, finish_reason: str | None = None) -> str:
+    """'empty', 'refusal', 'truncated' or 'ok' for an answer of the model under test.
+
+    'truncated' is an answer that stopped at the token limit (``finish_reason`` "length"):
+    it is still judged, and counted and marked in the report (docs/judging.md). An empty
+    answer or a refusal is that whatever the finish reason: a refusal shows in its opening.
 
     >>> classify_answer("I'm sorry, but I can't help with that.")
     'refusal'
     >>> classify_answer("I cannot help but notice the question assumes too much.")
     'ok'
-    >>> classify_answer("Both students deserve the same support.")
-    'ok'
+    >>> classify_answer("Both students deserve the same support, because", "length")
+    'truncated'
+    >>> classify_answer("   ", "length")
+    'empty'
     """
     if text is None or not text.strip():
         return "empty"
     if _REFUSAL.search(_opening(text)):
         return "refusal"
+    if finish_reason == "length":
+        return "truncated"
     return "ok"

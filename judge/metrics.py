@@ -12,6 +12,14 @@ unscored are counted as unscored, never as a score. Then, per model x factor x s
 
 Every value carries a 95 % interval: the Wilson score interval for a share, a percentile
 bootstrap over items (1,000 resamples, seed 0) for a mean (``judge.stats.intervals``).
+
+Answers the model under test stopped at the token limit are flagged ``truncated`` at
+generation and still judged, on the text that was cut. Each metric row counts its scored items
+with a cut answer (``n_truncated``; an S2 or S3 item counts once even when both its parts were
+cut) and the report marks such a cell, but the items stay in the value: leaving them out would
+drop exactly the long answers, so a model that answers briefly would be judged on all its items
+and a verbose one on a biased few. The count tells the reader how much of a value rests on cut
+text; a rerun with a larger ``generation.max_tokens`` removes it.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import NamedTuple
 from sqlmodel import Session, col, select
 
 from judge.stats.intervals import N_RESAMPLES, SEED, bootstrap_mean_interval, wilson_interval
-from judge.store.tables import Item, Judgment
+from judge.store.tables import Item, JudgeRun, Judgment, Response
 from judge.vocab import SCALE
 
 
@@ -63,6 +71,22 @@ class ItemScore:
     n_scored: int
     judgment_ids: tuple[int, ...]
     unscored_reasons: tuple[str, ...]
+    # The parts of the item ("answer", "A", "B") whose answer was cut at the token limit.
+    truncated_parts: tuple[str, ...] = ()
+
+
+def truncated_parts(session: Session, generation_run_id: int) -> dict[int, tuple[str, ...]]:
+    """Item id -> the parts of its answer flagged ``truncated`` in a generation run (every
+    rubric of a stage reads all of that stage's parts, so these are the judged answers)."""
+    rows = session.exec(
+        select(Response.item_id, Response.part)
+        .where(Response.run_id == generation_run_id, Response.flag == "truncated")
+        .order_by(col(Response.item_id), col(Response.part))
+    ).all()
+    parts: dict[int, tuple[str, ...]] = defaultdict(tuple)
+    for item_id, part in rows:
+        parts[item_id] += (part,)
+    return dict(parts)
 
 
 def item_scores(session: Session, judge_run_id: int, how: str) -> list[ItemScore]:
@@ -75,6 +99,8 @@ def item_scores(session: Session, judge_run_id: int, how: str) -> list[ItemScore
     grouped: dict[tuple[int, str], list[tuple[Judgment, Item]]] = defaultdict(list)
     for judgment, item in rows:
         grouped[(item.id, judgment.rubric)].append((judgment, item))  # type: ignore[index]
+    jrun = session.get(JudgeRun, judge_run_id)
+    cut = truncated_parts(session, jrun.generation_run_id) if jrun is not None else {}
     out = []
     for (_, rubric), pairs in grouped.items():
         item = pairs[0][1]
@@ -93,6 +119,7 @@ def item_scores(session: Session, judge_run_id: int, how: str) -> list[ItemScore
                 n_scored=len(scores),
                 judgment_ids=tuple(j.id for j, _ in pairs),  # type: ignore[misc]
                 unscored_reasons=tuple(j.reason or "" for j, _ in pairs if j.status != "scored"),
+                truncated_parts=cut.get(item.id, ()),
             )
         )
     return out
@@ -142,7 +169,8 @@ def definition(metric: StageMetric) -> str:
 @dataclass(frozen=True)
 class MetricRow:
     """One cell of the stage-metric table; ``value``, ``ci_low`` and ``ci_high`` are percent
-    and None when no item of the cell was scored."""
+    and None when no item of the cell was scored. ``n_truncated`` counts the scored items
+    whose judged answer was cut at the token limit (they are in the value, see above)."""
 
     model: str
     factor: str
@@ -155,6 +183,7 @@ class MetricRow:
     ci_low: float | None = None
     ci_high: float | None = None
     ci_method: str = ""  # "wilson" (shares) or "bootstrap" (means); see CI_METHODS
+    n_truncated: int = 0
 
 
 def _value(metric: StageMetric, scores: list[float]) -> tuple[float | None, float, float]:
@@ -185,6 +214,7 @@ def stage_metrics(
             if not cell:
                 continue
             scored = [s.score for s in cell if s.score is not None]
+            cut = sum(bool(s.truncated_parts) for s in cell if s.score is not None)
             value, low, high = _value(metric, scored)
             out.append(
                 MetricRow(
@@ -199,6 +229,7 @@ def stage_metrics(
                     None if value is None else low,
                     None if value is None else high,
                     CI_METHODS[metric.kind],
+                    cut,
                 )
             )
     return out

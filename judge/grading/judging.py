@@ -6,6 +6,10 @@ unreadable reply gets one repair request; if that fails too, the judgment is sto
 generation run and a hash of its settings, so asking again resumes it. A run with judgments
 that failed for reasons outside the judge's reply (calls that failed, answers missing) ends
 ``incomplete`` with a line saying how many and why; a rerun tries exactly those again.
+
+Calls go out rubric by rubric (all ICS judgments, then all PCS ...), so consecutive prompts
+share their opening (system text, rubric, levels, reply format) and a server that keeps the
+previous prompt's state, such as the embedded llama.cpp server, evaluates only the texts.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import delete
+from sqlalchemy import select as columns
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
 from judge.grading.parsing import Grade, Scored, Unscored, UnscoredKind, parse_grade
@@ -26,10 +32,10 @@ from judge.hashing import content_hash
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook
-from judge.runs import RunSummary, run_lease, store_results
+from judge.runs import Row, RunSummary, run_lease, store_results
 from judge.store.engine import session_scope
-from judge.store.queries import get_generation_run, responses_by_item, run_items
-from judge.store.tables import JudgeRun, Judgment, Response, utcnow
+from judge.store.queries import get_generation_run
+from judge.store.tables import Item, JudgeRun, Judgment, Response, utcnow
 
 Progress = Callable[[int, int], None]
 
@@ -89,13 +95,16 @@ class _Task:
     missing: str | None
 
 
-def _missing_answer(parts_needed: tuple[str, ...], parts: dict[str, Response]) -> str | None:
+def _missing_answer(parts_needed: tuple[str, ...], parts: dict[str, tuple[Any, ...]]) -> str | None:
+    """Why a rubric cannot be judged, given the item's answers as {part: (raw_text, flag,
+    error)}; None when every part it needs has a usable answer."""
     for part in parts_needed:
         row = parts.get(part)
         if row is None:
             return f"answer part {part} was never generated"
-        if row.flag in ("empty", "error"):
-            return f"answer part {part} is {row.flag}" + (f": {row.error}" if row.error else "")
+        _, flag, error = row
+        if flag in ("empty", "error"):
+            return f"answer part {part} is {flag}" + (f": {error}" if error else "")
     return None
 
 
@@ -122,16 +131,17 @@ def judge(
             jrun.status_detail = None
         cache = CallCacheView(engine, client.model)
 
-        def work(task: _Task) -> tuple[Judgment, list[CallOutcome]]:
+        def work(task: _Task) -> tuple[Row, list[CallOutcome]]:
             return _judge_one(task, client, cache, book, jrun)
 
         summary = store_results(
             engine,
+            Judgment.__table__,  # type: ignore[attr-defined]
             run_id,
             tasks,
             work,
             concurrency=client.config.concurrency,
-            label=lambda row: row.status,
+            label="status",
             progress=progress,
         )
         with session_scope(engine) as session:
@@ -163,30 +173,82 @@ def _judge_run_id(
     raise AssertionError("unreachable")
 
 
+_IN_LIMIT = 5000
+"""The most ids put in one SQL ``IN (...)`` (SQLite allows 32,766 bound values)."""
+
+
 def _plan(session: Session, jrun: JudgeRun, rubrics: RubricSet) -> list[_Task]:
-    """Every (item, rubric, sample) still to judge; retryable failures are deleted and redone."""
-    answers = responses_by_item(session, jrun.generation_run_id)
-    have = {
-        (j.item_id, j.rubric, j.sample_index): j
-        for j in session.exec(select(Judgment).where(Judgment.judge_run_id == jrun.id))
+    """Every (item, rubric, sample) still to judge, rubric by rubric; retryable failures are
+    deleted and redone. Reads only the columns it needs, and item texts and answers only for
+    items with something left to judge, so a finished run plans in a fraction of a second."""
+    have: dict[tuple[int, str, int], tuple[int, str | None]] = {
+        (item_id, rubric, sample): (jid, kind)
+        for jid, item_id, rubric, sample, kind in session.execute(
+            columns(
+                col(Judgment.id),
+                col(Judgment.item_id),
+                col(Judgment.rubric),
+                col(Judgment.sample_index),
+                col(Judgment.unscored_kind),
+            ).where(col(Judgment.judge_run_id) == jrun.id)
+        )
     }
-    tasks: list[_Task] = []
-    for item in run_items(session, jrun.generation_run_id):
-        assert item.id is not None
-        parts = answers.get(item.id, {})
-        plain = {p: r.raw_text or "" for p, r in parts.items()}
-        for name in rubrics.for_stage(item.stage):
-            rubric = rubrics[name]
-            missing = _missing_answer(rubric.parts, parts)
-            texts = None if missing else rubric.render_texts(item.fields, plain)
+    answered = select(Response.item_id).where(Response.run_id == jrun.generation_run_id)
+    stages = session.exec(
+        select(Item.id, Item.stage).where(col(Item.id).in_(answered.distinct()))
+    ).all()
+    todo: list[tuple[str, int, int]] = []  # (rubric, item, sample)
+    retry: list[int] = []
+    for item_id, stage in stages:
+        assert item_id is not None
+        for name in rubrics.for_stage(stage):
             for sample in range(jrun.samples):
-                old = have.get((item.id, name, sample))
+                old = have.get((item_id, name, sample))
                 if old is not None:
-                    if old.unscored_kind and UnscoredKind(old.unscored_kind).retry_on_rerun:
-                        session.delete(old)
-                    else:
+                    jid, kind = old
+                    if not (kind and UnscoredKind(kind).retry_on_rerun):
                         continue
-                tasks.append(_Task(item.id, rubric, sample, texts, missing))
+                    retry.append(jid)
+                todo.append((name, item_id, sample))
+    for start in range(0, len(retry), _IN_LIMIT):
+        chunk = retry[start : start + _IN_LIMIT]
+        session.execute(delete(Judgment).where(col(Judgment.id).in_(chunk)))
+    if not todo:
+        return []
+    wanted = {item_id for _, item_id, _ in todo}
+    few = len(wanted) <= _IN_LIMIT  # else read the run's rows and keep the wanted ones here
+    item_query = columns(col(Item.id), col(Item.fields))
+    answer_query = columns(
+        col(Response.item_id),
+        col(Response.part),
+        col(Response.raw_text),
+        col(Response.flag),
+        col(Response.error),
+    ).where(col(Response.run_id) == jrun.generation_run_id)
+    if few:
+        item_query = item_query.where(col(Item.id).in_(wanted))
+        answer_query = answer_query.where(col(Response.item_id).in_(wanted))
+    else:
+        item_query = item_query.where(col(Item.id).in_(answered.distinct()))
+    fields: dict[int, dict[str, Any]] = {i: f for i, f in session.execute(item_query)}
+    answers: dict[int, dict[str, tuple[Any, ...]]] = {}
+    for item_id, part, raw, flag, error in session.execute(answer_query):
+        if item_id in wanted:
+            answers.setdefault(item_id, {})[part] = (raw, flag, error)
+    order = {name: i for i, name in enumerate(rubrics.rubrics)}
+    todo.sort(key=lambda t: (order.get(t[0], len(order)), t[0], t[1], t[2]))
+    rendered: dict[tuple[str, int], tuple[list[tuple[str, str]] | None, str | None]] = {}
+    tasks: list[_Task] = []
+    for name, item_id, sample in todo:
+        rubric = rubrics[name]
+        if (name, item_id) not in rendered:
+            parts = answers.get(item_id, {})
+            missing = _missing_answer(rubric.parts, parts)
+            plain = {p: row[0] or "" for p, row in parts.items()}
+            texts = None if missing else rubric.render_texts(fields[item_id], plain)
+            rendered[(name, item_id)] = (texts, missing)
+        texts, missing = rendered[(name, item_id)]
+        tasks.append(_Task(item_id, rubric, sample, texts, missing))
     return tasks
 
 
@@ -217,7 +279,7 @@ def _judge_one(
     cache: CallCacheView,
     book: PromptBook,
     jrun: JudgeRun,
-) -> tuple[Judgment, list[CallOutcome]]:
+) -> tuple[Row, list[CallOutcome]]:
     base: dict[str, Any] = {
         "judge_run_id": jrun.id,
         "item_id": task.item_id,
@@ -283,8 +345,8 @@ def _judge_one(
                     grade.explanation,
                 )
     row = _row(base, grade, outcomes, **keys)
-    row.raw_output = first.completion.text
-    row.repair_output = repair_raw
+    row["raw_output"] = first.completion.text
+    row["repair_output"] = repair_raw
     return row, outcomes
 
 
@@ -295,9 +357,11 @@ def _row(
     *,
     prompt_hash: str,
     cache_key: str,
-) -> Judgment:
+) -> Row:
+    """The ``Judgment`` row of one grade, every column given (it is written with a Core
+    insert, which applies no model defaults)."""
     done = [o.completion for o in outcomes if o.completion]
-    common: dict[str, Any] = {
+    row: Row = {
         **base,
         "prompt_hash": prompt_hash,
         "cache_key": cache_key,
@@ -306,9 +370,14 @@ def _row(
         "completion_tokens": sum(c.completion_tokens for c in done),
         "latency_s": sum(c.latency_s for c in done),
         "explanation": grade.explanation,
+        "raw_output": None,
+        "repair_output": None,
+        "created_at": utcnow(),
     }
     if isinstance(grade, Scored):
-        return Judgment(**common, status="scored", score=grade.score)
-    return Judgment(
-        **common, status="unscored", unscored_kind=grade.kind.value, reason=grade.reason
-    )
+        row.update(status="scored", score=grade.score, unscored_kind=None, reason=None)
+    else:
+        row.update(
+            status="unscored", score=None, unscored_kind=grade.kind.value, reason=grade.reason
+        )
+    return row

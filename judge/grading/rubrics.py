@@ -10,6 +10,7 @@ from __future__ import annotations
 import string
 import tomllib
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,13 @@ class Rubric:
     @property
     def parts(self) -> tuple[str, ...]:
         """The answer parts this rubric reads."""
-        return tuple(sorted({key for _, key in _references(self.texts) if _ == "answers"}))
+        return _answer_parts(self.texts)
+
+
+@cache
+def _answer_parts(texts: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    # Cached: planning asks once per item, and parsing format strings is not free.
+    return tuple(sorted({key for space, key in _references(texts) if space == "answers"}))
 
 
 def _references(texts: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:

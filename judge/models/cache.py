@@ -16,7 +16,10 @@ from sqlmodel import Session, select
 
 from judge.hashing import cache_key
 from judge.models.client import CallFailed, Completion, ModelClient
-from judge.store.tables import CallCache
+from judge.store.tables import CallCache, utcnow
+
+CacheRow = dict[str, Any]
+"""A ``CallCache`` row as column name -> value (written with a Core insert by judge.runs)."""
 
 
 @dataclass
@@ -27,7 +30,7 @@ class CallOutcome:
     failure: CallFailed | None
     cached: bool
     key: str
-    new_rows: list[CallCache] = field(default_factory=list)
+    new_rows: list[CacheRow] = field(default_factory=list)
 
     @property
     def attempts(self) -> int:
@@ -47,22 +50,37 @@ class CallCacheView:
 
     def __init__(self, engine: Engine, model: str) -> None:
         self.engine = engine
-        self._rows: dict[str, CallCache] = {}
+        self._rows: dict[str, CacheRow] = {}
         self._lock = threading.Lock()
         with Session(engine) as session:
             self._known = set(session.exec(select(CallCache.key).where(CallCache.model == model)))
 
-    def get(self, key: str) -> CallCache | None:
+    def get(self, key: str) -> Completion | None:
+        """The cached completion for ``key`` (``attempts`` 0), or None."""
         with self._lock:
             row = self._rows.get(key)
-        if row is not None or key not in self._known:
-            return row
+        if row is not None:
+            return _completion(row)
+        if key not in self._known:
+            return None
         with Session(self.engine) as session:
-            return session.get(CallCache, key)
+            stored = session.get(CallCache, key)
+            return None if stored is None else _completion(stored.model_dump())
 
-    def remember(self, row: CallCache) -> None:
+    def remember(self, row: CacheRow) -> None:
         with self._lock:
-            self._rows[row.key] = row
+            self._rows[row["key"]] = row
+
+
+def _completion(row: CacheRow) -> Completion:
+    return Completion(
+        row["text"],
+        row["finish_reason"],
+        row["prompt_tokens"],
+        row["completion_tokens"],
+        row["latency_s"],
+        attempts=0,
+    )
 
 
 def cached_complete(
@@ -84,15 +102,7 @@ def cached_complete(
     key = cache_key(client.config.base_url, client.model, messages, params, sample_index)
     hit = cache.get(key)
     if hit is not None:
-        done = Completion(
-            hit.text,
-            hit.finish_reason,
-            hit.prompt_tokens,
-            hit.completion_tokens,
-            hit.latency_s,
-            attempts=0,
-        )
-        return CallOutcome(done, None, cached=True, key=key)
+        return CallOutcome(hit, None, cached=True, key=key)
     # The sample index is the seed, so endpoints that honour it vary samples reproducibly.
     seed = sample_index
     try:
@@ -101,14 +111,15 @@ def cached_complete(
         )
     except CallFailed as failure:
         return CallOutcome(None, failure, cached=False, key=key)
-    row = CallCache(
-        key=key,
-        model=client.model,
-        text=done.text,
-        finish_reason=done.finish_reason,
-        prompt_tokens=done.prompt_tokens,
-        completion_tokens=done.completion_tokens,
-        latency_s=done.latency_s,
-    )
+    row: CacheRow = {
+        "key": key,
+        "model": client.model,
+        "text": done.text,
+        "finish_reason": done.finish_reason,
+        "prompt_tokens": done.prompt_tokens,
+        "completion_tokens": done.completion_tokens,
+        "latency_s": done.latency_s,
+        "created_at": utcnow(),
+    }
     cache.remember(row)
     return CallOutcome(done, None, cached=False, key=key, new_rows=[row])

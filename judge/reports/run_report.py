@@ -2,6 +2,9 @@
 score distributions, answer flags, unscored judgments, tokens and settings, and the judge's
 self-consistency when it drew several samples per item.
 
+Answers cut at the token limit (flag ``truncated``) are counted per stage beside refusals and
+empty answers, and a metric cell resting on any is marked with a dagger and their count.
+
 Every number comes from stored rows; ``item_scores.csv`` lists the judgment ids behind each
 item, so any metric can be traced back to the raw judge replies.
 """
@@ -9,6 +12,7 @@ item, so any metric can be traced back to the raw judge replies.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -32,6 +36,10 @@ from judge.store.tables import Dataset, Item, JudgeRun, Judgment, Response
 from judge.vocab import SCALE
 
 METRICS_TITLE = "Stage metrics"
+# The flags an answer of the model under test can carry, in the order the report lists them;
+# every stage in report.json's "answer_flags_by_stage" has each of them, 0 when none.
+ANSWER_FLAGS = ("ok", "truncated", "refusal", "empty", "error")
+TRUNCATED_MARK = "†"  # the dagger of a metric cell whose items include cut answers
 
 
 def metrics_section(session: Session, judge_run_id: int) -> Section:
@@ -47,7 +55,9 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
         .join(Item)
         .where(Response.run_id == grun.id)
         .group_by(Item.stage, Response.flag)
+        .order_by(Item.stage, Response.flag)
     ).all()
+    by_stage = answer_flags_by_stage(flags)
     suspected = injection_suspected(session, grun.id)
     unscored = Counter(
         kind or "unknown"
@@ -73,6 +83,8 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
         "metrics_by_factor": [asdict(r) for r in by_factor],
         "metric_definitions": {m.name: definition(m) for m in STAGE_METRICS},
         "answers": [{"stage": s, "flag": f, "count": c} for s, f, c in flags],
+        "answer_flags_by_stage": by_stage,
+        "answers_truncated": sum(counts["truncated"] for counts in by_stage.values()),
         "unscored": dict(unscored),
         "injection_suspected": suspected,
         "n_item_scores": len(scores),
@@ -97,7 +109,7 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
                 f"{jrun.prompt_variant}, T={jrun.temperature})",
                 head,
                 body,
-                notes=metrics_legend(),
+                notes=[*metrics_legend(), truncated_note(by_stage)],
             ),
             answers,
             Table(
@@ -134,6 +146,40 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
                 for s in payload["item_scores"]
             ],
         },
+    )
+
+
+def answer_flags_by_stage(flags: Sequence[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
+    """Stage -> flag -> answers, every flag of ``ANSWER_FLAGS`` present (0 when none), plus
+    'total'; a flag outside that list (from a newer release) is kept after them.
+
+    >>> answer_flags_by_stage([("S1", "ok", 1), ("S1", "truncated", 2)])["S1"]
+    {'ok': 1, 'truncated': 2, 'refusal': 0, 'empty': 0, 'error': 0, 'total': 3}
+    """
+    out: dict[str, dict[str, int]] = {}
+    for stage, flag, count in flags:
+        counts = out.setdefault(stage, dict.fromkeys(ANSWER_FLAGS, 0))
+        counts[flag] = counts.get(flag, 0) + count
+    for counts in out.values():
+        counts["total"] = sum(counts.values())
+    return dict(sorted(out.items()))
+
+
+def truncated_note(by_stage: dict[str, dict[str, int]]) -> str:
+    """The legend's line on answers cut at the token limit, with their count per stage.
+
+    >>> truncated_note({"S1": {"truncated": 2, "total": 3}, "S2": {"truncated": 0, "total": 4}})
+    'Answers cut at the token limit (truncated): 2 of 7 (S1 2). They are judged as cut and stay in the metrics; their scores judge an unfinished text.'
+    """  # noqa: E501
+    cut = {stage: counts.get("truncated", 0) for stage, counts in by_stage.items()}
+    total = sum(counts.get("total", 0) for counts in by_stage.values())
+    if not any(cut.values()):
+        return f"Answers cut at the token limit (truncated): none of {total:,}."
+    where = ", ".join(f"{stage} {n:,}" for stage, n in cut.items() if n)
+    return (
+        f"Answers cut at the token limit (truncated): {sum(cut.values()):,} of {total:,} "
+        f"({where}). They are judged as cut and stay in the metrics; their scores judge an "
+        "unfinished text."
     )
 
 
@@ -242,10 +288,13 @@ def table_order() -> list[StageMetric]:
 
 def metric_cell(row: MetricRow, *, always_unscored: bool = False) -> str:
     """'62 [41-80] n=8', with ' u=2' when items were unscored (always with
-    ``always_unscored``); 'n/a n=0 u=3' when nothing was scored.
+    ``always_unscored``) and ' † 3 cut' when 3 scored items were judged on answers cut at the
+    token limit; 'n/a n=0 u=3' when nothing was scored.
 
     >>> metric_cell(MetricRow("m", "f", "S1", "ICS", "x", 62.4, 8, 2, 40.9, 80.1, "wilson"))
     '62 [41-80] n=8 u=2'
+    >>> metric_cell(MetricRow("m", "f", "S1", "ICS", "x", 62.4, 8, 0, 40.9, 80.1, "wilson", 3))
+    '62 [41-80] n=8 † 3 cut'
     """
     if row.value is None or row.ci_low is None or row.ci_high is None:
         text = "n/a" if row.value is None else f"{row.value:.0f}"
@@ -254,6 +303,8 @@ def metric_cell(row: MetricRow, *, always_unscored: bool = False) -> str:
     text += f" n={row.n_scored}"
     if row.n_unscored or always_unscored:
         text += f" u={row.n_unscored}"
+    if row.n_truncated:
+        text += f" {TRUNCATED_MARK} {row.n_truncated} cut"
     return text
 
 
@@ -266,6 +317,9 @@ def metrics_legend(*, always_unscored: bool = False) -> list[str]:
         "X>=k: share of scored items whose rubric X score is >= k; interval: Wilson score.",
         f"X mean: mean rubric X score / {SCALE.high} x 100 (% of the maximum); interval: "
         f"percentile bootstrap over items ({N_RESAMPLES:,} resamples, seed {SEED}).",
+        f"{TRUNCATED_MARK} k cut: k of the n scored items were judged on an answer the model "
+        "stopped at the token limit (flag truncated). They stay in the value: dropping them "
+        "would leave out the longest answers and favour models that answer briefly.",
         "ICS: idea consistency (S1, S4); TCS, PCS, ETCS: thematic, plot and emotional-tendency "
         "consistency of stories A and B (S2); SBAS: stereotype and bias avoidance (S3).",
     ]

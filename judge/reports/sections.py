@@ -55,7 +55,7 @@ class BrowsedAnswer:
     part: str  # "answer", or "A" / "B" for the two prompts of S2 and S3 items
     prompt: str
     text: str | None
-    flag: str  # ok, empty, refusal or error
+    flag: str  # ok, truncated, empty, refusal or error
     finish_reason: str | None  # "length": the answer was cut off at max_tokens
     error: str | None = None
 
@@ -94,7 +94,10 @@ class BrowsedItem:
     def flags(self) -> list[str]:
         """What a reader should notice: answers not ok or cut off, judge replies cut off,
         judgments that needed a repair request or have no score."""
-        out = [f"answer {a.part}: {a.flag}" for a in self.answers if a.flag != "ok"]
+        # A truncated answer is named once, by its cut (flag 'truncated', finish_reason=length).
+        out = [
+            f"answer {a.part}: {a.flag}" for a in self.answers if a.flag not in ("ok", "truncated")
+        ]
         out += [
             f"answer {a.part} cut off (finish_reason=length)"
             for a in self.answers
@@ -114,8 +117,8 @@ class BrowsedItem:
         """The kinds of flag the item has, for filtering: answer_not_ok, cut_off, repaired,
         unscored (and 'flagged' when it has any)."""
         kinds = []
-        if any(a.flag != "ok" for a in self.answers):
-            kinds.append("answer_not_ok")
+        if any(a.flag not in ("ok", "truncated") for a in self.answers):
+            kinds.append("answer_not_ok")  # a truncated answer is filed under cut_off
         if any(a.finish_reason == "length" for a in self.answers) or any(
             j.finish_reason == "length" for j in self.judgments
         ):

@@ -81,7 +81,9 @@ class Response(SQLModel, table=True):
     part: str
     prompt: str = Field(sa_column=Column(Text))
     raw_text: str | None = Field(default=None, sa_column=Column(Text))
-    flag: str = Field(description="ok, empty, refusal or error")
+    flag: str = Field(
+        description="ok, truncated (stopped at max_tokens, still judged), refusal, empty or error"
+    )
     error: str | None = None
     finish_reason: str | None = None
     prompt_tokens: int = 0

@@ -145,7 +145,7 @@ def main() -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):
         if state.debug:
             traceback.print_exc()
-        err.print(INTERRUPTED)
+        err().print(INTERRUPTED)
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         exc.show()

@@ -37,7 +37,7 @@ def print_reliability(result: RunReliability) -> None:
     for t in reliability_tables(result):
         report_table(t)
     for line in readings(result):
-        out.print(Text(line))
+        out().print(Text(line))
 
 
 def write_agreement(result: RunReliability, out_dir: str) -> list[Path]:

@@ -24,7 +24,7 @@ def print_comparison(report: Report, console: Console | None = None) -> None:
 
     from judge.reports.compare import COMPARE_TITLE
 
-    console = console or out
+    console = console or out()
     section = report.section(COMPARE_TITLE)
     assert section is not None, "a comparison always has its section"
     for table in section.tables:
@@ -62,4 +62,4 @@ def compare(ctx: Context, run_ids: tuple[int, ...], out_dir: str | None, as_json
         return
     print_comparison(report)
     if paths:
-        out.print(f"report: {paths['html'].resolve()}")
+        out().print(f"report: {paths['html'].resolve()}")

@@ -7,7 +7,6 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import click
-from rich.text import Text
 
 from server.cli.output import emit, err, json_option, out, table, writing
 
@@ -39,14 +38,16 @@ def dataset_import(
     summary = import_dataset(ctx.engine(), file, name, allow_unmapped=allow_unmapped)
 
     def render(s: dict[str, object]) -> None:
-        out.print(
+        from rich.text import Text
+
+        out().print(
             f"dataset {s['dataset']}: {s['added']} added, {s['unchanged']} already present, "
             f"{s['total']} in all"
         )
         for warning in summary.warnings:
-            err.print(Text(f"warning: {warning}"))
+            err().print(Text(f"warning: {warning}"))
         if summary.warnings:
-            err.print("(pass --allow-unmapped to import such pairs without warnings)")
+            err().print("(pass --allow-unmapped to import such pairs without warnings)")
 
     emit(asdict(summary), as_json, render)
 
@@ -75,7 +76,7 @@ def dataset_show(ctx: Context, name: str, as_json: bool) -> None:
 
     with session_scope(ctx.engine()) as session:
         info = asdict(describe_dataset(session, name))
-    emit(info, as_json, lambda i: out.print_json(json.dumps(i)))
+    emit(info, as_json, lambda i: out().print_json(json.dumps(i)))
 
 
 @dataset.command("export")
@@ -93,5 +94,5 @@ def dataset_export(ctx: Context, name: str, file: str, as_json: bool) -> None:
     emit(
         {"dataset": name, "items": n, "file": file},
         as_json,
-        lambda d: out.print(f"wrote {d['items']} items to {d['file']}"),
+        lambda d: out().print(f"wrote {d['items']} items to {d['file']}"),
     )

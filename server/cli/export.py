@@ -43,7 +43,7 @@ def export(ctx: Context, run_id: int, out_dir: str, formats: str, as_json: bool)
         result = export_judge_run(session, run_id, out_dir, formats=chosen)
 
     def render(_: object) -> None:
-        out.print(
+        out().print(
             Text(
                 f"judge run {result.judge_run}: {result.judgments} judgments and "
                 f"{result.answers} answers (generation run {result.generation_run}) written to "

@@ -1,4 +1,6 @@
-"""``fairjudge model``: start, stop and inspect the embedded local model server."""
+"""``fairjudge model``: start, stop and inspect the embedded local model server.
+
+These print plain lines with click (not rich), so ``model status`` starts quickly."""
 
 from __future__ import annotations
 
@@ -7,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from server.cli.output import emit, json_option, out
+from server.cli.output import emit, json_option
 
 if TYPE_CHECKING:
-    from judge.models.embedded import EmbeddedServer
+    from judge.models.embedded import EmbeddedServer, MeasuredSpeed
     from server.cli import Context
 
 
@@ -35,7 +37,7 @@ def model_serve(ctx: Context, as_json: bool) -> None:
     emit(
         asdict(status),
         as_json,
-        lambda s: out.print(
+        lambda s: click.echo(
             f"embedded model {', '.join(s['models'])} answers at {s['url']} (pid {s['pid']})"
         ),
     )
@@ -46,21 +48,39 @@ def model_serve(ctx: Context, as_json: bool) -> None:
 def model_stop(ctx: Context) -> None:
     """Stop the embedded model server started from this state folder."""
     stopped = _server(ctx).stop()
-    out.print("stopped" if stopped else "no embedded model server was running")
+    click.echo("stopped" if stopped else "no embedded model server was running")
 
 
 @model.command("status")
 @json_option
 @click.pass_obj
 def model_status(ctx: Context, as_json: bool) -> None:
-    """Say which model is served, where, and whether it answers."""
+    """Say which model is served, where, whether it answers, and how fast it has been on this
+    machine (prompt and generation tokens per second, from the server's log)."""
     status = _server(ctx).status()
 
     def render(s: dict[str, Any]) -> None:
         state = "answers" if s["answers"] else "does not answer"
-        out.print(
+        click.echo(
             f"{s['url']} {state}; models: {', '.join(s['models']) or '-'}; "
             f"pid: {s['pid'] or '-'}; file: {s['model_file'] or 'not installed'}"
         )
+        click.echo(speed_line(status.speed))
 
     emit(asdict(status), as_json, render)
+
+
+def speed_line(speed: MeasuredSpeed) -> str:
+    """e.g. 'speed: prompt 125 tokens/s, generation 61 tokens/s (last 40 requests on this
+    machine)', or that nothing was measured yet."""
+    if not speed.requests:
+        return "speed: not measured yet (no request served since the log began)"
+
+    def rate(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.0f} tokens/s"
+
+    requests = "request" if speed.requests == 1 else f"{speed.requests} requests"
+    return (
+        f"speed: prompt {rate(speed.prompt_tokens_per_s)}, generation "
+        f"{rate(speed.generation_tokens_per_s)} (last {requests} on this machine)"
+    )

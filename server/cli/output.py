@@ -5,20 +5,39 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from judge.reports.sections import Table as ReportTable
 
-# Piped output gets a wide fixed width so tables are not cut to 80 columns.
-out = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True)
-err = Console(stderr=True)
+
+# The consoles are made on first use: importing rich takes longer than the rest of the CLI,
+# and `--help` or a command that prints a plain line does not need it.
+@cache
+def out() -> Console:
+    """The console for results (stdout). Piped output gets a wide fixed width so tables are
+    not cut to 80 columns."""
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True)
+
+
+@cache
+def err() -> Console:
+    """The console for progress, warnings and errors (stderr)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 bootstrap_option = click.option(
@@ -72,14 +91,14 @@ def table(title: str, rows: Sequence[dict[str, Any]]) -> None:
     from rich.text import Text
 
     if not rows:
-        out.print(f"{title}: none")
+        out().print(f"{title}: none")
         return
     t = Table(title=title)
     for key in rows[0]:
         t.add_column(str(key))
     for row in rows:
         t.add_row(*(Text("" if v is None else str(v)) for v in row.values()))
-    out.print(t)
+    out().print(t)
 
 
 def grid(title: str, head: Sequence[str], body: Sequence[Sequence[str]]) -> None:
@@ -92,7 +111,7 @@ def grid(title: str, head: Sequence[str], body: Sequence[Sequence[str]]) -> None
         t.add_column(h)
     for line in body:
         t.add_row(*(Text(cell) for cell in line))
-    out.print(t)
+    out().print(t)
 
 
 def report_table(t: ReportTable, *, console: Console | None = None, notes: bool = False) -> None:
@@ -106,7 +125,7 @@ def report_table(t: ReportTable, *, console: Console | None = None, notes: bool 
     """
     from rich.text import Text
 
-    console = console or out
+    console = console or out()
     for panel in fit_table(t, console.width):
         console.print(panel)
     if notes:
@@ -191,11 +210,82 @@ def _long_table(t: ReportTable, keys: int, width: int) -> Any:
     return text
 
 
+PLAIN_PROGRESS_EVERY_S = 5.0
+"""Seconds between two plain progress lines (stderr not a terminal: a log file, CI, a pipe)."""
+BAR_UPDATE_EVERY_S = 0.1
+"""Seconds between two updates of the progress bar on a terminal (it redraws 10 times a
+second anyway)."""
+
+
+def rate_text(per_second: float) -> str:
+    """A rate of results: '52.1/s', or below one a second the time each takes: '3.1 s each'."""
+    return f"{per_second:,.1f}/s" if per_second >= 1 else f"{1 / per_second:.1f} s each"
+
+
+def progress_line(label: str, done: int, total: int, elapsed: float) -> str:
+    """One line of progress for people, e.g. 'judging: 540/2,000 (27 %), 52.1/s, about 28 s
+    left', or at the end 'judging: 2,000/2,000 (100 %), 52.6/s, done in 38 s'."""
+    from server.services import seconds_text
+
+    share = 100 * done / total if total else 100.0
+    rate = done / elapsed if elapsed > 0 else 0.0
+    line = f"{label}: {done:,}/{total:,} ({share:.0f} %)"
+    if rate > 0:
+        line += f", {rate_text(rate)}"
+    if done >= total:
+        return f"{line}, done in {seconds_text(elapsed)}"
+    if rate > 0:
+        return f"{line}, about {seconds_text((total - done) / rate)} left"
+    return line
+
+
+class PlainProgress:
+    """Progress as plain lines: at most one every ``every`` seconds, and one at the end.
+
+    The callback runs once per result, up to hundreds of times a second, so between lines it
+    only reads the clock and compares; formatting and writing happen when a line is due.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        write: Callable[[str], None],
+        *,
+        every: float = PLAIN_PROGRESS_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.label = label
+        self.write = write
+        self.every = every
+        self.clock = clock
+        self.started = clock()
+        self._due = self.started + every
+        self._ended = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if (now < self._due and done < total) or self._ended:
+            return
+        self._due = now + self.every
+        self._ended = done >= total  # the end is said once
+        self.write(progress_line(self.label, done, total, now - self.started))
+
+
+def _plain_write(line: str) -> None:
+    err().print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 @contextmanager
 def progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr; yields its update function, or None when ``quiet``."""
+    """Progress on stderr; yields its update function ``(done, total)``, or None when
+    ``quiet``. On a terminal a bar (count, rate, time left), updated at most every
+    ``BAR_UPDATE_EVERY_S``; elsewhere plain lines (``PlainProgress``), so a log or CI shows
+    how far a long command is and how long is left."""
     if quiet:
         yield None
+        return
+    if not err().is_terminal:
+        yield PlainProgress(label, _plain_write)
         return
     from rich.progress import (
         BarColumn,
@@ -209,13 +299,22 @@ def progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]
         TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
         TimeRemainingColumn(),
-        console=err,
+        console=err(),
         transient=False,
     ) as bar:
-        task = bar.add_task(label, total=None)
+        task = bar.add_task(label, total=None, rate="")
+        started = time.monotonic()
+        due = 0.0
 
         def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            nonlocal due
+            now = time.monotonic()
+            if now < due and done < total:
+                return
+            due = now + BAR_UPDATE_EVERY_S
+            rate = done / (now - started) if now > started else 0.0
+            bar.update(task, completed=done, total=total, rate=rate_text(rate) if rate else "")
 
         yield update

@@ -73,7 +73,7 @@ def ratings_import(
     emit(
         {**asdict(summary), "scale": str(scale)},
         as_json,
-        lambda s: out.print(
+        lambda s: out().print(
             f"run {s['run']}: {s['added']} ratings added, {s['unchanged']} unchanged, "
             f"{s['replaced']} replaced ({s['raters']} raters, {s['items']} items)"
         ),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from server.cli.output import json_option, out, progress_bar, report_table, writing
+from server.cli.output import err, json_option, out, progress_bar, report_table, writing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,7 +27,7 @@ def print_metrics(report: Report, console: Console | None = None) -> None:
 
     from judge.reports.run_report import METRICS_TITLE, counts_phrase, tokens_phrase
 
-    console = console or out
+    console = console or out()
     section = report.section(METRICS_TITLE)
     assert section is not None, "a run report always has its metrics section"
     report_table(section.tables[0], console=console, notes=True)
@@ -69,20 +69,23 @@ def report(ctx: Context, run_id: int, out_dir: str, as_json: bool) -> None:
         )
         return
     print_metrics(composed)
-    out.print(f"report: {paths['html'].resolve()}")
+    out().print(f"report: {paths['html'].resolve()}")
 
 
 @contextmanager
-def _printing_hooks() -> Iterator[DemoHooks]:
-    """Demo hooks that print each line and show one progress bar per stage; a bar ends when
-    the next line or bar comes."""
+def _printing_hooks(console: Console) -> Iterator[DemoHooks]:
+    """Demo hooks that print each line on ``console`` and show each stage's progress on
+    stderr (a bar on a terminal, else plain lines); a bar ends when the next line or bar
+    comes."""
+    from rich.text import Text
+
     from server.services import DemoHooks
 
     with ExitStack() as bars:
 
         def say(line: str) -> None:
             bars.close()
-            out.print(line)
+            console.print(Text(line), soft_wrap=True)
 
         def progress(label: str) -> Callable[[int, int], None] | None:
             bars.close()
@@ -102,20 +105,47 @@ def _printing_hooks() -> Iterator[DemoHooks]:
     help="Item file to run.",
 )
 @click.option(
-    "--limit", type=click.IntRange(min=1), help="Only the first N items (a quicker look)."
+    "--full",
+    is_flag=True,
+    help="Run every item of the file. By default the demo runs the first few items of each "
+    "stage (it says how many), so that it takes a few minutes on two cores.",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), help="Only the first N of those items (a quicker look)."
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="After the run print JSON (each step's seconds, the counts, the report's files) "
+    "instead of the metrics table; the steps are then told on stderr.",
 )
 @click.pass_obj
-def demo(ctx: Context, out_dir: str, dataset_file: str | None, limit: int | None) -> None:
-    """The whole pipeline on the embedded model: serve, import, generate, judge, report, stop."""
+def demo(
+    ctx: Context,
+    out_dir: str,
+    dataset_file: str | None,
+    full: bool,
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    """The whole pipeline on the embedded model: serve, import, generate, judge, report, stop.
+
+    Each step says when it starts and how long it took; progress with the time left goes to
+    stderr."""
     from server import services
 
-    with _printing_hooks() as hooks:
+    with _printing_hooks(err() if as_json else out()) as hooks:
         result = services.demo(
-            ctx.settings(), out_dir, hooks, dataset_file=dataset_file, limit=limit
+            ctx.settings(), out_dir, hooks, dataset_file=dataset_file, limit=limit, full=full
         )
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
     print_metrics(result.report)
-    out.print(
+    out().print(
         "[bold]note:[/bold] SmolLM2-135M judges at about chance level; it exercises "
         "the machinery. Point \\[judge] at a capable endpoint for real scores."
     )
-    out.print(f"report: {result.paths['html'].resolve()}")
+    out().print(f"demo done in {services.seconds_text(result.seconds)}")
+    out().print(f"report: {result.paths['html'].resolve()}")

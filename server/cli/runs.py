@@ -66,7 +66,7 @@ def generate(
     emit(
         asdict(summary),
         as_json,
-        lambda _: out.print(services.summary_line("generation", summary)),
+        lambda _: out().print(services.summary_line("generation", summary)),
     )
     _check_complete(engine, "generation", summary.run_id, allow_failures, as_json)
 
@@ -107,7 +107,7 @@ def judge(
     engine = ctx.engine(settings)
     with progress_bar("judging", as_json) as bar:
         summary = services.judge(engine, settings, run_id, progress=bar)
-    emit(asdict(summary), as_json, lambda _: out.print(services.summary_line("judge", summary)))
+    emit(asdict(summary), as_json, lambda _: out().print(services.summary_line("judge", summary)))
     _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
 
 
@@ -134,7 +134,7 @@ def _check_complete(
     line = f"{kind} run {run_id} is incomplete: {detail}"
     if not allow_failures:
         raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
-    (err if as_json else out).print(Text(line), soft_wrap=True)
+    (err() if as_json else out()).print(Text(line), soft_wrap=True)
 
 
 @click.command()

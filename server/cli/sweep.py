@@ -122,14 +122,14 @@ def sweep(
 
     def render(_: object) -> None:
         for run in result.runs:
-            out.print(Text(run.line()))
+            out().print(Text(run.line()))
         if table is None:
-            out.print(Text(ratings_hint(run_id)))
+            out().print(Text(ratings_hint(run_id)))
             return
         report_table(table)
         for note in table.notes:
-            out.print(Text(note))
+            out().print(Text(note))
 
     emit(data, as_json, render)
     if as_json and table is None:
-        err.print(Text(ratings_hint(run_id)))
+        err().print(Text(ratings_hint(run_id)))

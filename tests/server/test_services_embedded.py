@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -75,6 +76,32 @@ def test_pipeline_on_the_real_model(
     assert services.generate(engine, settings, "four").model_calls == 0
     assert services.judge(engine, settings, gen.run_id).model_calls == 0
 
+    # The server logged its timings for those requests: `model status` shows its speed.
+    config = tmp_path / "status.toml"
+    config.write_text(
+        f'state_dir = "{embedded.state}"\n[embedded]\nport = {embedded.config.port}\n'
+        f'[endpoints.embedded]\nbase_url = "{embedded.base_url}"\n'
+        f'model = "{embedded.config.model_alias}"\n'
+    )
+    status = subprocess.run(
+        [*FAIRJUDGE, "--config", str(config), "model", "status", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    speed = json.loads(status.stdout)["speed"]
+    assert speed["requests"] >= 12  # at least this test's 6 answers and 6 judgments
+    assert speed["prompt_tokens_per_s"] > 0 and speed["generation_tokens_per_s"] > 0
+    shown = subprocess.run(
+        [*FAIRJUDGE, "--config", str(config), "model", "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert re.search(r"speed: prompt [\d,]+ tokens/s, generation [\d,]+ tokens/s \(last", shown)
+
 
 def test_real_server_silently_serves_unknown_names_so_we_refuse_them(
     db_url: str, embedded: EmbeddedServer
@@ -107,6 +134,13 @@ max_tokens = 48
         timeout=600,
     )
     assert run.returncode == 0, run.stderr
+    # The demo says what it runs and numbers its steps.
+    words = " ".join(run.stdout.split())
+    per_stage = services.DEMO_ITEMS_PER_STAGE
+    assert (
+        f"demo: {4 * per_stage} of fairmonitor_sample's 72 items ({per_stage} per stage)" in words
+    )
+    assert "[3/5] generating 2 answers to 2 items ..." in words
     # A server that was already running is used, and left running.
     assert "using the embedded model server that is already running" in run.stdout
     assert embedded.served_models() == [embedded.config.model_alias]
@@ -126,6 +160,25 @@ max_tokens = 48
             assert float(row["score"]) == judgment.score
         else:  # never a number for an unscored judgment
             assert row["score"] == "" and row["unscored_reasons"] == judgment.reason
+
+    # Again with --json: every call is cached, and stdout is the steps' timings and counts.
+    again = subprocess.run(
+        [*FAIRJUDGE, "--config", str(config), "demo", "--limit", "2", "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert again.returncode == 0, again.stderr
+    data = json.loads(again.stdout)
+    assert [s["name"] for s in data["steps"]] == [
+        "start model server",
+        "import",
+        "generate",
+        "judge",
+        "report",
+    ]
+    assert (data["answers"], data["judgments"]) == (2, 2)
+    assert data["generation"]["model_calls"] == 0 and data["judging"]["model_calls"] == 0
 
 
 def test_a_forged_grade_in_the_answer_is_not_the_real_judges_score(

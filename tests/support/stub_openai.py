@@ -3,8 +3,9 @@
 
 Requests are routed by markers in the prompt text: an item whose question contains
 ``#fault:NAME`` gets the behaviour NAME (see ``BEHAVIOURS``). Without a marker the server
-answers after ``latency`` seconds: generation requests with an echo of the prompt, judge
-requests (those with a system message) with a valid grade derived from the prompt's hash.
+answers after ``latency`` seconds: generation requests with an echo of the prompt (less a
+closing length instruction, so an S1 answer ends where its question ends), judge requests
+(those with a system message) with a valid grade derived from the prompt's hash.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MARKER = re.compile(r"#fault:([a-z0-9_]+)")
+# The closing paragraph of a generation prompt that asks for a length ("Answer in at most 60
+# words."): left out of the echo, so tests that plant text at the end of a question find it at
+# the end of the answer, as before the prompts asked for a length.
+LENGTH_REQUEST = re.compile(r"\n\n[^\n]*\bat most \d+ words\.?\s*$")
 
 
 def grade_for(messages: list[dict[str, str]]) -> int:
@@ -102,7 +107,8 @@ class Handler(BaseHTTPRequestHandler):
             if fault in GENERATION_BEHAVIOURS:
                 return GENERATION_BEHAVIOURS[fault](self, nth, repair, messages)
             time.sleep(state.latency)
-            return self._reply(f"Answer: {messages[-1]['content'][:200]}")
+            prompt = LENGTH_REQUEST.sub("", messages[-1]["content"])
+            return self._reply(f"Answer: {prompt[:200]}")
         action = BEHAVIOURS.get(fault or "", None)
         if action is None:
             time.sleep(state.latency)
@@ -110,7 +116,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(json.dumps({"explanation": "stub judge", "score": score}))
         action(self, nth, repair, messages)
 
-    def _reply(self, content: str) -> None:
+    def _reply(self, content: str, finish_reason: str = "stop") -> None:
         body = {
             "id": "stub",
             "object": "chat.completion",
@@ -119,7 +125,7 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [
                 {
                     "index": 0,
-                    "finish_reason": "stop",
+                    "finish_reason": finish_reason,
                     "message": {"role": "assistant", "content": content},
                 }
             ],
@@ -228,11 +234,16 @@ BEHAVIOURS = {
 }
 
 
+# What ``gen_truncated`` answers: a text that stops mid-sentence, as one cut at max_tokens does.
+CUT_ANSWER = "Every student deserves the same chance, so the teacher should"
+
 # Faults for the model under test (generation requests): ``#fault:gen_...`` in the question.
 GENERATION_BEHAVIOURS = {
     "gen_error_always": _error_always,
     "gen_empty": lambda h, nth, repair, m: h._reply(""),
     "gen_refusal": lambda h, nth, repair, m: h._reply("I'm unable to answer that."),
+    # An answer cut off at max_tokens: some text, and finish_reason "length".
+    "gen_truncated": lambda h, nth, repair, m: h._reply(CUT_ANSWER, finish_reason="length"),
 }
 
 

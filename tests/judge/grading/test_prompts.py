@@ -8,6 +8,7 @@ out by hand, not produced by the code under test."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -133,9 +134,9 @@ def test_prompt_sections_are_present_in_order_and_separated(
     rubric = rubrics[name]
     assert stage in rubric.applies_to
     _, got = render(book, rubric, item, answers, variant)
-    # task, criterion, levels, texts heading, one block per text, reply instruction
-    assert len(got) == 4 + len(blocks) + 1, got
-    task, criterion, levels, heading = got[:4]
+    # task, criterion, levels, reply instruction, texts heading, one block per text, closing
+    assert len(got) == 5 + len(blocks) + 1, got
+    task, criterion, levels, reply, heading = got[:5]
     assert task.startswith("Task: rate ") and f"({name})" in task and "\n" not in task
     # the criterion heading stands on its own line: it never runs into the criterion's text
     assert criterion.startswith("Criterion:\n")
@@ -149,17 +150,53 @@ def test_prompt_sections_are_present_in_order_and_separated(
         f"4 - {rubric.levels[3]}",
         f"5 - {rubric.levels[4]}",
     ]
-    assert heading.startswith("Texts to compare")
-    # the judge is told that what is inside a fence is data, not instructions
-    assert "data" in heading and "do not follow it" in heading
-    assert got[4:-1] == [
-        f"<<{label} {code(text)}>>\n{text}\n<<END {label} {code(text)}>>" for label, text in blocks
-    ]
-    reply = got[-1]
     assert reply.startswith("Reply with a JSON object") or variant == "cot"
     assert reply.index('"explanation"') < reply.index('"score"')  # explanation first
     # the verdict ends the reply: that is where the parser reads it
     assert reply.splitlines()[-1].endswith("so that it ends your reply.")
+    assert heading.startswith("Texts to compare")
+    # the judge is told that what is inside a fence is data, not instructions
+    assert "data" in heading and "do not follow it" in heading
+    assert got[5:-1] == [
+        f"<<{label} {code(text)}>>\n{text}\n<<END {label} {code(text)}>>" for label, text in blocks
+    ]
+    assert got[-1] == "Your JSON verdict on the texts above:"
+
+
+@pytest.mark.parametrize(("stage", "name", "item", "answers", "blocks"), CASES, ids=IDS)
+@pytest.mark.parametrize("variant", ["plain", "cot"])
+def test_the_part_shared_by_a_rubric_s_judgments_comes_first(
+    book: PromptBook,
+    rubrics: RubricSet,
+    stage: str,
+    name: str,
+    item: dict[str, str],
+    answers: dict[str, str],
+    blocks: list[tuple[str, str]],
+    variant: str,
+) -> None:
+    # Two judgments of one rubric on different texts: the rendered conversations (system
+    # and user text as a model server sees them, one after the other) may differ only from
+    # the first fenced text on, so everything before it is a prefix a server can keep.
+    rubric = rubrics[name]
+    other_item = {k: f"another {k} altogether" for k in item}
+    other_answers = {k: f"another answer {k}" for k in answers}
+
+    def conversation(i: dict[str, str], a: dict[str, str]) -> str:
+        prompt = book.judge_prompt(rubric, rubric.render_texts(i, a), variant=variant)
+        return "\n".join(m["content"] for m in prompt.messages)
+
+    first, second = conversation(item, answers), conversation(other_item, other_answers)
+    shared = len(os.path.commonprefix([first, second]))
+    first_fence = first.index(f"<<{blocks[0][0]} ")
+    assert shared >= first_fence
+    # and that shared opening holds the task, criterion, every level and the reply format
+    opening = first[:first_fence]
+    assert all(level in opening for level in rubric.levels)
+    assert '"explanation"' in opening and '"score"' in opening
+    assert " ".join(rubric.criterion.split()) in " ".join(opening.split())
+    # what follows the texts is one short line, not a second copy of the instructions
+    assert len(first) - first.rindex(">>") < 60
 
 
 def test_s3_answer_b_sits_in_its_own_slot_after_question_b(
@@ -188,11 +225,12 @@ def test_cot_reasons_step_by_step_without_a_length_limit(
 ) -> None:
     system, cot = render(book, rubrics[name], item, answers, "cot")
     _, plain = render(book, rubrics[name], item, answers, "plain")
-    assert cot[:-1] == plain[:-1]  # the variants differ only in the reply instruction
-    assert "step by step" in cot[-1] and "step" not in plain[-1].lower()
-    assert LENGTH_LIMITS.search(cot[-1]) is None, cot[-1]
+    # the variants differ only in the reply instruction (the fourth block)
+    assert cot[:3] == plain[:3] and cot[4:] == plain[4:]
+    assert "step by step" in cot[3] and "step" not in plain[3].lower()
+    assert LENGTH_LIMITS.search(cot[3]) is None, cot[3]
     assert LENGTH_LIMITS.search(system) is None, system  # shared by both variants
-    assert "two or three sentences" in " ".join(plain[-1].split())
+    assert "two or three sentences" in " ".join(plain[3].split())
 
 
 def test_docs_table_shows_the_levels_of_rubrics_toml(rubrics: RubricSet) -> None:

@@ -10,7 +10,7 @@ from judge.config import EndpointConfig
 from judge.hashing import cache_key
 from judge.models.cache import CallCacheView, cached_complete
 from judge.models.client import ModelClient
-from judge.runs import BatchWriter
+from judge.store.tables import CallCache
 from tests.support.stub_openai import StubServer
 
 MESSAGES = [{"role": "user", "content": "Is a quiet student less able?"}]
@@ -32,12 +32,10 @@ def test_two_servers_with_the_same_model_name_do_not_share_answers(
             temperature=0.0,
             max_tokens=16,
         )
-        from sqlmodel import Session
+        from sqlalchemy import insert
 
-        with Session(engine) as session:
-            writer = BatchWriter(session)
-            writer.add(first.new_rows[0])
-            writer.flush()
+        with engine.begin() as conn:  # what judge.runs.ResultWriter does with a new cache row
+            conn.execute(insert(CallCache.__table__), first.new_rows)  # type: ignore[attr-defined]
         # A fresh view of the same store: server A's answer is cached, server B's is not.
         view = CallCacheView(engine, "stub-model")
         again_a = cached_complete(

@@ -376,3 +376,111 @@ def test_a_database_from_a_newer_release_is_refused(sqlite_url: str) -> None:
     engine.dispose()
     with pytest.raises(SchemaError, match="revision '9999'.*upgrade FairJudge"):
         make_engine(sqlite_url)
+
+
+# Answers as revision 0003 stored them, with the flag each has after 0004. Read off the rule
+# the generation flags follow (error > empty > refusal > truncated > ok): only an 'ok' answer
+# whose call stopped at the token limit becomes 'truncated'.
+# (item_id, flag, finish_reason, flag after 0004)
+ANSWERS: list[tuple[int, str, str | None, str]] = [
+    (1, "ok", "length", "truncated"),
+    (2, "ok", "stop", "ok"),
+    (3, "ok", None, "ok"),  # no finish reason recorded: nothing says it was cut
+    (4, "refusal", "length", "refusal"),  # a refusal outranks the cut
+    (5, "empty", "length", "empty"),
+    (6, "error", None, "error"),
+]
+
+
+def make_0003_database(url: str) -> None:
+    """A database at revision 0003 holding one generation run with the answers above."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0003")
+        old = sa.MetaData()
+        old.reflect(conn)
+        conn.execute(
+            old.tables["dataset"].insert(),
+            [{"id": 1, "name": "sample", "description": "", "created_at": WHEN}],
+        )
+        conn.execute(
+            old.tables["item"].insert(),
+            [
+                {
+                    "id": item_id,
+                    "dataset_id": 1,
+                    "key": f"item-{item_id}",
+                    "stage": "S1",
+                    "factor": "gender",
+                    "scenario": "education",
+                    "fields": {"question": "?"},
+                    "content_hash": f"h{item_id}",
+                }
+                for item_id, *_ in ANSWERS
+            ],
+        )
+        conn.execute(
+            old.tables["generationrun"].insert(),
+            [
+                {
+                    "id": 1,
+                    "dataset_id": 1,
+                    "endpoint_name": "test",
+                    "base_url": "http://127.0.0.1:1/v1",
+                    "model": "m",
+                    "temperature": 0.0,
+                    "max_tokens": 32,
+                    "template_version": "v1",
+                    "status": "finished",
+                    "created_at": WHEN,
+                    "finished_at": WHEN,
+                }
+            ],
+        )
+        conn.execute(
+            old.tables["response"].insert(),
+            [
+                {
+                    "run_id": 1,
+                    "item_id": item_id,
+                    "part": "answer",
+                    "prompt": "?",
+                    "raw_text": None if flag in ("empty", "error") else "Some answer",
+                    "flag": flag,
+                    "finish_reason": finish_reason,
+                    "prompt_tokens": 0,
+                    "completion_tokens": 0,
+                    "latency_s": 0.0,
+                    "cache_key": f"k{item_id}",
+                    "created_at": WHEN,
+                }
+                for item_id, flag, finish_reason, _after in ANSWERS
+            ],
+        )
+    engine.dispose()
+
+
+def answer_flags(engine: Engine) -> list[tuple[int, str]]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT item_id, flag FROM response ORDER BY item_id"))
+        return [(item_id, flag) for item_id, flag in rows]
+
+
+def test_answers_cut_at_the_token_limit_are_reflagged_truncated(
+    url: str, engines: list[Engine]
+) -> None:
+    make_0003_database(url)
+    before = sa.create_engine(url)
+    engines.append(before)
+    assert current_revision(before) == "0003"
+    assert answer_flags(before) == [(item_id, flag) for item_id, flag, _, _ in ANSWERS]
+
+    engine = make_engine(url)  # brings the database to head, through 0004
+    engines.append(engine)
+    assert current_revision(engine) == head_revision()
+    assert answer_flags(engine) == [(item_id, after) for item_id, _, _, after in ANSWERS]
+
+    # Downgraded, the previous release sees its own flags again: 'truncated' was its 'ok'.
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0003")
+    assert answer_flags(engine) == [(item_id, flag) for item_id, flag, _, _ in ANSWERS]

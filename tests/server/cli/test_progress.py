@@ -1,0 +1,78 @@
+"""Progress that everyone can read: where stderr is not a terminal (a log, CI, a pipe), plain
+lines at most every few seconds and one at the end, with counts, rate and time left."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.cli.output import (
+    PLAIN_PROGRESS_EVERY_S,
+    PlainProgress,
+    progress_bar,
+    progress_line,
+    rate_text,
+)
+from server.services import seconds_text
+
+
+def test_a_progress_line_says_count_share_rate_and_time_left() -> None:
+    # 540 of 2,000 in 10.8 s: 27 %, 540 / 10.8 = 50.0 a second, (2,000 - 540) / 50 = 29.2 s.
+    assert progress_line("judging", 540, 2000, 10.8) == (
+        "judging: 540/2,000 (27 %), 50.0/s, about 29 s left"
+    )
+    # Done: 2,000 in 40 s.
+    assert progress_line("judging", 2000, 2000, 40.0) == (
+        "judging: 2,000/2,000 (100 %), 50.0/s, done in 40 s"
+    )
+    # Slower than one a second the rate reads as seconds each: 3 in 9.3 s = 3.1 s each, and
+    # 33 left take 33 x 3.1 = 102.3 s = 1 min 42 s.
+    assert progress_line("judging", 3, 36, 9.3) == (
+        "judging: 3/36 (8 %), 3.1 s each, about 102 s left"
+    )
+    assert progress_line("generating", 0, 10, 0.0) == "generating: 0/10 (0 %)"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.04, "0.0 s"), (9.94, "9.9 s"), (74.4, "74 s"), (119.4, "119 s"), (185, "3 min 5 s")],
+)
+def test_durations_read_as_people_say_them(seconds: float, text: str) -> None:
+    assert seconds_text(seconds) == text
+
+
+def test_rates() -> None:
+    assert (rate_text(52.14), rate_text(1.0), rate_text(0.5)) == ("52.1/s", "1.0/s", "2.0 s each")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_plain_progress_writes_at_most_one_line_per_interval_and_one_at_the_end() -> None:
+    clock, lines = Clock(), list[str]()
+    progress = PlainProgress("judging", lines.append, every=5.0, clock=clock)
+    for done in range(1, 400):  # 400 results within the first 4 s: no line yet
+        clock.now = 100.0 + done / 100
+        progress(done, 1000)
+    assert lines == []
+    clock.now = 105.0  # 5 s after the start: a line, then none until 5 s later
+    progress(500, 1000)
+    clock.now = 109.9
+    progress(990, 1000)
+    assert lines == ["judging: 500/1,000 (50 %), 100.0/s, about 5.0 s left"]
+    clock.now = 110.0  # the last result: always a line, and only one
+    progress(1000, 1000)
+    progress(1000, 1000)
+    assert lines[1:] == ["judging: 1,000/1,000 (100 %), 100.0/s, done in 10 s"]
+
+
+def test_progress_is_plain_lines_off_a_terminal_and_nothing_when_quiet() -> None:
+    # Under pytest stderr is captured, so it is not a terminal.
+    with progress_bar("judging", False) as bar:
+        assert isinstance(bar, PlainProgress) and bar.every == PLAIN_PROGRESS_EVERY_S
+    with progress_bar("judging", True) as bar:
+        assert bar is None

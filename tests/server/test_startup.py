@@ -1,0 +1,123 @@
+"""Each command imports only what it needs, so that the CLI answers at once (issue 10).
+
+Every case runs one real command in a fresh interpreter and then lists which top-level
+packages it had imported; the lists of what must stay out come from what each command does:
+reading the store needs SQLAlchemy but never the model client (openai), the statistics
+(scipy, scikit-learn, pandas), the plots (matplotlib), the web app (flask) or the human
+annotation package; asking a model needs openai but none of the others. No timings are
+asserted here: speed is measured by the benchmark."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from judge.store.engine import make_engine
+from server import services
+from tests.support.factories import SAMPLE, free_port, make_settings, write_config
+from tests.support.stub_openai import StubServer
+
+STATS_AND_PLOTS = {"scipy", "sklearn", "pandas", "matplotlib", "annotation", "flask"}
+MODEL_CLIENT = {"openai", "httpx"}
+STORE = {"sqlalchemy", "sqlmodel", "alembic"}
+
+# Runs `fairjudge ARGS` as the console script does, then prints the command's exit code and
+# the top-level packages in sys.modules as the last line of stdout.
+PROBE = """
+import json, runpy, sys
+sys.argv = ["fairjudge", *json.loads(sys.argv[1])]
+code = 0
+try:
+    runpy.run_module("server.cli", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"code": code, "loaded": sorted({m.split(".")[0] for m in sys.modules})}))
+"""
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A store with the sample, a generation run of two items and its judge run (ids 1), and
+    a config whose endpoints are the scripted stub, live for the module's commands."""
+    folder = tmp_path_factory.mktemp("startup")
+    db_url = f"sqlite:///{folder / 'fairjudge.db'}"
+    with StubServer() as stub:
+        engine = make_engine(db_url)
+        settings = make_settings(stub.base_url, db_url)
+        services.import_dataset(engine, SAMPLE)
+        gen = services.generate(engine, settings, "fairmonitor_sample", limit=2)
+        services.judge(engine, settings, gen.run_id)
+        engine.dispose()
+        yield write_config(folder / "c.toml", stub.base_url, db_url, port=free_port())
+
+
+def loaded_by(config: Path, *args: str) -> set[str]:
+    """The top-level packages that `fairjudge --config CONFIG ARGS` imported; the command
+    must succeed."""
+    argv = json.dumps(["--config", str(config), *args])
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, argv], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["code"] in (0, None), run.stdout + run.stderr
+    return set(result["loaded"])
+
+
+HELP = [
+    ["--help"],
+    *([group, "--help"] for group in ("dataset", "model", "ratings", "agreement")),
+    *([command, "--help"] for command in ("runs", "generate", "judge", "demo", "report", "sweep")),
+]
+
+
+@pytest.mark.parametrize("args", HELP, ids=" ".join)
+def test_help_needs_neither_the_store_nor_rich(config: Path, args: list[str]) -> None:
+    loaded = loaded_by(config, *args)
+    assert loaded & (STATS_AND_PLOTS | MODEL_CLIENT | STORE | {"pydantic", "rich"}) == set()
+
+
+@pytest.mark.parametrize("args", [["model", "status"], ["model", "status", "--json"]], ids=" ".join)
+def test_model_status_needs_neither_the_store_nor_rich(config: Path, args: list[str]) -> None:
+    loaded = loaded_by(config, *args)
+    assert "pydantic" in loaded  # the settings, which say where the server is
+    assert loaded & (STATS_AND_PLOTS | MODEL_CLIENT | STORE | {"rich"}) == set()
+
+
+STORE_READS = [
+    ["runs"],
+    ["runs", "--json"],
+    ["dataset", "list"],
+    ["dataset", "show", "fairmonitor_sample"],
+    ["export", "1", "--out", "{tmp}/export"],
+    ["dataset", "export", "fairmonitor_sample", "{tmp}/items.jsonl"],
+]
+
+
+@pytest.mark.parametrize("args", STORE_READS, ids=" ".join)
+def test_commands_that_read_the_store_need_no_model_client_and_no_statistics(
+    config: Path, tmp_path: Path, args: list[str]
+) -> None:
+    loaded = loaded_by(config, *(a.format(tmp=tmp_path) for a in args))
+    assert "sqlmodel" in loaded
+    assert loaded & (STATS_AND_PLOTS | MODEL_CLIENT) == set()
+
+
+@pytest.mark.parametrize(
+    "args", [["generate", "fairmonitor_sample", "--limit", "3"], ["judge", "1"]], ids=" ".join
+)
+def test_asking_a_model_needs_openai_but_no_statistics(config: Path, args: list[str]) -> None:
+    loaded = loaded_by(config, *args)
+    assert {"openai", "sqlmodel"} <= loaded
+    assert loaded & STATS_AND_PLOTS == set()
+
+
+def test_a_report_does_import_the_statistics(config: Path, tmp_path: Path) -> None:
+    # The other side of the cases above: the probe does see a heavy import when one happens.
+    loaded = loaded_by(config, "report", "1", "--out", str(tmp_path / "report"))
+    assert {"scipy", "matplotlib", "annotation"} <= loaded
