@@ -15,7 +15,9 @@ import openai
 
 
 async def send_all(base_url: str, bodies: list[dict[str, object]], concurrency: int) -> int:
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    # openai's default retries, like FairJudge's client: the stub drops an occasional
+    # connection at concurrency 128 (the stub counts every attempt).
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=2)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(body: dict[str, object]) -> None:

@@ -94,6 +94,8 @@ class Handler(BaseHTTPRequestHandler):
         with self.server.state.lock:
             self.server.state.bodies.append(request)
         messages = request.get("messages", [])
+        if not messages:  # e.g. a body cut short by a client that went away
+            return self._send(400, b'{"error": {"message": "no messages"}}')
         self.seed = int(request.get("seed") or 0)
         text = "\n".join(m.get("content", "") for m in messages)
         is_judge = any(m.get("role") == "system" for m in messages)
