@@ -20,7 +20,7 @@ from sqlmodel import Session, col, select
 from annotation.errors import RatingsError
 from judge.errors import NotFoundError
 from judge.metrics import aggregate
-from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions
+from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
 from judge.stats.levels import SelfConsistency, items_needed, self_consistency
 from judge.stats.matrix import RatingMatrix
 from judge.stats.pairs import PairAgreement, judge_vs_human, to_categories
@@ -30,8 +30,14 @@ from judge.stats.raters import (
     human_vs_human,
     kappa_per_annotator,
 )
+from judge.stats.weighted import (
+    effective_size,
+    weighted_mean_difference,
+    weighted_pearson,
+    weighted_spearman,
+)
 from judge.store.queries import get_generation_run
-from judge.store.tables import HumanRating, Item, JudgeRun, Judgment
+from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, JudgeRun, Judgment
 from judge.vocab import SCALE, Scale
 
 PLANNED = ("pearson", "spearman", "kappa_quadratic")  # coefficients items_needed is given for
@@ -58,6 +64,10 @@ class JudgeReliability:
     judge_points: list[float] = field(default_factory=list)  # per item, aligned with human
     human_points: list[float] = field(default_factory=list)
     self_consistency: SelfConsistency | None = None  # only for runs with several samples
+    # Inclusion-weighted estimates for the whole judge run, when the rated items were drawn
+    # with unequal probabilities (a stratified or disagreement campaign); see weighted_note.
+    weighted: dict[str, Coefficient] = field(default_factory=dict)
+    weighted_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -77,6 +87,9 @@ class JudgeReliability:
         out["kappa_per_annotator"] = [e.to_dict() for e in self.kappa_per_annotator]
         out["items_needed"] = dict(self.items_needed)
         out["reading"] = self.reading
+        if self.weighted:
+            out["weighted"] = {k: c.to_dict() for k, c in self.weighted.items()}
+            out["weighted_note"] = self.weighted_note
         out["points"] = {"judge": self.judge_points, "human": self.human_points}
         if self.self_consistency is not None:
             out["self_consistency"] = self.self_consistency.to_dict()
@@ -207,6 +220,7 @@ def _judge_entry(
     options: BootstrapOptions,
     target_half_width: float,
     scale: Scale,
+    probabilities: dict[int, float] | None = None,
 ) -> JudgeReliability:
     assert run.id is not None
     combined, samples = _judge_scores(session, run, rubric)
@@ -247,7 +261,47 @@ def _judge_entry(
         judge_points=jx.tolist(),
         human_points=hy.tolist(),
         self_consistency=consistency,
+        **_weighted(items, jx, hy, probabilities),
     )
+
+
+def _weighted(
+    items: list[int], jx: np.ndarray, hy: np.ndarray, probabilities: dict[int, float] | None
+) -> dict[str, Any]:
+    """Estimates weighted by 1 / inclusion probability, when every rated item has one and
+    they are not all equal (equal probabilities give the unweighted values)."""
+    if not probabilities or any(i not in probabilities for i in items):
+        return {}
+    p = np.array([probabilities[i] for i in items])
+    if np.allclose(p, p[0]):
+        return {}
+    w = 1.0 / p
+    return {
+        "weighted": {
+            "pearson": weighted_pearson(jx, hy, w, warn=False),
+            "spearman": weighted_spearman(jx, hy, w, warn=False),
+            "mean_difference": weighted_mean_difference(jx, hy, w, warn=False),
+        },
+        "weighted_note": (
+            "weighted by 1 / inclusion probability, estimating the whole judge run (the "
+            f"campaign drew items unequally; effective sample size {effective_size(w):.0f} "
+            f"of {len(items)})"
+        ),
+    }
+
+
+def inclusion_probabilities(session: Session, generation_run_id: int) -> dict[int, float]:
+    """Item -> the probability with which its campaign drew it, for rating campaigns on the
+    generation run; an item in several campaigns keeps none (its probability is not one
+    design's)."""
+    found: dict[int, list[float]] = defaultdict(list)
+    for item_id, p in session.exec(
+        select(CampaignTask.item_id, CampaignTask.inclusion_probability)
+        .join(Campaign, col(Campaign.id) == CampaignTask.campaign_id)
+        .where(Campaign.generation_run_id == generation_run_id, Campaign.kind == "rating")
+    ):
+        found[item_id].append(p)
+    return {i: ps[0] for i, ps in found.items() if len(ps) == 1}
 
 
 def run_reliability(
@@ -266,7 +320,10 @@ def run_reliability(
     ratings = session.exec(
         select(HumanRating, Item.key)
         .join(Item)
-        .where(HumanRating.generation_run_id == generation_run_id)
+        .where(
+            HumanRating.generation_run_id == generation_run_id,
+            col(HumanRating.withdrawn_at).is_(None),
+        )
     ).all()
     if not ratings:
         raise NotFoundError(
@@ -278,6 +335,7 @@ def run_reliability(
         .where(JudgeRun.generation_run_id == generation_run_id)
         .order_by(col(JudgeRun.id))
     ).all()
+    probabilities = inclusion_probabilities(session, generation_run_id)
     by_rubric: dict[str, list[HumanRating]] = defaultdict(list)
     for rating, _ in ratings:
         by_rubric[rating.rubric].append(rating)
@@ -303,6 +361,7 @@ def run_reliability(
                 options,
                 target_half_width,
                 scale,
+                probabilities,
             )
             for run in judge_runs
         ]

@@ -91,12 +91,22 @@ def reliability_tables(result: RunReliability) -> list[Table]:
 
 
 def readings(result: RunReliability) -> list[str]:
-    """One plain-language line per rubric x judge configuration."""
-    return [
-        f"{rubric} / {j.label}: {j.reading}"
-        for rubric, entry in result.rubrics.items()
-        for j in entry.judges
-    ]
+    """One plain-language line per rubric x judge configuration, and for a campaign that drew
+    items unequally, the inclusion-weighted estimates beside the unweighted ones."""
+    lines = []
+    for rubric, entry in result.rubrics.items():
+        for j in entry.judges:
+            lines.append(f"{rubric} / {j.label}: {j.reading}")
+            if j.weighted and j.agreement is not None:
+                plain = j.agreement.coefficients
+                lines.append(
+                    f"{rubric} / {j.label}: Spearman unweighted (the rated sample) "
+                    f"{fmt(plain.get('spearman'))}, weighted (the whole run) "
+                    f"{fmt(j.weighted['spearman'])}; Pearson unweighted "
+                    f"{fmt(plain.get('pearson'))}, weighted {fmt(j.weighted['pearson'])}; "
+                    f"{j.weighted_note}"
+                )
+    return lines
 
 
 def files_table(result: FileAgreement) -> Table:

@@ -12,6 +12,8 @@
 6. Agreement: all judge-human coefficients, 1,000 bootstrap resamples, 100,000 pairs (<= 5 s).
 7. Kills: ``kill -9`` of a judge command at random moments; calls paid twice (<= concurrency
    per kill).
+8. Label Studio (bench/labelstudio.py): ``campaign create`` of 12,632 tasks (<= 30 s), ``campaign
+   pull`` of 3 x 2,234 ratings (<= 30 s) and a second pull with nothing new (<= 5 s).
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -36,6 +38,7 @@ import numpy as np
 from sqlmodel import Session, col, select
 
 from bench import wire
+from bench.labelstudio import bench_labelstudio
 from judge.config import EmbeddedConfig, Settings
 from judge.data.catalog import import_items
 from judge.models.embedded import EmbeddedServer
@@ -44,6 +47,8 @@ from judge.store.tables import Judgment
 from server import services
 from tests.support.factories import FAIRJUDGE, SAMPLE, free_port
 
+# The Label Studio venv `fairjudge labelstudio start` (and the tests) install and reuse.
+LABELSTUDIO_VENV = Path(__file__).resolve().parents[1] / ".fairjudge" / "labelstudio" / "venv"
 N_JUDGMENTS = 2000
 LATENCY = 0.2
 
@@ -252,6 +257,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "kills": bench_kills,
     "demo": bench_demo,
     "embedded": bench_embedded,
+    "labelstudio": lambda tmp: bench_labelstudio(tmp, LABELSTUDIO_VENV),
 }
 
 

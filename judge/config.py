@@ -119,6 +119,44 @@ class EmbeddedConfig(_Strict):
     )
 
 
+class LabelStudioConfig(_Strict):
+    """The Label Studio that annotation campaigns use: the one FairJudge runs itself (default),
+    or one you already run (set ``url`` and ``token_env``)."""
+
+    url: str = Field(
+        default="",
+        description="URL of a Label Studio you run yourself; '' = the one FairJudge installs "
+        "and starts (`fairjudge labelstudio start`).",
+    )
+    token_env: str = Field(
+        default="LABEL_STUDIO_API_KEY",
+        description="Environment variable holding the API token for `url` (the token itself "
+        "is never stored or logged).",
+    )
+    host: str = Field(
+        default="127.0.0.1", description="Address FairJudge's own Label Studio binds to."
+    )
+    port: int = Field(
+        default=8766, ge=1, le=65535, description="Port of FairJudge's own Label Studio."
+    )
+    version: str = Field(
+        default="1.23.2", description="Label Studio release installed into its own venv."
+    )
+    home: str = Field(
+        default="",
+        description="Folder of FairJudge's own Label Studio: its venv, data and admin login "
+        "('' = <state_dir>/labelstudio).",
+    )
+    venv: str = Field(
+        default="",
+        description="Virtual environment Label Studio is installed into ('' = <home>/venv); "
+        "several FairJudge folders can share one.",
+    )
+    timeout_s: float = Field(
+        default=30.0, gt=0, description="Seconds before one request to Label Studio fails."
+    )
+
+
 class GenerationConfig(_Strict):
     """How the model under test is asked."""
 
@@ -169,6 +207,7 @@ class Settings(_Strict):
     )
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    labelstudio: LabelStudioConfig = Field(default_factory=LabelStudioConfig)
 
     @model_validator(mode="after")
     def _endpoints_exist(self) -> Settings:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from judge.errors import NotFoundError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook
@@ -85,13 +86,15 @@ def generate(
     temperature: float,
     max_tokens: int,
     limit: int | None = None,
+    accepted_only: bool = False,
     new: bool = False,
     progress: Progress | None = None,
 ) -> RunSummary:
     """Create (or resume) the generation run for these settings and ask for every missing or
     failed answer, storing each as it arrives. A run left with failed answers ends
     ``incomplete`` with a line saying how many; a second process on the same run gets
-    ``RunBusyError`` before any call (``judge.runs.run_lease``)."""
+    ``RunBusyError`` before any call (``judge.runs.run_lease``). ``accepted_only`` asks only
+    for items an expert review accepted (``Item.review_status == 'accepted'``)."""
     with session_scope(engine) as session:
         created = get_or_create_run(
             session,
@@ -108,7 +111,7 @@ def generate(
         with session_scope(engine) as session:
             run = session.get(GenerationRun, run_id)
             assert run is not None
-            tasks = _plan(session, run, book, dataset_name, limit)
+            tasks = _plan(session, run, book, dataset_name, limit, accepted_only)
             run.status = "running"
             run.status_detail = None
         cache = CallCacheView(engine, client.model)
@@ -143,11 +146,24 @@ def generate(
 
 
 def _plan(
-    session: Session, run: GenerationRun, book: PromptBook, dataset_name: str, limit: int | None
+    session: Session,
+    run: GenerationRun,
+    book: PromptBook,
+    dataset_name: str,
+    limit: int | None,
+    accepted_only: bool = False,
 ) -> list[_Task]:
     """Every (item, part) still to answer; failed answers are deleted and asked again."""
     assert run.id is not None
-    items = dataset_items(session, dataset_name)[:limit]
+    items = dataset_items(session, dataset_name)
+    if accepted_only:
+        items = [i for i in items if i.review_status == "accepted"]
+        if not items:
+            raise NotFoundError(
+                f"dataset {dataset_name!r} has no item an expert review accepted; see "
+                "`fairjudge campaign review` (or drop --accepted-only)"
+            )
+    items = items[:limit]
     done = {
         (r.item_id, r.part): r
         for r in session.exec(select(Response).where(Response.run_id == run.id))

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
+    from annotation.labelstudio.client import LabelStudioClient
+    from annotation.labelstudio.service import LabelStudioService
     from judge.config import Settings
     from judge.data.catalog import ImportSummary
     from judge.grading.rubrics import RubricSet
@@ -58,6 +60,7 @@ def generate(
     dataset: str,
     *,
     limit: int | None = None,
+    accepted_only: bool = False,
     new: bool = False,
     progress: Progress | None = None,
 ) -> RunSummary:
@@ -74,6 +77,7 @@ def generate(
         temperature=cfg.temperature,
         max_tokens=cfg.max_tokens,
         limit=limit,
+        accepted_only=accepted_only,
         new=new,
         progress=progress,
     )
@@ -432,3 +436,17 @@ def _judgments_planned(engine: Engine, settings: Settings, generation_run_id: in
         stages = session.exec(select(Item.stage).where(col(Item.id).in_(answered.distinct())))
         per_item = sum(len(rubric_set.for_stage(stage)) for stage in stages)
     return per_item * settings.judge.samples
+
+
+def labelstudio(settings: Settings) -> tuple[LabelStudioClient, LabelStudioService | None]:
+    """A client for the Label Studio campaigns use, and FairJudge's own server's manager when
+    it is that one (None for a server at ``labelstudio.url``)."""
+    from annotation.labelstudio.client import LabelStudioClient
+    from annotation.labelstudio.service import LabelStudioService, connection
+
+    found = connection(settings)
+    client = LabelStudioClient(found.url, found.token, timeout_s=settings.labelstudio.timeout_s)
+    service = (
+        LabelStudioService(settings.labelstudio, settings.state_dir) if found.managed else None
+    )
+    return client, service

@@ -1,8 +1,10 @@
 """SQLModel tables: every stored row a report number can be traced back to.
 
 Flow: Dataset -> Item -> GenerationRun -> Response -> JudgeRun -> Judgment; HumanRating holds
-what annotators said about the same responses; CallCache holds every paid model call;
-RunLease says which process is working on a run.
+what annotators said about the same responses (RatingChange keeps the values an edit or a
+withdrawal replaced); Campaign and CampaignTask record which items went to Label Studio and
+with what inclusion probability; Annotator lists the people; CallCache holds every paid model
+call; RunLease says which process is working on a run.
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ class Item(SQLModel, table=True):
     scenario: str
     fields: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     content_hash: str
+    review_status: str | None = Field(
+        default=None,
+        description="An expert review's decision: accepted, edited or rejected (None: never "
+        "reviewed). An edited item keeps its original fields; the edit is in ``review``.",
+    )
+    review: dict[str, Any] | None = Field(
+        default=None,
+        sa_column=Column(JSON),
+        description="The latest review: decision, reason, reviewer, edits {field: text}, "
+        "campaign, time.",
+    )
 
 
 class CallCache(SQLModel, table=True):
@@ -149,7 +162,12 @@ class Judgment(SQLModel, table=True):
 
 
 class HumanRating(SQLModel, table=True):
-    """A human's score for one response (item x rubric) of a generation run."""
+    """A human's score for one response (item x rubric) of a generation run.
+
+    Ratings pulled from Label Studio carry their campaign and annotation id; an annotation
+    edited there updates the row (the old value goes to RatingChange) and one deleted there
+    sets ``withdrawn_at`` instead of deleting the row. Withdrawn ratings are not used.
+    """
 
     __table_args__ = (UniqueConstraint("generation_run_id", "item_id", "rubric", "rater"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -159,7 +177,80 @@ class HumanRating(SQLModel, table=True):
     rater: str
     score: float
     rationale: str | None = Field(default=None, sa_column=Column(Text))
-    source: str = "import"
+    source: str = Field(default="import", description="import (a CSV file) or labelstudio")
+    created_at: datetime = Field(default_factory=utcnow)
+    campaign_id: int | None = Field(
+        default=None, index=True, description="The campaign it was pulled from (a Campaign id)."
+    )
+    annotation_id: int | None = Field(default=None, description="Label Studio's annotation id.")
+    updated_at: datetime | None = None
+    lead_time_s: float | None = Field(
+        default=None, description="Seconds the annotator spent on the task (Label Studio's)."
+    )
+    withdrawn_at: datetime | None = Field(
+        default=None, description="When the pull found the annotation deleted in Label Studio."
+    )
+
+
+class RatingChange(SQLModel, table=True):
+    """A value a HumanRating held before an edit or a withdrawal replaced it."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    rating_id: int = Field(foreign_key="humanrating.id", index=True)
+    change: str = Field(description="edited, withdrawn or restored")
+    score: float
+    rationale: str | None = Field(default=None, sa_column=Column(Text))
+    valid_until: datetime = Field(default_factory=utcnow)
+
+
+class Campaign(SQLModel, table=True):
+    """One Label Studio project: answers of a judge run rated by humans (kind 'rating') or
+    dataset items reviewed by experts (kind 'review')."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    kind: str = Field(description="rating or review")
+    dataset_id: int = Field(foreign_key="dataset.id", index=True)
+    generation_run_id: int | None = Field(default=None, foreign_key="generationrun.id")
+    judge_run_id: int | None = Field(default=None, foreign_key="judgerun.id")
+    rubrics: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+    strategy: str = Field(description="random, stratified, disagreement, or all (review)")
+    seed: int = 0
+    population: int = Field(description="Items the sample was drawn from.")
+    size: int = Field(description="Items sampled.")
+    annotators: int = Field(description="Distinct annotators each item needs.")
+    design: dict[str, Any] = Field(
+        default_factory=dict,
+        sa_column=Column(JSON),
+        description="Strata (population, drawn), notes, and how the size was chosen.",
+    )
+    ls_url: str
+    ls_project_id: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    pulled_at: datetime | None = None
+
+
+class CampaignTask(SQLModel, table=True):
+    """One item of a campaign: the Label Studio task that shows it, and the probability with
+    which the campaign's design drew it (for weighting agreement back to the whole run)."""
+
+    __table_args__ = (UniqueConstraint("campaign_id", "item_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="campaign.id", index=True)
+    item_id: int = Field(foreign_key="item.id")
+    task_key: str = Field(unique=True, description="Our id, carried in the task's data.")
+    stratum: str = ""
+    inclusion_probability: float = 1.0
+    ls_task_id: int | None = None
+
+
+class Annotator(SQLModel, table=True):
+    """A person who rates in Label Studio (identified there by e-mail)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    email: str = Field(index=True, unique=True)
+    name: str = ""
+    ls_user_id: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
 

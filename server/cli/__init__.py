@@ -18,9 +18,11 @@ import click
 from judge.errors import FairJudgeError, IncompleteError
 from server.cli import (
     agreement,
+    campaign,
     compare,
     dataset,
     export,
+    labelstudio,
     model,
     ratings,
     report,
@@ -107,6 +109,9 @@ cli.add_command(agreement.agreement)
 cli.add_command(serve.serve)
 cli.add_command(sweep.sweep)
 cli.add_command(export.export)
+cli.add_command(labelstudio.labelstudio)
+cli.add_command(campaign.campaign)
+cli.add_command(campaign.annotators)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 

@@ -33,6 +33,11 @@ allow_failures_option = click.option(
 @click.option("--temperature", type=float)
 @click.option("--max-tokens", type=int)
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N items.")
+@click.option(
+    "--accepted-only",
+    is_flag=True,
+    help="Only items an expert review accepted (see `campaign review`).",
+)
 @click.option("--new", is_flag=True, help="Start a new run even if one with these settings exists.")
 @allow_failures_option
 @json_option
@@ -44,6 +49,7 @@ def generate(
     temperature: float | None,
     max_tokens: int | None,
     limit: int | None,
+    accepted_only: bool,
     new: bool,
     allow_failures: bool,
     as_json: bool,
@@ -61,7 +67,13 @@ def generate(
     engine = ctx.engine(settings)
     with progress_bar("generating", as_json) as bar:
         summary = services.generate(
-            engine, settings, dataset_name, limit=limit, new=new, progress=bar
+            engine,
+            settings,
+            dataset_name,
+            limit=limit,
+            accepted_only=accepted_only,
+            new=new,
+            progress=bar,
         )
     emit(
         asdict(summary),

@@ -233,8 +233,10 @@ def test_old_database_is_upgraded_with_rows_kept_and_filled_in(
     columns = sa.inspect(engine)
     assert "status_detail" in {c["name"] for c in columns.get_columns("judgerun")}
     assert "unscored_kind" in {c["name"] for c in columns.get_columns("judgment")}
-    # no row lost, none added (0003 adds the empty run-lease table)
-    assert row_counts(engine) == {**counts, "runlease": 0}
+    # no row lost, none added (0003 adds the empty run-lease table, 0005 the empty campaign,
+    # campaign-task, annotator and rating-history tables)
+    new_tables = ("runlease", "campaign", "campaigntask", "annotator", "ratingchange")
+    assert row_counts(engine) == {**counts, **dict.fromkeys(new_tables, 0)}
     with Session(engine) as session:
         judgments = session.exec(
             select(Judgment).order_by(

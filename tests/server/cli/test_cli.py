@@ -40,7 +40,8 @@ def test_python_m_server_cli_lists_every_command() -> None:
         [*FAIRJUDGE, "--help"], capture_output=True, text=True, timeout=60, check=True
     )
     names = (
-        "agreement compare dataset demo export generate judge model ratings report runs serve sweep"
+        "agreement annotators campaign compare dataset demo export generate judge labelstudio "
+        "model ratings report runs serve sweep"
     ).split()
     listed = [line.split()[0] for line in run.stdout.split("Commands:")[1].splitlines() if line]
     assert listed == names

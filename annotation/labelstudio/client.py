@@ -1,0 +1,195 @@
+"""The one place that talks to Label Studio's API, through ``label-studio-sdk``.
+
+Everything else in FairJudge calls ``LabelStudioClient`` and gets plain Python values back.
+A server that cannot be reached, a token it refuses, or an answer that times out becomes a
+``LabelStudioError`` saying what to do; the token is never part of a message or a ``repr``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import httpx
+from label_studio_sdk import LabelStudio
+from label_studio_sdk.core.api_error import ApiError
+
+from annotation.errors import LabelStudioError
+
+T = TypeVar("T")
+IMPORT_BATCH = 1000  # tasks per import request
+
+
+def annotations_of(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """The annotations of one task of a JSON export."""
+    found = task.get("annotations") or []
+    return [a for a in found if isinstance(a, dict)]
+
+
+class LabelStudioClient:
+    """A Label Studio server at ``url``, used with ``token`` (an admin's, or an annotator's)."""
+
+    def __init__(self, url: str, token: str, *, timeout_s: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self._sdk = LabelStudio(base_url=self.url, api_key=token, timeout=timeout_s)
+
+    def __repr__(self) -> str:
+        return f"LabelStudioClient({self.url!r}, token=***)"
+
+    @contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except ApiError as exc:
+            if exc.status_code in (401, 403):
+                raise LabelStudioError(
+                    f"Label Studio at {self.url} refused the token while {what} "
+                    f"(HTTP {exc.status_code}); check the token (see `fairjudge labelstudio "
+                    "status`)"
+                ) from None
+            body = exc.body if isinstance(exc.body, str) else json.dumps(exc.body)[:300]
+            raise LabelStudioError(
+                f"Label Studio at {self.url} answered HTTP {exc.status_code} while {what}: {body}"
+            ) from None
+        except httpx.TimeoutException:
+            raise LabelStudioError(
+                f"Label Studio at {self.url} did not answer in time while {what}; nothing was "
+                "half-stored, try again (or raise [labelstudio] timeout_s)"
+            ) from None
+        except httpx.TransportError as exc:
+            raise LabelStudioError(
+                f"Label Studio at {self.url} cannot be reached while {what} "
+                f"({type(exc).__name__}); start it with `fairjudge labelstudio start` or "
+                "check [labelstudio] url"
+            ) from None
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        with self._calling(what):
+            return fn()
+
+    # --- identity and users ---------------------------------------------------------------
+
+    def whoami(self) -> dict[str, Any]:
+        """The token's user: id, email, active organization."""
+        me = self._call("checking the token", self._sdk.users.whoami)
+        return {"id": me.id, "email": me.email, "organization": me.active_organization}
+
+    def users(self) -> dict[int, str]:
+        """Every user this token can see: id -> e-mail."""
+        found = self._call("listing users", self._sdk.users.list)
+        return {u.id: (u.email or u.username or f"user {u.id}") for u in found if u.id is not None}
+
+    def create_user(self, email: str, name: str = "") -> int:
+        """A new user in the token's organization (created users start without one)."""
+        first, _, last = name.partition(" ")
+        user = self._call(
+            f"creating user {email}",
+            lambda: self._sdk.users.create(
+                username=email, email=email, first_name=first, last_name=last
+            ),
+        )
+        assert user.id is not None
+        organization = self.whoami()["organization"]
+        if getattr(user, "active_organization", None) != organization and organization:
+            self._call(
+                f"adding {email} to the organization",
+                lambda: self._sdk.users.update(user.id, active_organization=organization),
+            )
+        return int(user.id)
+
+    # --- projects and tasks -----------------------------------------------------------------
+
+    def create_project(
+        self, *, title: str, description: str, label_config: str, overlap: int
+    ) -> int:
+        """A project that asks ``overlap`` annotators per task and hides predictions."""
+        project = self._call(
+            f"creating project {title!r}",
+            lambda: self._sdk.projects.create(
+                title=title,
+                description=description,
+                label_config=label_config,
+                maximum_annotations=overlap,
+                show_collab_predictions=False,
+                show_skip_button=True,
+            ),
+        )
+        assert project.id is not None
+        return int(project.id)
+
+    def project_exists(self, project_id: int) -> bool:
+        try:
+            self._call(f"reading project {project_id}", lambda: self._sdk.projects.get(project_id))
+        except LabelStudioError as exc:
+            if "HTTP 404" in str(exc):
+                return False
+            raise
+        return True
+
+    def import_tasks(self, project_id: int, tasks: list[dict[str, Any]]) -> list[int]:
+        """Import tasks (each a ``data`` dict); their Label Studio ids, in order."""
+        ids: list[int] = []
+        for start in range(0, len(tasks), IMPORT_BATCH):
+            batch = [{"data": data} for data in tasks[start : start + IMPORT_BATCH]]
+            response = self._call(
+                f"importing tasks into project {project_id}",
+                lambda batch=batch: self._sdk.projects.import_tasks(  # type: ignore[misc]
+                    project_id, request=batch, return_task_ids=True
+                ),
+            )
+            got = list(getattr(response, "task_ids", None) or [])
+            if len(got) != len(batch):
+                raise LabelStudioError(
+                    f"Label Studio imported {len(got)} of {len(batch)} tasks into project "
+                    f"{project_id}; run the same command again to finish"
+                )
+            ids.extend(int(i) for i in got)
+        return ids
+
+    def export_tasks(self, project_id: int) -> list[dict[str, Any]]:
+        """Every task of the project with its data and annotations (one JSON export)."""
+
+        def download() -> list[dict[str, Any]]:
+            chunks = self._sdk.projects.exports.download_sync(
+                project_id, export_type="JSON", download_all_tasks=True
+            )
+            return list(json.loads(b"".join(chunks)))
+
+        return self._call(f"exporting project {project_id}", download)
+
+    def task_ids_by_key(self, project_id: int, key: str = "fj_task") -> dict[str, int]:
+        """Our task key (a field of each task's data) -> Label Studio's task id."""
+        return {
+            str(t["data"][key]): int(t["id"])
+            for t in self.export_tasks(project_id)
+            if isinstance(t.get("data"), dict) and key in t["data"]
+        }
+
+    def annotate(
+        self, task_id: int, result: list[dict[str, Any]], *, lead_time: float | None = None
+    ) -> int:
+        """Submit an annotation as the token's user (tests and scripts simulate annotators so)."""
+        extra: dict[str, Any] = {} if lead_time is None else {"lead_time": lead_time}
+        ann = self._call(
+            f"annotating task {task_id}",
+            lambda: self._sdk.annotations.create(task_id, result=result, **extra),
+        )
+        assert ann.id is not None
+        return int(ann.id)
+
+    def update_annotation(self, annotation_id: int, result: list[dict[str, Any]]) -> None:
+        self._call(
+            f"updating annotation {annotation_id}",
+            lambda: self._sdk.annotations.update(annotation_id, result=result),
+        )
+
+    def delete_annotation(self, annotation_id: int) -> None:
+        self._call(
+            f"deleting annotation {annotation_id}",
+            lambda: self._sdk.annotations.delete(annotation_id),
+        )
+
+    def delete_project(self, project_id: int) -> None:
+        self._call(f"deleting project {project_id}", lambda: self._sdk.projects.delete(project_id))

@@ -1,0 +1,311 @@
+"""Bringing human ratings (and expert reviews) back from Label Studio into the store.
+
+A pull reads the whole project in one export, checks every annotation, and only then writes,
+in one transaction: Label Studio stopping or answering slowly halfway leaves the store as it
+was, and the next pull completes. Pulling is idempotent: an annotation already stored with
+the same values changes nothing; an edited one updates its ``HumanRating`` and keeps the old
+value as a ``RatingChange``; one deleted in Label Studio is marked withdrawn (kept, with its
+history, and no longer used). Annotations that cannot be used (a task that is not ours, a
+score off the scale) are reported with the task id and the reason; the others are stored.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from annotation.errors import CampaignError
+from annotation.labelstudio import interface
+from annotation.labelstudio.campaigns import get_campaign
+from annotation.labelstudio.client import LabelStudioClient, annotations_of
+from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, RatingChange, utcnow
+
+SOURCE = "labelstudio"
+
+
+@dataclass
+class PullResult:
+    campaign: str
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    withdrawn: int = 0
+    skipped: int = 0  # annotations cancelled ("skipped") in Label Studio
+    problems: list[tuple[int, str]] = field(default_factory=list)  # (task id, reason)
+    rated_twice: list[tuple[str, str]] = field(default_factory=list)  # (rater, item key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "campaign": self.campaign,
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "withdrawn": self.withdrawn,
+            "skipped": self.skipped,
+            "problems": [{"task": t, "reason": r} for t, r in self.problems],
+            "rated_twice": [{"rater": r, "item": k} for r, k in self.rated_twice],
+        }
+
+
+def _time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    text = str(value).replace("Z", "+00:00")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class _Pulled:
+    annotation_id: int
+    item_id: int
+    item_key: str
+    rater: str
+    rubric: str
+    score: float
+    rationale: str | None
+    created_at: datetime | None
+    updated_at: datetime | None
+    lead_time_s: float | None
+
+
+def pull_campaign(session: Session, client: LabelStudioClient, name: str) -> PullResult:
+    """Store the campaign's annotations (see the module docstring)."""
+    campaign = get_campaign(session, name)
+    if campaign.ls_project_id is None:
+        raise CampaignError(
+            f"campaign {name!r} has no Label Studio project yet; run `fairjudge campaign "
+            "create` again with the same options to finish creating it"
+        )
+    # Everything from Label Studio first: a failure here writes nothing.
+    exported = client.export_tasks(campaign.ls_project_id)
+    users = client.users()
+    tasks = {
+        t.task_key: (t, key)
+        for t, key in session.exec(
+            select(CampaignTask, Item.key)
+            .join(Item, col(Item.id) == CampaignTask.item_id)
+            .where(CampaignTask.campaign_id == campaign.id)
+        )
+    }
+    result = PullResult(name)
+    if campaign.kind == "review":
+        _pull_reviews(session, campaign, exported, users, tasks, result)
+    else:
+        _pull_ratings(session, campaign, exported, users, tasks, result)
+    campaign.pulled_at = utcnow()
+    session.add(campaign)
+    session.commit()
+    return result
+
+
+def _read(
+    campaign: Campaign,
+    exported: list[dict[str, Any]],
+    users: dict[int, str],
+    tasks: dict[str, tuple[CampaignTask, str]],
+    result: PullResult,
+) -> list[tuple[dict[str, Any], CampaignTask, str, str, dict[str, Any]]]:
+    """(annotation, campaign task, item key, rater, task data) for each usable annotation;
+    the latest one when a rater annotated a task twice."""
+    latest: dict[
+        tuple[str, str], tuple[dict[str, Any], CampaignTask, str, str, dict[str, Any]]
+    ] = {}
+    for task in exported:
+        task_id = int(task.get("id", 0))
+        key = task.get("data", {}).get(interface.TASK_KEY)
+        if key not in tasks:
+            if annotations_of(task):
+                result.problems.append(
+                    (task_id, "not a task of this campaign (no FairJudge id); left alone")
+                )
+            continue
+        ours, item_key = tasks[key]
+        for ann in annotations_of(task):
+            if ann.get("was_cancelled"):
+                result.skipped += 1
+                continue
+            user = ann.get("completed_by")
+            rater = users.get(user) if isinstance(user, int) else None
+            if rater is None:
+                result.problems.append((task_id, f"annotation {ann.get('id')} has no known author"))
+                continue
+            pair = (rater, item_key)
+            if pair in latest:
+                result.rated_twice.append(pair)
+                if str(ann.get("updated_at", "")) < str(latest[pair][0].get("updated_at", "")):
+                    continue
+            latest[pair] = (ann, ours, item_key, rater, task.get("data", {}))
+    return list(latest.values())
+
+
+def _pull_ratings(
+    session: Session,
+    campaign: Campaign,
+    exported: list[dict[str, Any]],
+    users: dict[int, str],
+    tasks: dict[str, tuple[CampaignTask, str]],
+    result: PullResult,
+) -> None:
+    assert campaign.generation_run_id is not None
+    pulled: list[_Pulled] = []
+    # (item, rater) pairs with an annotation whose ratings could not be read: their stored
+    # ratings are left as they are (reported, not withdrawn).
+    unreadable: set[tuple[int, str]] = set()
+    for ann, task, item_key, rater, data in _read(campaign, exported, users, tasks, result):
+        try:
+            values = interface.parse_rating(ann.get("result", []), expected=data.get("fj_rubrics"))
+            unknown = sorted(set(values) - set(campaign.rubrics))
+            if unknown:
+                raise CampaignError(f"rubric(s) {', '.join(unknown)} are not in the campaign")
+        except CampaignError as exc:
+            result.problems.append((int(task.ls_task_id or 0), f"{rater}: {exc}"))
+            unreadable.add((task.item_id, rater))
+            continue
+        for rubric, value in values.items():
+            pulled.append(
+                _Pulled(
+                    int(ann["id"]),
+                    task.item_id,
+                    item_key,
+                    rater,
+                    rubric,
+                    float(value.score),
+                    value.rationale,
+                    _time(ann.get("created_at")),
+                    _time(ann.get("updated_at")),
+                    float(ann["lead_time"]) if ann.get("lead_time") is not None else None,
+                )
+            )
+    stored = {
+        (r.item_id, r.rubric, r.rater): r
+        for r in session.exec(
+            select(HumanRating).where(
+                HumanRating.generation_run_id == campaign.generation_run_id,
+                col(HumanRating.item_id).in_([t.item_id for t, _ in tasks.values()]),
+            )
+        )
+    }
+    seen: set[int] = set()
+    now = utcnow()
+    for p in pulled:
+        row = stored.get((p.item_id, p.rubric, p.rater))
+        if row is None:
+            row = HumanRating(
+                generation_run_id=campaign.generation_run_id,
+                item_id=p.item_id,
+                rubric=p.rubric,
+                rater=p.rater,
+                score=p.score,
+                rationale=p.rationale,
+                source=SOURCE,
+                created_at=p.created_at or now,
+                campaign_id=campaign.id,
+                annotation_id=p.annotation_id,
+                updated_at=p.updated_at,
+                lead_time_s=p.lead_time_s,
+            )
+            session.add(row)
+            result.added += 1
+        else:
+            same = (
+                row.score == p.score
+                and row.rationale == p.rationale
+                and row.withdrawn_at is None
+                and row.annotation_id == p.annotation_id
+            )
+            if same:
+                result.unchanged += 1
+            else:
+                session.flush()
+                assert row.id is not None
+                change = "restored" if row.withdrawn_at is not None else "edited"
+                session.add(
+                    RatingChange(
+                        rating_id=row.id,
+                        change=change,
+                        score=row.score,
+                        rationale=row.rationale,
+                        valid_until=p.updated_at or now,
+                    )
+                )
+                row.score, row.rationale = p.score, p.rationale
+                row.updated_at, row.lead_time_s = p.updated_at, p.lead_time_s
+                row.annotation_id, row.withdrawn_at = p.annotation_id, None
+                row.campaign_id, row.source = campaign.id, SOURCE
+                session.add(row)
+                result.updated += 1
+        seen.add(id(row))
+    for row in stored.values():
+        if row.campaign_id != campaign.id or row.withdrawn_at is not None or id(row) in seen:
+            continue
+        if (row.item_id, row.rater) in unreadable:
+            continue
+        assert row.id is not None
+        session.add(
+            RatingChange(
+                rating_id=row.id,
+                change="withdrawn",
+                score=row.score,
+                rationale=row.rationale,
+                valid_until=now,
+            )
+        )
+        row.withdrawn_at = now
+        session.add(row)
+        result.withdrawn += 1
+
+
+def _pull_reviews(
+    session: Session,
+    campaign: Campaign,
+    exported: list[dict[str, Any]],
+    users: dict[int, str],
+    tasks: dict[str, tuple[CampaignTask, str]],
+    result: PullResult,
+) -> None:
+    by_item: dict[int, list[tuple[dict[str, Any], str]]] = defaultdict(list)
+    for ann, task, _, rater, _ in _read(campaign, exported, users, tasks, result):
+        by_item[task.item_id].append((ann, rater))
+    items = {i.id: i for i in session.exec(select(Item).where(col(Item.id).in_(list(by_item))))}
+    for item_id, anns in by_item.items():
+        item = items[item_id]
+        anns.sort(key=lambda pair: str(pair[0].get("updated_at", "")))
+        reviews = []
+        for ann, rater in anns:
+            try:
+                value = interface.parse_review(ann.get("result", []), item.fields)
+            except CampaignError as exc:
+                result.problems.append((int(ann.get("task", 0) or 0), str(exc)))
+                continue
+            reviews.append(
+                {
+                    "decision": value.decision,
+                    "reason": value.reason,
+                    "edits": value.edits,
+                    "reviewer": rater,
+                    "annotation": ann.get("id"),
+                    "at": str(ann.get("updated_at") or ann.get("created_at") or ""),
+                }
+            )
+        if not reviews:
+            continue
+        latest = reviews[-1]
+        status = {"accept": "accepted", "edit": "edited", "reject": "rejected"}[
+            str(latest["decision"])
+        ]
+        review = {**latest, "campaign": campaign.name, "all": reviews}
+        if item.review_status == status and item.review == review:
+            result.unchanged += 1
+            continue
+        result.added += item.review_status is None
+        result.updated += item.review_status is not None
+        item.review_status, item.review = status, review
+        session.add(item)

@@ -1,0 +1,714 @@
+"""FairJudge's own Label Studio server, and the connection campaigns use to reach a server.
+
+Label Studio pins libraries the project cannot share (``openai<2``), so it lives in its own
+virtual environment and runs as a detached child process. Its venv, data, log, pid file and
+admin login sit in one folder (``[labelstudio] home``, by default ``<state_dir>/labelstudio``):
+
+    venv/          the server's virtual environment (installed once, ``install``; pip's
+                   output goes to venv-install.log beside it)
+    data/          its SQLite database and uploads (LABEL_STUDIO_BASE_DATA_DIR)
+    user-home/     $HOME for the server, which writes a settings folder there
+    admin.json     the admin's email, password and API token (mode 0600, made once)
+    labelstudio.log, labelstudio.pid
+
+Everything here talks to the server over plain HTTP (``urllib``) or through its own
+``label-studio`` command; only ``annotation.labelstudio.client`` imports label-studio-sdk.
+Secrets (the admin password, API tokens) never reach a log line, an error message or a repr.
+"""
+
+from __future__ import annotations
+
+import ast
+import fcntl
+import http.cookiejar
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from annotation.errors import LabelStudioError
+from judge.config import LabelStudioConfig
+
+if TYPE_CHECKING:
+    from judge.config import Settings
+
+Progress = Callable[[str], None]
+"""Receives one line for people about a long step (installing, starting)."""
+
+ADMIN_EMAIL = "admin@fairjudge.local"
+PROGRESS_EVERY_S = 10.0
+"""Seconds between two progress lines while pip runs or the server starts."""
+START_TIMEOUT_S = 300.0
+"""A first start migrates the database: 25-40 s on an idle 2-core machine, 80 s on a busy one."""
+STOP_TIMEOUT_S = 15.0
+MANAGE_TIMEOUT_S = 180.0
+"""Each ``label-studio`` command loads Django and checks migrations: 5-10 s."""
+PROBE_TIMEOUT_S = 2.0
+
+# Label Studio reads every setting under its LABEL_STUDIO_ prefix and also without it. These
+# unprefixed names are common in shells and CI and would change the server if inherited: its
+# address (HOST, PORT), test and debug behaviour (CI, DEBUG), its database (DJANGO_DB,
+# DATABASE_NAME) and the key that signs its sessions (SECRET_KEY, else kept in data/.env).
+AMBIENT_NAMES = ("HOST", "PORT", "CI", "DEBUG", "DJANGO_DB", "DATABASE_NAME", "SECRET_KEY")
+
+
+def _quiet(line: str) -> None:
+    """A Progress that says nothing."""
+
+
+@dataclass(frozen=True, repr=False)
+class Connection:
+    """Where campaigns reach Label Studio and the API token they send
+    (``Authorization: Token <token>``). The token is left out of ``repr`` and ``str``, so a
+    logged or printed connection never shows it."""
+
+    url: str
+    token: str
+    managed: bool = True
+
+    def __repr__(self) -> str:
+        return f"Connection(url={self.url!r}, token='<hidden>', managed={self.managed})"
+
+
+@dataclass(frozen=True, repr=False)
+class AdminLogin:
+    """The admin user FairJudge creates on its own server's first start (``admin.json``)."""
+
+    email: str
+    password: str
+    token: str
+
+    def __repr__(self) -> str:
+        return f"AdminLogin(email={self.email!r}, password='<hidden>', token='<hidden>')"
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """Where a Label Studio runs and whether FairJudge can use it.
+
+    ``running``: FairJudge's own process is alive (for an external server: it answers);
+    ``answers``: ``/health`` answers 200; ``token_works``: the API token is accepted (None
+    when nothing answers, or no token is set); ``version``: the installed or served release.
+    """
+
+    managed: bool
+    running: bool
+    answers: bool
+    url: str
+    pid: int | None
+    version: str | None
+    token_works: bool | None
+    installed: bool
+    venv: str | None
+    data_dir: str | None
+    log: str | None
+
+
+# --- plain HTTP probes -------------------------------------------------------------------
+
+
+def _http_get(
+    url: str, *, token: str | None = None, timeout: float = PROBE_TIMEOUT_S
+) -> tuple[int, bytes] | None:
+    """(status, body) of a GET, or None when nothing answers at ``url``."""
+    headers = {"Authorization": f"Token {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=timeout
+        ) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def answers(url: str, *, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether a Label Studio answers at ``url``: ``/health`` (or, on servers without it, the
+    login page) replies 200."""
+    base = url.rstrip("/")
+    for path in ("/health", "/user/login/"):
+        reply = _http_get(base + path, timeout=timeout)
+        if reply is None:
+            return False
+        if reply[0] == 200:
+            return True
+    return False
+
+
+def token_works(url: str, token: str, *, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether the server accepts ``token``: ``GET /api/current-user/whoami`` replies 200."""
+    reply = _http_get(url.rstrip("/") + "/api/current-user/whoami", token=token, timeout=timeout)
+    return reply is not None and reply[0] == 200
+
+
+def served_version(url: str, *, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """The release a server reports at ``/api/version`` (e.g. '1.23.2'), or None."""
+    reply = _http_get(url.rstrip("/") + "/api/version", timeout=timeout)
+    if reply is None or reply[0] != 200:
+        return None
+    try:
+        release = json.loads(reply[1]).get("release")
+    except (ValueError, AttributeError):
+        return None
+    return str(release) if release else None
+
+
+def can_log_in(url: str, email: str, password: str, *, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether a person can sign in with ``email`` and ``password`` through the login form:
+    fetch the form (it sets the CSRF cookie and field), post it, then ask ``whoami`` with the
+    session cookie. A wrong password re-shows the form and leaves the session anonymous."""
+    base = url.rstrip("/")
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    try:
+        with opener.open(base + "/user/login/", timeout=timeout) as reply:
+            page = reply.read().decode("utf-8", errors="replace")
+        found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+        if found is None:
+            return False
+        form = urllib.parse.urlencode(
+            {"csrfmiddlewaretoken": found[1], "email": email, "password": password}
+        ).encode()
+        login = urllib.request.Request(
+            base + "/user/login/", data=form, headers={"Referer": base + "/user/login/"}
+        )
+        with opener.open(login, timeout=timeout):
+            pass
+        with opener.open(base + "/api/current-user/whoami", timeout=timeout) as reply:
+            return str(json.load(reply).get("email", "")).lower() == email.lower()
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _port_busy(host: str, port: int) -> bool:
+    """Whether something holds ``port``: binding it fails, or a connection to it on
+    127.0.0.1 succeeds (Label Studio's own check, which makes it move to the next port)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        # SO_REUSEADDR, as the server sets it: a just-stopped server's TIME_WAIT
+        # connections do not make the port busy, a listening socket does.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _tail(path: Path, lines: int = 4) -> str:
+    """The last non-empty lines of a log, joined into one line (for an error message)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 16_384))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    kept = [line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(kept) or "(empty log)"
+
+
+def _signal(pid: int, signum: int) -> None:
+    """Signal the server's process group (it was started in its own session), or the
+    process alone when it leads no group."""
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+# --- the server FairJudge runs ----------------------------------------------------------
+
+
+class LabelStudioService:
+    """Install, start, stop and inspect FairJudge's own Label Studio, and run its
+    server-side user commands.
+
+    ``venv`` overrides where the server's virtual environment lives (default ``home/venv``):
+    the tests share one across test sessions while each keeps its data in a fresh folder.
+    """
+
+    def __init__(
+        self,
+        config: LabelStudioConfig,
+        state_dir: str | Path,
+        *,
+        venv: str | Path | None = None,
+    ) -> None:
+        self.config = config
+        self.home = Path(config.home) if config.home else Path(state_dir) / "labelstudio"
+        self.venv = Path(venv) if venv else self.home / "venv"
+        self.data_dir = self.home / "data"
+        self.user_home = self.home / "user-home"
+        self.admin_file = self.home / "admin.json"
+        self.log_file = self.home / "labelstudio.log"
+        self.pid_file = self.home / "labelstudio.pid"
+        self.install_log = self.venv.parent / f"{self.venv.name}-install.log"
+        self._stamp = self.venv / ".fairjudge-installed"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """Where the server answers (a wildcard bind address is reached on loopback)."""
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(
+            self.config.host, self.config.host
+        )
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.config.port}"
+
+    @property
+    def executable(self) -> Path:
+        return self.venv / "bin" / "label-studio"
+
+    # --- install ---------------------------------------------------------------------
+
+    def installed(self) -> bool:
+        """Whether the configured release finished installing into the venv."""
+        try:
+            stamped = self._stamp.read_text().strip()
+        except OSError:
+            return False
+        return stamped == self.config.version and self.executable.exists()
+
+    def installed_version(self) -> str | None:
+        """The label-studio release in the venv, from its package metadata."""
+        for info in self.venv.glob("lib/python*/site-packages/label_studio-*.dist-info"):
+            for line in (info / "METADATA").read_text(errors="replace").splitlines():
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+        return None
+
+    def install(self, progress: Progress | None = None) -> bool:
+        """Create the venv and pip-install ``label-studio==<version>`` into it, once: a stamp
+        file records the finished release, so later calls return False at once. pip's output
+        goes to ``install_log``; while it runs a line reaches ``progress`` every
+        ``PROGRESS_EVERY_S``. Two processes installing at once wait for each other."""
+        if self.installed():
+            return False
+        say = progress or _quiet
+        with self._install_lock(say):
+            if self.installed():  # the process we waited for installed it
+                return False
+            version = self.config.version
+            if not (self.venv / "bin" / "python").exists():
+                made = subprocess.run(
+                    [sys.executable, "-m", "venv", str(self.venv)], capture_output=True, text=True
+                )
+                if made.returncode != 0:
+                    raise LabelStudioError(
+                        f"cannot create a virtual environment at {self.venv}: "
+                        f"{(made.stderr or made.stdout).strip()[-300:]}"
+                    )
+            command = [
+                str(self.venv / "bin" / "python"),
+                *("-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check"),
+                f"label-studio=={version}",
+            ]
+            label = f"installing Label Studio {version} into {self.venv}"
+            say(f"{label} (about a minute; log: {self.install_log})")
+            with open(self.install_log, "wb") as log:
+                code = self._wait(
+                    subprocess.Popen(
+                        command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                    ),
+                    label,
+                    say,
+                )
+            if code != 0:
+                raise LabelStudioError(
+                    f"installing Label Studio {version} failed (pip exited with {code}): "
+                    f"{_tail(self.install_log)}; full log: {self.install_log}"
+                )
+            self._stamp.write_text(version + "\n")
+            return True
+
+    @contextmanager
+    def _install_lock(self, say: Progress) -> Iterator[None]:
+        self.venv.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.venv.parent / f"{self.venv.name}.lock"
+        with open(lock_path, "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                say(f"waiting for another process installing Label Studio into {self.venv}")
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    @staticmethod
+    def _wait(process: subprocess.Popen[bytes], label: str, say: Progress) -> int:
+        """Wait for ``process`` with a progress line every PROGRESS_EVERY_S; an interrupt
+        stops it."""
+        started = time.monotonic()
+        try:
+            while True:
+                try:
+                    return process.wait(timeout=PROGRESS_EVERY_S)
+                except subprocess.TimeoutExpired:
+                    say(f"{label} ... {time.monotonic() - started:.0f} s")
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+
+    # --- admin login and environment ---------------------------------------------------
+
+    def admin(self) -> AdminLogin:
+        """The admin login, made on first use: a random password and a random 40-hex-digit
+        API token, written to ``admin.json`` readable by its owner only (0600)."""
+        try:
+            data = json.loads(self.admin_file.read_text())
+            return AdminLogin(data["email"], data["password"], data["token"])
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise LabelStudioError(
+                f"{self.admin_file} is unreadable ({type(exc).__name__}); restore it, or remove "
+                f"it together with {self.data_dir} to start afresh"
+            ) from None
+        login = AdminLogin(ADMIN_EMAIL, secrets.token_urlsafe(18), secrets.token_hex(20))
+        self.home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.admin_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(
+                {"email": login.email, "password": login.password, "token": login.token}, handle
+            )
+        return login
+
+    def environment(self) -> dict[str, str]:
+        """The server's environment: ours without AMBIENT_NAMES, its data folder and $HOME
+        inside ``home``, the admin login it creates on first start, legacy API tokens on (the
+        ``Token`` header), and its outbound calls (version check, Sentry, analytics) off."""
+        admin = self.admin()
+        env = {k: v for k, v in os.environ.items() if k not in AMBIENT_NAMES}
+        env.update(
+            HOME=str(self.user_home),
+            LABEL_STUDIO_BASE_DATA_DIR=str(self.data_dir),
+            LABEL_STUDIO_USERNAME=admin.email,
+            LABEL_STUDIO_PASSWORD=admin.password,
+            LABEL_STUDIO_USER_TOKEN=admin.token,
+            LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN="true",
+            LABEL_STUDIO_LATEST_VERSION_CHECK="false",
+            LABEL_STUDIO_SENTRY_DSN="",
+            LABEL_STUDIO_FRONTEND_SENTRY_DSN="",
+            LABEL_STUDIO_COLLECT_ANALYTICS="false",
+        )
+        return env
+
+    # --- start, stop, status -----------------------------------------------------------
+
+    def _pid(self) -> int | None:
+        """The recorded server pid while that process lives and is a label-studio."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        if not _alive(pid):
+            return None
+        try:
+            if b"label-studio" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return None  # the pid was reused by another program
+        except OSError:
+            pass
+        return pid
+
+    def start(
+        self, progress: Progress | None = None, *, timeout: float = START_TIMEOUT_S
+    ) -> ServiceStatus:
+        """Install if needed, then start the server and wait until it answers and accepts the
+        admin token; a no-op when it already runs. A busy port is refused before launching
+        (Label Studio would silently take the next one). Raises LabelStudioError, with the
+        end of the server's log, when it exits or does not answer within ``timeout``."""
+        say = progress or _quiet
+        pid = self._pid()
+        if pid is None:
+            self.install(say)
+            if _port_busy(self.config.host, self.config.port):
+                raise LabelStudioError(
+                    f"port {self.config.port} on {self.config.host} is already in use by "
+                    "another program; stop it, or choose another port: set `port` under "
+                    "[labelstudio] in fairjudge.toml"
+                )
+            first = not (self.data_dir / "label_studio.sqlite3").exists()
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.user_home.mkdir(parents=True, exist_ok=True)
+            env = self.environment()
+            command = [str(self.executable), "start", "--no-browser"]
+            command += ["--internal-host", self.config.host, "--port", str(self.config.port)]
+            with open(self.log_file, "ab") as log:
+                self._process = subprocess.Popen(
+                    command,
+                    env=env,
+                    cwd=self.home,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            pid = self._process.pid
+            self.pid_file.write_text(str(pid))
+            why = " (first start: it sets up its database, 30-90 s)" if first else ""
+            say(f"starting Label Studio at {self.url}{why}; log: {self.log_file}")
+        self._wait_until_answering(pid, say, timeout)
+        if not token_works(self.url, self.admin().token, timeout=self.config.timeout_s):
+            self.stop()
+            raise LabelStudioError(
+                f"Label Studio at {self.url} refuses the admin token in {self.admin_file}: its "
+                f"data folder {self.data_dir} was set up with another admin login; restore "
+                "that admin.json, or move the data folder away to start afresh"
+            )
+        return self.status()
+
+    def _wait_until_answering(self, pid: int, say: Progress, timeout: float) -> None:
+        started = time.monotonic()
+        due = started + PROGRESS_EVERY_S
+        while not answers(self.url, timeout=1.0):
+            now = time.monotonic()
+            process = self._process if self._process and self._process.pid == pid else None
+            if (process.poll() is not None) if process else not _alive(pid):
+                self.pid_file.unlink(missing_ok=True)
+                code = f" with code {process.returncode}" if process else ""
+                raise LabelStudioError(
+                    f"Label Studio exited{code} while starting: {_tail(self.log_file)}; "
+                    f"full log: {self.log_file}"
+                )
+            if now - started > timeout:
+                self.stop()
+                raise LabelStudioError(
+                    f"Label Studio did not answer at {self.url} within {timeout:.0f} s: "
+                    f"{_tail(self.log_file)}; full log: {self.log_file}"
+                )
+            if now >= due:
+                due = now + PROGRESS_EVERY_S
+                say(f"waiting for Label Studio at {self.url} ... {now - started:.0f} s")
+            time.sleep(0.5)
+
+    def stop(self, *, timeout: float = STOP_TIMEOUT_S) -> bool:
+        """Stop the server this home started (SIGTERM, then SIGKILL after ``timeout``);
+        False when none was running."""
+        pid = self._pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid):
+            _signal(pid, signal.SIGKILL)
+        if self._process is not None and self._process.pid == pid:
+            self._process.wait(timeout=5)
+        else:
+            try:
+                os.waitpid(pid, os.WNOHANG)  # reap it if this process started it
+            except ChildProcessError:
+                pass  # another process started it; its parent reaps it
+        self._process = None
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def status(self) -> ServiceStatus:
+        """Whether the server runs and answers, its version, and whether the admin token
+        works (a few quick local requests)."""
+        pid = self._pid()
+        up = answers(self.url)
+        works = None
+        if up and self.admin_file.exists():
+            works = token_works(self.url, self.admin().token, timeout=self.config.timeout_s)
+        return ServiceStatus(
+            managed=True,
+            running=pid is not None,
+            answers=up,
+            url=self.url,
+            pid=pid,
+            version=self.installed_version() or (served_version(self.url) if up else None),
+            token_works=works,
+            installed=self.installed(),
+            venv=str(self.venv),
+            data_dir=str(self.data_dir),
+            log=str(self.log_file),
+        )
+
+    def connection(self) -> Connection:
+        """The URL and admin token campaigns use; LabelStudioError when it does not answer."""
+        if not answers(self.url) or not self.admin_file.exists():
+            raise LabelStudioError(
+                f"FairJudge's Label Studio does not answer at {self.url}: run "
+                "`fairjudge labelstudio start`"
+            )
+        return Connection(self.url, self.admin().token, managed=True)
+
+    # --- server-side user commands -----------------------------------------------------
+
+    def manage(
+        self, *args: str, input: str | None = None, timeout: float = MANAGE_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``label-studio ARGS`` from the venv on this home's data (the server may be
+        running), with the server's environment, ``input`` on stdin and no terminal (so a
+        password prompt reads stdin). Returns the finished process; stdout and stderr are
+        captured, never logged."""
+        if not self.executable.exists():
+            raise LabelStudioError(
+                f"Label Studio is not installed in {self.venv}: run `fairjudge labelstudio start`"
+            )
+        try:
+            return subprocess.run(
+                [str(self.executable), *args],
+                env=self.environment(),
+                cwd=self.home,
+                input=input,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired:
+            raise LabelStudioError(
+                f"`label-studio {args[0] if args else ''}` did not finish within {timeout:.0f} s"
+            ) from None
+
+    def user_token(self, email: str) -> str:
+        """The API token of the existing user ``email``, from ``label-studio user``, which
+        prints '=> User info:' and then the user as a Python dict with a 'token' key (or a
+        dict with 'status': 'error' when there is no such user)."""
+        done = self.manage("user", "--username", email)
+        info = _printed_dict(done.stdout, after="=> User info:")
+        if info is None:
+            error = _printed_dict(done.stdout)
+            if error and error.get("status") == "error":
+                raise LabelStudioError(f"Label Studio has no user {email}")
+            raise LabelStudioError(
+                f"`label-studio user` gave no token for {email} (exit {done.returncode}): "
+                f"{_last_lines(done.stderr)}"
+            )
+        token = str(info.get("token") or "")
+        if not token:
+            raise LabelStudioError(f"Label Studio returned no API token for {email}")
+        return token
+
+    def set_password(self, email: str, password: str) -> None:
+        """Set the login password of the existing user ``email`` with ``label-studio
+        reset_password``. The password goes through stdin (its prompt reads stdin when there
+        is no terminal), never the command line, where other users could see it."""
+        if not password:
+            raise LabelStudioError("the new password is empty")
+        done = self.manage("reset_password", "--username", email, input=password + "\n")
+        said = done.stdout
+        if "successfully changed" in said or "same as current" in said:
+            return
+        if "not found" in said:
+            raise LabelStudioError(f"Label Studio has no user {email}")
+        raise LabelStudioError(
+            f"setting the password of {email} failed (exit {done.returncode}): "
+            f"{_last_lines(said + done.stderr)}"
+        )
+
+    def can_log_in(self, email: str, password: str) -> bool:
+        """Whether ``email`` can sign in to this server with ``password`` (see ``can_log_in``)."""
+        return can_log_in(self.url, email, password, timeout=self.config.timeout_s)
+
+
+def _printed_dict(text: str, *, after: str | None = None) -> dict[str, object] | None:
+    """The first line of ``text`` (after the line ``after``, when given) that is a printed
+    Python dict, read with ``ast.literal_eval`` (it is a repr, not JSON)."""
+    lines = text.splitlines()
+    if after is not None:
+        marks = [n for n, line in enumerate(lines) if line.strip() == after]
+        if not marks:
+            return None
+        lines = lines[marks[0] + 1 :]
+    for line in lines:
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                value = ast.literal_eval(line)
+            except (ValueError, SyntaxError):
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+def _last_lines(text: str, lines: int = 3) -> str:
+    kept = [line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(kept) or "(no output)"
+
+
+# --- what campaigns use -----------------------------------------------------------------
+
+
+def _external_token(config: LabelStudioConfig) -> str:
+    """The API token for ``config.url`` from the environment variable ``config.token_env``."""
+    token = os.environ.get(config.token_env, "")
+    if not token:
+        raise LabelStudioError(
+            f"labelstudio.url is {config.url}, but the environment variable "
+            f"{config.token_env} that holds its API token is not set"
+        )
+    return token
+
+
+def connection(settings: Settings) -> Connection:
+    """The Label Studio campaigns talk to: the server at ``labelstudio.url`` with the token
+    from the environment variable ``labelstudio.token_env``, or (no url) FairJudge's own
+    server with its admin token. Raises LabelStudioError naming what to do when the token
+    variable is unset or FairJudge's server does not answer."""
+    config = settings.labelstudio
+    if config.url:
+        return Connection(config.url.rstrip("/"), _external_token(config), managed=False)
+    return LabelStudioService(config, settings.state_dir).connection()
+
+
+def server_status(settings: Settings) -> ServiceStatus:
+    """The status of the Label Studio campaigns use: FairJudge's own (``status``), or the
+    one at ``labelstudio.url``: whether it answers, its version, and whether the token in
+    ``token_env`` works (LabelStudioError naming the variable when it is unset)."""
+    config = settings.labelstudio
+    if not config.url:
+        return LabelStudioService(config, settings.state_dir).status()
+    token = _external_token(config)
+    url = config.url.rstrip("/")
+    up = answers(url, timeout=config.timeout_s)
+    return ServiceStatus(
+        managed=False,
+        running=up,
+        answers=up,
+        url=url,
+        pid=None,
+        version=served_version(url, timeout=config.timeout_s) if up else None,
+        token_works=token_works(url, token, timeout=config.timeout_s) if up else None,
+        installed=False,
+        venv=None,
+        data_dir=None,
+        log=None,
+    )

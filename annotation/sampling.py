@@ -1,0 +1,491 @@
+"""Which items of a judge run people rate: sampling designs with known inclusion probabilities,
+and how many items a target precision needs.
+
+Every design is a simple random sample without replacement inside strata whose sizes are
+fixed before anything is drawn, so each item's first-order inclusion probability is exactly
+``n_h / N_h`` (drawn / population of its stratum). Agreement computed on the sample is then
+weighted back to the whole run with ``judge.stats.weighted`` (weights ``1 / probability``).
+
+Strategies (``STRATEGIES``):
+
+- ``random``: FairMonitor's design, a simple random sample of ``size`` items (default 20 %);
+  one stratum, ``all``, and every item has probability ``n / N``.
+- ``stratified``: strata are judge score level x stage x sensitive factor, so rare score levels
+  and small factor x stage cells are represented. Every non-empty stratum first gets
+  ``min_per_stratum`` items (default 1, or all of it if smaller); the rest of the sample is
+  shared in proportion to the strata's sizes by largest remainder, never more than a stratum
+  holds. If the minimum does not fit, it is lowered (down to 0, plain proportional
+  allocation) and a note says so: strata left with 0 items cannot be represented.
+- ``disagreement``: over-samples items whose judge samples disagree. An item's disagreement is
+  the largest range (max - min) over its rubrics of its scored samples; it is *disagreeing*
+  when that is at least ``min_range`` (default 1: any two samples differ), *agreeing*
+  otherwise, and *unmeasured* when no rubric has two scored samples. The sample is shared
+  among those three strata in proportion to size x rate, where the disagreeing rate is
+  ``oversample`` (default 3) times the others': disagreeing items are drawn with about three
+  times the probability of the rest, up to rounding and up to probability 1. A run whose
+  judge drew one sample per item has no disagreement to measure: a simple random sample is
+  drawn instead, ``strategy`` is ``random`` and a note says why.
+
+An item's *judge score level* (for ``stratified``): the mean of each rubric's scored samples,
+averaged over its rubrics, then put on the nearest whole score with halves going up (ICS
+samples 3 and 4 -> 3.5 -> level 4; TCS 4, PCS 3, ETCS 3 -> 3.33 -> level 3). An item with
+no scored sample at all is at level ``unscored``.
+
+Sizes: an ``int`` is a count of items, a ``float`` in (0, 1] a fraction of the run, rounded to
+the nearest count with halves going up (0.2 of 72 items = 14.4 -> 14). The same units, size,
+options and seed always give the same sample, whatever the order of ``units``.
+
+>>> units = [Unit(i, "S1", "gender", {"ICS": [1 + i % 5]}) for i in range(10)]
+>>> sample = draw(units, "random", 0.2, seed=0)
+>>> len(sample.drawn), sample.drawn[0].inclusion_probability
+(2, 0.2)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+from annotation.errors import CampaignError
+from judge.stats.coefficient import BootstrapOptions
+from judge.stats.pairs import pair_agreement
+
+STRATEGIES = ("random", "stratified", "disagreement")
+DEFAULT_SIZE = 0.2  # FairMonitor rated a 20 % random sample of its items
+UNSCORED = "unscored"  # the score level of an item the judge never scored
+ALL = "all"  # the one stratum of a simple random sample
+DISAGREEING, AGREEING, UNMEASURED = "disagreeing", "agreeing", "unmeasured"
+
+# With no pilot, the rho to plan for (see size_for_half_width). It is an assumption, not an
+# estimate: the judge's own scores say nothing about how well people will agree with them.
+# 0.5 lies between the judge-human rhos FairMonitor reports for its weakest rubric (SBAS, about
+# 0.41) and for ICS (about 0.80). The planned n grows as |rho| falls (rho = 0 needs the most:
+# 385 items for a half-width of 0.1), so plan with a smaller rho if the judge may agree less.
+PLANNING_RHO = 0.5
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One item of a judge run as the sampler sees it: ``scores`` maps each rubric to the
+    judge's samples for it (None = an unscored sample)."""
+
+    item_id: int
+    stage: str
+    factor: str
+    scores: Mapping[str, Sequence[int | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """An item in the sample, its probability of having been drawn, and its stratum."""
+
+    item_id: int
+    inclusion_probability: float
+    stratum: str
+
+    @property
+    def weight(self) -> float:
+        """``1 / inclusion_probability``: how many items of the run this one stands for."""
+        return 1 / self.inclusion_probability
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The drawn items (sorted by id), the design that drew them, and each stratum's
+    (population, drawn) counts. ``strategy`` is the design actually used (``random`` after a
+    fallback); ``notes`` say in words what the user should know about it."""
+
+    strategy: str
+    drawn: list[Drawn]
+    population: int
+    strata: dict[str, tuple[int, int]]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "population": self.population,
+            "size": len(self.drawn),
+            "strata": {k: {"population": p, "drawn": d} for k, (p, d) in self.strata.items()},
+            "drawn": [
+                {
+                    "item_id": d.item_id,
+                    "inclusion_probability": d.inclusion_probability,
+                    "stratum": d.stratum,
+                }
+                for d in self.drawn
+            ],
+            "notes": list(self.notes),
+        }
+
+
+def resolve_size(size: int | float, population: int) -> int:
+    """The number of items ``size`` asks for out of ``population``: an int is a count, a float
+    in (0, 1] a fraction (nearest count, halves up). CampaignError when it is not 1..population.
+
+    >>> resolve_size(0.2, 72), resolve_size(0.25, 10), resolve_size(5, 72)
+    (14, 3, 5)
+    """
+    if population < 1:
+        raise CampaignError("the judge run has no items to sample")
+    if isinstance(size, bool) or not isinstance(size, numbers.Real):
+        raise CampaignError(f"size must be a count or a fraction in (0, 1], got {size!r}")
+    if isinstance(size, numbers.Integral):
+        n = int(size)
+        if n < 1:
+            raise CampaignError(f"size must be at least 1 item, got {n}")
+        what = f"size {n}"
+    else:
+        fraction = float(size)
+        if not 0 < fraction <= 1:
+            raise CampaignError(
+                f"a fractional size must lie in (0, 1], got {size!r} "
+                "(give a whole number to ask for a count of items)"
+            )
+        # round() to 9 places first: 0.1 * 25 is 2.5000000000000004 in floating point.
+        n = math.floor(round(fraction * population, 9) + 0.5)
+        if n < 1:
+            raise CampaignError(
+                f"size {fraction:g} of {population} items rounds to 0 items; ask for more"
+            )
+        what = f"size {fraction:g}"
+    if n > population:
+        raise CampaignError(f"{what} is larger than the judge run, which has {population} items")
+    return n
+
+
+def score_level(unit: Unit) -> str:
+    """The item's judge score level as text: ``"4"``, or ``"unscored"`` (see the module
+    docstring)."""
+    # Exact fractions: a mean of exactly x.5 must round up, whatever floating point makes of it.
+    means = [
+        Fraction(int(sum(scored)), len(scored))
+        for samples in unit.scores.values()
+        if (scored := [s for s in samples if s is not None])
+    ]
+    if not means:
+        return UNSCORED
+    return str(math.floor(sum(means) / len(means) + Fraction(1, 2)))
+
+
+def disagreement(unit: Unit) -> int | None:
+    """The largest range of the item's scored samples over its rubrics; None when no rubric
+    has two scored samples."""
+    ranges = [
+        max(scored) - min(scored)
+        for samples in unit.scores.values()
+        if len(scored := [s for s in samples if s is not None]) >= 2
+    ]
+    return max(ranges) if ranges else None
+
+
+def draw(
+    units: Sequence[Unit], strategy: str, size: int | float, seed: int, **options: Any
+) -> Sample:
+    """Draw a sample of ``units`` with ``strategy`` (``STRATEGIES``); ``size`` as in
+    ``resolve_size``; ``seed`` (an integer >= 0) seeds numpy's default generator.
+
+    Options: ``min_per_stratum`` (int >= 0, default 1) for ``stratified``; ``oversample``
+    (>= 1, default 3) and ``min_range`` (int >= 1, default 1) for ``disagreement``.
+    """
+    if strategy not in STRATEGIES:
+        raise CampaignError(
+            f"unknown sampling strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
+        )
+    allowed = _OPTIONS[strategy]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        said = ", ".join(allowed) if allowed else "none"
+        raise CampaignError(
+            f"option {', '.join(unknown)} does not apply to the {strategy} strategy "
+            f"(its options: {said})"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise CampaignError(f"seed must be an integer >= 0, got {seed!r}")
+    ordered = sorted(units, key=lambda u: u.item_id)
+    ids = [u.item_id for u in ordered]
+    repeated = sorted({a for a, b in zip(ids, ids[1:], strict=False) if a == b})
+    if repeated:
+        raise CampaignError(f"items appear more than once: {repeated[:10]}")
+    n = resolve_size(size, len(ordered))
+    rng = np.random.default_rng(int(seed))
+    return _DESIGNS[strategy](ordered, n, rng, options)
+
+
+def _random(units: list[Unit], n: int, rng: np.random.Generator, _: Mapping[str, Any]) -> Sample:
+    return _stratified_draw("random", {ALL: units}, [n], rng, [])
+
+
+def _stratified(
+    units: list[Unit], n: int, rng: np.random.Generator, options: Mapping[str, Any]
+) -> Sample:
+    minimum = _whole(options, "min_per_stratum", default=1, lowest=0)
+    strata = _group(units, lambda u: f"score {score_level(u)} / {u.stage} / {u.factor}")
+    sizes = [len(m) for m in strata.values()]
+    notes: list[str] = []
+    floor = minimum
+    while sum(min(floor, s) for s in sizes) > n:
+        floor -= 1
+    if floor < minimum:
+        notes.append(
+            f"{n} items cannot give {minimum} to each of the {len(sizes)} strata: "
+            f"the minimum per stratum was lowered to {floor}"
+        )
+    counts = _allocate(sizes, [Fraction(s) for s in sizes], n, [min(floor, s) for s in sizes])
+    empty = sum(c == 0 for c in counts)
+    if empty:
+        notes.append(
+            f"{empty} of {len(sizes)} strata got no item: their items have inclusion "
+            "probability 0, so weighted estimates cannot speak for them"
+        )
+    return _stratified_draw("stratified", strata, counts, rng, notes)
+
+
+def _disagreement(
+    units: list[Unit], n: int, rng: np.random.Generator, options: Mapping[str, Any]
+) -> Sample:
+    oversample = options.get("oversample", 3)
+    if (
+        isinstance(oversample, bool)
+        or not isinstance(oversample, numbers.Real)
+        or not 1 <= float(oversample) < math.inf
+    ):
+        raise CampaignError(f"oversample must be a number >= 1, got {oversample!r}")
+    min_range = _whole(options, "min_range", default=1, lowest=1)
+    found = {u.item_id: disagreement(u) for u in units}
+    if all(d is None for d in found.values()):
+        note = (
+            "disagreement sampling needs several judge samples per item, and no item of this "
+            "run has two scored samples of one rubric: a simple random sample was drawn instead"
+        )
+        return _stratified_draw("random", {ALL: units}, [n], rng, [note])
+
+    def kind(u: Unit) -> str:
+        d = found[u.item_id]
+        return UNMEASURED if d is None else DISAGREEING if d >= min_range else AGREEING
+
+    strata = _group(units, kind)
+    sizes = [len(m) for m in strata.values()]
+    rate = Fraction(float(oversample))  # exact: a float's Fraction is its binary value
+    weights = [
+        Fraction(s) * (rate if k == DISAGREEING else 1) for k, s in zip(strata, sizes, strict=True)
+    ]
+    counts = _allocate(sizes, weights, n, [0] * len(sizes))
+    said = ", ".join(
+        f"{k} {c} of {s} ({c / s:.2f})" for k, s, c in zip(strata, sizes, counts, strict=True)
+    )
+    notes = [f"disagreeing items drawn at {oversample:g} times the others' rate: {said}"]
+    if DISAGREEING not in strata:
+        notes.append(f"no item's judge samples differ by {min_range} or more")
+    return _stratified_draw("disagreement", strata, counts, rng, notes)
+
+
+def _whole(options: Mapping[str, Any], name: str, *, default: int, lowest: int) -> int:
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < lowest:
+        raise CampaignError(f"{name} must be an integer >= {lowest}, got {value!r}")
+    return int(value)
+
+
+_Design = Callable[[list[Unit], int, np.random.Generator, Mapping[str, Any]], Sample]
+_DESIGNS: dict[str, _Design] = {
+    "random": _random,
+    "stratified": _stratified,
+    "disagreement": _disagreement,
+}
+_OPTIONS: dict[str, tuple[str, ...]] = {
+    "random": (),
+    "stratified": ("min_per_stratum",),
+    "disagreement": ("oversample", "min_range"),
+}
+
+
+def _group(units: list[Unit], key: Callable[[Unit], str]) -> dict[str, list[Unit]]:
+    """Units by stratum, strata in sorted order, members in item order."""
+    groups: dict[str, list[Unit]] = {}
+    for u in units:
+        groups.setdefault(key(u), []).append(u)
+    return dict(sorted(groups.items()))
+
+
+def _allocate(sizes: list[int], weights: list[Fraction], n: int, base: list[int]) -> list[int]:
+    """``base`` plus the rest of ``n`` shared in proportion to ``weights`` by largest
+    remainder, never more than ``sizes``. A stratum whose share would fill it is filled and
+    the rest shared again among the others. Exact fractions: ties are real ties, broken
+    towards the larger weight, then the earlier stratum."""
+    counts = list(base)
+    left = n - sum(counts)
+    while left > 0:
+        open_ = [h for h, (c, s) in enumerate(zip(counts, sizes, strict=True)) if c < s]
+        total = sum(weights[h] for h in open_)
+        quota = {h: left * weights[h] / total for h in open_}
+        full = [h for h in open_ if counts[h] + quota[h] >= sizes[h]]
+        if full:
+            for h in full:
+                left -= sizes[h] - counts[h]
+                counts[h] = sizes[h]
+            continue
+        for h in open_:
+            counts[h] += math.floor(quota[h])
+        rest = left - sum(math.floor(q) for q in quota.values())
+        by_remainder = sorted(open_, key=lambda h: (-(quota[h] % 1), -weights[h], h))
+        for h in by_remainder[:rest]:
+            counts[h] += 1
+        left = 0
+    return counts
+
+
+def _stratified_draw(
+    strategy: str,
+    strata: dict[str, list[Unit]],
+    counts: list[int],
+    rng: np.random.Generator,
+    notes: list[str],
+) -> Sample:
+    """A simple random sample of ``counts[h]`` items from each stratum, in stratum order."""
+    drawn: list[Drawn] = []
+    table: dict[str, tuple[int, int]] = {}
+    for (name, members), count in zip(strata.items(), counts, strict=True):
+        table[name] = (len(members), count)
+        picks = rng.choice(len(members), size=count, replace=False)
+        drawn += [Drawn(members[i].item_id, count / len(members), name) for i in picks]
+    drawn.sort(key=lambda d: d.item_id)
+    return Sample(strategy, drawn, sum(len(m) for m in strata.values()), table, notes)
+
+
+@dataclass(frozen=True)
+class SizePlan:
+    """How many items to rate for a target precision of Spearman's rho, and on what basis."""
+
+    n: int
+    rho: float
+    rho_source: str
+    half_width: float  # the half-width the plan reaches at n (at most the target)
+    reason: str  # one sentence for the CLI
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "rho": self.rho,
+            "rho_source": self.rho_source,
+            "half_width": self.half_width,
+            "reason": self.reason,
+        }
+
+
+def spearman_half_width(n: int, rho: float, *, confidence: float = 0.95) -> float:
+    """Half the width of the Fisher-z confidence interval of Spearman's rho at ``n`` items.
+
+    z = atanh(rho), se = sqrt((1 + rho^2 / 2) / (n - 3)) (Bonett & Wright 2000, Psychometrika
+    65(1), 23-28), interval tanh(z -+ q se) with q the normal quantile of ``confidence``.
+
+    >>> round(spearman_half_width(100, 0.0), 4)
+    0.1964
+    """
+    if n <= 3:
+        raise ValueError(f"n must be at least 4 for the Fisher z interval, got {n}")
+    q = float(norm.ppf(0.5 + confidence / 2))
+    z = math.atanh(rho)
+    se = math.sqrt((1 + rho * rho / 2) / (n - 3))
+    return (math.tanh(z + q * se) - math.tanh(z - q * se)) / 2
+
+
+def size_for_half_width(
+    half_width: float,
+    rho: float | None = None,
+    *,
+    rho_source: str | None = None,
+    confidence: float = 0.95,
+) -> SizePlan:
+    """The smallest n (at least 4) whose ``confidence`` interval of Spearman's rho between the
+    judge and the humans has a half-width of at most ``half_width`` (``spearman_half_width``).
+
+    ``rho`` is the expected correlation: a pilot campaign's (``size_from_pilot``), or, when
+    None, the planning value ``PLANNING_RHO`` (0.5), an assumption the plan says it made.
+
+    >>> plan = size_for_half_width(0.1)
+    >>> plan.n, plan.rho, plan.rho_source
+    (246, 0.5, 'planning value')
+    """
+    if (
+        isinstance(half_width, bool)
+        or not isinstance(half_width, numbers.Real)
+        or not 0 < half_width < 1
+    ):
+        raise CampaignError(f"the target half-width must lie in (0, 1), got {half_width!r}")
+    if not 0 < confidence < 1:
+        raise CampaignError(f"confidence must lie in (0, 1), got {confidence!r}")
+    source = rho_source or ("planning value" if rho is None else "given")
+    value = PLANNING_RHO if rho is None else float(rho)
+    if not -1 < value < 1:
+        raise CampaignError(
+            f"rho must lie strictly between -1 and 1 to plan a sample size, got {value:g} "
+            f"({source})"
+        )
+    hw = float(half_width)
+
+    def wide(m: int) -> bool:
+        return spearman_half_width(m, value, confidence=confidence) > hw
+
+    high = 4
+    while wide(high):  # the half-width falls as n grows: double, then bisect
+        high *= 2
+    low = max(4, high // 2)
+    if not wide(low):
+        high = low
+    while high - low > 1:
+        mid = (low + high) // 2
+        if wide(mid):
+            low = mid
+        else:
+            high = mid
+    reached = spearman_half_width(high, value, confidence=confidence)
+    basis = {
+        "planning value": "a planning value assumed without a pilot",
+        "given": "as given",
+    }.get(source, f"as in {source}")
+    reason = (
+        f"{high} rated items give Spearman's rho a {confidence:.0%} interval of half-width "
+        f"{reached:.4f} (target {hw:g}) if the judge-human rho is {value:.2f}, {basis} "
+        "(Fisher's z with the Bonett-Wright 2000 variance)."
+    )
+    return SizePlan(high, value, source, reached, reason)
+
+
+def size_from_pilot(
+    half_width: float,
+    judge: Sequence[float],
+    human: Sequence[float],
+    *,
+    confidence: float = 0.95,
+) -> SizePlan:
+    """``size_for_half_width`` with rho estimated from a pilot campaign: Spearman's rho of the
+    pilot's per-item judge and human scores. CampaignError when the pilot cannot define it
+    (fewer than 3 items, constant scores) or gives rho = +-1."""
+    try:
+        pilot = pair_agreement(
+            np.asarray(judge, dtype=float),
+            np.asarray(human, dtype=float),
+            options=BootstrapOptions(n_bootstrap=0),
+        )
+    except ValueError as exc:
+        raise CampaignError(f"the pilot's ratings cannot be used: {exc}") from None
+    spearman = pilot.coefficients["spearman"]
+    if spearman.undefined_reason is not None:
+        raise CampaignError(
+            f"the pilot does not define Spearman's rho ({spearman.undefined_reason}); "
+            "plan without it or rate more items"
+        )
+    return size_for_half_width(
+        half_width,
+        spearman.value,
+        rho_source=f"a pilot of {spearman.n} items",
+        confidence=confidence,
+    )

@@ -1,0 +1,144 @@
+"""Annotation campaigns at FairMonitor's scale against a real Label Studio, timed as users run
+them (whole ``fairjudge campaign`` commands, timed from outside):
+
+- push: ``campaign create`` of 12,632 tasks (FairMonitor's item count; target <= 30 s);
+- pull: ``campaign pull`` of 3 annotators x 2,234 items (the seed's human sample; target
+  <= 30 s), then the same pull again with nothing new (target <= 5 s).
+
+The 6,702 annotations are not clicked in one by one (Label Studio has no bulk annotation
+endpoint, and one call takes ~80 ms): the benchmark imports the pull campaign's tasks with
+their three annotations attached, each credited to its annotator (``completed_by``), which is
+what Label Studio stores for submitted work too.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from annotation.labelstudio import interface
+from annotation.labelstudio.campaigns import create_campaign
+from annotation.labelstudio.client import LabelStudioClient
+from annotation.labelstudio.service import LabelStudioService
+from bench import wire
+from judge import paths
+from judge.config import LabelStudioConfig
+from judge.grading.rubrics import load_rubrics
+from judge.store.engine import make_engine, session_scope
+from tests.support.factories import FAIRJUDGE, free_port
+
+N_PUSH = 12_632
+N_PULL = 2_234
+PEOPLE = ("b1@example.org", "b2@example.org", "b3@example.org")
+
+
+class _Annotated(LabelStudioClient):
+    """Imports each task with one annotation per annotator already attached."""
+
+    def __init__(self, url: str, token: str, people: dict[str, int]) -> None:
+        super().__init__(url, token)
+        self.people = people
+
+    def import_tasks(self, project_id: int, tasks: list[dict[str, Any]]) -> list[int]:
+        ids: list[int] = []
+        for start in range(0, len(tasks), 1000):
+            batch = [
+                {"data": data, "annotations": self._annotations(data)}
+                for data in tasks[start : start + 1000]
+            ]
+            response = self._sdk.projects.import_tasks(
+                project_id, request=batch, return_task_ids=True
+            )
+            ids.extend(int(i) for i in response.task_ids or [])
+        return ids
+
+    def _annotations(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        for n, uid in enumerate(self.people.values()):
+            result = [
+                {
+                    "from_name": interface.control_name(interface.SCORE, rubric),
+                    "to_name": _target(rubric),
+                    "type": "choices",
+                    "value": {
+                        "choices": [str(1 + zlib.crc32(f"{data['fj_item']}{n}".encode()) % 5)]
+                    },
+                }
+                for rubric in data["fj_rubrics"]
+            ]
+            out.append({"result": result, "completed_by": uid, "lead_time": 10.0 + n})
+        return out
+
+
+def _target(rubric: str) -> str:
+    import xml.etree.ElementTree as ET
+
+    config = interface.label_config([load_rubrics(paths.prompts_dir())[rubric]])
+    name = interface.control_name(interface.SCORE, rubric)
+    return next(e.get("toName", "") for e in ET.fromstring(config).iter() if e.get("name") == name)
+
+
+def _config(tmp: Path, base: Path, service: LabelStudioService) -> Path:
+    text = base.read_text(encoding="utf-8") + (
+        f'\n[labelstudio]\nhost = "127.0.0.1"\nport = {service.config.port}\n'
+        f'home = "{service.home}"\nvenv = "{service.venv}"\ntimeout_s = 120\n'
+    )
+    path = tmp / "bench-ls.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def bench_labelstudio(tmp: Path, venv: Path) -> dict[str, Any]:
+    stub = wire.Stub(0.0)
+    gen = wire.Stub(0.0)
+    try:
+        base = wire.prepare(tmp, N_PUSH, 64, gen.url, stub.url)
+        subprocess.run([*base, "judge", "1"], check=True, capture_output=True)
+    finally:
+        stub.stop()
+        gen.stop()
+    config_path = Path(base[base.index("--config") + 1])
+    service = LabelStudioService(
+        LabelStudioConfig(port=free_port(), home=str(tmp / "ls")), tmp, venv=venv
+    )
+    service.install(print)
+    started = time.perf_counter()
+    service.start(print)
+    first_start = time.perf_counter() - started
+    try:
+        cli = [*FAIRJUDGE, "--config", str(_config(tmp, config_path, service))]
+        push = wire.timed(
+            [*cli, "campaign", "create", "--judge-run", "1", "--size", "1.0", "--name", "push"]
+        )
+        found = service.connection()
+        admin = LabelStudioClient(found.url, found.token)
+        people = {email: admin.create_user(email) for email in PEOPLE}
+        engine = make_engine(f"sqlite:///{tmp / 'wire.db'}")  # the store wire.prepare made
+        with session_scope(engine) as session:
+            create_campaign(
+                session,
+                _Annotated(found.url, found.token, people),
+                load_rubrics(paths.prompts_dir()),
+                judge_run_id=1,
+                size=N_PULL,
+                seed=3,
+                name="pull",
+            )
+        engine.dispose()
+        pull = wire.timed([*cli, "campaign", "pull", "pull"])
+        again = wire.timed([*cli, "campaign", "pull", "pull"])
+    finally:
+        service.stop()
+    return {
+        "first_start_s": round(first_start, 1),
+        "push_tasks": N_PUSH,
+        "push_wall_s": round(push.wall_s, 2),
+        "pull_annotations": N_PULL * len(PEOPLE),
+        "pull_wall_s": round(pull.wall_s, 2),
+        "pull_said": pull.stdout.strip(),
+        "pull_again_wall_s": round(again.wall_s, 2),
+        "pull_again_said": again.stdout.strip(),
+    }

@@ -1,0 +1,361 @@
+"""``fairjudge campaign`` and ``fairjudge annotators``: human annotation in Label Studio."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from server.cli.output import emit, err, json_option, out, table
+
+if TYPE_CHECKING:
+    from server.cli import Context
+
+
+class SizeType(click.ParamType):
+    """``--size``: a whole number of items, or a fraction of the run in (0, 1]."""
+
+    name = "N|FRACTION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int | float):
+            return value
+        text = str(value).strip()
+        try:
+            number = float(text)
+        except ValueError:
+            self.fail(f"{value!r} is neither a count nor a fraction", param, ctx)
+        if "." in text or "e" in text.lower():
+            if not 0 < number <= 1:
+                self.fail(f"a fraction must lie in (0, 1], got {value}", param, ctx)
+            return number
+        if number < 1:
+            self.fail(f"a count must be at least 1, got {value}", param, ctx)
+        return int(number)
+
+
+def _progress(line: str) -> None:
+    err().print(line, highlight=False)
+
+
+@click.group()
+def campaign() -> None:
+    """Annotation campaigns: humans rate a judge run's answers in Label Studio."""
+
+
+@campaign.command("create")
+@click.option("--judge-run", "judge_run", type=int, required=True, help="Judge run to sample.")
+@click.option(
+    "--rubric", "rubrics", multiple=True, help="Rubric to rate (repeatable; default: all)."
+)
+@click.option(
+    "--size",
+    type=SizeType(),
+    default=None,
+    help="Items to sample: a count, or a fraction of the run (default 0.2, FairMonitor's 20 %).",
+)
+@click.option(
+    "--annotators",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Distinct annotators each item needs.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
+@click.option(
+    "--strategy",
+    type=click.Choice(["random", "stratified", "disagreement"]),
+    default="random",
+    show_default=True,
+    help="How items are drawn (see docs/annotation.md).",
+)
+@click.option(
+    "--target-half-width",
+    type=click.FloatRange(min=0, min_open=True, max=1),
+    default=None,
+    help="Choose the size for a 95 % CI of Spearman's rho this wide on each side "
+    "(instead of --size).",
+)
+@click.option(
+    "--pilot", default=None, help="Campaign whose ratings give rho for --target-half-width."
+)
+@click.option("--name", default=None, help="Campaign name (default: runN-STRATEGY-seedS).")
+@json_option
+@click.pass_obj
+def create(
+    ctx: Context,
+    judge_run: int,
+    rubrics: tuple[str, ...],
+    size: float | None,
+    annotators: int,
+    seed: int,
+    strategy: str,
+    target_half_width: float | None,
+    pilot: str | None,
+    name: str | None,
+    as_json: bool,
+) -> None:
+    """Sample a judge run's answers and send them to Label Studio as tasks (blind: no judge
+    output goes there). Running it again finishes an interrupted creation and adds no task
+    twice."""
+    from annotation.labelstudio.campaigns import create_campaign, plan_size
+    from judge.store.engine import session_scope
+    from server.services import labelstudio
+    from server.services import rubrics as load_rubrics
+
+    if target_half_width is not None and size is not None:
+        raise click.UsageError("give --size or --target-half-width, not both")
+    settings = ctx.settings()
+    client, _ = labelstudio(settings)
+    with session_scope(ctx.engine(settings)) as session:
+        plan = None
+        if target_half_width is not None:
+            plan = plan_size(session, target_half_width, pilot=pilot)
+            _progress(plan.reason)
+        result = create_campaign(
+            session,
+            client,
+            load_rubrics(settings),
+            judge_run_id=judge_run,
+            rubrics=rubrics,
+            size=size,
+            annotators=annotators,
+            seed=seed,
+            strategy=strategy,
+            size_plan=plan,
+            name=name,
+            progress=_progress,
+        )
+        data = result.to_dict()
+    emit(data, as_json, _print_created)
+
+
+def _print_created(d: dict[str, Any]) -> None:
+    verb = "created" if d["created"] else "already exists;"
+    out().print(
+        f"campaign {d['campaign']} {verb} {d['size']} of {d['population']} items "
+        f"({d['strategy']}), {d['annotators']} annotators each; "
+        f"{d['imported']} tasks imported, {d['already_there']} already in Label Studio",
+        highlight=False,
+    )
+    out().print(f"project: {d['url']}", highlight=False)
+    for note in d["notes"]:
+        out().print(f"note: {note}", highlight=False)
+
+
+@campaign.command("review")
+@click.option("--dataset", required=True, help="Dataset whose items experts review.")
+@click.option("--items", "item_keys", multiple=True, help="Only these item ids (repeatable).")
+@click.option(
+    "--reviewers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Reviewers each item needs.",
+)
+@click.option("--name", default=None, help="Campaign name (default: review-DATASET).")
+@json_option
+@click.pass_obj
+def review(
+    ctx: Context,
+    dataset: str,
+    item_keys: tuple[str, ...],
+    reviewers: int,
+    name: str | None,
+    as_json: bool,
+) -> None:
+    """Put dataset items before experts, who accept, edit or reject each with a reason."""
+    from annotation.labelstudio.campaigns import create_review
+    from judge.store.engine import session_scope
+    from server.services import labelstudio
+    from server.services import rubrics as load_rubrics
+
+    settings = ctx.settings()
+    client, _ = labelstudio(settings)
+    with session_scope(ctx.engine(settings)) as session:
+        result = create_review(
+            session,
+            client,
+            load_rubrics(settings),
+            dataset=dataset,
+            item_keys=item_keys,
+            reviewers=reviewers,
+            name=name,
+            progress=_progress,
+        )
+        data = result.to_dict()
+    emit(data, as_json, _print_created)
+
+
+@campaign.command("pull")
+@click.argument("name")
+@json_option
+@click.pass_obj
+def pull(ctx: Context, name: str, as_json: bool) -> None:
+    """Store the campaign's ratings (or reviews) from Label Studio; pulling again adds
+    nothing, keeps edits' old values and marks deleted annotations withdrawn."""
+    from annotation.errors import CampaignError
+    from annotation.labelstudio.pull import pull_campaign
+    from judge.store.engine import session_scope
+    from server.services import labelstudio
+
+    settings = ctx.settings()
+    client, _ = labelstudio(settings)
+    with session_scope(ctx.engine(settings)) as session:
+        result = pull_campaign(session, client, name)
+    data = result.to_dict()
+    emit(
+        data,
+        as_json,
+        lambda d: out().print(
+            f"campaign {d['campaign']}: {d['added']} added, {d['updated']} updated, "
+            f"{d['unchanged']} unchanged, {d['withdrawn']} withdrawn, {d['skipped']} skipped "
+            "in Label Studio",
+            highlight=False,
+        ),
+    )
+    for rater, item in result.rated_twice:
+        err().print(f"warning: {rater} rated item {item} more than once (the latest is kept)")
+    if result.problems:
+        raise CampaignError(
+            f"{len(result.problems)} annotation(s) of campaign {name!r} could not be stored "
+            "(the rest were); fix them in Label Studio and pull again:",
+            result.problems,
+        )
+
+
+@campaign.command("status")
+@click.argument("name")
+@json_option
+@click.pass_obj
+def status(ctx: Context, name: str, as_json: bool) -> None:
+    """Progress read live from Label Studio: per annotator, items short of ratings, skips,
+    and annotators worth a look."""
+    from annotation.labelstudio.campaigns import campaign_status
+    from judge.store.engine import session_scope
+    from server.services import labelstudio
+
+    settings = ctx.settings()
+    client, _ = labelstudio(settings)
+    with session_scope(ctx.engine(settings)) as session:
+        data = campaign_status(session, client, name).to_dict()
+    emit(data, as_json, _print_status)
+
+
+def _print_status(d: dict[str, Any]) -> None:
+    table(
+        f"campaign {d['campaign']}: {d['tasks']} items, {d['needed_per_item']} ratings each",
+        [
+            {
+                "annotator": a["email"],
+                "done": a["done"],
+                "skipped": a["skipped"],
+                "median s/task": (
+                    "" if a["median_lead_time_s"] is None else f"{a['median_lead_time_s']:.1f}"
+                ),
+                "worth a look": "; ".join(a["flags"]),
+            }
+            for a in d["annotators"]
+        ],
+    )
+    short = d["items_short"]
+    out().print(f"items short of {d['needed_per_item']} ratings: {len(short)}", highlight=False)
+    for pair in d["rated_twice"]:
+        out().print(f"rated twice: {pair[0]} on item {pair[1]}", highlight=False)
+    if d["skipped_items"]:
+        out().print(f"items skipped: {len(d['skipped_items'])}", highlight=False)
+
+
+@campaign.command("list")
+@json_option
+@click.pass_obj
+def list_(ctx: Context, as_json: bool) -> None:
+    """Every campaign with its size and stored ratings (no Label Studio needed)."""
+    from annotation.labelstudio.campaigns import list_campaigns
+    from judge.store.engine import session_scope
+
+    with session_scope(ctx.engine()) as session:
+        rows = list_campaigns(session)
+    emit(rows, as_json, lambda r: table("campaigns", r))
+
+
+@campaign.command("export")
+@click.argument("name")
+@click.option(
+    "--out",
+    "path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="File to write: .csv, or .jsonl (the long format `ratings import` reads).",
+)
+@click.pass_obj
+def export(ctx: Context, name: str, path: str) -> None:
+    """Write the campaign's ratings in the long format `ratings import` reads."""
+    from annotation.labelstudio.campaigns import export_campaign
+    from judge.store.engine import session_scope
+
+    with session_scope(ctx.engine()) as session:
+        n = export_campaign(session, name, path)
+    out().print(f"{n} ratings written to {path}", highlight=False)
+
+
+@click.group()
+def annotators() -> None:
+    """People who rate in Label Studio."""
+
+
+@annotators.command("add")
+@click.argument("email")
+@click.option("--name", default="", help="The person's name.")
+@json_option
+@click.pass_obj
+def add(ctx: Context, email: str, name: str, as_json: bool) -> None:
+    """Create a Label Studio user for EMAIL and say how the person logs in."""
+    from annotation.labelstudio.annotators import add_annotator
+    from judge.store.engine import session_scope
+    from server.services import labelstudio
+
+    settings = ctx.settings()
+    client, service = labelstudio(settings)
+    with session_scope(ctx.engine(settings)) as session:
+        person = add_annotator(session, client, email, name, service=service)
+    emit(
+        {
+            "email": person.email,
+            "user_id": person.user_id,
+            "url": person.url,
+            "created": person.created,
+            "password": person.password,
+        },
+        as_json,
+        lambda _: out().print(person.login_text(), highlight=False),
+    )
+
+
+@annotators.command("list")
+@json_option
+@click.pass_obj
+def list_annotators_cmd(ctx: Context, as_json: bool) -> None:
+    """Each annotator with their campaigns and progress as of the last pull."""
+    from annotation.labelstudio.annotators import list_annotators
+    from judge.store.engine import session_scope
+
+    with session_scope(ctx.engine()) as session:
+        rows = list_annotators(session)
+    emit(
+        rows,
+        as_json,
+        lambda r: table(
+            "annotators",
+            [
+                {
+                    "email": a["email"],
+                    "name": a["name"],
+                    "campaigns (items rated/items)": ", ".join(
+                        f"{k} {v}" for k, v in a["campaigns"].items()
+                    ),
+                }
+                for a in r
+            ],
+        ),
+    )
