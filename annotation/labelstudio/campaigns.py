@@ -608,6 +608,8 @@ def _flag(
             return None
         x = [scores[a][k] for k in shared]
         y = [scores[b][k] for k in shared]
+        if len(set(x)) == 1 or len(set(y)) == 1:
+            return None  # undefined for a constant rater (flagged on its own)
         value = spearmanr(x, y).statistic
         return None if math.isnan(value) else float(value)
 

@@ -159,6 +159,42 @@ class LabelStudioClient:
 
         return self._call(f"exporting project {project_id}", download)
 
+    def project_counts(self, project_id: int) -> dict[str, int]:
+        """Tasks, annotations and skipped annotations Label Studio counts for a project."""
+        project = self._call(
+            f"reading project {project_id}", lambda: self._sdk.projects.get(project_id)
+        )
+        return {
+            "tasks": int(getattr(project, "task_number", 0) or 0),
+            "annotations": int(getattr(project, "total_annotations_number", 0) or 0),
+            "skipped": int(getattr(project, "skipped_annotations_number", 0) or 0),
+        }
+
+    def tasks_updated_after(self, project_id: int, moment: str) -> int:
+        """How many tasks of the project changed after ``moment`` (a task's ``updated_at`` as
+        Label Studio wrote it). Label Studio moves a task's ``updated_at`` when one of its
+        annotations is created, edited or deleted."""
+        query = {
+            "filters": {
+                "conjunction": "and",
+                "items": [
+                    {
+                        "filter": "filter:tasks:updated_at",
+                        "operator": "greater",
+                        "type": "Datetime",
+                        "value": moment,
+                    }
+                ],
+            }
+        }
+        page: Any = self._call(
+            f"asking project {project_id} for changed tasks",
+            lambda: self._sdk.tasks.list(
+                project=project_id, query=json.dumps(query), fields="task_only", page_size=1
+            ),
+        )
+        return int(getattr(page.response, "total", 0) or 0)
+
     def task_ids_by_key(self, project_id: int, key: str = "fj_task") -> dict[str, int]:
         """Our task key (a field of each task's data) -> Label Studio's task id."""
         return {

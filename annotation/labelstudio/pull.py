@@ -7,6 +7,9 @@ the same values changes nothing; an edited one updates its ``HumanRating`` and k
 value as a ``RatingChange``; one deleted in Label Studio is marked withdrawn (kept, with its
 history, and no longer used). Annotations that cannot be used (a task that is not ours, a
 score off the scale) are reported with the task id and the reason; the others are stored.
+
+A pull first asks Label Studio for the project's counts and for tasks changed since the last
+complete pull (two small requests); when nothing changed it reads no export at all.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from annotation.errors import CampaignError
 from annotation.labelstudio import interface
@@ -85,6 +88,9 @@ def pull_campaign(session: Session, client: LabelStudioClient, name: str) -> Pul
             "create` again with the same options to finish creating it"
         )
     # Everything from Label Studio first: a failure here writes nothing.
+    counts = client.project_counts(campaign.ls_project_id)
+    if _nothing_new(session, client, campaign, counts):
+        return _unchanged(session, campaign)
     exported = client.export_tasks(campaign.ls_project_id)
     users = client.users()
     tasks = {
@@ -101,9 +107,57 @@ def pull_campaign(session: Session, client: LabelStudioClient, name: str) -> Pul
     else:
         _pull_ratings(session, campaign, exported, users, tasks, result)
     campaign.pulled_at = utcnow()
+    marks = [str(t["updated_at"]) for t in exported if t.get("updated_at")]
+    campaign.design = {
+        **campaign.design,
+        MARK: {
+            **counts,
+            "updated_at": max(marks) if len(marks) == len(exported) and marks else None,
+            "problems": len(result.problems),
+        },
+    }
     session.add(campaign)
     session.commit()
     return result
+
+
+# What the last complete pull saw, kept in the campaign's design: Label Studio's counts (read
+# before the export) and the latest task ``updated_at`` in the export. A pull that finds the
+# same counts and no task changed since that moment has nothing to read: creating, editing,
+# deleting or skipping an annotation changes a count or moves its task's ``updated_at``.
+MARK = "last_pull"
+
+
+def _nothing_new(
+    session: Session, client: LabelStudioClient, campaign: Campaign, counts: dict[str, int]
+) -> bool:
+    mark = campaign.design.get(MARK)
+    if not isinstance(mark, dict) or not mark.get("updated_at") or mark.get("problems"):
+        return False
+    if any(mark.get(k) != v for k, v in counts.items()):
+        return False
+    assert campaign.ls_project_id is not None
+    return client.tasks_updated_after(campaign.ls_project_id, str(mark["updated_at"])) == 0
+
+
+def _unchanged(session: Session, campaign: Campaign) -> PullResult:
+    """The result of a pull that found nothing new: every live rating is unchanged."""
+    live = session.exec(
+        select(func.count())
+        .select_from(HumanRating)
+        .where(HumanRating.campaign_id == campaign.id, col(HumanRating.withdrawn_at).is_(None))
+    ).one()
+    if campaign.kind == "review":
+        live = session.exec(
+            select(func.count())
+            .select_from(CampaignTask)
+            .join(Item, col(Item.id) == CampaignTask.item_id)
+            .where(CampaignTask.campaign_id == campaign.id, col(Item.review_status).is_not(None))
+        ).one()
+    campaign.pulled_at = utcnow()
+    session.add(campaign)
+    session.commit()
+    return PullResult(campaign.name, unchanged=int(live))
 
 
 def _read(

@@ -242,16 +242,19 @@ def test_campaign_round_trip(
         if a["completed_by"] == _uid(admin, PEOPLE[0])
     ]
     admin.update_annotation(mine[0]["id"], result_for(edited_task["data"], PEOPLE[0], to, bump=1))
+    old = {
+        r.rubric: r.score
+        for r in _ratings(engine, edited_task["data"]["fj_item"], PEOPLE[0], gen_run)
+    }
+    # An edit alone leaves Label Studio's counts as they were: the pull must still see it.
+    with session_scope(engine) as session:
+        edit_pull = pull_campaign(session, admin, name)
     gone = [
         a
         for a in by_task[deleted_task["id"]]["annotations"]
         if a["completed_by"] == _uid(admin, PEOPLE[1])
     ]
     admin.delete_annotation(gone[0]["id"])
-    old = {
-        r.rubric: r.score
-        for r in _ratings(engine, edited_task["data"]["fj_item"], PEOPLE[0], gen_run)
-    }
     with session_scope(engine) as session:
         third_pull = pull_campaign(session, admin, name)
     item = edited_task["data"]["fj_item"]
@@ -262,8 +265,9 @@ def test_campaign_round_trip(
     }
     moved = [r for r in wanted if wanted[r] != old[r]]
     assert moved, "the edit must change at least one score for this test to mean anything"
+    assert (edit_pull.updated, edit_pull.added, edit_pull.withdrawn) == (len(moved), 0, 0)
     assert third_pull.withdrawn == len(deleted_task["data"]["fj_rubrics"])
-    assert (third_pull.updated, third_pull.added) == (len(moved), 0)
+    assert (third_pull.updated, third_pull.added) == (0, 0)
     now = {r.rubric: r.score for r in _ratings(engine, item, PEOPLE[0], gen_run)}
     assert now == wanted
     with Session(engine) as s:
@@ -472,3 +476,46 @@ def test_review_round_trip(
             .where(Response.run_id == summary.run_id)
         ).all()
     assert asked == ["s1-gender-1"]
+
+
+def test_bad_annotations_are_reported_and_the_rest_stored(
+    admin: LabelStudioClient,
+    raters: dict[str, LabelStudioClient],
+    store: tuple[Engine, int, int],
+    rubrics: RubricSet,
+) -> None:
+    engine, _, judge_run = store
+    with session_scope(engine) as session:
+        made = create_campaign(
+            session, admin, rubrics, judge_run_id=judge_run, rubrics=["ICS"], size=3,
+            annotators=1, seed=11, name="bad-input",
+        )  # fmt: skip
+        project, campaign_id = made.campaign.ls_project_id, made.campaign.id
+    assert project is not None
+    to = targets(_project_config(admin, project))
+    tasks = sorted(admin.export_tasks(project), key=lambda t: t["id"])
+    # A task someone added by hand in Label Studio (not ours), annotated.
+    foreign = {**tasks[0]["data"], interface.TASK_KEY: "someone-else:1"}
+    (foreign_id,) = admin.import_tasks(project, [foreign])
+    rater = raters[PEOPLE[0]]
+    rater.annotate(foreign_id, result_for(foreign, PEOPLE[0], to))
+    # A score off the 1-5 scale (the editor cannot produce it; the API can).
+    off_scale = result_for(tasks[0]["data"], PEOPLE[0], to)
+    off_scale[0]["value"] = {"choices": ["7"]}
+    rater.annotate(tasks[0]["id"], off_scale)
+    # Two good annotations.
+    for task in tasks[1:]:
+        rater.annotate(task["id"], result_for(task["data"], PEOPLE[0], to))
+    with session_scope(engine) as session:
+        pulled = pull_campaign(session, admin, "bad-input")
+    reasons = {task: why for task, why in pulled.problems}
+    assert set(reasons) == {foreign_id, tasks[0]["id"]}
+    assert "not a task of this campaign" in reasons[foreign_id]
+    assert "7" in reasons[tasks[0]["id"]]
+    assert pulled.added == 2 and ratings_count(engine, campaign_id) == 2
+
+    # A wrong token and a server that is not there: one clear error each.
+    with pytest.raises(LabelStudioError, match="refused the token"):
+        LabelStudioClient(admin.url, "0" * 40).whoami()
+    with pytest.raises(LabelStudioError, match="cannot be reached"):
+        LabelStudioClient("http://127.0.0.1:9", "0" * 40, timeout_s=2).whoami()

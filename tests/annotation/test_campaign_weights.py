@@ -1,0 +1,158 @@
+"""Campaign data in the store without Label Studio: inclusion-weighted agreement in the
+reliability report, withdrawn ratings left out, and the annotators `campaign status` flags."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from annotation.labelstudio.campaigns import AnnotatorProgress, _flag
+from annotation.reliability import run_reliability
+from annotation.sections import readings
+from judge.data.catalog import import_items
+from judge.stats.coefficient import BootstrapOptions
+from judge.store.engine import session_scope
+from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, Judgment, utcnow
+from server import services
+from tests.support.factories import SAMPLE, make_settings
+from tests.support.stub_openai import StubServer
+
+
+@pytest.fixture
+def judged(engine: Engine, db_url: str, stub: StubServer) -> tuple[int, int]:
+    """The 18 S1 sample items answered and judged (ICS) through the stub endpoint."""
+    settings = make_settings(stub.base_url, db_url)
+    with session_scope(engine) as session:
+        import_items(session, SAMPLE, "sample")
+    gen = services.generate(engine, settings, "sample", limit=18)
+    jud = services.judge(engine, settings, gen.run_id)
+    return gen.run_id, jud.run_id
+
+
+def test_unequal_inclusion_probabilities_give_weighted_estimates(
+    engine: Engine, judged: tuple[int, int]
+) -> None:
+    gen_run, judge_run = judged
+    with Session(engine) as s:
+        judge = {
+            j.item_id: float(j.score)
+            for j in s.exec(select(Judgment).where(Judgment.judge_run_id == judge_run))
+            if j.score is not None
+        }
+        dataset_id = s.exec(select(Item.dataset_id)).first()
+    items = sorted(judge)[:10]
+    # A design as a stratified campaign records it: the first 4 items drawn with
+    # probability 1/4 (weight 4), the other 6 with probability 1/2 (weight 2).
+    probability = {i: (0.25 if n < 4 else 0.5) for n, i in enumerate(items)}
+    human = {i: float(1 + (i * 7) % 5) for i in items}  # one rater, scores made up
+    with session_scope(engine) as session:
+        campaign = Campaign(
+            name="weighted", kind="rating", dataset_id=dataset_id or 0,
+            generation_run_id=gen_run, judge_run_id=judge_run, rubrics=["ICS"],
+            strategy="stratified", population=18, size=10, annotators=1, ls_url="http://x",
+        )  # fmt: skip
+        session.add(campaign)
+        session.flush()
+        for i in items:
+            session.add(
+                CampaignTask(
+                    campaign_id=campaign.id, item_id=i, task_key=f"weighted:{i}",
+                    stratum="a" if probability[i] == 0.25 else "b",
+                    inclusion_probability=probability[i],
+                )
+            )  # fmt: skip
+            session.add(
+                HumanRating(
+                    generation_run_id=gen_run, item_id=i, rubric="ICS", rater="r1",
+                    score=human[i], source="labelstudio", campaign_id=campaign.id,
+                )
+            )  # fmt: skip
+        # A withdrawn rating on an 11th item: it must not count anywhere.
+        extra = sorted(judge)[10]
+        session.add(
+            HumanRating(
+                generation_run_id=gen_run, item_id=extra, rubric="ICS", rater="r1", score=5,
+                source="labelstudio", campaign_id=campaign.id, withdrawn_at=utcnow(),
+            )
+        )  # fmt: skip
+    with Session(engine) as s:
+        found = run_reliability(s, gen_run, options=BootstrapOptions(n_bootstrap=0))
+    entry = found.rubrics["ICS"].judges[0]
+    assert entry.n == 10 and found.rubrics["ICS"].n_rated_items == 10
+    # Independent check: with whole-number weights, the weighted coefficients equal scipy's
+    # on the pairs repeated weight-many times (4 copies of the first 4, 2 of the rest).
+    reps = [round(1 / probability[i]) for i in items]
+    jx = np.repeat([judge[i] for i in items], reps)
+    hy = np.repeat([human[i] for i in items], reps)
+    assert entry.weighted["pearson"].value == pytest.approx(stats.pearsonr(jx, hy).statistic)
+    assert entry.weighted["spearman"].value == pytest.approx(stats.spearmanr(jx, hy).statistic)
+    assert entry.weighted["mean_difference"].value == pytest.approx(float(np.mean(jx - hy)))
+    # The unweighted values are the plain ones on the 10 pairs.
+    plain = entry.agreement.coefficients if entry.agreement else {}
+    assert plain["spearman"].value == pytest.approx(
+        stats.spearmanr([judge[i] for i in items], [human[i] for i in items]).statistic
+    )
+    # Effective sample size (Kish): (sum w)^2 / sum w^2 = (4*4 + 6*2)^2 / (4*16 + 6*4) = 8.9
+    lines = [line for line in readings(found) if "weighted (the whole run)" in line]
+    assert len(lines) == 1 and "effective sample size 9 of 10" in lines[0]
+
+
+def test_a_simple_random_campaign_reports_no_weighted_estimate(
+    engine: Engine, judged: tuple[int, int]
+) -> None:
+    gen_run, judge_run = judged
+    with Session(engine) as s:
+        items = sorted(
+            j.item_id for j in s.exec(select(Judgment).where(Judgment.judge_run_id == judge_run))
+        )[:6]
+    with session_scope(engine) as session:
+        campaign = Campaign(
+            name="plain", kind="rating", dataset_id=1, generation_run_id=gen_run,
+            judge_run_id=judge_run, rubrics=["ICS"], strategy="random", population=18, size=6,
+            annotators=1, ls_url="http://x",
+        )  # fmt: skip
+        session.add(campaign)
+        session.flush()
+        for n, i in enumerate(items):
+            session.add(
+                CampaignTask(
+                    campaign_id=campaign.id, item_id=i, task_key=f"plain:{i}",
+                    inclusion_probability=6 / 18,
+                )
+            )  # fmt: skip
+            session.add(
+                HumanRating(
+                    generation_run_id=gen_run, item_id=i, rubric="ICS", rater="r1",
+                    score=float(1 + n % 5), campaign_id=campaign.id,
+                )
+            )  # fmt: skip
+    with Session(engine) as s:
+        found = run_reliability(s, gen_run, options=BootstrapOptions(n_bootstrap=0))
+    assert found.rubrics["ICS"].judges[0].weighted == {}
+    assert not [line for line in readings(found) if "weighted" in line]
+
+
+def test_annotators_worth_a_look() -> None:
+    # Five annotators on the same 6 item x rubric pairs; by construction:
+    # - c gives 3 to everything (a single score),
+    # - a, b, d and e rank the items alike, except e, who ranks them in reverse,
+    # - d takes 2 s per task against about 30 s for the others.
+    keys = [(f"i{n}", "ICS") for n in range(6)]
+    scores = {
+        "a": dict(zip(keys, [1, 2, 3, 4, 5, 5], strict=True)),
+        "b": dict(zip(keys, [1, 2, 3, 4, 4, 5], strict=True)),
+        "c": dict(zip(keys, [3, 3, 3, 3, 3, 3], strict=True)),
+        "d": dict(zip(keys, [1, 1, 3, 4, 5, 5], strict=True)),
+        "e": dict(zip(keys, [5, 5, 4, 3, 2, 1], strict=True)),
+    }
+    times = {"a": 30.0, "b": 28.0, "c": 31.0, "d": 2.0, "e": 33.0}
+    people = [AnnotatorProgress(p, 6, 0, times[p]) for p in scores]
+    _flag(people, scores)
+    flags = {p.email: " | ".join(p.flags) for p in people}
+    assert "same score (3)" in flags["c"]
+    assert "much faster" in flags["d"] and "same score" not in flags["d"]
+    assert "agrees with the others less" in flags["e"]
+    assert flags["a"] == flags["b"] == ""

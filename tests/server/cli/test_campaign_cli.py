@@ -1,0 +1,159 @@
+"""``fairjudge campaign`` and ``fairjudge annotators`` as users run them, against the session's
+real Label Studio used as a server the user runs (``[labelstudio] url`` and a token held in an
+environment variable), with a store judged through the stub endpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from scipy.stats import norm
+
+from annotation.labelstudio import interface
+from annotation.labelstudio.client import LabelStudioClient
+from annotation.labelstudio.service import LabelStudioService
+from judge.data.catalog import import_items
+from judge.store.engine import make_engine, session_scope
+from server import services
+from server.cli import cli
+from tests.annotation.labelstudio.conftest import shared_labelstudio
+from tests.support.factories import FAIRJUDGE, SAMPLE, make_settings, write_config
+from tests.support.stub_openai import StubServer
+
+TOKEN_ENV = "FJ_TEST_CAMPAIGN_TOKEN"
+
+
+@pytest.fixture(scope="session")
+def labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudioService]:
+    """The same server as tests/annotation/labelstudio's fixture (started once a session)."""
+    yield from shared_labelstudio(tmp_path_factory)
+
+
+@pytest.fixture
+def config(
+    tmp_path: Path, labelstudio: LabelStudioService, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Path, int, int]]:
+    """A config whose store holds the 18 S1 sample items judged with ICS, and whose Label
+    Studio is the session's server reached by URL and token variable."""
+    db_url = f"sqlite:///{tmp_path / 'fairjudge.db'}"
+    engine = make_engine(db_url)
+    with StubServer() as stub:
+        settings = make_settings(stub.base_url, db_url)
+        with session_scope(engine) as session:
+            import_items(session, SAMPLE, "sample")
+        gen = services.generate(engine, settings, "sample", limit=18)
+        jud = services.judge(engine, settings, gen.run_id)
+        path = write_config(tmp_path / "fairjudge.toml", stub.base_url, db_url)
+    engine.dispose()
+    path.write_text(
+        path.read_text() + f'[labelstudio]\nurl = "{labelstudio.url}"\ntoken_env = "{TOKEN_ENV}"\n'
+    )
+    monkeypatch.setenv(TOKEN_ENV, labelstudio.connection().token)
+    yield path, gen.run_id, jud.run_id
+
+
+def run(config: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--config", str(config), *args])
+
+
+def test_create_rate_pull_status_export_through_the_cli(
+    config: tuple[Path, int, int], labelstudio: LabelStudioService, tmp_path: Path
+) -> None:
+    path, gen_run, judge_run = config
+    created = run(
+        path, "campaign", "create", "--judge-run", str(judge_run), "--size", "4",
+        "--annotators", "2", "--seed", "3", "--name", "cli-campaign", "--json",
+    )  # fmt: skip
+    assert created.exit_code == 0, created.output
+    made = json.loads(created.stdout)
+    assert (made["size"], made["population"], made["imported"]) == (4, 18, 4)
+
+    # An annotator added on a server FairJudge does not run gets no password from us.
+    added = run(path, "annotators", "add", "cli.rater@example.org")
+    assert added.exit_code == 0, added.output
+    assert "without a password" in added.output
+
+    admin = LabelStudioClient(labelstudio.url, labelstudio.connection().token)
+    rater = LabelStudioClient(labelstudio.url, labelstudio.user_token("cli.rater@example.org"))
+    tasks = admin.export_tasks(made["project"])
+    # Scores by hand: the admin gives 2 to every item, the rater 4 (choices hold the number).
+    for client, score in ((admin, 2), (rater, 4)):
+        for task in tasks:
+            result = [
+                {
+                    "from_name": "score_ICS",
+                    "to_name": _target(admin, made["project"]),
+                    "type": "choices",
+                    "value": {"choices": [str(score)]},
+                }
+            ]
+            client.annotate(task["id"], result)
+
+    pulled = run(path, "campaign", "pull", "cli-campaign", "--json")
+    assert pulled.exit_code == 0, pulled.output
+    assert json.loads(pulled.stdout)["added"] == 4 * 2  # 4 items x 2 annotators x ICS
+    again = json.loads(run(path, "campaign", "pull", "cli-campaign", "--json").stdout)
+    assert (again["added"], again["unchanged"]) == (0, 8)
+
+    status = json.loads(run(path, "campaign", "status", "cli-campaign", "--json").stdout)
+    assert {a["email"]: a["done"] for a in status["annotators"]} == {
+        "admin@fairjudge.local": 4,
+        "cli.rater@example.org": 4,
+    }
+    assert status["items_short"] == {}
+
+    listed = json.loads(run(path, "campaign", "list", "--json").stdout)
+    assert [(c["name"], c["ratings"]) for c in listed] == [("cli-campaign", 8)]
+
+    # The export is what `ratings import` reads: importing it back changes nothing.
+    out = tmp_path / "ratings.csv"
+    assert run(path, "campaign", "export", "cli-campaign", "--out", str(out)).exit_code == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "item_id,rubric,rater,score,rationale" and len(lines) == 9
+    back = run(path, "ratings", "import", str(out), "--run", str(gen_run), "--json")
+    assert back.exit_code == 0, back.output
+    assert (json.loads(back.stdout)["added"], json.loads(back.stdout)["unchanged"]) == (0, 8)
+
+
+def shell(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The whole command in a process of its own, as a user runs it (errors, exit codes)."""
+    return subprocess.run(
+        [*FAIRJUDGE, "--config", str(config), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def _target(admin: LabelStudioClient, project: int) -> str:
+    import xml.etree.ElementTree as ET
+
+    config = admin._sdk.projects.get(project).label_config or ""
+    name = interface.control_name(interface.SCORE, "ICS")
+    return next(e.get("toName", "") for e in ET.fromstring(config).iter() if e.get("name") == name)
+
+
+def test_target_half_width_chooses_the_size_and_a_size_above_the_run_is_refused(
+    config: tuple[Path, int, int],
+) -> None:
+    path, _, judge_run = config
+    said = shell(
+        path, "campaign", "create", "--judge-run", str(judge_run), "--target-half-width", "0.3",
+    )  # fmt: skip
+    # The smallest n with tanh(atanh(0.5) + z se) - tanh(atanh(0.5) - z se) <= 2 x 0.3, where
+    # se = sqrt((1 + 0.5^2 / 2) / (n - 3)) (Bonett and Wright, 2000), worked out here.
+    z = norm.ppf(0.975)
+
+    def half(n: int) -> float:
+        se = math.sqrt((1 + 0.25 / 2) / (n - 3))
+        return (math.tanh(math.atanh(0.5) + z * se) - math.tanh(math.atanh(0.5) - z * se)) / 2
+
+    n = next(n for n in range(4, 10_000) if half(n) <= 0.3)
+    assert said.returncode == 1, said.stderr
+    assert f"size {n} is larger than the judge run, which has 18 items" in said.stderr
+    assert said.stderr.startswith(f"{n} rated items")  # the plan's reason comes first
+
+    unknown = shell(path, "campaign", "status", "nope")
+    assert unknown.returncode == 1 and "no campaign named 'nope'" in unknown.stderr
