@@ -48,14 +48,12 @@ import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from annotation.errors import CampaignError
-from judge.stats.coefficient import BootstrapOptions
-from judge.stats.pairs import pair_agreement
 
 STRATEGIES = ("random", "stratified", "disagreement")
 DEFAULT_SIZE = 0.2  # FairMonitor rated a 20 % random sample of its items
@@ -391,7 +389,7 @@ def spearman_half_width(n: int, rho: float, *, confidence: float = 0.95) -> floa
     """
     if n <= 3:
         raise ValueError(f"n must be at least 4 for the Fisher z interval, got {n}")
-    q = float(norm.ppf(0.5 + confidence / 2))
+    q = NormalDist().inv_cdf(0.5 + confidence / 2)  # the standard library's, as exact as scipy's
     z = math.atanh(rho)
     se = math.sqrt((1 + rho * rho / 2) / (n - 3))
     return (math.tanh(z + q * se) - math.tanh(z - q * se)) / 2
@@ -470,6 +468,11 @@ def size_from_pilot(
     pilot's per-item judge and human scores. CampaignError when the pilot cannot define it
     (fewer than 3 items, constant scores) or gives rho = +-1."""
     try:
+        # Imported here: scikit-learn and scipy.stats take seconds to load, and only a
+        # pilot needs them.
+        from judge.stats.coefficient import BootstrapOptions
+        from judge.stats.pairs import pair_agreement
+
         pilot = pair_agreement(
             np.asarray(judge, dtype=float),
             np.asarray(human, dtype=float),

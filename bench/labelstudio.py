@@ -91,11 +91,13 @@ def _config(tmp: Path, base: Path, service: LabelStudioService) -> Path:
     return path
 
 
-def bench_labelstudio(tmp: Path, venv: Path) -> dict[str, Any]:
+def bench_labelstudio(
+    tmp: Path, venv: Path, n_push: int = N_PUSH, n_pull: int = N_PULL
+) -> dict[str, Any]:
     stub = wire.Stub(0.0)
     gen = wire.Stub(0.0)
     try:
-        base = wire.prepare(tmp, N_PUSH, 64, gen.url, stub.url)
+        base = wire.prepare(tmp, n_push, 64, gen.url, stub.url)
         subprocess.run([*base, "judge", "1"], check=True, capture_output=True)
     finally:
         stub.stop()
@@ -123,7 +125,7 @@ def bench_labelstudio(tmp: Path, venv: Path) -> dict[str, Any]:
                 _Annotated(found.url, found.token, people),
                 load_rubrics(paths.prompts_dir()),
                 judge_run_id=1,
-                size=N_PULL,
+                size=n_pull,
                 seed=3,
                 name="pull",
             )
@@ -134,9 +136,9 @@ def bench_labelstudio(tmp: Path, venv: Path) -> dict[str, Any]:
         service.stop()
     return {
         "first_start_s": round(first_start, 1),
-        "push_tasks": N_PUSH,
+        "push_tasks": n_push,
         "push_wall_s": round(push.wall_s, 2),
-        "pull_annotations": N_PULL * len(PEOPLE),
+        "pull_annotations": n_pull * len(PEOPLE),
         "pull_wall_s": round(pull.wall_s, 2),
         "pull_said": pull.stdout.strip(),
         "pull_again_wall_s": round(again.wall_s, 2),

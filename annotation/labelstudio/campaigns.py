@@ -21,14 +21,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlmodel import Session, col, select
 
 from annotation.errors import CampaignError
 from annotation.labelstudio import interface
 from annotation.labelstudio.client import LabelStudioClient, annotations_of
-from annotation.sampling import SizePlan, Unit, draw, size_for_half_width, size_from_pilot
 from judge.errors import NotFoundError
 from judge.grading.rubrics import Rubric, RubricSet
 from judge.store.queries import get_dataset, get_judge_run, responses_by_item
@@ -39,6 +38,9 @@ from judge.store.tables import (
     Item,
     Judgment,
 )
+
+if TYPE_CHECKING:  # annotation.sampling (scipy.stats) is imported where a sample is drawn
+    from annotation.sampling import SizePlan, Unit
 
 Progress = Callable[[str], None]
 ANSWERED = ("ok", "truncated", "refusal")  # answers a human can rate (as ratings import allows)
@@ -74,6 +76,8 @@ class Population:
 def population(
     session: Session, judge_run_id: int, rubric_set: RubricSet, rubrics: Sequence[str]
 ) -> Population:
+    from annotation.sampling import Unit
+
     run = get_judge_run(session, judge_run_id)
     chosen = _check_rubrics(rubric_set, rubrics)
     answers = responses_by_item(session, run.generation_run_id)
@@ -165,6 +169,8 @@ def plan_size(
 ) -> SizePlan:
     """The sample size for a 95 % CI of Spearman's rho of the given half-width; rho is taken
     from a pilot campaign's ratings against its judge when ``pilot`` names one."""
+    from annotation.sampling import size_for_half_width, size_from_pilot
+
     if pilot is None:
         return size_for_half_width(half_width)
     judge, human = _pilot_pairs(session, get_campaign(session, pilot))
@@ -271,6 +277,8 @@ def _new_campaign(
     strategy: str,
     size_plan: SizePlan | None,
 ) -> CreateResult:
+    from annotation.sampling import draw
+
     run = get_judge_run(session, judge_run_id)
     found = population(session, judge_run_id, rubric_set, rubrics)
     if not found.units:

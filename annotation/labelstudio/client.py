@@ -13,7 +13,10 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import httpx
-from label_studio_sdk import LabelStudio
+
+# The SDK's generated client: ``label_studio_sdk.LabelStudio`` only adds helpers we do not use
+# (pandas exports, interface parsing) and takes 4 s to import on two cores against 0.7 s.
+from label_studio_sdk.base_client import LabelStudioBase
 from label_studio_sdk.core.api_error import ApiError
 
 from annotation.errors import LabelStudioError
@@ -33,7 +36,7 @@ class LabelStudioClient:
 
     def __init__(self, url: str, token: str, *, timeout_s: float = 30.0) -> None:
         self.url = url.rstrip("/")
-        self._sdk = LabelStudio(base_url=self.url, api_key=token, timeout=timeout_s)
+        self._sdk = LabelStudioBase(base_url=self.url, api_key=token, timeout=timeout_s)
 
     def __repr__(self) -> str:
         return f"LabelStudioClient({self.url!r}, token=***)"

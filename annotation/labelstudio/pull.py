@@ -269,11 +269,10 @@ def _pull_ratings(
             session.add(row)
             result.added += 1
         else:
+            # Same values: unchanged, even when the rating came from another campaign on the
+            # same answers or another annotation of the same person (it keeps its origin).
             same = (
-                row.score == p.score
-                and row.rationale == p.rationale
-                and row.withdrawn_at is None
-                and row.annotation_id == p.annotation_id
+                row.score == p.score and row.rationale == p.rationale and row.withdrawn_at is None
             )
             if same:
                 result.unchanged += 1

@@ -256,8 +256,9 @@ class LabelStudioService:
     """Install, start, stop and inspect FairJudge's own Label Studio, and run its
     server-side user commands.
 
-    ``venv`` overrides where the server's virtual environment lives (default ``home/venv``):
-    the tests share one across test sessions while each keeps its data in a fresh folder.
+    ``venv`` (or ``config.venv``) overrides where the server's virtual environment lives
+    (default ``home/venv``): the tests share one across test sessions while each keeps its data
+    in a fresh folder.
     """
 
     def __init__(
@@ -269,7 +270,8 @@ class LabelStudioService:
     ) -> None:
         self.config = config
         self.home = Path(config.home) if config.home else Path(state_dir) / "labelstudio"
-        self.venv = Path(venv) if venv else self.home / "venv"
+        chosen = venv or config.venv
+        self.venv = Path(chosen) if chosen else self.home / "venv"
         self.data_dir = self.home / "data"
         self.user_home = self.home / "user-home"
         self.admin_file = self.home / "admin.json"
@@ -336,7 +338,7 @@ class LabelStudioService:
                 f"label-studio=={version}",
             ]
             label = f"installing Label Studio {version} into {self.venv}"
-            say(f"{label} (about a minute; log: {self.install_log})")
+            say(f"{label} (about two minutes, ~1 GB; log: {self.install_log})")
             with open(self.install_log, "wb") as log:
                 code = self._wait(
                     subprocess.Popen(

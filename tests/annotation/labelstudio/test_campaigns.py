@@ -216,9 +216,18 @@ def test_campaign_round_trip(
     assert (first.added, first.updated, first.withdrawn, first.problems) == (expected, 0, 0, [])
     assert ratings_count(engine, campaign_id) == expected
 
-    # Pulling again adds nothing.
-    with session_scope(engine) as session:
-        second = pull_campaign(session, admin, name)
+    # Pulling again adds nothing, and reads no export: nothing changed in Label Studio.
+    real_export = admin.export_tasks
+
+    def no_export(project_id: int) -> list[dict]:
+        raise AssertionError("a pull with nothing new must not read the whole project")
+
+    admin.export_tasks = no_export  # type: ignore[method-assign]
+    try:
+        with session_scope(engine) as session:
+            second = pull_campaign(session, admin, name)
+    finally:
+        admin.export_tasks = real_export  # type: ignore[method-assign]
     assert (second.added, second.updated, second.unchanged) == (0, 0, expected)
 
     # Status: the short item is reported with 2 ratings; progress per annotator.
