@@ -34,6 +34,7 @@ from judge.store.queries import get_dataset, get_judge_run, responses_by_item
 from judge.store.tables import (
     Campaign,
     CampaignTask,
+    GenerationRun,
     HumanRating,
     Item,
     Judgment,
@@ -81,9 +82,17 @@ def population(
     run = get_judge_run(session, judge_run_id)
     chosen = _check_rubrics(rubric_set, rubrics)
     answers = responses_by_item(session, run.generation_run_id)
-    items = session.exec(
-        select(Item).where(col(Item.id).in_(list(answers))).order_by(col(Item.id))
-    ).all()
+    # The run's dataset, filtered here: an IN list of 10,000s of ids is slow or refused.
+    dataset_id = session.exec(
+        select(GenerationRun.dataset_id).where(GenerationRun.id == run.generation_run_id)
+    ).one()
+    items = [
+        i
+        for i in session.exec(
+            select(Item).where(Item.dataset_id == dataset_id).order_by(col(Item.id))
+        )
+        if i.id in answers
+    ]
     samples: dict[int, dict[str, list[int | None]]] = defaultdict(lambda: defaultdict(list))
     for item_id, rubric, score in session.exec(
         select(Judgment.item_id, Judgment.rubric, Judgment.score)
@@ -328,12 +337,9 @@ def _new_campaign(
     session.add(campaign)
     session.flush()
     assert campaign.id is not None
-    keys = {
-        i.id: i.key
-        for i in session.exec(
-            select(Item).where(col(Item.id).in_([d.item_id for d in sample.drawn]))
-        )
-    }
+    keys = dict(
+        session.exec(select(Item.id, Item.key).where(Item.dataset_id == campaign.dataset_id)).all()
+    )
     for d in sample.drawn:
         session.add(
             CampaignTask(
@@ -412,9 +418,11 @@ def _push_tasks(
     missing = [t for t in tasks if t.task_key not in there]
     if not missing:
         return 0, already
+    wanted = {t.item_id for t in missing}
     items = {
         i.id: i
-        for i in session.exec(select(Item).where(col(Item.id).in_([t.item_id for t in missing])))
+        for i in session.exec(select(Item).where(Item.dataset_id == campaign.dataset_id))
+        if i.id in wanted
     }
     answers = (
         responses_by_item(session, campaign.generation_run_id)

@@ -238,14 +238,13 @@ def _pull_ratings(
                     float(ann["lead_time"]) if ann.get("lead_time") is not None else None,
                 )
             )
+    ours = {t.item_id for t, _ in tasks.values()}  # filtered here: no IN list of 10,000s
     stored = {
         (r.item_id, r.rubric, r.rater): r
         for r in session.exec(
-            select(HumanRating).where(
-                HumanRating.generation_run_id == campaign.generation_run_id,
-                col(HumanRating.item_id).in_([t.item_id for t, _ in tasks.values()]),
-            )
+            select(HumanRating).where(HumanRating.generation_run_id == campaign.generation_run_id)
         )
+        if r.item_id in ours
     }
     seen: set[int] = set()
     now = utcnow()
@@ -327,7 +326,11 @@ def _pull_reviews(
     by_item: dict[int, list[tuple[dict[str, Any], str]]] = defaultdict(list)
     for ann, task, _, rater, _ in _read(campaign, exported, users, tasks, result):
         by_item[task.item_id].append((ann, rater))
-    items = {i.id: i for i in session.exec(select(Item).where(col(Item.id).in_(list(by_item))))}
+    items = {
+        i.id: i
+        for i in session.exec(select(Item).where(Item.dataset_id == campaign.dataset_id))
+        if i.id in by_item
+    }
     for item_id, anns in by_item.items():
         item = items[item_id]
         anns.sort(key=lambda pair: str(pair[0].get("updated_at", "")))
