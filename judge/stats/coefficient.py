@@ -22,6 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
 
 class UndefinedWarning(UserWarning):
     """A coefficient is undefined for these data (constant ratings, too few items)."""
@@ -118,3 +121,17 @@ def warn_undefined(named: Iterable[tuple[str, Coefficient]], *, stacklevel: int 
                 UndefinedWarning,
                 stacklevel=stacklevel,
             )
+
+
+def as_vector(values: ArrayLike, name: str, *, missing: str = "unscored") -> NDArray[np.float64]:
+    """``values`` as a 1-D array of finite floats, or ValueError naming ``name`` (a NaN asks
+    the caller to drop the ``missing`` items first)."""
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of numbers") from None
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} contains NaN or infinite values; drop {missing} items first")
+    return array

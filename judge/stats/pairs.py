@@ -35,6 +35,7 @@ from judge.stats.coefficient import (
     DEFAULT_OPTIONS,
     BootstrapOptions,
     Coefficient,
+    as_vector,
     check_options,
     warn_undefined,
 )
@@ -135,14 +136,7 @@ def as_scores(values: ArrayLike, name: str, labels: Sequence[int] = LABELS) -> A
     ``name``."""
     levels = check_labels(labels)
     low, high = levels[0], levels[-1]
-    try:
-        array = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a sequence of numbers") from None
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} contains NaN or infinite values; drop unscored items first")
+    array = as_vector(values, name)
     if array.size and (array.min() < low or array.max() > high):
         raise ValueError(
             f"{name} has values outside the {low}..{high} scale "

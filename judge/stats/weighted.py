@@ -34,22 +34,14 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from judge.stats.coefficient import Coefficient, warn_undefined
+from judge.stats.coefficient import Coefficient, as_vector, warn_undefined
 
 Array = NDArray[np.float64]
 SIDES = ("the judge", "the humans")
 
 
 def _values(values: ArrayLike, name: str) -> Array:
-    try:
-        array = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a sequence of numbers") from None
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} contains NaN or infinite values; drop unrated items first")
-    return array
+    return as_vector(values, name, missing="unrated")
 
 
 def _weights(weights: ArrayLike, size: int) -> Array:
