@@ -12,24 +12,9 @@ from sqlmodel import Session, select
 from annotation.labelstudio.campaigns import AnnotatorProgress, _flag
 from annotation.reliability import run_reliability
 from annotation.sections import readings
-from judge.data.catalog import import_items
 from judge.stats.coefficient import BootstrapOptions
 from judge.store.engine import session_scope
 from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, Judgment, utcnow
-from server import services
-from tests.support.factories import SAMPLE, make_settings
-from tests.support.stub_openai import StubServer
-
-
-@pytest.fixture
-def judged(engine: Engine, db_url: str, stub: StubServer) -> tuple[int, int]:
-    """The 18 S1 sample items answered and judged (ICS) through the stub endpoint."""
-    settings = make_settings(stub.base_url, db_url)
-    with session_scope(engine) as session:
-        import_items(session, SAMPLE, "sample")
-    gen = services.generate(engine, settings, "sample", limit=18)
-    jud = services.judge(engine, settings, gen.run_id)
-    return gen.run_id, jud.run_id
 
 
 def test_unequal_inclusion_probabilities_give_weighted_estimates(

@@ -20,7 +20,6 @@ from annotation.ratings import import_ratings
 from annotation.reliability import run_reliability
 from annotation.sections import reliability_section
 from judge import paths
-from judge.data.catalog import import_items
 from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.reports.render import write_report
 from judge.reports.sections import AgreementPlot, Report
@@ -29,8 +28,6 @@ from judge.store.engine import session_scope
 from judge.store.tables import HumanRating, Item, Judgment
 from server import services
 from server.cli import cli
-from tests.support.factories import SAMPLE, make_settings
-from tests.support.stub_openai import StubServer
 
 
 @pytest.fixture(scope="module")
@@ -48,17 +45,6 @@ def write_csv(
         writer.writerow(header)
         writer.writerows(rows)
     return path
-
-
-@pytest.fixture
-def judged(engine: Engine, db_url: str, stub: StubServer) -> tuple[int, int]:
-    """The 18 S1 sample items answered and judged (ICS) through the stub endpoint."""
-    settings = make_settings(stub.base_url, db_url)
-    with session_scope(engine) as session:
-        import_items(session, SAMPLE, "sample")
-    gen = services.generate(engine, settings, "sample", limit=18)
-    jud = services.judge(engine, settings, gen.run_id)
-    return gen.run_id, jud.run_id
 
 
 def judge_scores(engine: Engine) -> dict[str, int]:
