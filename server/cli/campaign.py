@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -9,6 +11,11 @@ import click
 from server.cli.output import emit, err, json_option, out, table
 
 if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from annotation.labelstudio.client import LabelStudioClient
+    from annotation.labelstudio.service import LabelStudioService
+    from judge.config import Settings
     from server.cli import Context
 
 
@@ -32,6 +39,21 @@ class SizeType(click.ParamType):
         if number < 1:
             self.fail(f"a count must be at least 1, got {value}", param, ctx)
         return int(number)
+
+
+@contextmanager
+def _labelstudio_session(
+    ctx: Context,
+) -> Iterator[tuple[Session, LabelStudioClient, LabelStudioService | None, Settings]]:
+    """A store session (committed at the end), a client for the Label Studio campaigns use,
+    its manager when it is FairJudge's own, and the settings."""
+    from judge.store.engine import session_scope
+    from server.services import labelstudio
+
+    settings = ctx.settings()
+    client, service = labelstudio(settings)
+    with session_scope(ctx.engine(settings)) as session:
+        yield session, client, service, settings
 
 
 def _progress(line: str) -> None:
@@ -99,15 +121,11 @@ def create(
     output goes there). Running it again finishes an interrupted creation and adds no task
     twice."""
     from annotation.labelstudio.campaigns import create_campaign, plan_size
-    from judge.store.engine import session_scope
-    from server.services import labelstudio
     from server.services import rubrics as load_rubrics
 
     if target_half_width is not None and size is not None:
         raise click.UsageError("give --size or --target-half-width, not both")
-    settings = ctx.settings()
-    client, _ = labelstudio(settings)
-    with session_scope(ctx.engine(settings)) as session:
+    with _labelstudio_session(ctx) as (session, client, _, settings):
         plan = None
         if target_half_width is not None:
             plan = plan_size(session, target_half_width, pilot=pilot)
@@ -166,13 +184,9 @@ def review(
 ) -> None:
     """Put dataset items before experts, who accept, edit or reject each with a reason."""
     from annotation.labelstudio.campaigns import create_review
-    from judge.store.engine import session_scope
-    from server.services import labelstudio
     from server.services import rubrics as load_rubrics
 
-    settings = ctx.settings()
-    client, _ = labelstudio(settings)
-    with session_scope(ctx.engine(settings)) as session:
+    with _labelstudio_session(ctx) as (session, client, _, settings):
         result = create_review(
             session,
             client,
@@ -196,12 +210,8 @@ def pull(ctx: Context, name: str, as_json: bool) -> None:
     nothing, keeps edits' old values and marks deleted annotations withdrawn."""
     from annotation.errors import CampaignError
     from annotation.labelstudio.pull import pull_campaign
-    from judge.store.engine import session_scope
-    from server.services import labelstudio
 
-    settings = ctx.settings()
-    client, _ = labelstudio(settings)
-    with session_scope(ctx.engine(settings)) as session:
+    with _labelstudio_session(ctx) as (session, client, _, settings):
         result = pull_campaign(session, client, name)
     data = result.to_dict()
     emit(
@@ -232,12 +242,8 @@ def status(ctx: Context, name: str, as_json: bool) -> None:
     """Progress read live from Label Studio: per annotator, items short of ratings, skips,
     and annotators worth a look."""
     from annotation.labelstudio.campaigns import campaign_status
-    from judge.store.engine import session_scope
-    from server.services import labelstudio
 
-    settings = ctx.settings()
-    client, _ = labelstudio(settings)
-    with session_scope(ctx.engine(settings)) as session:
+    with _labelstudio_session(ctx) as (session, client, _, settings):
         data = campaign_status(session, client, name).to_dict()
     emit(data, as_json, _print_status)
 
@@ -312,12 +318,8 @@ def annotators() -> None:
 def add(ctx: Context, email: str, name: str, as_json: bool) -> None:
     """Create a Label Studio user for EMAIL and say how the person logs in."""
     from annotation.labelstudio.annotators import add_annotator
-    from judge.store.engine import session_scope
-    from server.services import labelstudio
 
-    settings = ctx.settings()
-    client, service = labelstudio(settings)
-    with session_scope(ctx.engine(settings)) as session:
+    with _labelstudio_session(ctx) as (session, client, service, _):
         person = add_annotator(session, client, email, name, service=service)
     emit(
         {
