@@ -68,16 +68,23 @@ class Upgrade:
         return self.before != self.after
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, migrate: bool = True) -> Engine:
     """An engine for ``url`` with the schema at the newest revision; SQLite gets WAL and
     foreign keys. A database already at the newest revision is only read (no lock).
+
+    With ``migrate=False`` (the server) a database behind the code is not upgraded: it
+    raises SchemaError naming ``fairjudge db upgrade``, so that a schema change happens when
+    someone asks for it, not as a side effect of a restart.
 
     A malformed URL, a missing driver or a database that cannot be reached raises StoreError
     naming the URL with its password masked."""
     engine = _create(url)
     try:
         with _opening(url):
-            _bring_to_head(engine)
+            if migrate:
+                _bring_to_head(engine)
+            else:
+                _check_head(engine, url)
     except BaseException:
         engine.dispose()
         raise
@@ -126,6 +133,16 @@ def upgrade(url: str) -> Upgrade:
             before = current_revision(engine)
             _bring_to_head(engine)
         return Upgrade(before=before, after=head_revision())
+    finally:
+        engine.dispose()
+
+
+def revision_at(url: str) -> str | None:
+    """The revision of the database at ``url`` (None: not set up), changing nothing."""
+    engine = _create(url)
+    try:
+        with _opening(url):
+            return current_revision(engine)
     finally:
         engine.dispose()
 
@@ -184,6 +201,17 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _check_head(engine: Engine, url: str) -> None:
+    revision = current_revision(engine)
+    if revision != head_revision():
+        at = f"at schema revision {revision}" if revision else "not set up (no schema revision)"
+        raise SchemaError(
+            f"the database {masked(url)} is {at} and this FairJudge needs revision "
+            f"{head_revision()}: run `fairjudge db upgrade` (with the same --config or --db), "
+            "then start the server again"
+        )
 
 
 def _bring_to_head(engine: Engine) -> None:

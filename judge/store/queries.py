@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlmodel import Session, col, func, select
 
@@ -66,6 +67,7 @@ class GenerationRunInfo:
     answers: int
     status: str
     created_at: str
+    source: str = "generated"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class JudgeRunInfo:
     scored: int
     unscored: int
     status: str
+    rubric_set: str = "fairmonitor"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ def list_runs(session: Session) -> RunListing:
                 n,
                 run.status,
                 run.created_at.isoformat(),
+                run.source,
             )
         )
     judges = []
@@ -128,6 +132,95 @@ def list_runs(session: Session) -> RunListing:
                 counts.get("scored", 0),
                 counts.get("unscored", 0),
                 jrun.status,
+                jrun.rubric_set,
             )
         )
     return RunListing(gens, judges)
+
+
+@dataclass(frozen=True)
+class JudgmentFilter:
+    """Which judgments a listing returns; None leaves a field unfiltered."""
+
+    judge_run: int | None = None
+    rubric: str | None = None
+    status: str | None = None
+    score: int | None = None
+    item: str | None = None
+
+
+def list_judgments(
+    session: Session, where: JudgmentFilter, *, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of judgments (by id) with their item's key, and how many match in all."""
+    conditions = []
+    if where.judge_run is not None:
+        conditions.append(col(Judgment.judge_run_id) == where.judge_run)
+    if where.rubric is not None:
+        conditions.append(col(Judgment.rubric) == where.rubric)
+    if where.status is not None:
+        conditions.append(col(Judgment.status) == where.status)
+    if where.score is not None:
+        conditions.append(col(Judgment.score) == where.score)
+    if where.item is not None:
+        conditions.append(col(Item.key) == where.item)
+    query = select(Judgment, Item.key).join(Item, col(Item.id) == Judgment.item_id)
+    counted = (
+        select(func.count()).select_from(Judgment).join(Item, col(Item.id) == Judgment.item_id)
+    )
+    for condition in conditions:
+        query, counted = query.where(condition), counted.where(condition)
+    rows = session.exec(query.order_by(col(Judgment.id)).offset(offset).limit(limit)).all()
+    out = [{**j.model_dump(), "item_key": key} for j, key in rows]
+    return out, int(session.exec(counted).one())
+
+
+def list_items(
+    session: Session,
+    dataset: str,
+    *,
+    stage: str | None = None,
+    factor: str | None = None,
+    limit: int,
+    offset: int,
+) -> tuple[list[Item], int]:
+    """One page of a dataset's items (by id), and how many match in all."""
+    ds = get_dataset(session, dataset)
+    conditions = [col(Item.dataset_id) == ds.id]
+    if stage is not None:
+        conditions.append(col(Item.stage) == stage)
+    if factor is not None:
+        conditions.append(col(Item.factor) == factor)
+    rows = session.exec(
+        select(Item).where(*conditions).order_by(col(Item.id)).offset(offset).limit(limit)
+    ).all()
+    total = session.exec(select(func.count()).select_from(Item).where(*conditions)).one()
+    return list(rows), int(total)
+
+
+def get_item(session: Session, dataset: str, key: str) -> Item:
+    ds = get_dataset(session, dataset)
+    item = session.exec(
+        select(Item).where(col(Item.dataset_id) == ds.id, col(Item.key) == key)
+    ).first()
+    if item is None:
+        raise NotFoundError(f"dataset {dataset!r} has no item {key!r}")
+    return item
+
+
+def list_responses(
+    session: Session, run_id: int, *, limit: int, offset: int
+) -> tuple[list[Response], int]:
+    """One page of a generation run's answers (by id), and how many it has."""
+    get_generation_run(session, run_id)
+    rows = session.exec(
+        select(Response)
+        .where(col(Response.run_id) == run_id)
+        .order_by(col(Response.id))
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    total = session.exec(
+        select(func.count()).select_from(Response).where(col(Response.run_id) == run_id)
+    ).one()
+    return list(rows), int(total)

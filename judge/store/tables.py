@@ -4,7 +4,8 @@ Flow: Dataset -> Item -> GenerationRun -> Response -> JudgeRun -> Judgment; Huma
 what annotators said about the same responses (RatingChange keeps the values an edit or a
 withdrawal replaced); Campaign and CampaignTask record which items went to Label Studio and
 with what inclusion probability; Annotator lists the people; CallCache holds every paid model
-call; RunLease says which process is working on a run.
+call; RunLease says which process is working on a run. RubricRecord holds the rubrics users
+registered; ApiKey the server's keys (hashes only); Job the server's background work.
 """
 
 from __future__ import annotations
@@ -80,6 +81,11 @@ class GenerationRun(SQLModel, table=True):
         sa_column=Column(Text),
         description="For an incomplete run: how many answers are missing and why.",
     )
+    source: str = Field(
+        default="generated",
+        description="generated (FairJudge asked the model) or imported (answers produced "
+        "elsewhere, see judge.data.responses)",
+    )
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
 
@@ -104,6 +110,11 @@ class Response(SQLModel, table=True):
     latency_s: float = 0.0
     cache_key: str
     created_at: datetime = Field(default_factory=utcnow)
+    extra: dict[str, Any] | None = Field(
+        default=None,
+        sa_column=Column(JSON),
+        description="An imported answer's own metadata, kept as given.",
+    )
 
 
 class JudgeRun(SQLModel, table=True):
@@ -120,6 +131,11 @@ class JudgeRun(SQLModel, table=True):
     samples: int
     aggregation: str
     max_tokens: int
+    rubric_set: str = Field(
+        default="fairmonitor",
+        description="The rubrics applied: 'fairmonitor' (the built-in set) or the names of "
+        "registered rubrics, comma-separated.",
+    )
     config_hash: str
     status: str = Field(default="running", description="running, finished or incomplete")
     status_detail: str | None = Field(
@@ -151,6 +167,10 @@ class Judgment(SQLModel, table=True):
     repair_output: str | None = Field(default=None, sa_column=Column(Text))
     template_version: str
     prompt_hash: str
+    rubric_version: str | None = Field(default=None, description="The rubric's version.")
+    rubric_hash: str | None = Field(
+        default=None, description="sha256 of the rubric's definition text as used."
+    )
     model: str
     params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     prompt_tokens: int = 0
@@ -267,3 +287,57 @@ class RunLease(SQLModel, table=True):
     host: str
     token: str = Field(description="Unique per holder, so only the holder renews or frees it.")
     expires_at: float
+
+
+class RubricRecord(SQLModel, table=True):
+    """A rubric a user registered (``fairjudge rubrics add``): its definition as parsed and
+    the file text it came from. A changed definition under the same name is a new version."""
+
+    __tablename__ = "rubric"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True)
+    version: int = 1
+    text_hash: str = Field(description="sha256 of the definition (see grading.rubrics).")
+    spec: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    source: str = Field(default="", sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ApiKey(SQLModel, table=True):
+    """A key of the web API. Only the key's sha256 is stored; ``prefix`` (its first
+    characters) lets people tell keys apart in listings."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    role: str = Field(description="admin or member")
+    prefix: str
+    key_hash: str = Field(index=True, unique=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class Job(SQLModel, table=True):
+    """Background work started over HTTP (generation, judging, a campaign pull): queued ->
+    running -> finished, failed or cancelled. A worker holds it with a lease it renews; a
+    job whose worker died goes back to the queue and resumes from what the store holds."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(index=True, description="generate, judge or pull")
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    status: str = Field(default="queued", index=True)
+    done: int = Field(default=0, description="Units of work finished (answers, judgments).")
+    total: int | None = Field(default=None, description="Units of work planned, when known.")
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    attempts: int = Field(default=0, description="Times a worker has started it.")
+    cancel_requested: bool = False
+    worker: str | None = Field(default=None, description="host:pid of the worker holding it.")
+    lease_expires_at: float | None = Field(
+        default=None, description="Seconds since the epoch; the worker's heartbeat renews it."
+    )
+    created_by: str | None = Field(default=None, description="The API key's name.")
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None

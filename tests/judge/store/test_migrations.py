@@ -234,8 +234,10 @@ def test_old_database_is_upgraded_with_rows_kept_and_filled_in(
     assert "status_detail" in {c["name"] for c in columns.get_columns("judgerun")}
     assert "unscored_kind" in {c["name"] for c in columns.get_columns("judgment")}
     # no row lost, none added (0003 adds the empty run-lease table, 0005 the empty campaign,
-    # campaign-task, annotator and rating-history tables)
+    # campaign-task, annotator and rating-history tables, 0006 the empty rubric, key and job
+    # tables)
     new_tables = ("runlease", "campaign", "campaigntask", "annotator", "ratingchange")
+    new_tables += ("rubric", "apikey", "job")
     assert row_counts(engine) == {**counts, **dict.fromkeys(new_tables, 0)}
     with Session(engine) as session:
         judgments = session.exec(
@@ -250,6 +252,9 @@ def test_old_database_is_upgraded_with_rows_kept_and_filled_in(
         assert got == [row[:6] for row in JUDGMENTS]  # the old columns are untouched
         assert [j.unscored_kind for j in judgments] == [row[6] for row in JUDGMENTS]
         runs = {r.id: (r.status, r.status_detail) for r in session.exec(select(JudgeRun))}
+        # 0006's defaults: runs made before it were judged with the built-in rubrics
+        assert {r.rubric_set for r in session.exec(select(JudgeRun))} == {"fairmonitor"}
+        assert {j.rubric_hash for j in judgments} == {None}
     assert runs == RUNS_AFTER
     assert schema_differences(engine) == []
 
