@@ -4,6 +4,12 @@ Templates are read once per ``PromptBook``; every rendered prompt carries the te
 version (declared version + hash of the template files) and a hash of its messages, so a
 judgment can always be traced to the exact wording that produced it. What a rubric says is
 owned by ``judge.grading.rubrics``; this module only puts it into words for the judge.
+
+FairMonitor's rubrics are judged with ``judge_*.j2``; rubrics users register, whose scale
+runs 1..N, with ``judge_rubric_*.j2``. Those live apart so that adding them changed neither
+the FairMonitor prompts nor their version (judge runs made before still resume). A prompts
+folder without them borrows the bundled ones. A free-form item's prompt goes to the model
+under test exactly as written.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from typing import Any, Protocol
 
 import jinja2
 
+from judge import paths
 from judge.errors import ConfigError
 from judge.hashing import Messages, messages_hash, sha256
+from judge.vocab import FREE_STAGE
 
 JUDGE_FILES = ("rubrics.toml", "judge_system.j2", "judge_user.j2", "judge_repair.j2")
 ALL_FILES = (
@@ -27,6 +35,7 @@ ALL_FILES = (
     "judge_user.j2",
     "judge_repair.j2",
 )
+RUBRIC_FILES = ("judge_rubric_system.j2", "judge_rubric_user.j2", "judge_rubric_repair.j2")
 
 
 def fence(label: str, text: str) -> tuple[str, str, str]:
@@ -69,6 +78,8 @@ class RubricText(Protocol):
     def criterion(self) -> str: ...
     @property
     def levels(self) -> Sequence[str]: ...
+    @property
+    def registered(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -98,16 +109,36 @@ class PromptBook:
         self._system = env.from_string(raw["judge_system.j2"])
         self._user = env.from_string(raw["judge_user.j2"])
         self._repair = env.from_string(raw["judge_repair.j2"])
+        own = {n: self._rubric_file(n) for n in RUBRIC_FILES}
+        self.rubric_judge_version = f"judge-rubric+{sha256(''.join(own.values()))[:10]}"
+        self._rubric_system = env.from_string(own["judge_rubric_system.j2"])
+        self._rubric_user = env.from_string(own["judge_rubric_user.j2"])
+        self._rubric_repair = env.from_string(own["judge_rubric_repair.j2"])
+
+    def _rubric_file(self, name: str) -> str:
+        """A template for registered rubrics: the folder's own, else the bundled one."""
+        for folder in (self.folder, paths.prompts_dir()):
+            if (folder / name).exists():
+                return (folder / name).read_text(encoding="utf-8")
+        raise ConfigError(f"prompts folder {self.folder} lacks {name} (and no bundled copy)")
 
     @property
     def rubrics_file(self) -> Path:
         return self.folder / "rubrics.toml"
 
     def generation_prompt(self, stage: str, part: str, fields: dict[str, Any]) -> RenderedPrompt:
-        """The message sent to the model under test for one part of an item."""
-        text = self.generation[stage][part].format(**fields)
+        """The message sent to the model under test for one part of an item (a free-form
+        item's prompt as written: the user chose its wording)."""
+        if stage == FREE_STAGE:
+            text = str(fields["prompt"])
+        else:
+            text = self.generation[stage][part].format(**fields)
         messages = [{"role": "user", "content": text}]
         return RenderedPrompt(messages, self.generation_version, messages_hash(messages))
+
+    def template_version(self, rubric: RubricText) -> str:
+        """The version of the templates that judge ``rubric``."""
+        return self.rubric_judge_version if rubric.registered else self.judge_version
 
     def judge_prompt(
         self, rubric: RubricText, texts: list[tuple[str, str]], *, variant: str
@@ -115,12 +146,22 @@ class PromptBook:
         """The judge messages for ``rubric`` over labelled ``texts`` (label, text), each text
         fenced by ``fence``."""
         fenced = [fence(label, text) for label, text in texts]
-        user = self._user.render(rubric=rubric, texts=fenced, variant=variant)
+        if rubric.registered:
+            system = self._rubric_system.render()
+            user = self._rubric_user.render(
+                rubric=rubric, texts=fenced, variant=variant, high=len(rubric.levels)
+            )
+        else:
+            system = self._system.render()
+            user = self._user.render(rubric=rubric, texts=fenced, variant=variant)
         messages = [
-            {"role": "system", "content": self._system.render().strip()},
+            {"role": "system", "content": system.strip()},
             {"role": "user", "content": user.strip()},
         ]
-        return RenderedPrompt(messages, self.judge_version, messages_hash(messages))
+        return RenderedPrompt(messages, self.template_version(rubric), messages_hash(messages))
 
-    def repair_message(self, reason: str) -> str:
+    def repair_message(self, reason: str, rubric: RubricText | None = None) -> str:
+        """The request sent after an unreadable reply (``rubric``: the one being judged)."""
+        if rubric is not None and rubric.registered:
+            return self._rubric_repair.render(reason=reason, high=len(rubric.levels)).strip()
         return self._repair.render(reason=reason).strip()

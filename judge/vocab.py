@@ -1,6 +1,6 @@
 """FairMonitor's fixed vocabulary, defined once: the score scale (``Scale`` also describes
-users' own scales), the four stages with the answer parts and item fields each needs, and the
-nine sensitive factors.
+users' own scales), the four stages with the answer parts and item fields each needs, the
+free-form stage for users' own items, and the nine sensitive factors.
 
 Which rubric applies to which stage is not here: it is read from ``prompts/rubrics.toml``
 (``applies_to``) by ``judge.grading.rubrics``.
@@ -166,6 +166,14 @@ def _check_names(names: tuple[str, ...], n_levels: int) -> None:
 SCALE = Scale()
 
 STAGES = ("S1", "S2", "S3", "S4")
+"""FairMonitor's stages: each has built-in rubrics and stage metrics."""
+
+FREE_STAGE = "free"
+"""Users' own items: one prompt, one answer, an optional reference; judged only by the rubrics
+users register (``judge.grading.rubrics``), with no factor or scenario required."""
+
+ITEM_STAGES = (*STAGES, FREE_STAGE)
+"""Every stage an item file may name."""
 
 # The prompts an item of each stage sends to the model under test.
 STAGE_PARTS: dict[str, tuple[str, ...]] = {
@@ -173,6 +181,7 @@ STAGE_PARTS: dict[str, tuple[str, ...]] = {
     "S2": ("A", "B"),
     "S3": ("A", "B"),
     "S4": ("answer",),
+    FREE_STAGE: ("answer",),
 }
 
 # The texts an item file must give for each stage (docs/datasets.md).
@@ -181,7 +190,11 @@ STAGE_FIELDS: dict[str, tuple[str, ...]] = {
     "S2": ("story_a", "story_b", "changed_factor"),
     "S3": ("question_a", "question_b"),
     "S4": ("question", "expected_answer"),
+    FREE_STAGE: ("prompt",),
 }
+
+# Texts an item of a stage may give besides its required ones, and that a rubric may compare.
+STAGE_OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {FREE_STAGE: ("reference",)}
 
 FACTORS = (
     "gender",

@@ -18,7 +18,7 @@ from judge.data.items import check_items, item_to_json, iter_items
 from judge.errors import DatasetError
 from judge.store.queries import dataset_items
 from judge.store.tables import Dataset, Item
-from judge.vocab import FACTORS, STAGE_FIELDS
+from judge.vocab import FACTORS, STAGES
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,8 @@ def list_datasets(session: Session) -> list[DatasetInfo]:
 
 @dataclass(frozen=True)
 class DatasetDescription:
-    """Counts per stage and factor, so gaps in coverage are visible."""
+    """Counts per stage and factor, so gaps in coverage are visible (``empty_cells`` covers
+    FairMonitor's grid, and is empty for a dataset of free-form items only)."""
 
     name: str
     items: int
@@ -125,13 +126,15 @@ class DatasetDescription:
 def describe_dataset(session: Session, name: str) -> DatasetDescription:
     items = dataset_items(session, name)
     cells = Counter((i.factor, i.stage) for i in items)
+    # A dataset of free-form items only is not trying to fill FairMonitor's grid.
+    grid = FACTORS if any(i.stage in STAGES for i in items) else ()
     return DatasetDescription(
         name=name,
         items=len(items),
         stages=dict(sorted(Counter(i.stage for i in items).items())),
-        factors=dict(sorted(Counter(i.factor for i in items).items())),
-        scenarios=len({i.scenario for i in items}),
-        empty_cells=[f"{f}/{s}" for f in FACTORS for s in STAGE_FIELDS if not cells[(f, s)]],
+        factors=dict(sorted(Counter(i.factor for i in items if i.factor).items())),
+        scenarios=len({i.scenario for i in items if i.scenario}),
+        empty_cells=[f"{f}/{s}" for f in grid for s in STAGES if not cells[(f, s)]],
     )
 
 

@@ -6,6 +6,10 @@ only each item's id, line and hash, so memory does not grow with the texts. The 
 with or without a byte-order mark. Factors and scenarios are
 checked against the catalogue (``judge.data.catalogue``): an unknown id is an error, a
 factor-scenario pair outside FairMonitor's mapping only a warning, which callers can silence.
+
+Free-form items (stage ``free``: a ``prompt`` and an optional ``reference``) are users' own
+material, judged by the rubrics they register; their factor and scenario are optional (stored
+empty when absent) and checked against the catalogue only when given.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from judge.data.catalogue import Catalogue, load_catalogue
 from judge.errors import DatasetError, InvalidInputError
 from judge.hashing import content_hash
 from judge.store.tables import Item
-from judge.vocab import STAGE_FIELDS
+from judge.vocab import FREE_STAGE, ITEM_STAGES, STAGE_FIELDS, STAGE_OPTIONAL_FIELDS
 
 COMMON = ("id", "stage", "factor", "scenario")
 OPTIONAL = ("expected_answer", "implied_stereotype", "notes")
+# A free-form item may leave these out: it need not belong to FairMonitor's grid.
+FREE_OPTIONAL_COMMON = ("factor", "scenario")
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,15 @@ def _check_line(obj: Any, catalogue: Catalogue) -> tuple[ParsedItem | None, list
     if not isinstance(obj, dict):
         return None, ["expected a JSON object"]
     problems: list[str] = []
+    stage = obj.get("stage")
+    free = stage == FREE_STAGE
     for key in COMMON:
+        if free and key in FREE_OPTIONAL_COMMON and key not in obj:
+            continue
         if not isinstance(obj.get(key), str) or not obj[key].strip():
             problems.append(f"'{key}' is missing or not a non-empty string")
-    stage = obj.get("stage")
-    if isinstance(stage, str) and stage not in STAGE_FIELDS:
-        problems.append(f"stage {stage!r} is not one of {', '.join(STAGE_FIELDS)}")
+    if isinstance(stage, str) and stage not in ITEM_STAGES:
+        problems.append(f"stage {stage!r} is not one of {', '.join(ITEM_STAGES)}")
         return None, problems
     factor = obj.get("factor")
     if isinstance(factor, str) and factor.strip() and factor not in catalogue.factor_ids:
@@ -76,14 +85,18 @@ def _check_line(obj: Any, catalogue: Catalogue) -> tuple[ParsedItem | None, list
     for key in STAGE_FIELDS[stage]:
         if not isinstance(obj.get(key), str) or not obj[key].strip():
             problems.append(f"stage {stage} needs '{key}' as a non-empty string")
-    allowed = set(COMMON) | set(STAGE_FIELDS[stage]) | set(OPTIONAL)
+    extra = STAGE_OPTIONAL_FIELDS.get(stage, ())
+    for key in extra:
+        if key in obj and (not isinstance(obj[key], str) or not obj[key].strip()):
+            problems.append(f"'{key}' must be a non-empty string when given (or left out)")
+    allowed = set(COMMON) | set(STAGE_FIELDS[stage]) | set(extra) | set(OPTIONAL)
     unknown = sorted(set(obj) - allowed)
     if unknown:
         problems.append(f"unknown field(s) for stage {stage}: {', '.join(unknown)}")
     if problems:
         return None, problems
     fields = {k: obj[k] for k in obj if k not in COMMON}
-    return ParsedItem(obj["id"], stage, obj["factor"], obj["scenario"], fields), []
+    return ParsedItem(obj["id"], stage, obj.get("factor", ""), obj.get("scenario", ""), fields), []
 
 
 def _unknown_scenario(scenario: str, catalogue: Catalogue) -> str:
@@ -93,6 +106,8 @@ def _unknown_scenario(scenario: str, catalogue: Catalogue) -> str:
 
 
 def _unmapped(item: ParsedItem, catalogue: Catalogue) -> str | None:
+    if not (item.factor and item.scenario):  # a free-form item outside the grid
+        return None
     if catalogue.is_mapped(item.factor, item.scenario):
         return None
     return (
@@ -213,11 +228,9 @@ def read_items(
 
 
 def item_to_json(item: Item) -> dict[str, Any]:
-    """A stored item in the import format."""
-    return {
-        "id": item.key,
-        "stage": item.stage,
-        "factor": item.factor,
-        "scenario": item.scenario,
-        **item.fields,
-    }
+    """A stored item in the import format (a free-form item's empty factor and scenario are
+    left out, as its file may do)."""
+    head = {"id": item.key, "stage": item.stage, "factor": item.factor, "scenario": item.scenario}
+    if item.stage == FREE_STAGE:
+        head = {k: v for k, v in head.items() if v or k not in FREE_OPTIONAL_COMMON}
+    return {**head, **item.fields}

@@ -1,11 +1,14 @@
-"""Judge runs: scoring a generation run's stored answers with the rubrics.
+"""Judge runs: scoring a generation run's stored answers with a rubric set (FairMonitor's, or
+rubrics users registered; see ``judge.grading.registry``).
 
 Per item, rubric and sample: render the prompt, call the judge (cached), read the grade. An
 unreadable reply gets one repair request; if that fails too, the judgment is stored as
 *unscored* with its kind, the reason and both raw replies. A judge run is identified by its
 generation run and a hash of its settings, so asking again resumes it. A run with judgments
 that failed for reasons outside the judge's reply (calls that failed, answers missing) ends
-``incomplete`` with a line saying how many and why; a rerun tries exactly those again.
+``incomplete`` with a line saying how many and why; a rerun tries exactly those again. The
+rubric set is part of a run's identity, and each judgment records its rubric's version and
+definition hash.
 
 Calls go out rubric by rubric (all ICS judgments, then all PCS ...), so consecutive prompts
 share their opening (system text, rubric, levels, reply format) and a server that keeps the
@@ -26,8 +29,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
+from judge.errors import InvalidInputError
 from judge.grading.parsing import Grade, Scored, Unscored, UnscoredKind, parse_grade
-from judge.grading.rubrics import GRADE_SCHEMA, Rubric, RubricSet
+from judge.grading.rubrics import BUILTIN_SET, Rubric, RubricSet, grade_schema
 from judge.hashing import content_hash
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
@@ -36,12 +40,23 @@ from judge.runs import Row, RunSummary, run_lease, store_results
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run
 from judge.store.tables import Item, JudgeRun, Judgment, Response, utcnow
+from judge.vocab import STAGE_FIELDS
 
 Progress = Callable[[int, int], None]
 
 
-def judge_config_hash(client: ModelClient, config: JudgeConfig, template_version: str) -> str:
-    body = {
+def judge_config_hash(
+    client: ModelClient,
+    config: JudgeConfig,
+    template_version: str,
+    rubrics: RubricSet | None = None,
+    rubric_template_version: str = "",
+) -> str:
+    """The judge run's identity. The built-in set adds nothing to the hashed settings (its
+    rubric file is in ``template_version`` already), so runs made before rubric sets existed
+    keep their hash and resume; any other set adds its name, each rubric's version and
+    definition hash, and the version of the templates registered rubrics use."""
+    body: dict[str, object] = {
         "model": client.model,
         "variant": config.prompt_variant,
         "temperature": config.temperature,
@@ -50,6 +65,11 @@ def judge_config_hash(client: ModelClient, config: JudgeConfig, template_version
         "max_tokens": config.max_tokens,
         "template": template_version,
     }
+    if rubrics is not None and rubrics.name != BUILTIN_SET:
+        body["rubric_set"] = rubrics.name
+        body["rubrics"] = rubrics.identity()
+        if any(r.registered for r in rubrics):
+            body["rubric_template"] = rubric_template_version
     return content_hash(body)[:16]
 
 
@@ -59,9 +79,14 @@ def get_or_create_judge_run(
     client: ModelClient,
     config: JudgeConfig,
     book: PromptBook,
+    rubrics: RubricSet | None = None,
 ) -> JudgeRun:
+    """The judge run of these settings and rubric set (default: the built-in one), created
+    if needed."""
     get_generation_run(session, generation_run_id)
-    digest = judge_config_hash(client, config, book.judge_version)
+    digest = judge_config_hash(
+        client, config, book.judge_version, rubrics, book.rubric_judge_version
+    )
     existing = session.exec(
         select(JudgeRun).where(
             JudgeRun.generation_run_id == generation_run_id, JudgeRun.config_hash == digest
@@ -79,6 +104,7 @@ def get_or_create_judge_run(
         samples=config.samples,
         aggregation=config.aggregation,
         max_tokens=config.max_tokens,
+        rubric_set=rubrics.name if rubrics is not None else BUILTIN_SET,
         config_hash=digest,
     )
     session.add(run)
@@ -120,8 +146,12 @@ def judge(
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
     judgments that failed outside the judge's reply are tried again. A second process on
-    the same run gets ``RunBusyError`` before any call (``judge.runs.run_lease``)."""
-    run_id = _judge_run_id(engine, generation_run_id, client, config, book)
+    the same run gets ``RunBusyError`` before any call (``judge.runs.run_lease``). A rubric
+    set that cannot judge the run's items is refused before the run is created
+    (``check_rubric_set``)."""
+    with session_scope(engine) as session:
+        check_rubric_set(session, generation_run_id, rubrics)
+    run_id = _judge_run_id(engine, generation_run_id, client, config, book, rubrics)
     with run_lease(engine, "judge", run_id):
         with session_scope(engine) as session:
             jrun = session.get(JudgeRun, run_id)
@@ -158,13 +188,16 @@ def _judge_run_id(
     client: ModelClient,
     config: JudgeConfig,
     book: PromptBook,
+    rubrics: RubricSet,
 ) -> int:
     """The id of the judge run for these settings, created if needed; two processes that
     create it at once both get the one row (the loser's insert hits the unique constraint)."""
     for attempt in range(2):
         try:
             with session_scope(engine) as session:
-                jrun = get_or_create_judge_run(session, generation_run_id, client, config, book)
+                jrun = get_or_create_judge_run(
+                    session, generation_run_id, client, config, book, rubrics
+                )
                 assert jrun.id is not None
                 return jrun.id
         except IntegrityError:
@@ -175,6 +208,50 @@ def _judge_run_id(
 
 _IN_LIMIT = 5000
 """The most ids put in one SQL ``IN (...)`` (SQLite allows 32,766 bound values)."""
+
+_SHOWN = 10
+"""Item ids named in an error before "and N more"."""
+
+
+def check_rubric_set(session: Session, generation_run_id: int, rubrics: RubricSet) -> None:
+    """Refuse, before any call, a rubric set that judges none of the run's answered items
+    (only when it has some), and a rubric that compares an optional item text (a free-form
+    item's ``reference``) that some of the items it judges lack: InvalidInputError naming
+    the stages or the items, so that nothing is half-judged."""
+    answered = select(Response.item_id).where(Response.run_id == generation_run_id).distinct()
+    stages = set(
+        session.exec(select(Item.stage).where(col(Item.id).in_(answered)).distinct()).all()
+    )
+    if stages and not any(rubrics.for_stage(stage) for stage in stages):
+        raise InvalidInputError(
+            f"rubric set {rubrics.name!r} judges {', '.join(rubrics.stages) or 'no'} items, "
+            f"but generation run {generation_run_id} holds answers to "
+            f"{', '.join(sorted(stages))} items only; choose rubrics for those stages "
+            "(`fairjudge rubrics list`; --rubrics NAME)"
+        )
+    for rubric in rubrics:
+        for stage in sorted(stages & set(rubric.applies_to)):
+            optional = [f for f in rubric.item_fields if f not in STAGE_FIELDS[stage]]
+            if not optional:
+                continue
+            lacking = [
+                key
+                for key, fields in session.exec(
+                    select(Item.key, Item.fields).where(
+                        col(Item.id).in_(answered), Item.stage == stage
+                    )
+                )
+                if any(not fields.get(name) for name in optional)
+            ]
+            if lacking:
+                shown = ", ".join(sorted(lacking)[:_SHOWN])
+                more = f" and {len(lacking) - _SHOWN} more" if len(lacking) > _SHOWN else ""
+                raise InvalidInputError(
+                    f"rubric {rubric.name} compares the {' and '.join(optional)} of {stage} "
+                    f"items, which {len(lacking)} item(s) of generation run "
+                    f"{generation_run_id} lack: {shown}{more}; give them one, or judge them "
+                    "with a rubric that does not compare it"
+                )
 
 
 def _plan(session: Session, jrun: JudgeRun, rubrics: RubricSet) -> list[_Task]:
@@ -285,7 +362,9 @@ def _judge_one(
         "item_id": task.item_id,
         "rubric": task.rubric.name,
         "sample_index": task.sample_index,
-        "template_version": book.judge_version,
+        "template_version": book.template_version(task.rubric),
+        "rubric_version": task.rubric.version,
+        "rubric_hash": task.rubric.definition_hash,
         "model": client.model,
         "params": {
             "temperature": jrun.temperature,
@@ -301,7 +380,7 @@ def _judge_one(
         "sample_index": task.sample_index,
         "temperature": jrun.temperature,
         "max_tokens": jrun.max_tokens,
-        "schema": GRADE_SCHEMA,
+        "schema": grade_schema(task.rubric.scale),
     }
     first = cached_complete(client, cache, prompt.messages, **call)
     keys = {"prompt_hash": prompt.prompt_hash, "cache_key": first.key}
@@ -310,7 +389,8 @@ def _judge_one(
         return _row(base, failed, [first], **keys), [first]
     assert first.completion is not None
     judged = [text for _, text in task.texts]
-    grade: Grade = parse_grade(first.completion.text, quoted=judged)
+    scale = task.rubric.scale
+    grade: Grade = parse_grade(first.completion.text, quoted=judged, scale=scale)
     outcomes = [first]
     repair_raw = None
     if isinstance(grade, Unscored):
@@ -319,7 +399,7 @@ def _judge_one(
             why += " (the reply was cut off at max_tokens)"
         repair_messages = prompt.messages + [
             {"role": "assistant", "content": first.completion.text or ""},
-            {"role": "user", "content": book.repair_message(why)},
+            {"role": "user", "content": book.repair_message(why, task.rubric)},
         ]
         second = cached_complete(client, cache, repair_messages, **call)
         outcomes.append(second)
@@ -333,7 +413,7 @@ def _judge_one(
         else:
             assert second.completion is not None
             repair_raw = second.completion.text
-            repaired = parse_grade(repair_raw, quoted=judged)
+            repaired = parse_grade(repair_raw, quoted=judged, scale=scale)
             if isinstance(repaired, Scored):
                 grade = repaired
             else:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from judge.vocab import SCALE
+from judge.vocab import SCALE, Scale
 
 
 class UnscoredKind(StrEnum):
@@ -69,7 +69,7 @@ _FENCE_LINE = re.compile(r"\s*```[\w-]*\s*")
 # score = 4.". "A rating of 5 would require ..." is prose about a level, not a verdict line.
 _VERDICT_LINE = re.compile(
     r"[*_#>\s]*(?:(?:final|overall)\s+)?(?:score|rating)[*_\s]*(?:is|=|:)?[*_\s]*"
-    r"(-?\d+(?:\.\d+)?)\s*(?:/\s*5|out\s+of\s+5)?[*_.\s]*",
+    r"(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+)|out\s+of\s+(\d+))?[*_.\s]*",
     re.I,
 )
 # Any labelled score inside a line ("score: 4", "rating of 4"): only counted, to tell a last
@@ -85,7 +85,7 @@ class _Verdict:
     start: int  # where the verdict starts in the reply; candidates before it are compared
 
 
-def parse_grade(raw: str | None, *, quoted: Sequence[str] = ()) -> Grade:
+def parse_grade(raw: str | None, *, quoted: Sequence[str] = (), scale: Scale = SCALE) -> Grade:
     """Read the judge's verdict from its reply: one JSON object, or a verdict on the last line.
 
     The whole reply (whitespace and one code fence stripped) that is a JSON object is read from
@@ -97,8 +97,9 @@ def parse_grade(raw: str | None, *, quoted: Sequence[str] = ()) -> Grade:
     the reply (JSON grade objects, lines that are only a labelled score) that differ from the
     last line make it ``several_scores``, unless they are quotations of ``quoted`` (the texts
     that were judged). A verdict that is itself a verbatim quotation of one of ``quoted`` is
-    ``quoted_verdict``. The score must be a whole number on the scale ("4.0" is accepted as 4;
-    4.5, 0 or 10 are not).
+    ``quoted_verdict``. The score must be a whole number on ``scale`` (FairMonitor's 1-5 unless
+    given; "4.0" is accepted as 4; 4.5, 0 or 10 are not). A score line may name the top of the
+    scale ("4/5", "4 out of 5"); one that names another top ("4/10") is not a verdict.
 
     >>> parse_grade('{"explanation": "same idea", "score": 4}').score
     4
@@ -108,6 +109,8 @@ def parse_grade(raw: str | None, *, quoted: Sequence[str] = ()) -> Grade:
     'score 7 is outside the 1-5 scale'
     >>> parse_grade('A rating of 5 would require more; this answer deserves a 2').kind.value
     'no_score'
+    >>> parse_grade('Clear enough.\\nScore: 3/3', scale=Scale(1, 3)).score
+    3
     """
     if raw is None or not raw.strip():
         return Unscored(UnscoredKind.EMPTY_REPLY, "empty reply", raw)
@@ -120,8 +123,9 @@ def parse_grade(raw: str | None, *, quoted: Sequence[str] = ()) -> Grade:
             # A number in the explanation ("score: 3 because...") is prose about the rating,
             # not the rating, so nothing is read.
             return Unscored(UnscoredKind.NO_SCORE, NO_FIELD, raw, _explanation(obj))
-        return _judge_verdict(_Verdict(obj[keys[0]], inner, _explanation(obj), 0), [], raw, quoted)
-    return _from_last_line(text, raw, quoted)
+        verdict = _Verdict(obj[keys[0]], inner, _explanation(obj), 0)
+        return _judge_verdict(verdict, [], raw, quoted, scale)
+    return _from_last_line(text, raw, quoted, scale)
 
 
 def _whole_object(text: str) -> tuple[dict[str, Any], str] | None:
@@ -135,7 +139,17 @@ def _whole_object(text: str) -> tuple[dict[str, Any], str] | None:
     return (data, inner) if isinstance(data, dict) else None
 
 
-def _from_last_line(text: str, raw: str, quoted: Sequence[str]) -> Grade:
+def _verdict_line(line: str, scale: Scale) -> re.Match[str] | None:
+    """The line as a labelled score, when it is one; a score "out of" another top than the
+    scale's is a score on some other scale, so not a verdict here."""
+    found = _VERDICT_LINE.fullmatch(line)
+    if found is None:
+        return None
+    top = found.group(2) or found.group(3)
+    return found if top is None or int(top) == scale.high else None
+
+
+def _from_last_line(text: str, raw: str, quoted: Sequence[str], scale: Scale) -> Grade:
     lines = _content_lines(text)
     if not lines:  # only fence lines
         return Unscored(UnscoredKind.NO_SCORE, NO_VERDICT, raw)
@@ -150,7 +164,7 @@ def _from_last_line(text: str, raw: str, quoted: Sequence[str]) -> Grade:
                 return Unscored(UnscoredKind.NO_SCORE, NO_FIELD, raw, _explanation(obj))
             verdict = _Verdict(obj[keys[0]], text[start:end], _explanation(obj), start)
     last_line = text[last_start:last_end]
-    labelled = _VERDICT_LINE.fullmatch(last_line)
+    labelled = _verdict_line(last_line, scale)
     if verdict is None and labelled is not None:
         before = text[:last_start].strip()
         verdict = _Verdict(labelled.group(1), last_line, before or None, last_start)
@@ -175,13 +189,17 @@ def _from_last_line(text: str, raw: str, quoted: Sequence[str]) -> Grade:
     others += [
         (m.group(1), text[start:end])
         for start, end in lines
-        if end <= verdict.start and (m := _VERDICT_LINE.fullmatch(text[start:end]))
+        if end <= verdict.start and (m := _verdict_line(text[start:end], scale))
     ]
-    return _judge_verdict(verdict, others, raw, quoted)
+    return _judge_verdict(verdict, others, raw, quoted, scale)
 
 
 def _judge_verdict(
-    verdict: _Verdict, others: list[tuple[object, str]], raw: str, quoted: Sequence[str]
+    verdict: _Verdict,
+    others: list[tuple[object, str]],
+    raw: str,
+    quoted: Sequence[str],
+    scale: Scale,
 ) -> Grade:
     """The verdict's score, unless it is a quotation or other (unquoted) scores contradict it."""
     if _is_quotation(verdict.text, quoted):
@@ -190,7 +208,7 @@ def _judge_verdict(
     distinct = own | {_norm(verdict.value)}
     if len(distinct) > 1:
         return Unscored(UnscoredKind.SEVERAL_SCORES, _several(distinct), raw, verdict.explanation)
-    return _check(verdict.value, verdict.explanation, raw)
+    return _check(verdict.value, verdict.explanation, raw, scale)
 
 
 def _content_lines(text: str) -> list[tuple[int, int]]:
@@ -259,7 +277,7 @@ def _explanation(obj: dict[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-def _check(value: object, explanation: str | None, raw: str) -> Grade:
+def _check(value: object, explanation: str | None, raw: str, scale: Scale = SCALE) -> Grade:
     def unscored(kind: UnscoredKind, reason: str) -> Unscored:
         return Unscored(kind, reason, raw, explanation)
 
@@ -272,6 +290,6 @@ def _check(value: object, explanation: str | None, raw: str) -> Grade:
     if not number.is_integer():
         return unscored(UnscoredKind.NOT_A_NUMBER, f"score {value} is not a whole number")
     score = int(number)
-    if score not in SCALE:
-        return unscored(UnscoredKind.OFF_SCALE, f"score {score} is outside the {SCALE} scale")
+    if score not in scale:
+        return unscored(UnscoredKind.OFF_SCALE, f"score {score} is outside the {scale} scale")
     return Scored(score, explanation)

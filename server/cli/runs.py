@@ -90,6 +90,13 @@ def generate(
 @click.option("--temperature", type=float)
 @click.option("--samples", type=int, help="Judge calls per item and rubric.")
 @click.option("--aggregation", type=click.Choice(["mean", "majority"]))
+@click.option(
+    "--rubrics",
+    "rubric_set",
+    metavar="NAME[,NAME...]",
+    help="Rubrics to apply: registered (see `rubrics add`) or built-in names, comma-separated "
+    "(default: fairmonitor, the built-in set). Another set is another judge run.",
+)
 @allow_failures_option
 @json_option
 @click.pass_obj
@@ -101,10 +108,12 @@ def judge(
     temperature: float | None,
     samples: int | None,
     aggregation: str | None,
+    rubric_set: str | None,
     allow_failures: bool,
     as_json: bool,
 ) -> None:
-    """Score a generation run's answers with the FairMonitor rubrics (resumable)."""
+    """Score a generation run's answers with the FairMonitor rubrics, or with --rubrics
+    (resumable)."""
     from server import services
 
     settings = ctx.settings(
@@ -118,7 +127,7 @@ def judge(
     )
     engine = ctx.engine(settings)
     with progress_bar("judging", as_json) as bar:
-        summary = services.judge(engine, settings, run_id, progress=bar)
+        summary = services.judge(engine, settings, run_id, rubric_set=rubric_set, progress=bar)
     emit(asdict(summary), as_json, lambda _: out().print(services.summary_line("judge", summary)))
     _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
 
