@@ -12,7 +12,7 @@ LLAMA  := llama-cpp-python[server]>=0.3.8
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install demo demo-full test test-fast lint bench clean
+.PHONY: install demo demo-full serve test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ demo: $(STAMP)
 
 demo-full: $(STAMP)
 	$(BIN)/fairjudge demo --full --out reports/demo-full
+
+serve: $(STAMP)
+	$(BIN)/fairjudge db upgrade
+	$(BIN)/fairjudge serve
 
 test: lint
 	$(BIN)/python -m pytest -q -rs

@@ -187,6 +187,41 @@ class JudgeConfig(_Strict):
     max_tokens: int = Field(default=320, ge=16, description="Longest judge reply, in tokens.")
 
 
+class ServerConfig(_Strict):
+    """``fairjudge serve``: the web API and dashboard under gunicorn, and its job worker."""
+
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address to listen on; the default serves this machine only.",
+    )
+    port: int = Field(default=5000, ge=1, le=65535, description="Port to listen on.")
+    workers: int = Field(default=2, ge=1, le=64, description="gunicorn worker processes.")
+    threads: int = Field(
+        default=8, ge=1, le=256, description="Threads per gunicorn worker (requests at once)."
+    )
+    max_body_mb: float = Field(
+        default=16.0,
+        gt=0,
+        description="Largest request body, in MiB; a larger one gets 413 naming this limit.",
+    )
+    job_slots: int = Field(
+        default=2, ge=1, le=32, description="Jobs the worker runs at once (each a thread)."
+    )
+    job_poll_s: float = Field(
+        default=0.25,
+        gt=0,
+        le=60,
+        description="How often an idle worker looks for queued jobs, in seconds.",
+    )
+    job_lease_s: float = Field(
+        default=15.0,
+        ge=3,
+        le=600,
+        description="How long a job's lease outlives its worker's last heartbeat; a job "
+        "whose worker died is taken over after this at most (at once on the same host).",
+    )
+
+
 class Settings(_Strict):
     """Everything FairJudge reads from its config file."""
 
@@ -208,6 +243,7 @@ class Settings(_Strict):
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     labelstudio: LabelStudioConfig = Field(default_factory=LabelStudioConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
 
     @model_validator(mode="after")
     def _endpoints_exist(self) -> Settings:

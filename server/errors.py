@@ -1,12 +1,17 @@
-"""The web API's one error shape, ``{"error": {"status": N, "message": "..."}}``, and the only
-place that maps exception classes to HTTP statuses."""
+"""The web API's one error shape, ``{"error": {"status": N, "message": "...", "problems":
+[...]}}`` (``problems`` only when there are several), and the only place that maps exception
+classes to HTTP statuses."""
 
 from __future__ import annotations
 
-from flask import Flask, jsonify
-from flask.typing import ResponseReturnValue
-from werkzeug.exceptions import HTTPException
+from typing import Any
 
+from flask import Flask, Response, current_app, jsonify, make_response, request
+from flask.typing import ResponseReturnValue
+from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from annotation.errors import LabelStudioError
 from judge.errors import (
     ConfigError,
     EmbeddedModelError,
@@ -15,14 +20,27 @@ from judge.errors import (
     InvalidInputError,
     NotFoundError,
     SchemaError,
+    StoreError,
 )
+from judge.runs import RunBusyError
+from server.auth import AuthError, ForbiddenError
+from server.jobs.queue import JobStateError
 
 # Most specific first: the first class an error is an instance of decides its status.
 STATUS: tuple[tuple[type[FairJudgeError], int], ...] = (
+    (AuthError, 401),
+    (ForbiddenError, 403),
     (NotFoundError, 404),
+    (JobStateError, 409),
+    (RunBusyError, 409),
     (InvalidInputError, 400),
     (ConfigError, 400),
-    (EndpointError, 502),
+    # A model endpoint or Label Studio that is down or failing: 424 Failed Dependency, a 4xx
+    # because the fix is outside this server (start the service, fix its URL), and the
+    # message says which.
+    (EndpointError, 424),
+    (LabelStudioError, 424),
+    (StoreError, 503),
     (EmbeddedModelError, 500),
     (SchemaError, 500),
     (FairJudgeError, 400),
@@ -33,17 +51,61 @@ def status_for(exc: FairJudgeError) -> int:
     return next(code for cls, code in STATUS if isinstance(exc, cls))
 
 
-def error_response(status: int, message: str) -> ResponseReturnValue:
-    return jsonify({"error": {"status": status, "message": message}}), status
+def error_response(
+    status: int, message: str, problems: list[str] | None = None
+) -> ResponseReturnValue:
+    body: dict[str, Any] = {"status": status, "message": message}
+    if problems:
+        body["problems"] = problems
+    reply = jsonify({"error": body})
+    if status == 401:
+        reply.headers["WWW-Authenticate"] = 'Bearer realm="fairjudge"'
+    return reply, status
+
+
+def validation_error(exc: ValidationError) -> Response:
+    """flask-openapi3's hook for a request that does not match its schema: 422, our shape,
+    one problem per bad field, named by where it is (body, query or path) and its path."""
+    problems = []
+    for e in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in e["loc"]) or "body"
+        problems.append(f"{where}: {e['msg']}")
+    title = exc.title or ""
+    part = (
+        "query string" if title.endswith("Query") else "path" if title.endswith("Path") else "body"
+    )
+    message = f"the request's {part} is invalid: " + "; ".join(problems[:5])
+    if len(problems) > 5:
+        message += f"; and {len(problems) - 5} more (see problems)"
+    return make_response(
+        jsonify({"error": {"status": 422, "message": message, "problems": problems}}), 422
+    )
 
 
 def register_errors(app: Flask) -> None:
     @app.errorhandler(FairJudgeError)
     def domain_error(exc: FairJudgeError) -> ResponseReturnValue:
-        return error_response(status_for(exc), str(exc))
+        text = str(exc)
+        if isinstance(exc, InvalidInputError) and exc.problems:
+            # The message lists the problems under its first line; JSON gives them apart.
+            first, *listed = text.splitlines()
+            return error_response(status_for(exc), first, [p.strip() for p in listed])
+        return error_response(status_for(exc), text)
+
+    @app.errorhandler(RequestEntityTooLarge)
+    def too_large(exc: RequestEntityTooLarge) -> ResponseReturnValue:
+        limit = current_app.config.get("MAX_CONTENT_LENGTH") or 0
+        mib = current_app.config["SETTINGS"].server.max_body_mb
+        return error_response(
+            413,
+            f"the request body is larger than this server's limit of {mib:g} MiB ({limit:,} "
+            "bytes; [server] max_body_mb); send it in smaller batches",
+        )
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> ResponseReturnValue:
+        if exc.code == 405:
+            return error_response(405, f"{request.method} is not allowed on {request.path}")
         return error_response(exc.code or 500, exc.description or exc.name)
 
     @app.errorhandler(Exception)

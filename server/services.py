@@ -21,14 +21,17 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
+    from annotation.labelstudio.campaigns import CreateResult
     from annotation.labelstudio.client import LabelStudioClient
     from annotation.labelstudio.service import LabelStudioService
     from judge.config import Settings
     from judge.data.catalog import ImportSummary
+    from judge.grading.registry import RegisteredRubric
     from judge.grading.rubrics import RubricSet
     from judge.models.client import ModelClient
     from judge.reports.sections import Report
     from judge.runs import RunSummary
+    from judge.store.queries import GenerationRunInfo, JudgeRunInfo
 
 Progress = Callable[[int, int], None]
 
@@ -39,10 +42,43 @@ def open_store(settings: Settings) -> Engine:
     return make_engine(settings.database_url)
 
 
-def rubrics(settings: Settings) -> RubricSet:
-    from judge.grading.rubrics import load_rubrics
+def rubrics(
+    settings: Settings,
+    session: Session | None = None,
+    *,
+    rubric_set: str | None = None,
+    judge_run_id: int | None = None,
+) -> RubricSet:
+    """The built-in FairMonitor rubrics; with ``rubric_set`` ("NAME,NAME") the named built-in
+    and registered rubrics; with ``judge_run_id`` the rubrics that judge run applied, in the
+    versions it used (what a campaign over it rates). Both read through ``session``."""
+    from judge.grading.registry import judge_run_rubric_set, resolve_rubric_set
+    from judge.grading.rubrics import BUILTIN_SET, load_rubrics
 
-    return load_rubrics(settings.prompts_path())
+    builtin = load_rubrics(settings.prompts_path())
+    named = rubric_set is not None and rubric_set.strip().lower() != BUILTIN_SET
+    if not named and judge_run_id is None:
+        return builtin
+    if session is None:
+        raise ValueError("reading registered rubrics needs a session")
+    if judge_run_id is not None:
+        return judge_run_rubric_set(session, builtin, judge_run_id)
+    return resolve_rubric_set(session, builtin, rubric_set)
+
+
+def register_rubric(engine: Engine, source: str | Path) -> list[RegisteredRubric]:
+    """Check and store the rubrics of a file (a Path to read, or its text as a str): all or
+    none; an unchanged definition adds nothing, a changed one is the name's next version."""
+    from judge.grading.registry import register_rubrics
+
+    return register_rubrics(engine, source)
+
+
+def list_rubrics(session: Session) -> list[RegisteredRubric]:
+    """The latest version of every registered rubric, by name."""
+    from judge.grading.registry import list_registered
+
+    return list_registered(session)
 
 
 def make_client(settings: Settings, endpoint: str) -> ModelClient:
@@ -84,9 +120,16 @@ def generate(
 
 
 def judge(
-    engine: Engine, settings: Settings, generation_run_id: int, *, progress: Progress | None = None
+    engine: Engine,
+    settings: Settings,
+    generation_run_id: int,
+    *,
+    rubric_set: str | None = None,
+    progress: Progress | None = None,
 ) -> RunSummary:
-    """Rubric scores for a generation run's answers (resumes a run with the same settings)."""
+    """Rubric scores for a generation run's answers (resumes a run with the same settings).
+    ``rubric_set``: "fairmonitor" (the default) or registered or built-in rubric names,
+    comma-separated; another set is another judge run."""
     from judge.grading import judging
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
@@ -94,11 +137,12 @@ def judge(
 
     with session_scope(engine) as session:
         get_generation_run(session, generation_run_id)  # a missing run fails before any call
+        chosen = rubrics(settings, session, rubric_set=rubric_set)
     return judging.judge(
         engine,
         make_client(settings, settings.judge.endpoint),
         PromptBook(settings.prompts_path()),
-        rubrics(settings),
+        chosen,
         settings.judge,
         generation_run_id,
         progress=progress,
@@ -129,8 +173,18 @@ def full_report(session: Session, judge_run_id: int, *, with_reliability: bool =
     sections.append(item_browser_section(session, judge_run_id))
     return Report(
         title=f"FairJudge report: {grun.model} (judge run {judge_run_id})",
-        intro=f"FairMonitor bias evaluation of {grun.model} ({grun.endpoint_name}, temperature "
-        f"{grun.temperature:g}), judged by {jrun.model} ({jrun.prompt_variant} prompt, "
+        intro=(
+            "FairMonitor bias evaluation"
+            if jrun.rubric_set == "fairmonitor"
+            else f"Evaluation with the rubrics {jrun.rubric_set}"
+        )
+        + f" of {grun.model} ("
+        + (
+            "answers imported from elsewhere"
+            if grun.source == "imported"
+            else f"{grun.endpoint_name}, temperature {grun.temperature:g}"
+        )
+        + f"), judged by {jrun.model} ({jrun.prompt_variant} prompt, "
         f"temperature {jrun.temperature:g}). Run status: {jrun.status}"
         + (f" ({jrun.status_detail})" if jrun.status_detail else "")
         + ".",
@@ -450,3 +504,133 @@ def labelstudio(settings: Settings) -> tuple[LabelStudioClient, LabelStudioServi
         LabelStudioService(settings.labelstudio, settings.state_dir) if found.managed else None
     )
     return client, service
+
+
+# -- the web API's use cases (also used by the dashboard) ------------------------------------
+
+
+def import_items_json(
+    engine: Engine, name: str, items: Sequence[dict[str, Any]], *, allow_unmapped: bool = False
+) -> ImportSummary:
+    """Items sent as JSON objects, imported exactly like the lines of a dataset file (the same
+    checks, all or nothing)."""
+    import tempfile
+
+    from judge.data.catalog import import_items
+    from judge.store.engine import session_scope
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"{name}.jsonl"
+        with path.open("w", encoding="utf-8") as handle:
+            for item in items:
+                handle.write(json.dumps(item, ensure_ascii=False) + "\n")
+        with session_scope(engine) as session:
+            return import_items(session, path, name, allow_unmapped=allow_unmapped)
+
+
+def generation_run_info(session: Session, run_id: int) -> GenerationRunInfo:
+    from judge.store.queries import get_generation_run, list_runs
+
+    get_generation_run(session, run_id)
+    return next(r for r in list_runs(session).generation_runs if r.id == run_id)
+
+
+def judge_run_info(session: Session, run_id: int) -> JudgeRunInfo:
+    from judge.store.queries import get_judge_run, list_runs
+
+    get_judge_run(session, run_id)
+    return next(r for r in list_runs(session).judge_runs if r.id == run_id)
+
+
+def run_metrics(session: Session, judge_run_id: int) -> dict[str, Any]:
+    """FairMonitor's stage metrics of a judge run: per factor and over all factors."""
+    from judge.metrics import item_scores, metric_dicts, stage_metrics
+    from judge.store.queries import get_generation_run, get_judge_run
+
+    jrun = get_judge_run(session, judge_run_id)
+    model = get_generation_run(session, jrun.generation_run_id).model
+    scores = item_scores(session, judge_run_id, jrun.aggregation)
+    return {
+        "judge_run": judge_run_id,
+        "aggregation": jrun.aggregation,
+        "overall": metric_dicts(stage_metrics(scores, model, by_factor=False)),
+        "by_factor": metric_dicts(stage_metrics(scores, model)),
+    }
+
+
+def run_agreement(session: Session, judge_run_id: int) -> dict[str, Any]:
+    """Judge-human and human-human agreement for a judge run's answers (the reliability
+    section of its report); NotFoundError when no human ratings exist yet."""
+    from annotation.sections import reliability_section
+    from judge.errors import NotFoundError
+
+    section = reliability_section(session, judge_run_id)
+    if section is None:
+        raise NotFoundError(
+            f"judge run {judge_run_id} has no human ratings to compare with; run a campaign "
+            "(POST /api/v1/campaigns) or import ratings (`fairjudge ratings import`)"
+        )
+    return {"judge_run": judge_run_id, **section.payload}
+
+
+def list_endpoints(settings: Settings) -> list[dict[str, Any]]:
+    """The configured endpoints without their secrets (an API key is named by its
+    environment variable in the config, and neither is returned)."""
+    uses: dict[str, list[str]] = {}
+    uses.setdefault(settings.generation.endpoint, []).append("generation")
+    uses.setdefault(settings.judge.endpoint, []).append("judge")
+    return [
+        {"name": name, "base_url": e.base_url, "model": e.model, "uses": uses.get(name, [])}
+        for name, e in sorted(settings.endpoints.items())
+    ]
+
+
+def check_endpoint(settings: Settings, name: str) -> dict[str, Any]:
+    """Whether the endpoint answers, and the models it serves (never raises for an endpoint
+    that is down: that is the answer)."""
+    from judge.errors import EndpointError
+    from judge.models.client import ModelClient
+
+    client = ModelClient(name, settings.endpoint(name))
+    try:
+        models = client.served_models()
+    except EndpointError as exc:
+        return {"name": name, "reachable": False, "models": [], "message": str(exc)}
+    except Exception as exc:  # an endpoint with no /models route still answered
+        return {"name": name, "reachable": True, "models": [], "message": str(exc)}
+    served = settings.endpoints[name].model in models or not models
+    message = "ok" if served else f"it does not serve {settings.endpoints[name].model!r}"
+    return {"name": name, "reachable": True, "models": models, "message": message}
+
+
+def create_campaign(
+    session: Session,
+    settings: Settings,
+    *,
+    target_half_width: float | None = None,
+    pilot: str | None = None,
+    **options: Any,
+) -> tuple[CreateResult, str | None]:
+    """Sample a judge run's answers into a Label Studio campaign (``options``: those of
+    ``annotation.labelstudio.campaigns.create_campaign``); with ``target_half_width`` the
+    size is planned for that CI width instead. Returns the result and the plan's reason."""
+    from annotation.labelstudio.campaigns import create_campaign as create
+    from annotation.labelstudio.campaigns import plan_size
+    from judge.errors import InvalidInputError
+
+    if target_half_width is not None and options.get("size") is not None:
+        raise InvalidInputError("give a size or a target half width, not both")
+    client, _ = labelstudio(settings)
+    plan = None if target_half_width is None else plan_size(session, target_half_width, pilot=pilot)
+    if plan is not None and "progress" in options:
+        options["progress"](plan.reason)
+    applied = rubrics(settings, session, judge_run_id=options["judge_run_id"])
+    for rubric in applied:
+        if len(rubric.levels) != 5:
+            # The labelling interface, ratings and agreement assume the 1-5 scale for now.
+            raise InvalidInputError(
+                f"rubric {rubric.name} has {len(rubric.levels)} levels; campaigns rate "
+                "rubrics of 5 levels (1-5) only, so far"
+            )
+    result = create(session, client, applied, size_plan=plan, **options)
+    return result, None if plan is None else plan.reason

@@ -132,6 +132,26 @@ def write_report(report: Report, out_dir: str | Path) -> dict[str, Path]:
     return paths
 
 
+def csv_table(report: Report, name: str | None = None) -> tuple[str, str]:
+    """One CSV the report's sections declare, as (file name, text): ``name``, or the first.
+    An unknown name is a NotFoundError listing the report's CSVs."""
+    from judge.errors import NotFoundError
+
+    tables = {n: rows for section in report.sections for n, rows in section.csv.items()}
+    if not tables:
+        raise NotFoundError("this report has no tables to give as CSV")
+    chosen = name or next(iter(tables))
+    if chosen not in tables:
+        raise NotFoundError(f"the report has no table {chosen!r}; it has {', '.join(tables)}")
+    buffer = io.StringIO()
+    rows = tables[chosen]
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return chosen, buffer.getvalue()
+
+
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("w", newline="", encoding="utf-8") as handle:
         if not rows:

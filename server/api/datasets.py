@@ -1,23 +1,68 @@
-"""``/api/datasets``: the datasets in the store."""
+"""``/api/v1/datasets``: datasets and their items."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
-from flask import Blueprint, jsonify
-from flask.typing import ResponseReturnValue
+from flask import current_app
 
 from judge.data import catalog
+from judge.store import queries
+from server import services
+from server.api import blueprint, dump, page
 from server.db import get_session
+from server.schemas import (
+    DatasetCreate,
+    DatasetDescriptionOut,
+    DatasetOut,
+    ImportOut,
+    ItemOut,
+    ItemPath,
+    ItemQuery,
+    NamePath,
+)
 
-bp = Blueprint("datasets", __name__)
+bp = blueprint("datasets", __name__, "datasets")
 
 
-@bp.get("/datasets")
-def list_datasets() -> ResponseReturnValue:
-    return jsonify([asdict(d) for d in catalog.list_datasets(get_session())])
+@bp.get("/datasets", responses={200: DatasetOut})
+def list_datasets() -> Any:
+    """Every dataset with its item count."""
+    return [asdict(d) for d in catalog.list_datasets(get_session())]
 
 
-@bp.get("/datasets/<name>")
-def describe_dataset(name: str) -> ResponseReturnValue:
-    return asdict(catalog.describe_dataset(get_session(), name))
+@bp.post("/datasets", responses={201: ImportOut})
+def create_dataset(body: DatasetCreate) -> Any:
+    """Create a dataset from items, or add items to it: all or nothing, no duplicates."""
+    engine = current_app.extensions["fairjudge_engine"]
+    summary = services.import_items_json(
+        engine, body.name, body.items, allow_unmapped=body.allow_unmapped
+    )
+    return asdict(summary), 201
+
+
+@bp.get("/datasets/<name>", responses={200: DatasetDescriptionOut})
+def describe_dataset(path: NamePath) -> Any:
+    """Items per stage and factor, and the empty cells of FairMonitor's grid."""
+    return asdict(catalog.describe_dataset(get_session(), path.name))
+
+
+@bp.get("/datasets/<name>/items", responses={200: ItemOut})
+def list_items(path: NamePath, query: ItemQuery) -> Any:
+    """One page of the dataset's items, optionally of one stage or factor."""
+    rows, total = queries.list_items(
+        get_session(),
+        path.name,
+        stage=query.stage,
+        factor=query.factor,
+        limit=query.limit,
+        offset=query.offset,
+    )
+    return page(ItemOut, rows, total, query.limit, query.offset)
+
+
+@bp.get("/datasets/<name>/items/<key>", responses={200: ItemOut})
+def get_item(path: ItemPath) -> Any:
+    """One item by its key."""
+    return dump(ItemOut, queries.get_item(get_session(), path.name, path.key))

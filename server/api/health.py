@@ -1,13 +1,21 @@
-"""``/api/health``: is the server up."""
+"""``/api/v1/health``: is the server up, and is its database reachable (no key needed)."""
 
 from __future__ import annotations
 
-from flask import Blueprint
-from flask.typing import ResponseReturnValue
+from typing import Any
 
-bp = Blueprint("health", __name__)
+from flask import current_app
+from flask_openapi3 import APIBlueprint, Tag
+
+from server.schemas import HealthOut
+
+bp = APIBlueprint("health", __name__, abp_tags=[Tag(name="health")])
 
 
-@bp.get("/health")
-def health() -> ResponseReturnValue:
-    return {"status": "ok"}
+@bp.get("/health", responses={200: HealthOut}, security=[])
+def health() -> Any:
+    """Whether the server answers and its database is reachable."""
+    from judge.store.engine import current_revision
+
+    revision = current_revision(current_app.extensions["fairjudge_engine"])
+    return {"status": "ok", "schema_revision": revision}

@@ -1,18 +1,69 @@
-"""``/api/runs``: generation runs and judge runs."""
+"""``/api/v1/generation-runs`` and ``/api/v1/judge-runs``: runs, answers, metrics, agreement."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
-from flask import Blueprint
-from flask.typing import ResponseReturnValue
-
-from judge.store.queries import list_runs
+from judge.store import queries
+from server import services
+from server.api import blueprint, page
 from server.db import get_session
+from server.schemas import (
+    GenerationRunOut,
+    JudgeRunOut,
+    PageQuery,
+    ResponseOut,
+    RunPath,
+)
 
-bp = Blueprint("runs", __name__)
+bp = blueprint("runs", __name__, "runs")
 
 
-@bp.get("/runs")
-def runs() -> ResponseReturnValue:
-    return asdict(list_runs(get_session()))
+@bp.get("/generation-runs", responses={200: GenerationRunOut})
+def generation_runs(query: PageQuery) -> Any:
+    """Generation runs (generated or imported answers), oldest first."""
+    runs = queries.list_runs(get_session()).generation_runs
+    chosen = runs[query.offset : query.offset + query.limit]
+    return page(GenerationRunOut, [asdict(r) for r in chosen], len(runs), query.limit, query.offset)
+
+
+@bp.get("/generation-runs/<int:run_id>", responses={200: GenerationRunOut})
+def generation_run(path: RunPath) -> Any:
+    """One generation run."""
+    return asdict(services.generation_run_info(get_session(), path.run_id))
+
+
+@bp.get("/generation-runs/<int:run_id>/responses", responses={200: ResponseOut})
+def responses(path: RunPath, query: PageQuery) -> Any:
+    """One page of the run's answers."""
+    rows, total = queries.list_responses(
+        get_session(), path.run_id, limit=query.limit, offset=query.offset
+    )
+    return page(ResponseOut, rows, total, query.limit, query.offset)
+
+
+@bp.get("/judge-runs", responses={200: JudgeRunOut})
+def judge_runs(query: PageQuery) -> Any:
+    """Judge runs with their scored and unscored counts, oldest first."""
+    runs = queries.list_runs(get_session()).judge_runs
+    chosen = runs[query.offset : query.offset + query.limit]
+    return page(JudgeRunOut, [asdict(r) for r in chosen], len(runs), query.limit, query.offset)
+
+
+@bp.get("/judge-runs/<int:run_id>", responses={200: JudgeRunOut})
+def judge_run(path: RunPath) -> Any:
+    """One judge run."""
+    return asdict(services.judge_run_info(get_session(), path.run_id))
+
+
+@bp.get("/judge-runs/<int:run_id>/metrics")
+def metrics(path: RunPath) -> Any:
+    """FairMonitor's stage metrics of the run, per factor and overall, with CIs."""
+    return services.run_metrics(get_session(), path.run_id)
+
+
+@bp.get("/judge-runs/<int:run_id>/agreement")
+def agreement(path: RunPath) -> Any:
+    """Judge-human and human-human agreement for the run's answers (needs human ratings)."""
+    return services.run_agreement(get_session(), path.run_id)

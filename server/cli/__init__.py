@@ -21,11 +21,15 @@ from server.cli import (
     campaign,
     compare,
     dataset,
+    db,
     export,
+    keys,
     labelstudio,
     model,
     ratings,
     report,
+    responses,
+    rubrics,
     runs,
     serve,
     sweep,
@@ -107,11 +111,16 @@ cli.add_command(compare.compare)
 cli.add_command(ratings.ratings)
 cli.add_command(agreement.agreement)
 cli.add_command(serve.serve)
+cli.add_command(serve.worker)
 cli.add_command(sweep.sweep)
 cli.add_command(export.export)
 cli.add_command(labelstudio.labelstudio)
 cli.add_command(campaign.campaign)
 cli.add_command(campaign.annotators)
+cli.add_command(responses.responses)
+cli.add_command(rubrics.rubrics)
+cli.add_command(keys.keys)
+cli.add_command(db.db)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 

@@ -120,27 +120,24 @@ def create(
     """Sample a judge run's answers and send them to Label Studio as tasks (blind: no judge
     output goes there). Running it again finishes an interrupted creation and adds no task
     twice."""
-    from annotation.labelstudio.campaigns import create_campaign, plan_size
-    from server.services import rubrics as load_rubrics
+    from judge.store.engine import session_scope
+    from server.services import create_campaign
 
     if target_half_width is not None and size is not None:
         raise click.UsageError("give --size or --target-half-width, not both")
-    with _labelstudio_session(ctx) as (session, client, _, settings):
-        plan = None
-        if target_half_width is not None:
-            plan = plan_size(session, target_half_width, pilot=pilot)
-            _progress(plan.reason)
-        result = create_campaign(
+    settings = ctx.settings()
+    with session_scope(ctx.engine(settings)) as session:
+        result, _ = create_campaign(
             session,
-            client,
-            load_rubrics(settings),
+            settings,
+            target_half_width=target_half_width,
+            pilot=pilot,
             judge_run_id=judge_run,
             rubrics=rubrics,
             size=size,
             annotators=annotators,
             seed=seed,
             strategy=strategy,
-            size_plan=plan,
             name=name,
             progress=_progress,
         )

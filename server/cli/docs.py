@@ -84,10 +84,47 @@ def cli_markdown() -> str:
     return "\n".join(lines)
 
 
+def api_markdown() -> str:
+    from server import openapi_document
+
+    document = openapi_document()
+    lines = [
+        "# Web API (`/api/v1`)",
+        "",
+        f"Generated from the OpenAPI document by `{COMMAND}`; do not edit by hand. The server",
+        "serves the full document (request and response schemas included) at",
+        "`/api/v1/openapi.json` and browsable docs at `/api/v1/docs/swagger`; docs/server.md",
+        "explains keys, jobs, errors and pagination.",
+        "",
+    ]
+    by_tag: dict[str, list[str]] = {}
+    for path, operations in document["paths"].items():
+        for method, op in operations.items():
+            tag = (op.get("tags") or ["other"])[0]
+            key = "a key" if op.get("security") else "nothing"
+            summary = (op.get("summary") or "").replace("|", "\\|")
+            by_tag.setdefault(tag, []).append(
+                f"| `{method.upper()}` | `{path}` | {key} | {summary} |"
+            )
+    for tag, rows in by_tag.items():
+        lines += [
+            f"## {tag}",
+            "",
+            "| method | path | needs | what it does |",
+            "| --- | --- | --- | --- |",
+        ]
+        lines += [*rows, ""]
+    return "\n".join(lines)
+
+
 def render() -> dict[Path, str]:
     """Each generated file's path and its text."""
     docs = docs_dir()
-    return {docs / "configuration.md": configuration_markdown(), docs / "cli.md": cli_markdown()}
+    return {
+        docs / "configuration.md": configuration_markdown(),
+        docs / "cli.md": cli_markdown(),
+        docs / "api.md": api_markdown(),
+    }
 
 
 if __name__ == "__main__":

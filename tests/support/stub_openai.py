@@ -277,7 +277,7 @@ class StubServer:
     @property
     def base_url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def __enter__(self) -> StubServer:
         self.thread.start()

@@ -1,0 +1,61 @@
+"""``/api/v1/campaigns``: annotation campaigns in Label Studio (create, status, pull)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app, g
+
+from server import services
+from server.api import blueprint, dump
+from server.db import get_session
+from server.jobs import queue
+from server.schemas import CampaignCreate, JobOut, NamePath
+
+bp = blueprint("campaigns", __name__, "campaigns")
+
+
+@bp.get("/campaigns")
+def list_campaigns() -> Any:
+    """Every campaign with its design and the ratings pulled so far."""
+    from annotation.labelstudio.campaigns import list_campaigns
+
+    return list_campaigns(get_session())
+
+
+@bp.post("/campaigns")
+def create_campaign(body: CampaignCreate) -> Any:
+    """Sample the judge run and send the tasks to Label Studio (blind: no judge output)."""
+    options = body.model_dump(exclude={"judge_run", "target_half_width", "pilot"})
+    session = get_session()
+    result, plan = services.create_campaign(
+        session,
+        current_app.config["SETTINGS"],
+        judge_run_id=body.judge_run,
+        target_half_width=body.target_half_width,
+        pilot=body.pilot,
+        **options,
+    )
+    session.commit()
+    return {**result.to_dict(), "size_plan": plan}, 201
+
+
+@bp.get("/campaigns/<name>")
+def campaign_status(path: NamePath) -> Any:
+    """Progress per annotator and the items still short of ratings."""
+    from annotation.labelstudio.campaigns import campaign_status, get_campaign
+
+    get_campaign(get_session(), path.name)  # an unknown name is a 404 before Label Studio
+    client, _ = services.labelstudio(current_app.config["SETTINGS"])
+    return campaign_status(get_session(), client, path.name).to_dict()
+
+
+@bp.post("/campaigns/<name>/pull", responses={202: JobOut})
+def pull_campaign(path: NamePath) -> Any:
+    """Queue a job that brings the campaign's ratings into the store."""
+    from annotation.labelstudio.campaigns import get_campaign
+
+    get_campaign(get_session(), path.name)  # an unknown name is a 404 now, not a failed job
+    engine = current_app.extensions["fairjudge_engine"]
+    job = queue.submit(engine, "pull", {"campaign": path.name}, created_by=g.key.name)
+    return dump(JobOut, job), 202

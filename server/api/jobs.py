@@ -1,0 +1,58 @@
+"""``/api/v1/jobs``: background work (generation, judging, campaign pulls) and its progress."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app, g
+
+from server.api import blueprint, dump, page
+from server.db import get_session
+from server.jobs import queue
+from server.schemas import JobCreate, JobOut, JobPath, JobQuery
+
+bp = blueprint("jobs", __name__, "jobs")
+
+
+def _engine():  # type: ignore[no-untyped-def]
+    return current_app.extensions["fairjudge_engine"]
+
+
+@bp.post("/jobs", responses={201: JobOut})
+def create_job(body: JobCreate) -> Any:
+    """Queue a job; the worker starts it within a second or so when a slot is free."""
+    job = queue.submit(
+        _engine(),
+        body.kind,
+        body.params,
+        created_by=g.key.name,
+        settings=current_app.config["SETTINGS"],
+    )
+    return dump(JobOut, job), 201
+
+
+@bp.get("/jobs", responses={200: JobOut})
+def list_jobs(query: JobQuery) -> Any:
+    """Jobs, newest first, optionally by status and kind."""
+    rows, total = queue.list_jobs(
+        get_session(), status=query.status, kind=query.kind, limit=query.limit, offset=query.offset
+    )
+    return page(JobOut, rows, total, query.limit, query.offset)
+
+
+@bp.get("/jobs/<int:job_id>", responses={200: JobOut})
+def get_job(path: JobPath) -> Any:
+    """One job: status, progress (done of total), result or last error."""
+    return dump(JobOut, queue.get_job(get_session(), path.job_id))
+
+
+@bp.post("/jobs/<int:job_id>/cancel", responses={200: JobOut})
+def cancel_job(path: JobPath) -> Any:
+    """Cancel a job: at once if queued, at its next progress step if running."""
+    return dump(JobOut, queue.cancel_job(_engine(), path.job_id))
+
+
+@bp.post("/jobs/<int:job_id>/resume", responses={200: JobOut})
+def resume_job(path: JobPath) -> Any:
+    """Queue a failed or cancelled job again; it continues from what is stored."""
+    return dump(JobOut, queue.resume_job(_engine(), path.job_id))

@@ -1,0 +1,133 @@
+"""API keys: created once and shown once, stored as a sha256 hash, checked on every request.
+
+Two roles: ``admin`` manages keys and endpoints; ``member`` runs jobs and reads results.
+A key is 43 URL-safe characters of ``secrets.token_urlsafe`` behind the prefix ``fj_``; with
+that much randomness a plain sha256 is enough (a slow password hash guards guessable
+passwords, and these are not guessable), and it lets a request find its key with one
+indexed lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from judge.errors import FairJudgeError, InvalidInputError, NotFoundError
+from judge.store.tables import ApiKey, utcnow
+
+ROLES = ("admin", "member")
+PREFIX = "fj_"
+SHOWN = 10
+"""Characters of a key kept in clear (``prefix``), enough to tell keys apart in a list."""
+
+
+class AuthError(FairJudgeError):
+    """No key, or a key that is unknown or revoked (HTTP 401)."""
+
+
+class ForbiddenError(FairJudgeError):
+    """A valid key whose role may not do this (HTTP 403)."""
+
+
+def key_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """A key as listings show it: never the key itself."""
+
+    id: int
+    name: str
+    role: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, row: ApiKey) -> KeyInfo:
+        assert row.id is not None
+        return cls(
+            row.id,
+            row.name,
+            row.role,
+            row.prefix,
+            row.created_at,
+            row.last_used_at,
+            row.revoked_at,
+        )
+
+
+def create_key(engine: Engine, name: str, role: str) -> tuple[KeyInfo, str]:
+    """A new key called ``name`` with ``role``: its listing and the key itself, which is
+    not stored and cannot be shown again."""
+    name = name.strip()
+    if not name:
+        raise InvalidInputError("a key needs a name (--name): who or what uses it")
+    if role not in ROLES:
+        raise InvalidInputError(f"role {role!r} is not one of {', '.join(ROLES)}")
+    raw = PREFIX + secrets.token_urlsafe(32)
+    with Session(engine) as session:
+        if session.exec(select(ApiKey).where(col(ApiKey.name) == name)).first() is not None:
+            raise InvalidInputError(
+                f"a key named {name!r} exists; choose another name or revoke that key first"
+            )
+        row = ApiKey(name=name, role=role, prefix=raw[:SHOWN], key_hash=key_hash(raw))
+        session.add(row)
+        session.commit()
+        session.refresh(row)
+        return KeyInfo.of(row), raw
+
+
+def list_keys(session: Session) -> list[KeyInfo]:
+    rows = session.exec(select(ApiKey).order_by(col(ApiKey.id))).all()
+    return [KeyInfo.of(row) for row in rows]
+
+
+def revoke_key(engine: Engine, name: str) -> KeyInfo:
+    """Revoke the key called ``name``; revoking a revoked key changes nothing."""
+    with Session(engine) as session:
+        row = session.exec(select(ApiKey).where(col(ApiKey.name) == name)).first()
+        if row is None:
+            raise NotFoundError(f"no key named {name!r} (see `fairjudge keys list`)")
+        if row.revoked_at is None:
+            row.revoked_at = utcnow()
+            session.add(row)
+            session.commit()
+            session.refresh(row)
+        return KeyInfo.of(row)
+
+
+def authenticate(session: Session, raw: str | None) -> ApiKey:
+    """The live key ``raw`` names, or AuthError saying what is wrong with it."""
+    if not raw:
+        raise AuthError(
+            "this needs an API key: send `Authorization: Bearer KEY` "
+            "(an admin creates keys with `fairjudge keys create`)"
+        )
+    row = session.exec(select(ApiKey).where(col(ApiKey.key_hash) == key_hash(raw))).first()
+    if row is None:
+        raise AuthError("unknown API key: check it, or ask an admin for a new one")
+    if row.revoked_at is not None:
+        raise AuthError(f"the API key {row.prefix}… was revoked; ask an admin for a new one")
+    return row
+
+
+def require_role(key: ApiKey, role: str) -> None:
+    """ForbiddenError unless ``key`` may act as ``role`` (an admin may do what a member may)."""
+    if role == "admin" and key.role != "admin":
+        raise ForbiddenError(f"only an admin key may do this; key {key.name!r} is a {key.role}")
+
+
+def bearer(header: str | None) -> str | None:
+    """The key in an ``Authorization: Bearer KEY`` header, else None."""
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    return value.strip() or None if scheme.lower() == "bearer" else None

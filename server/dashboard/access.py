@@ -1,0 +1,106 @@
+"""Who is signed in to the dashboard, and the form token that guards its POSTs.
+
+A user signs in by pasting an API key once. The signed session cookie then holds the key's
+row id and its stored sha256, never the key itself: the cookie is signed, not encrypted, so
+anyone who holds it can read it. Every request looks the row up again, so revoking a key
+signs its dashboard sessions out at their next click.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import secrets
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+from urllib.parse import urlsplit
+
+from flask import g, redirect, request, session, url_for
+from flask.typing import ResponseReturnValue
+from sqlmodel import Session
+
+from judge.errors import InvalidInputError
+from judge.store.tables import ApiKey
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+KEY_ID = "key_id"
+KEY_HASH = "key_hash"
+CSRF = "csrf"
+
+
+def remember(key: ApiKey) -> None:
+    """Sign ``key`` in: a fresh session (no state of an earlier user survives)."""
+    session.clear()
+    session[KEY_ID] = key.id
+    session[KEY_HASH] = key.key_hash
+
+
+def forget() -> None:
+    session.clear()
+
+
+def signed_in_key(db: Session) -> ApiKey | None:
+    """The live key the session names, or None (not signed in, or the key was revoked)."""
+    key_id, stored = session.get(KEY_ID), session.get(KEY_HASH)
+    if not isinstance(key_id, int) or not isinstance(stored, str):
+        return None
+    row = db.get(ApiKey, key_id)
+    if row is None or row.revoked_at is not None:
+        return None
+    return row if hmac.compare_digest(row.key_hash, stored) else None
+
+
+def current_key() -> ApiKey:
+    """The key of the request (set by ``login_required``)."""
+    key: ApiKey = g.dashboard_key
+    return key
+
+
+def login_required(view: Callable[P, R]) -> Callable[P, R | ResponseReturnValue]:
+    """Run ``view`` for a signed-in user; send anyone else to the login page, then back."""
+
+    @functools.wraps(view)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R | ResponseReturnValue:
+        from server.db import get_session
+
+        key = signed_in_key(get_session())
+        if key is None:
+            forget()
+            return redirect(url_for("dashboard.login", next=request.full_path.rstrip("?")))
+        g.dashboard_key = key
+        return view(*args, **kwargs)
+
+    return wrapped
+
+
+def csrf_token() -> str:
+    """The session's token for forms (made on first use); templates call it."""
+    if CSRF not in session:
+        session[CSRF] = secrets.token_urlsafe(32)
+    token: str = session[CSRF]
+    return token
+
+
+def check_csrf() -> None:
+    """InvalidInputError unless the POSTed form carries the session's token: a page on
+    another site cannot submit the dashboard's forms with the user's cookie."""
+    sent = request.form.get(CSRF, "")
+    expected = session.get(CSRF)
+    if not isinstance(expected, str) or not hmac.compare_digest(sent, expected):
+        raise InvalidInputError(
+            "the form has expired or did not come from this dashboard; reload the page and "
+            "submit it again"
+        )
+
+
+def local_path(target: str | None, default: str) -> str:
+    """``target`` when it is a path on this site (``/jobs/3``), else ``default``: the
+    login page's ``next`` must not send people to another site."""
+    if not target:
+        return default
+    # Browsers read "/\\host" like "//host" (another site): a backslash is refused too.
+    parts = urlsplit(target)
+    on_site = target.startswith("/") and not target.startswith("//") and "\\" not in target
+    return target if on_site and not parts.scheme and not parts.netloc else default

@@ -1,0 +1,1 @@
+"""Durable background jobs: a row per job, a function per kind, workers that resume."""
