@@ -14,6 +14,10 @@
    per kill).
 8. Label Studio (bench/labelstudio.py): ``campaign create`` of 12,632 tasks (<= 30 s), ``campaign
    pull`` of 3 x 2,234 ratings (<= 30 s) and a second pull with nothing new (<= 5 s).
+9. Server (bench/server.py): ``fairjudge serve`` over HTTP: 100,000 answers imported through
+   the API in batches of 5,000 (<= 60 s, peak server RSS <= 500 MB), 2,000 judged by a server
+   job against the stub (>= 0.9 of the ideal 160/s), p50/p99 of listing judgments under 20
+   concurrent clients.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -39,6 +43,7 @@ from sqlmodel import Session, col, select
 
 from bench import wire
 from bench.labelstudio import bench_labelstudio
+from bench.server import bench_server
 from judge.config import EmbeddedConfig, Settings
 from judge.data.catalog import import_items
 from judge.models.embedded import EmbeddedServer
@@ -258,6 +263,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "demo": bench_demo,
     "embedded": bench_embedded,
     "labelstudio": lambda tmp: bench_labelstudio(tmp, LABELSTUDIO_VENV),
+    "server": bench_server,
 }
 
 
