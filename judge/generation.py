@@ -89,10 +89,12 @@ def generate(
     accepted_only: bool = False,
     new: bool = False,
     progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Create (or resume) the generation run for these settings and ask for every missing or
-    failed answer, storing each as it arrives. A run left with failed answers ends
-    ``incomplete`` with a line saying how many; a second process on the same run gets
+    failed answer, storing each as it arrives (``on_run`` hears the run's id first). A run
+    left with failed answers ends ``incomplete`` with a line saying how many; a second
+    process on the same run gets
     ``RunBusyError`` before any call (``judge.runs.run_lease``). ``accepted_only`` asks only
     for items an expert review accepted (``Item.review_status == 'accepted'``)."""
     with session_scope(engine) as session:
@@ -107,6 +109,8 @@ def generate(
         )
         assert created.id is not None
         run_id = created.id
+    if on_run is not None:
+        on_run(run_id)
     with run_lease(engine, "generation", run_id):
         with session_scope(engine) as session:
             run = session.get(GenerationRun, run_id)

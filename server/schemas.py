@@ -120,6 +120,11 @@ class JobOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    counts: dict[str, Any] | None = Field(
+        default=None,
+        description="GET /jobs/ID only: its run's rows so far by status (judgments) or flag "
+        "(answers), and their prompt and completion tokens.",
+    )
 
 
 class JobQuery(PageQuery):

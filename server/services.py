@@ -99,8 +99,10 @@ def generate(
     accepted_only: bool = False,
     new: bool = False,
     progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
 ) -> RunSummary:
-    """Answers from the model under test for a dataset (resumes a run with the same settings)."""
+    """Answers from the model under test for a dataset (resumes a run with the same settings);
+    ``on_run`` hears the run's id before any call."""
     from judge import generation
     from judge.prompts import PromptBook
 
@@ -116,6 +118,7 @@ def generate(
         accepted_only=accepted_only,
         new=new,
         progress=progress,
+        on_run=on_run,
     )
 
 
@@ -126,10 +129,12 @@ def judge(
     *,
     rubric_set: str | None = None,
     progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Rubric scores for a generation run's answers (resumes a run with the same settings).
     ``rubric_set``: "fairmonitor" (the default) or registered or built-in rubric names,
-    comma-separated; another set is another judge run."""
+    comma-separated; another set is another judge run. ``on_run`` hears the judge run's id
+    before any call."""
     from judge.grading import judging
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
@@ -146,6 +151,7 @@ def judge(
         settings.judge,
         generation_run_id,
         progress=progress,
+        on_run=on_run,
     )
 
 
@@ -634,3 +640,37 @@ def create_campaign(
             )
     result = create(session, client, applied, size_plan=plan, **options)
     return result, None if plan is None else plan.reason
+
+
+def job_counts(session: Session, result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a job's run holds so far: rows by status (judgments) or flag (answers), and the
+    tokens they used; None before the job knows its run."""
+    from sqlmodel import func, select
+
+    from judge.store.tables import Judgment, Response
+
+    if not result:
+        return None
+    if "judge_run_id" in result:
+        table, column, run = Judgment, Judgment.status, Judgment.judge_run_id
+        run_id = result["judge_run_id"]
+    elif "generation_run_id" in result:
+        table, column, run = Response, Response.flag, Response.run_id  # type: ignore[assignment]
+        run_id = result["generation_run_id"]
+    else:
+        return None
+    rows = session.exec(
+        select(
+            column,
+            func.count(),
+            func.coalesce(func.sum(table.prompt_tokens), 0),
+            func.coalesce(func.sum(table.completion_tokens), 0),
+        )
+        .where(run == run_id)
+        .group_by(column)
+    ).all()
+    return {
+        "by_status": {str(status): int(n) for status, n, _, _ in rows},
+        "prompt_tokens": sum(int(p) for _, _, p, _ in rows),
+        "completion_tokens": sum(int(c) for _, _, _, c in rows),
+    }

@@ -143,8 +143,10 @@ def judge(
     generation_run_id: int,
     *,
     progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
+    ``on_run`` hears the run's id before any call (a job shows it while it works).
     judgments that failed outside the judge's reply are tried again. A second process on
     the same run gets ``RunBusyError`` before any call (``judge.runs.run_lease``). A rubric
     set that cannot judge the run's items is refused before the run is created
@@ -152,6 +154,8 @@ def judge(
     with session_scope(engine) as session:
         check_rubric_set(session, generation_run_id, rubrics)
     run_id = _judge_run_id(engine, generation_run_id, client, config, book, rubrics)
+    if on_run is not None:
+        on_run(run_id)
     with run_lease(engine, "judge", run_id):
         with session_scope(engine) as session:
             jrun = session.get(JudgeRun, run_id)

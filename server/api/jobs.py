@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import current_app, g
 
+from server import services
 from server.api import blueprint, dump, page
 from server.db import get_session
 from server.jobs import queue
@@ -42,8 +43,11 @@ def list_jobs(query: JobQuery) -> Any:
 
 @bp.get("/jobs/<int:job_id>", responses={200: JobOut})
 def get_job(path: JobPath) -> Any:
-    """One job: status, progress (done of total), result or last error."""
-    return dump(JobOut, queue.get_job(get_session(), path.job_id))
+    """One job: status, progress (done of total), its run's counts and tokens so far, the
+    result or the last error."""
+    session = get_session()
+    job = queue.get_job(session, path.job_id)
+    return {**dump(JobOut, job), "counts": services.job_counts(session, job.result)}
 
 
 @bp.post("/jobs/<int:job_id>/cancel", responses={200: JobOut})

@@ -195,7 +195,14 @@ def _run_held(engine: Engine, settings: Settings, job_id: int) -> str:
         error=None,
     )
     try:
-        result = run_task(kind, engine, settings, params, _Reporter(engine, job_id))
+        result = run_task(
+            kind,
+            engine,
+            settings,
+            params,
+            _Reporter(engine, job_id),
+            lambda partial: _set(engine, job_id, result=partial),
+        )
     except JobCancelled:
         _set(engine, job_id, status="cancelled", finished_at=utcnow())
         return "cancelled"

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from judge.config import Settings
 
 Progress = Callable[[int, int], None]
+Note = Callable[[dict[str, Any]], None]
+"""Records part of a running job's result (its run's id) before the job ends."""
 
 
 class _Params(BaseModel):
@@ -74,11 +76,11 @@ JobKind = Literal["judge", "generate", "pull"]
 @dataclass(frozen=True)
 class Task:
     params: type[_Params]
-    run: Callable[[Engine, Settings, Any, Progress], dict[str, Any]]
+    run: Callable[[Engine, Settings, Any, Progress, Note], dict[str, Any]]
 
 
 def _judge(
-    engine: Engine, settings: Settings, p: JudgeParams, progress: Progress
+    engine: Engine, settings: Settings, p: JudgeParams, progress: Progress, note: Note
 ) -> dict[str, Any]:
     from server import services
 
@@ -96,12 +98,13 @@ def _judge(
         p.generation_run_id,
         rubric_set=p.rubric_set,
         progress=progress,
+        on_run=lambda run_id: note({"judge_run_id": run_id}),
     )
     return {"judge_run_id": summary.run_id, "summary": asdict(summary)}
 
 
 def _generate(
-    engine: Engine, settings: Settings, p: GenerateParams, progress: Progress
+    engine: Engine, settings: Settings, p: GenerateParams, progress: Progress, note: Note
 ) -> dict[str, Any]:
     from server import services
 
@@ -119,11 +122,14 @@ def _generate(
         limit=p.limit,
         accepted_only=p.accepted_only,
         progress=progress,
+        on_run=lambda run_id: note({"generation_run_id": run_id}),
     )
     return {"generation_run_id": summary.run_id, "summary": asdict(summary)}
 
 
-def _pull(engine: Engine, settings: Settings, p: PullParams, progress: Progress) -> dict[str, Any]:
+def _pull(
+    engine: Engine, settings: Settings, p: PullParams, progress: Progress, note: Note
+) -> dict[str, Any]:
     from annotation.labelstudio.pull import pull_campaign
     from judge.store.engine import session_scope
     from server import services
@@ -178,10 +184,15 @@ def check_targets(
 
 
 def run_task(
-    kind: str, engine: Engine, settings: Settings, params: dict[str, Any], progress: Progress
+    kind: str,
+    engine: Engine,
+    settings: Settings,
+    params: dict[str, Any],
+    progress: Progress,
+    note: Note,
 ) -> dict[str, Any]:
     task = TASKS[kind]
-    return task.run(engine, settings, task.params.model_validate(params), progress)
+    return task.run(engine, settings, task.params.model_validate(params), progress, note)
 
 
 _EMBEDDED = threading.Lock()

@@ -60,6 +60,7 @@ def test_sigkill_mid_job_then_restart_resumes_the_job(tmp_path: Path, store_url:
         paid = requests_of(stub, "judge")
     assert finished["status"] == "finished", finished
     assert finished["attempts"] == 2  # started once, taken over once after the kill
+    assert finished["counts"]["by_status"] == {"scored": JUDGMENTS}  # the stub always grades
     with Session(create_engine(store_url)) as s:
         keys = s.exec(select(Judgment.item_id, Judgment.rubric, Judgment.sample_index)).all()
     assert len(keys) == len(set(keys)) == JUDGMENTS

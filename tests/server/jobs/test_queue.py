@@ -93,6 +93,15 @@ def test_a_judge_job_runs_to_the_end(engine: Engine, stub: StubServer, db_url: s
     assert (done.done, done.total, done.attempts) == (S1_ITEMS, S1_ITEMS, 1)
     assert done.result is not None and done.result["judge_run_id"] == 1
     assert len(judgments(engine)) == S1_ITEMS == requests_of(stub, "judge")
+    with Session(engine) as session:
+        counts = services.job_counts(session, done.result)
+        rows = session.exec(select(Judgment)).all()
+    assert counts == {
+        "by_status": {"scored": S1_ITEMS},
+        "prompt_tokens": sum(j.prompt_tokens for j in rows),  # summed here, row by row
+        "completion_tokens": sum(j.completion_tokens for j in rows),
+    }
+    assert counts["prompt_tokens"] > 0
 
 
 def test_bad_parameters_are_refused_before_anything_is_queued(
