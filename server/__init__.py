@@ -27,6 +27,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
         app.config["MAX_CONTENT_LENGTH"] = int(settings.server.max_body_mb * 2**20)
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = db.secret_key(settings.state_dir)
+    # The dashboard's cookie is not sent with requests that other sites start (Lax).
+    if app.config.get("SESSION_COOKIE_SAMESITE") is None:
+        app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
     db.init_app(app)
     api.register(app)
     app.register_blueprint(dashboard.bp)
