@@ -24,12 +24,14 @@ from __future__ import annotations
 import csv
 import difflib
 import json
+import math
 import random
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from judge.errors import DatasetError, InvalidInputError
 
@@ -335,6 +337,20 @@ class BbiScores:
 class BbiReport:
     overall: BbiScores
     by_bias_type: dict[str, BbiScores]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data; a score that is undefined (NaN) is None, so the JSON stays valid."""
+
+        def plain(scores: BbiScores) -> dict[str, Any]:
+            return {
+                k: (None if isinstance(v, float) and math.isnan(v) else v)
+                for k, v in asdict(scores).items()
+            }
+
+        return {
+            "overall": plain(self.overall),
+            "by_bias_type": {t: plain(s) for t, s in self.by_bias_type.items()},
+        }
 
 
 def bbi_scores(*, n_ss: int, s_ss: int, as_ss: int, n_cp: int, s_cp: int, as_cp: int) -> BbiScores:

@@ -18,6 +18,7 @@ import click
 from judge.errors import FairJudgeError, IncompleteError
 from server.cli import (
     agreement,
+    audit,
     campaign,
     compare,
     dataset,
@@ -121,6 +122,7 @@ cli.add_command(responses.responses)
 cli.add_command(rubrics.rubrics)
 cli.add_command(keys.keys)
 cli.add_command(db.db)
+cli.add_command(audit.audit)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 
