@@ -18,6 +18,9 @@
    the API in batches of 5,000 (<= 60 s, peak server RSS <= 500 MB), 2,000 judged by a server
    job against the stub (>= 0.9 of the ideal 160/s), p50/p99 of listing judgments under 20
    concurrent clients.
+10. Audits (bench/audits.py): ``fairjudge audit names analyze --from-csv`` on the name
+    audit's 168,000 answers from a local stub, a whole process: wall time (<= 60 s) and
+    peak RSS (<= 1 GB).
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -42,6 +45,7 @@ import numpy as np
 from sqlmodel import Session, col, select
 
 from bench import wire
+from bench.audits import bench_audits
 from bench.labelstudio import bench_labelstudio
 from bench.server import bench_server
 from judge.config import EmbeddedConfig, Settings
@@ -264,6 +268,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "embedded": bench_embedded,
     "labelstudio": lambda tmp: bench_labelstudio(tmp, LABELSTUDIO_VENV),
     "server": bench_server,
+    "audits": bench_audits,
 }
 
 
