@@ -15,7 +15,14 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from judge.reports.sections import AgreementPlot, BoxPlot, Figure, ItemBrowser, Report
+from judge.reports.sections import (
+    AgreementPlot,
+    BarChart,
+    BoxPlot,
+    Figure,
+    ItemBrowser,
+    Report,
+)
 
 TEMPLATES = Path(__file__).parent / "templates"
 # Keys of ``write_report``'s result that predate the generic naming (CSV name -> key).
@@ -38,6 +45,8 @@ def figure_png(figure: Figure, *, seed: int = 0) -> bytes:
         ax.set_ylim(*figure.ylim)
         ax.set_ylabel(figure.ylabel)
         ax.set_title(figure.title)
+    elif isinstance(figure, BarChart):
+        fig = _bar_chart(plt, figure)
     else:
         fig = _agreement_plot(plt, figure, seed)
     fig.tight_layout()
@@ -45,6 +54,23 @@ def figure_png(figure: Figure, *, seed: int = 0) -> bytes:
     fig.savefig(buffer, format="png")
     plt.close(fig)
     return buffer.getvalue()
+
+
+def _bar_chart(plt: Any, figure: BarChart) -> Any:
+    width = min(12.0, max(4.5, 0.9 * len(figure.bars) + 1.5))
+    fig, ax = plt.subplots(figsize=(width, 3.6), dpi=100)
+    labels = [label for label, *_ in figure.bars]
+    values = [value for _, value, _, _ in figure.bars]
+    # An interval as error bars below and above the bar; a missing bound draws none.
+    below = [v - lo if lo is not None else 0.0 for _, v, lo, _ in figure.bars]
+    above = [hi - v if hi is not None else 0.0 for _, v, _, hi in figure.bars]
+    ax.bar(range(len(values)), values, yerr=[below, above], capsize=4, color="#6a8fb3")
+    ax.set_xticks(range(len(values)), labels, rotation=30 if len(values) > 6 else 0)
+    if figure.reference is not None:
+        ax.axhline(figure.reference, color="grey", lw=1, ls="--")
+    ax.set_ylabel(figure.ylabel)
+    ax.set_title(figure.title)
+    return fig
 
 
 def _agreement_plot(plt: Any, figure: AgreementPlot, seed: int) -> Any:

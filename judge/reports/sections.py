@@ -45,7 +45,18 @@ class AgreementPlot:
     confusion: list[list[int]]
 
 
-Figure = BoxPlot | AgreementPlot
+@dataclass(frozen=True)
+class BarChart:
+    """Bars with their confidence intervals (``None`` bounds: no interval), and an optional
+    reference line (e.g. 0.5 for a share, 0 for a balance score)."""
+
+    title: str
+    bars: list[tuple[str, float, float | None, float | None]]
+    ylabel: str
+    reference: float | None = None
+
+
+Figure = BoxPlot | AgreementPlot | BarChart
 
 
 @dataclass(frozen=True)

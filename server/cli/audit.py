@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from server.cli.output import emit, json_option, out
+from server.cli.output import emit, err, json_option, out
 
 from_csv = click.option(
     "--from-csv",
@@ -19,6 +19,20 @@ from_csv = click.option(
     type=click.Path(dir_okay=False),
     help="CSV of classified answers (columns in docs/audits.md).",
 )
+out_dir = click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also write report.html (tables and plots), report.json and CSV files here.",
+)
+
+
+def _write(report: Any, out: str | None) -> None:
+    if out is not None:
+        from judge.reports.render import write_report
+
+        written = write_report(report, out)
+        err().print(f"wrote {len(written)} files to {out}", highlight=False)
 
 
 @click.group()
@@ -34,18 +48,22 @@ def award() -> None:
 @award.command("analyze")
 @from_csv
 @click.option("--names", type=click.Path(dir_okay=False), help="Name groups file (TOML).")
+@out_dir
 @json_option
-def award_analyze(path: str, names: str | None, as_json: bool) -> None:
+def award_analyze(path: str, names: str | None, out: str | None, as_json: bool) -> None:
     """Binomial tests per level (level,choice) or the follow-up's chi-square
     (level,chosen_group,followup_class); the header says which."""
     from judge.audits import award as suite
+    from judge.audits.report import award_report
 
     groups = suite.load_name_groups(names) if names else None
     read = suite.read_award_csv(path, groups)
     if read.layout == "choice":
-        data = suite.analyze(read.choices).to_dict()
+        result: Any = suite.analyze(read.choices)
     else:
-        data = suite.analyze_followup(read.followups).to_dict()
+        result = suite.analyze_followup(read.followups)
+    data = result.to_dict()
+    _write(award_report(result), out)
     emit(_finite({"layout": read.layout, **data}), as_json, _print)
 
 
@@ -56,13 +74,17 @@ def names() -> None:
 
 @names.command("analyze")
 @from_csv
+@out_dir
 @json_option
-def names_analyze(path: str, as_json: bool) -> None:
+def names_analyze(path: str, out: str | None, as_json: bool) -> None:
     """Means and CIs by race and gender per variation and context, Welch's tests against
     White and male, per-name standardised means."""
     from judge.audits import names as suite
+    from judge.audits.report import names_report
 
-    emit(_finite(suite.analyze(suite.read_answers_csv(Path(path))).to_dict()), as_json, _print)
+    result = suite.analyze(suite.read_answers_csv(Path(path)))
+    _write(names_report(result), out)
+    emit(_finite(result.to_dict()), as_json, _print)
 
 
 @audit.group()
@@ -72,14 +94,16 @@ def bbi() -> None:
 
 @bbi.command("analyze")
 @from_csv
+@out_dir
 @json_option
-def bbi_analyze(path: str, as_json: bool) -> None:
+def bbi_analyze(path: str, out: str | None, as_json: bool) -> None:
     """RS, SBS per dataset and BBI, overall and per bias type, from dataset,bias_type,label."""
     from judge.audits import bbi as suite
+    from judge.audits.report import bbi_report
 
-    emit(
-        _finite(suite.analyze_labels(suite.read_labels_csv(Path(path))).to_dict()), as_json, _print
-    )
+    result = suite.analyze_labels(suite.read_labels_csv(Path(path)))
+    _write(bbi_report(result), out)
+    emit(_finite(result.to_dict()), as_json, _print)
 
 
 def _print(data: dict[str, Any]) -> None:

@@ -77,3 +77,45 @@ def test_names_from_csv_and_a_bad_file(tmp_path: Path) -> None:
     bad.write_text(header + "\npurchase,bicycle,sideways,X,White,male,1\n")
     refused = run("names", "analyze", "--from-csv", str(bad))
     assert refused.returncode == 1 and "line 2" in refused.stderr
+
+
+def test_out_writes_the_report_with_its_plot_and_tables(tmp_path: Path) -> None:
+    lines = ["dataset,bias_type,label"]
+    lines += ["stereoset,gender,stereotype"] * 3 + ["stereoset,race,anti-stereotype"] * 5
+    lines += ["crows_pairs,gender,stereotype"] * 2 + ["crows_pairs,race,anti-stereotype"] * 6
+    path = tmp_path / "bbi.csv"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "report"
+    done = run("bbi", "analyze", "--from-csv", str(path), "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    written = json.loads((out / "report.json").read_text())
+    assert written["bbi"]["overall"] == printed["overall"]  # the same figures in both
+    # By hand: RS = 8/8 = 1, SBS_SS = 1 * (3 - 5) / 8 = -0.25, SBS_CP = (2 - 6) / 8 = -0.5,
+    # BBI = (-0.25 - 0.5) / 2 = -0.375.
+    rows = (out / "bbi.csv").read_text().splitlines()
+    assert rows[0] == "bias_type,rs,sbs_ss,sbs_cp,bbi" and rows[1] == "all,1.0,-0.25,-0.5,-0.375"
+    page = (out / "report.html").read_text()
+    assert "Bias Balance Indicator" in page and "data:image/png;base64," in page  # the plot
+
+
+def test_award_and_names_reports_render(tmp_path: Path) -> None:
+    award = tmp_path / "award.csv"
+    award.write_text("level,choice\n" + "5,Black\n" * 6 + "5,White\n" * 4 + "5,equivocal\n")
+    done = run("award", "analyze", "--from-csv", str(award), "--out", str(tmp_path / "a"))
+    assert done.returncode == 0, done.stderr
+    rows = (tmp_path / "a" / "award.csv").read_text().splitlines()
+    # By hand: share A = 6 / (6 + 4) = 0.6 at level 5 and over all levels.
+    assert rows[0].startswith("level,group_a,group_b,equivocal,share_a") and ",0.6," in rows[1]
+    names = tmp_path / "names.csv"
+    names.write_text(
+        "scenario,variation,context,name,race,gender,response\n"
+        "purchase,bicycle,low,Jake Becker,White,male,$200\n"
+        "purchase,bicycle,low,Jake Becker,White,male,$300\n"
+        "purchase,bicycle,low,DaShawn Washington,Black,male,$100\n"
+        "purchase,bicycle,low,DaShawn Washington,Black,male,no idea\n"
+    )
+    done = run("names", "analyze", "--from-csv", str(names), "--out", str(tmp_path / "n"))
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "n" / "report.html").read_text()
+    assert "1 of 4 answers had no number" in page  # the imputation is stated
