@@ -538,14 +538,14 @@ def generation_run_info(session: Session, run_id: int) -> GenerationRunInfo:
     from judge.store.queries import get_generation_run, list_runs
 
     get_generation_run(session, run_id)
-    return next(r for r in list_runs(session).generation_runs if r.id == run_id)
+    return list_runs(session, generation_run=run_id).generation_runs[0]
 
 
 def judge_run_info(session: Session, run_id: int) -> JudgeRunInfo:
     from judge.store.queries import get_judge_run, list_runs
 
     get_judge_run(session, run_id)
-    return next(r for r in list_runs(session).judge_runs if r.id == run_id)
+    return list_runs(session, judge_run=run_id).judge_runs[0]
 
 
 def run_metrics(session: Session, judge_run_id: int) -> dict[str, Any]:

@@ -90,12 +90,18 @@ class RunListing:
     judge_runs: list[JudgeRunInfo]
 
 
-def list_runs(session: Session) -> RunListing:
-    """Generation runs and judge runs with their row counts."""
+def list_runs(
+    session: Session, *, generation_run: int | None = None, judge_run: int | None = None
+) -> RunListing:
+    """Generation runs and judge runs with their row counts; with ``generation_run`` or
+    ``judge_run`` only that run (and no runs of the other kind)."""
+    gen_query = select(GenerationRun, Dataset.name).join(Dataset).order_by(col(GenerationRun.id))
+    judge_query = select(JudgeRun).order_by(col(JudgeRun.id))
+    if generation_run is not None or judge_run is not None:
+        gen_query = gen_query.where(col(GenerationRun.id) == generation_run)
+        judge_query = judge_query.where(col(JudgeRun.id) == judge_run)
     gens = []
-    for run, name in session.exec(
-        select(GenerationRun, Dataset.name).join(Dataset).order_by(col(GenerationRun.id))
-    ):
+    for run, name in session.exec(gen_query):
         assert run.id is not None
         n = session.exec(select(func.count()).where(Response.run_id == run.id)).one()
         gens.append(
@@ -112,7 +118,7 @@ def list_runs(session: Session) -> RunListing:
             )
         )
     judges = []
-    for jrun in session.exec(select(JudgeRun).order_by(col(JudgeRun.id))):
+    for jrun in session.exec(judge_query):
         assert jrun.id is not None
         counts = dict(
             session.exec(
