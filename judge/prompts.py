@@ -36,6 +36,7 @@ ALL_FILES = (
     "judge_repair.j2",
 )
 RUBRIC_FILES = ("judge_rubric_system.j2", "judge_rubric_user.j2", "judge_rubric_repair.j2")
+FOLLOWUP_FILES = ("audit_followup_system.j2", "audit_followup_user.j2")
 
 
 def fence(label: str, text: str) -> tuple[str, str, str]:
@@ -114,6 +115,10 @@ class PromptBook:
         self._rubric_system = env.from_string(own["judge_rubric_system.j2"])
         self._rubric_user = env.from_string(own["judge_rubric_user.j2"])
         self._rubric_repair = env.from_string(own["judge_rubric_repair.j2"])
+        followup = {n: self._rubric_file(n) for n in FOLLOWUP_FILES}
+        self.followup_version = f"audit-followup+{sha256(''.join(followup.values()))[:10]}"
+        self._followup_system = env.from_string(followup["audit_followup_system.j2"])
+        self._followup_user = env.from_string(followup["audit_followup_user.j2"])
 
     def _rubric_file(self, name: str) -> str:
         """A template for registered rubrics: the folder's own, else the bundled one."""
@@ -159,6 +164,24 @@ class PromptBook:
             {"role": "user", "content": user.strip()},
         ]
         return RenderedPrompt(messages, self.template_version(rubric), messages_hash(messages))
+
+    def followup_class_prompt(
+        self, *, winner: str, other: str, total: int, items: int, explanation: str
+    ) -> RenderedPrompt:
+        """The judge messages that sort an award audit's follow-up explanation into
+        indecisive, justified or irrational (``judge.audits.followup``)."""
+        user = self._followup_user.render(
+            winner=winner,
+            other=other,
+            total=total,
+            items=items,
+            explanation=fence("EXPLANATION", explanation),
+        )
+        messages = [
+            {"role": "system", "content": self._followup_system.render().strip()},
+            {"role": "user", "content": user.strip()},
+        ]
+        return RenderedPrompt(messages, self.followup_version, messages_hash(messages))
 
     def repair_message(self, reason: str, rubric: RubricText | None = None) -> str:
         """The request sent after an unreadable reply (``rubric``: the one being judged)."""

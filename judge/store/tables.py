@@ -6,6 +6,8 @@ withdrawal replaced); Campaign and CampaignTask record which items went to Label
 with what inclusion probability; Annotator lists the people; CallCache holds every paid model
 call; RunLease says which process is working on a run. RubricRecord holds the rubrics users
 registered; ApiKey the server's keys (hashes only); Job the server's background work.
+AuditRun -> AuditAnswer -> AuditLabel hold the audit suites' runs, the model's answers with
+what was read from them, and the classes judges and people gave to follow-up explanations.
 """
 
 from __future__ import annotations
@@ -341,3 +343,67 @@ class Job(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+class AuditRun(SQLModel, table=True):
+    """One audit suite (award, names, bbi) sent to one model: the design's settings
+    (``params``) and the endpoint. Asking for the same settings again resumes the run."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    suite: str = Field(index=True, description="award, names or bbi")
+    endpoint_name: str
+    base_url: str
+    model: str
+    temperature: float
+    max_tokens: int
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    config_hash: str = Field(
+        index=True, description="sha256 of suite, design settings, prompt version, sampling."
+    )
+    status: str = Field(default="running", description="running, finished or incomplete")
+    status_detail: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class AuditAnswer(SQLModel, table=True):
+    """The model's answer to one audit prompt (``turn`` 'main', or 'followup' for the award
+    audit's second question), its raw text, and what was read from it: ``status`` parsed,
+    unparsed (``reason`` says why), refusal, empty or error; ``value`` the reading."""
+
+    __table_args__ = (UniqueConstraint("run_id", "key", "turn"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="auditrun.id", index=True)
+    key: str = Field(description="The prompt's id in the design, stable across reruns.")
+    turn: str = "main"
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    prompt: str = Field(sa_column=Column(Text))
+    raw_text: str | None = Field(default=None, sa_column=Column(Text))
+    status: str
+    value: Any = Field(default=None, sa_column=Column(JSON))
+    reason: str | None = Field(default=None, sa_column=Column(Text))
+    error: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cache_key: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditLabel(SQLModel, table=True):
+    """A class given to one audit answer by a judge model or a person (the award audit's
+    follow-up explanations: indecisive, justified or irrational). ``label`` is None when the
+    judge's reply could not be read (``status`` unparsed or error, ``raw_text`` kept)."""
+
+    __table_args__ = (UniqueConstraint("answer_id", "source"),)
+    id: int | None = Field(default=None, primary_key=True)
+    answer_id: int = Field(foreign_key="auditanswer.id", index=True)
+    run_id: int = Field(foreign_key="auditrun.id", index=True)
+    source: str = Field(description="'judge:<endpoint>/<model>' or 'human:<annotator>'.")
+    status: str = Field(description="labelled, unparsed or error")
+    label: str | None = None
+    explanation: str | None = Field(default=None, sa_column=Column(Text))
+    raw_text: str | None = Field(default=None, sa_column=Column(Text))
+    cache_key: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)

@@ -1,16 +1,23 @@
-"""``fairjudge audit``: the audit suites' analyses on answers already classified (a CSV of
-your own); running the audits against a model comes with their next step (issue 13)."""
+"""``fairjudge audit``: the audit suites from the bias literature. ``SUITE run`` sends a
+suite's design to the model under test and stores every answer (resumable, like generation);
+``show`` reads a run back as figures and a report; ``SUITE analyze --from-csv`` analyses
+answers classified elsewhere. The award audit's follow-up explanations are classified by the
+judge (``award classify``) and by people (``award export-followups`` / ``import-labels``)."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from server.cli.output import emit, err, json_option, out
+from server.cli.output import emit, err, json_option, out, progress_bar, table, writing
+
+if TYPE_CHECKING:
+    from server.cli import Context
 
 from_csv = click.option(
     "--from-csv",
@@ -35,14 +42,203 @@ def _write(report: Any, out: str | None) -> None:
         err().print(f"wrote {len(written)} files to {out}", highlight=False)
 
 
+def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every ``SUITE run`` shares: who is asked and how."""
+    options: list[Callable[..., Any]] = [
+        click.option("--endpoint", help="Model under test (default: [generation] endpoint)."),
+        click.option(
+            "--temperature",
+            type=click.FloatRange(0, 2),
+            help="Sampling temperature (default 1.0: repeats only differ when the model samples).",
+        ),
+        click.option(
+            "--max-tokens",
+            type=click.IntRange(min=1),
+            help="Longest answer (default: award 300, names 200, bbi 2048).",
+        ),
+        click.option(
+            "--limit", type=click.IntRange(min=1), help="Only the design's first N prompts."
+        ),
+        click.option(
+            "--new",
+            is_flag=True,
+            help="Start a new run even if one with these settings exists.",
+        ),
+        click.option(
+            "--allow-failures",
+            is_flag=True,
+            help="Exit 0 even if some calls failed for good (the run's status is printed).",
+        ),
+        out_dir,
+        json_option,
+        click.pass_obj,
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _run(ctx: Context, suite: str, options: dict[str, Any], common: dict[str, Any]) -> None:
+    """Run a suite, then print (or write) what its answers say so far."""
+    from server import audits
+
+    as_json, out_path = common.pop("as_json"), common.pop("out")
+    allow_failures = common.pop("allow_failures")
+    settings = ctx.settings()
+    engine = ctx.engine(settings)
+    with progress_bar(f"audit {suite}", as_json) as bar:
+        summary = audits.run_audit(engine, settings, suite, options, progress=bar, **common)
+    _show(ctx, summary.run_id, out_path, as_json, extra={"pass": summary.to_dict()})
+    _check_complete(ctx, summary.run_id, allow_failures, as_json)
+
+
+def _show(
+    ctx: Context,
+    run_id: int,
+    out_path: str | None,
+    as_json: bool,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    from judge.store.engine import session_scope
+    from server import audits
+
+    with session_scope(ctx.engine()) as session:
+        result = audits.audit_result(session, run_id)
+    _write(result.report, out_path)
+    emit(_finite({**(extra or {}), **result.to_dict()}), as_json, _print)
+
+
+def _check_complete(ctx: Context, run_id: int, allow_failures: bool, as_json: bool) -> None:
+    from judge.errors import IncompleteError
+    from judge.store.engine import session_scope
+    from server import audits
+
+    with session_scope(ctx.engine()) as session:
+        info = audits.run_info(session, run_id)
+    if info["status"] != "incomplete":
+        return
+    line = f"audit run {run_id} is incomplete: {info['status_detail']}"
+    if not allow_failures:
+        raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
+    (err() if as_json else out()).print(line, highlight=False, soft_wrap=True)
+
+
 @click.group()
 def audit() -> None:
     """Audit suites from the bias literature: award choice, name-based advice, BBI."""
 
 
+@audit.command("runs")
+@click.option("--suite", type=click.Choice(["award", "names", "bbi"]), help="Only this suite.")
+@json_option
+@click.pass_obj
+def runs(ctx: Context, suite: str | None, as_json: bool) -> None:
+    """List audit runs, newest first."""
+    from judge.store.engine import session_scope
+    from server import audits
+
+    with session_scope(ctx.engine()) as session:
+        found = audits.list_runs(session, suite)
+    shown = [
+        {k: r[k] for k in ("id", "suite", "endpoint", "model", "status", "answers", "created_at")}
+        for r in found
+    ]
+    emit(found, as_json, lambda _: table("Audit runs", shown))
+
+
+@audit.command("show")
+@click.argument("run_id", type=int, metavar="RUN")
+@out_dir
+@json_option
+@click.pass_obj
+def show(ctx: Context, run_id: int, out: str | None, as_json: bool) -> None:
+    """A stored audit run's figures: answers by status, the suite's tests, the follow-up's
+    classes and agreement (re-read from the store; nothing is sent)."""
+    _show(ctx, run_id, out, as_json)
+
+
 @audit.group()
 def award() -> None:
     """Award choice between two equally scoring students (seed 000)."""
+
+
+@award.command("run")
+@click.option("--items", type=click.Path(dir_okay=False), help="Item bank (JSON).")
+@click.option("--names", "names_file", type=click.Path(dir_okay=False),
+              help="Name groups file (TOML).")  # fmt: skip
+@click.option("--levels", help="Performance levels, comma-separated (default 5,10,15,20).")
+@click.option("--pairs", type=click.IntRange(min=1), help="Response-vector pairs per level (125).")
+@click.option("--seed", type=int, help="Seed of the design's draws (0).")
+@click.option("--followup", is_flag=True, help="Also ask why, after every answer that chose.")
+@_run_options
+def award_run(
+    ctx: Context, items: str | None, names_file: str | None, levels: str | None,
+    pairs: int | None, seed: int | None, followup: bool, **common: Any,
+) -> None:  # fmt: skip
+    """Send the counterbalanced award design (2,000 prompts by default) to the model under
+    test, classify each answer (group A, B or equivocal) and test A against B per level."""
+    options = {
+        "items": items, "names_file": names_file, "levels": _ints(levels, "--levels"),
+        "pairs_per_level": pairs, "seed": seed, "followup": followup,
+    }  # fmt: skip
+    _run(ctx, "award", options, common)
+
+
+@award.command("classify")
+@click.argument("run_id", type=int, metavar="RUN")
+@click.option("--endpoint", help="Judge endpoint (default: [judge] endpoint).")
+@json_option
+@click.pass_obj
+def award_classify(ctx: Context, run_id: int, endpoint: str | None, as_json: bool) -> None:
+    """Have the judge sort RUN's follow-up explanations into indecisive, justified or
+    irrational (resumable; unreadable replies are kept and asked again next time)."""
+    from server import audits
+
+    settings = ctx.settings()
+    engine = ctx.engine(settings)
+    with progress_bar("classifying", as_json) as bar:
+        summary = audits.classify_followups(
+            engine, settings, run_id, endpoint=endpoint, progress=bar
+        )
+    _show(ctx, run_id, None, as_json, extra={"classified": summary.flags})
+
+
+@award.command("export-followups")
+@click.argument("run_id", type=int, metavar="RUN")
+@click.option("--out", "path", required=True, type=click.Path(dir_okay=False),
+              help="CSV to write (fill in its label column).")  # fmt: skip
+@click.pass_obj
+def award_export(ctx: Context, run_id: int, path: str) -> None:
+    """Write RUN's follow-up explanations as a CSV for people to classify (the chosen
+    student's group is not in it)."""
+    import csv
+
+    from judge.audits.followup import EXPORT_COLUMNS, export_rows
+    from judge.store.engine import session_scope
+
+    with session_scope(ctx.engine()) as session:
+        rows = export_rows(session, run_id)
+    with writing(path), open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=EXPORT_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    err().print(f"wrote {len(rows)} explanations to {path}", highlight=False)
+
+
+@award.command("import-labels")
+@click.argument("run_id", type=int, metavar="RUN")
+@click.argument("path", type=click.Path(dir_okay=False), metavar="FILE")
+@click.option("--annotator", required=True, help="Who classified them (name or e-mail).")
+@json_option
+@click.pass_obj
+def award_import(ctx: Context, run_id: int, path: str, annotator: str, as_json: bool) -> None:
+    """Store one person's classes (CSV with answer_id,label) for RUN's follow-ups."""
+    from judge.audits.followup import import_labels
+
+    counts = import_labels(ctx.engine(), run_id, path, annotator)
+    emit(counts, as_json, lambda c: out().print(
+        f"{c['added']} added, {c['changed']} changed, {c['unchanged']} unchanged",
+        highlight=False))  # fmt: skip
 
 
 @award.command("analyze")
@@ -72,6 +268,17 @@ def names() -> None:
     """Name-based numeric advice (seed 002)."""
 
 
+@names.command("run")
+@click.option("--design", type=click.Path(dir_okay=False), help="Design file (TOML).")
+@click.option("--repeats", type=click.IntRange(min=1),
+              help="Answers per name and template (default 100: 168,000 prompts).")  # fmt: skip
+@_run_options
+def names_run(ctx: Context, design: str | None, repeats: int | None, **common: Any) -> None:
+    """Ask for advice about each named person in every template, read the number from each
+    answer, and compare means by race and gender."""
+    _run(ctx, "names", {"design": design, "repeats": repeats}, common)
+
+
 @names.command("analyze")
 @from_csv
 @out_dir
@@ -92,6 +299,31 @@ def bbi() -> None:
     """StereoSet / CrowS-Pairs Bias Balance Indicator (seed 004)."""
 
 
+@bbi.command("run")
+@click.option("--stereoset", type=click.Path(dir_okay=False),
+              help="StereoSet intersentence JSON (default: the bundled sample).")  # fmt: skip
+@click.option("--crows-pairs", type=click.Path(dir_okay=False),
+              help="CrowS-Pairs CSV (default: the bundled sample).")  # fmt: skip
+@click.option("--per-type", type=click.IntRange(min=1),
+              help="Items of each bias type per prompt (20: 60 per prompt).")  # fmt: skip
+@click.option("--repeats", type=click.IntRange(min=1), help="Times each batch is asked (5).")
+@click.option("--seed", type=int, help="Seed of the shuffles (0).")
+@click.option("--bias-types", help="Only these bias types, comma-separated.")
+@_run_options
+def bbi_run(
+    ctx: Context, stereoset: str | None, crows_pairs: str | None, per_type: int | None,
+    repeats: int | None, seed: int | None, bias_types: str | None, **common: Any,
+) -> None:  # fmt: skip
+    """Ask for the more fitting sentence of every item, in batches with the labels hidden,
+    and compute RS, SBS and the Bias Balance Indicator from the majority choices."""
+    types = [t.strip() for t in bias_types.split(",") if t.strip()] if bias_types else None
+    options = {
+        "stereoset": stereoset, "crows_pairs": crows_pairs, "per_type": per_type,
+        "repeats": repeats, "seed": seed, "bias_types": types,
+    }  # fmt: skip
+    _run(ctx, "bbi", options, common)
+
+
 @bbi.command("analyze")
 @from_csv
 @out_dir
@@ -104,6 +336,17 @@ def bbi_analyze(path: str, out: str | None, as_json: bool) -> None:
     result = suite.analyze_labels(suite.read_labels_csv(Path(path)))
     _write(bbi_report(result), out)
     emit(_finite(result.to_dict()), as_json, _print)
+
+
+def _ints(text: str | None, option: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"whole numbers separated by commas, got {text!r}", param_hint=option
+        ) from None
 
 
 def _print(data: dict[str, Any]) -> None:

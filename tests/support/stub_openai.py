@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -32,10 +33,18 @@ def grade_for(messages: list[dict[str, str]]) -> int:
     return 1 + digest[0] % 5
 
 
+Responder = Callable[[list[dict[str, str]]], "str | int | None"]
+"""A test's own answers: given a request's messages, the reply text, an HTTP error status to
+send instead, or None for the stub's usual behaviour."""
+
+
 class StubState:
-    def __init__(self, latency: float = 0.0, model: str = "stub-model") -> None:
+    def __init__(
+        self, latency: float = 0.0, model: str = "stub-model", responder: Responder | None = None
+    ) -> None:
         self.latency = latency
         self.model = model
+        self.responder = responder
         self.lock = threading.Lock()
         self.requests = 0
         self.by_key: Counter[str] = Counter()
@@ -105,6 +114,13 @@ class Handler(BaseHTTPRequestHandler):
         state = self.server.state
         key = f"{'judge' if is_judge else 'gen'}:{fault}:{hashlib.md5(text.encode()).hexdigest()}"
         nth = state.count(key)
+        if state.responder is not None:
+            scripted = state.responder(messages)
+            if isinstance(scripted, str):
+                time.sleep(state.latency)
+                return self._reply(scripted)
+            if isinstance(scripted, int):
+                return self._send(scripted, b'{"error": {"message": "scripted failure"}}')
         if not is_judge:
             if fault in GENERATION_BEHAVIOURS:
                 return GENERATION_BEHAVIOURS[fault](self, nth, repair, messages)
@@ -263,11 +279,13 @@ class _QuietServer(ThreadingHTTPServer):
 class StubServer:
     """Run the stub in a background thread: ``with StubServer() as stub: stub.base_url``."""
 
-    def __init__(self, latency: float = 0.0, model: str = "stub-model") -> None:
+    def __init__(
+        self, latency: float = 0.0, model: str = "stub-model", responder: Responder | None = None
+    ) -> None:
         self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.request_queue_size = 256
-        self.httpd.state = StubState(latency, model)  # type: ignore[attr-defined]
+        self.httpd.state = StubState(latency, model, responder)  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property

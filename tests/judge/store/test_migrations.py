@@ -235,9 +235,9 @@ def test_old_database_is_upgraded_with_rows_kept_and_filled_in(
     assert "unscored_kind" in {c["name"] for c in columns.get_columns("judgment")}
     # no row lost, none added (0003 adds the empty run-lease table, 0005 the empty campaign,
     # campaign-task, annotator and rating-history tables, 0006 the empty rubric, key and job
-    # tables)
+    # tables, 0007 the empty audit-run, audit-answer and audit-label tables)
     new_tables = ("runlease", "campaign", "campaigntask", "annotator", "ratingchange")
-    new_tables += ("rubric", "apikey", "job")
+    new_tables += ("rubric", "apikey", "job", "auditrun", "auditanswer", "auditlabel")
     assert row_counts(engine) == {**counts, **dict.fromkeys(new_tables, 0)}
     with Session(engine) as session:
         judgments = session.exec(

@@ -1,0 +1,395 @@
+"""The award audit's follow-up explanations: classes from a judge model and from people, the
+chi-square test of chosen group x class, and how well the judge agrees with the people.
+
+A judge's reply is read as the judge's grades are (``judge.grading.parsing``): a reply whose
+class cannot be read is stored as ``unparsed`` with its raw text, never guessed. People's
+classes come from a CSV (``answer_id,label``) written by ``export_rows``; the exported rows
+do not say which group the chosen student belongs to.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from judge.audits.award import FOLLOWUP_CLASSES, FollowupAnalysis, analyze_followup
+from judge.audits.base import ANSWERED, FOLLOWUP
+from judge.errors import InvalidInputError
+from judge.models.cache import CallCacheView, CallOutcome, cached_complete
+from judge.models.client import ModelClient
+from judge.prompts import PromptBook
+from judge.runs import Row, RunSummary, run_lease, store_results
+from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
+from judge.stats.matrix import RatingMatrix
+from judge.stats.raters import RaterPairAgreement, krippendorff_alphas, pairwise_kappa
+from judge.store.engine import session_scope
+from judge.store.tables import AuditAnswer, AuditLabel, AuditRun, utcnow
+
+LABELLED = "labelled"
+UNPARSED = "unparsed"
+ERROR = "error"
+CODES = {name: code for code, name in enumerate(FOLLOWUP_CLASSES, start=1)}
+EXPORT_COLUMNS = ("answer_id", "level", "winner", "other", "explanation", "label")
+CLASS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "explanation": {"type": "string"},
+        "class": {"type": "string", "enum": list(FOLLOWUP_CLASSES)},
+    },
+    "required": ["explanation", "class"],
+    "additionalProperties": False,
+}
+_WORD = re.compile(r"\b(" + "|".join(FOLLOWUP_CLASSES) + r")\b", re.IGNORECASE)
+
+
+def judge_source(client: ModelClient) -> str:
+    return f"judge:{client.name}/{client.model}"
+
+
+def human_source(annotator: str) -> str:
+    return f"human:{annotator}"
+
+
+@dataclass(frozen=True)
+class ClassReading:
+    status: str  # labelled or unparsed
+    label: str | None
+    explanation: str | None
+    reason: str | None = None
+
+
+def read_class(text: str | None) -> ClassReading:
+    """The class a judge's reply gives: a JSON object's ``class``, else the one class word on
+    the reply's last non-empty line; anything else is unparsed.
+
+    >>> read_class('{"explanation": "takes it back", "class": "indecisive"}').label
+    'indecisive'
+    >>> read_class("It cites steadier answers.\\nClass: Justified").label
+    'justified'
+    >>> read_class("indecisive or irrational, hard to say").status
+    'unparsed'
+    """
+    if text is None or not text.strip():
+        return ClassReading(UNPARSED, None, None, "empty reply")
+    for line in reversed(text.strip().splitlines()):
+        start = line.find("{")
+        if start < 0:
+            continue
+        try:
+            obj = json.loads(line[start : line.rfind("}") + 1])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "class" in obj:
+            value = str(obj["class"]).strip().lower()
+            explanation = obj.get("explanation")
+            if value in FOLLOWUP_CLASSES:
+                return ClassReading(
+                    LABELLED, value, None if explanation is None else str(explanation)
+                )
+            return ClassReading(UNPARSED, None, None, f"class {value!r} is not one of the three")
+    last = text.strip().splitlines()[-1]
+    words = {w.lower() for w in _WORD.findall(last)}
+    if len(words) == 1:
+        return ClassReading(LABELLED, words.pop(), text.strip())
+    reason = "several classes named" if len(words) > 1 else "no class named on the last line"
+    return ClassReading(UNPARSED, None, None, reason)
+
+
+def classify_followups(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    run_id: int,
+    *,
+    temperature: float = 0.0,
+    max_tokens: int = 256,
+    progress: Callable[[int, int], None] | None = None,
+) -> RunSummary:
+    """Ask the judge ``client`` for the class of every follow-up explanation of the run it has
+    not classified yet (failed calls and unreadable replies are asked again)."""
+    source = judge_source(client)
+    with run_lease(engine, "audit", run_id):
+        with session_scope(engine) as session:
+            _check_award_run(session, run_id)
+            for old in session.exec(
+                select(AuditLabel).where(
+                    AuditLabel.run_id == run_id,
+                    AuditLabel.source == source,
+                    col(AuditLabel.status) != LABELLED,
+                )
+            ):
+                session.delete(old)
+            session.flush()
+            done = set(
+                session.exec(
+                    select(AuditLabel.answer_id).where(
+                        AuditLabel.run_id == run_id, AuditLabel.source == source
+                    )
+                )
+            )
+            answers = [
+                (a.id, dict(a.meta or {}), a.raw_text or "")
+                for a in session.exec(_followups(run_id))
+                if a.id not in done
+            ]
+        tasks = []
+        for answer_id, meta, text in answers:
+            prompt = book.followup_class_prompt(
+                winner=meta["winner"],
+                other=meta["other"],
+                total=int(meta["level"]),
+                items=int(meta.get("items", 20)),
+                explanation=text,
+            )
+            tasks.append((answer_id, prompt.messages))
+        cache = CallCacheView(engine, client.model)
+
+        def work(task: tuple[int | None, list[dict[str, str]]]) -> tuple[Row, list[CallOutcome]]:
+            answer_id, messages = task
+            outcome = cached_complete(
+                client,
+                cache,
+                messages,
+                sample_index=0,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                schema=CLASS_SCHEMA,
+            )
+            row: Row = {
+                "answer_id": answer_id,
+                "run_id": run_id,
+                "source": source,
+                "label": None,
+                "explanation": None,
+                "raw_text": None,
+                "cache_key": outcome.key,
+                "created_at": utcnow(),
+            }
+            if outcome.failure is not None:
+                row.update(status=ERROR, explanation=outcome.failure.reason)
+                return row, [outcome]
+            assert outcome.completion is not None
+            reading = read_class(outcome.completion.text)
+            row.update(
+                status=reading.status,
+                label=reading.label,
+                explanation=reading.explanation or reading.reason,
+                raw_text=outcome.completion.text,
+            )
+            return row, [outcome]
+
+        return store_results(
+            engine,
+            AuditLabel.__table__,  # type: ignore[attr-defined]
+            run_id,
+            tasks,
+            work,
+            concurrency=client.config.concurrency,
+            label="status",
+            progress=progress,
+        )
+
+
+def _followups(run_id: int) -> Any:
+    return (
+        select(AuditAnswer)
+        .where(
+            AuditAnswer.run_id == run_id,
+            AuditAnswer.turn == FOLLOWUP,
+            AuditAnswer.status == ANSWERED,
+        )
+        .order_by(col(AuditAnswer.id))
+    )
+
+
+def _check_award_run(session: Session, run_id: int) -> AuditRun:
+    run = session.get(AuditRun, run_id)
+    if run is None:
+        raise InvalidInputError(f"no audit run {run_id}; `fairjudge audit runs` lists them")
+    if run.suite != "award":
+        raise InvalidInputError(
+            f"audit run {run_id} is a {run.suite} audit; only award audits have follow-ups"
+        )
+    return run
+
+
+def export_rows(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """The run's follow-up explanations for people to classify (fill in ``label``). The
+    chosen student's group is left out, so it cannot sway the reader."""
+    _check_award_run(session, run_id)
+    return [
+        {
+            "answer_id": a.id,
+            "level": a.meta["level"],
+            "winner": a.meta["winner"],
+            "other": a.meta["other"],
+            "explanation": a.raw_text,
+            "label": "",
+        }
+        for a in session.exec(_followups(run_id))
+    ]
+
+
+def import_labels(engine: Engine, run_id: int, path: Path | str, annotator: str) -> dict[str, int]:
+    """Store one person's classes from a CSV with columns ``answer_id`` and ``label`` (other
+    columns ignored; a blank label skips the row). The whole file is checked first: any bad
+    row refuses it all, naming every problem. A class given again replaces the earlier one."""
+    if not annotator.strip():
+        raise InvalidInputError("name the annotator (--annotator) whose classes these are")
+    source = human_source(annotator.strip())
+    try:
+        with Path(path).open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            rows = list(reader)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if "answer_id" not in header or "label" not in header:
+        raise InvalidInputError(f"{path}: the header needs answer_id and label, got {header}")
+    with session_scope(engine) as session:
+        _check_award_run(session, run_id)
+        known = {a.id for a in session.exec(_followups(run_id))}
+        problems: list[tuple[int, str]] = []
+        wanted: dict[int, str] = {}
+        for line, row in enumerate(rows, start=2):
+            label = (row.get("label") or "").strip().lower()
+            if not label:
+                continue
+            try:
+                answer_id = int(row.get("answer_id") or "")
+            except ValueError:
+                problems.append((line, f"answer_id {row.get('answer_id')!r} is not a number"))
+                continue
+            if answer_id not in known:
+                problems.append((line, f"answer {answer_id} is not a follow-up of run {run_id}"))
+            elif label not in FOLLOWUP_CLASSES:
+                problems.append((line, f"label {label!r} is not one of {list(FOLLOWUP_CLASSES)}"))
+            elif answer_id in wanted and wanted[answer_id] != label:
+                problems.append((line, f"answer {answer_id} is given two different labels"))
+            else:
+                wanted[answer_id] = label
+        if problems:
+            raise InvalidInputError(f"{path}: rows to fix (line, problem)", problems)
+        have = {
+            lab.answer_id: lab
+            for lab in session.exec(
+                select(AuditLabel).where(AuditLabel.run_id == run_id, AuditLabel.source == source)
+            )
+        }
+        added = changed = 0
+        for answer_id, label in wanted.items():
+            old = have.get(answer_id)
+            if old is None:
+                session.add(
+                    AuditLabel(answer_id=answer_id, run_id=run_id, source=source,
+                               status=LABELLED, label=label)
+                )  # fmt: skip
+                added += 1
+            elif old.label != label:
+                old.label, old.created_at = label, utcnow()
+                changed += 1
+    return {"added": added, "changed": changed, "unchanged": len(wanted) - added - changed}
+
+
+def labels_by_source(session: Session, run_id: int) -> dict[str, dict[int, str]]:
+    """Every source's readable classes: source -> answer id -> class."""
+    out: dict[str, dict[int, str]] = {}
+    for lab in session.exec(
+        select(AuditLabel).where(AuditLabel.run_id == run_id, AuditLabel.status == LABELLED)
+    ):
+        assert lab.label is not None
+        out.setdefault(lab.source, {})[lab.answer_id] = lab.label
+    return out
+
+
+def label_counts(session: Session, run_id: int) -> dict[str, dict[str, int]]:
+    """Per source, how many classes were read and how many replies were not."""
+    out: dict[str, dict[str, int]] = {}
+    for lab in session.exec(select(AuditLabel).where(AuditLabel.run_id == run_id)):
+        counts = out.setdefault(lab.source, {})
+        counts[lab.status] = counts.get(lab.status, 0) + 1
+    return out
+
+
+def followup_analysis(session: Session, run_id: int, source: str) -> FollowupAnalysis:
+    """The chi-square tests of chosen group x class on ``source``'s classes."""
+    labels = labels_by_source(session, run_id).get(source)
+    if not labels:
+        raise InvalidInputError(f"audit run {run_id} has no follow-up classes from {source}")
+    rows = [
+        (int(a.meta["level"]), str(a.meta["chosen"]), labels[a.id])
+        for a in session.exec(_followups(run_id))
+        if a.id in labels
+    ]
+    return analyze_followup(rows)
+
+
+@dataclass(frozen=True)
+class LabelAgreement:
+    """How the sources' classes agree: Krippendorff's alpha (nominal) over all sources and
+    Cohen's kappa (unweighted) for every pair, with bootstrap CIs."""
+
+    sources: list[str]
+    alpha_nominal: Coefficient
+    pairwise: list[RaterPairAgreement]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sources": self.sources,
+            "alpha_nominal": self.alpha_nominal.to_dict(),
+            # Unweighted kappa only: the classes have no order, so a weighted kappa means
+            # nothing here.
+            "pairwise_kappa": [
+                {
+                    "raters": list(p.raters),
+                    "n": p.n,
+                    "kappa": p.coefficients["kappa"].to_dict()
+                    if "kappa" in p.coefficients
+                    else None,
+                }
+                for p in self.pairwise
+            ],  # fmt: skip
+        }
+
+
+def label_agreement(
+    session: Session, run_id: int, *, options: BootstrapOptions = DEFAULT_OPTIONS
+) -> LabelAgreement:
+    """Agreement on the classes among every source that gave some (judges and people)."""
+    by_source = labels_by_source(session, run_id)
+    if len(by_source) < 2:
+        raise InvalidInputError(
+            f"audit run {run_id} has follow-up classes from {len(by_source)} source(s); "
+            "agreement needs two (a judge and a person, or two people)"
+        )
+    items, raters, codes = _long(by_source)
+    matrix = RatingMatrix.from_long(items, raters, codes)
+    labels = tuple(CODES.values())
+    alphas = krippendorff_alphas(matrix, options=options, labels=labels, warn=False)
+    pairs = pairwise_kappa(matrix, options=options, labels=labels, warn=False)
+    return LabelAgreement(sorted(by_source), alphas["alpha_nominal"], pairs)
+
+
+def _long(by_source: dict[str, dict[int, str]]) -> tuple[list[int], list[str], np.ndarray]:
+    items: list[int] = []
+    raters: list[str] = []
+    codes: list[int] = []
+    for source, labels in by_source.items():
+        for answer_id, label in labels.items():
+            items.append(answer_id)
+            raters.append(source)
+            codes.append(CODES[label])
+    return items, raters, np.asarray(codes, dtype=float)
+
+
+def sources(session: Session, run_id: int) -> Sequence[str]:
+    return sorted(labels_by_source(session, run_id))

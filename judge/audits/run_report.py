@@ -1,0 +1,102 @@
+"""The parts of a stored audit run's report that are not the suite's own figures: what came
+back (answers by status, with the raw text of some that could not be read) and the award
+follow-up's classes, tests per source and agreement between sources."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from judge.audits.award import FollowupAnalysis
+from judge.audits.base import STATUSES
+from judge.audits.report import award_report
+from judge.reports.sections import Section, Table
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def answers_section(
+    info: Mapping[str, Any],
+    statuses: Mapping[str, Mapping[str, int]],
+    examples: Sequence[Mapping[str, Any]],
+    analysis_error: str | None,
+) -> Section:
+    """Answers per turn and status, and up to 20 answers that gave no reading, verbatim."""
+    rows = [
+        [turn, *(str(counts.get(s, 0)) for s in STATUSES), str(sum(counts.values()))]
+        for turn, counts in sorted(statuses.items())
+    ]
+    tables = [
+        Table(
+            "Answers by status",
+            ["turn", *STATUSES, "total"],
+            rows,
+            notes=[
+                "parsed: a reading was taken; unparsed: none could be (raw text kept); refusal: "
+                "the model declined (award: counted as equivocal); empty: no text; error: the "
+                "call failed for good (sent again on the next run); answered: a follow-up "
+                "explanation waiting for its class.",
+            ],
+        )
+    ]
+    if examples:
+        tables.append(
+            Table(
+                "Answers without a reading (first 20, raw text)",
+                ["prompt", "status", "raw text"],
+                [[e["key"], e["status"], (e["raw_text"] or "")[:400]] for e in examples],
+            )
+        )
+    notes = [f"Run {info['id']}: {info['suite']} on {info['model']} ({info['status']})."]
+    if info.get("status_detail"):
+        notes.append(str(info["status_detail"]))
+    if analysis_error:
+        notes.append(f"No analysis yet: {analysis_error}")
+    payload = {"run": dict(info), "statuses": {k: dict(v) for k, v in statuses.items()}}
+    return Section("Answers", "answers", payload, tables, notes=notes)
+
+
+def followup_sections(
+    tests: Mapping[str, FollowupAnalysis], agreement: Any | None
+) -> list[Section]:
+    """One chi-square section per source of classes, then the agreement between sources
+    (``agreement``: a ``judge.audits.followup.LabelAgreement``)."""
+    out: list[Section] = []
+    for source, analysis in tests.items():
+        for section in award_report(analysis).sections:
+            out.append(
+                dataclasses.replace(
+                    section,
+                    title=f"Award follow-up, classes by {source}",
+                    json_key=None,
+                    payload={},
+                    csv={f"followup_{_slug(source)}.csv": rows for rows in section.csv.values()},
+                )
+            )
+    if agreement is not None:
+        alpha = agreement.alpha_nominal
+        rows = [["all sources", "Krippendorff's alpha (nominal)", str(alpha.n),
+                 _num(alpha.value), f"{_num(alpha.ci_low)}–{_num(alpha.ci_high)}"]]  # fmt: skip
+        for pair in agreement.pairwise:
+            kappa = pair.coefficients.get("kappa")
+            if kappa is None:
+                continue
+            ci = f"{_num(kappa.ci_low)}–{_num(kappa.ci_high)}"
+            rows.append([" vs ".join(pair.raters), "Cohen's kappa", str(pair.n),
+                         _num(kappa.value), ci])  # fmt: skip
+        table = Table(
+            "Agreement on the follow-up classes",
+            ["sources", "coefficient", "n", "value", "95 % CI"],
+            rows,
+            notes=["Nominal classes: unweighted kappa; CIs from an item bootstrap."],
+        )
+        out.append(Section("Follow-up agreement", None, {}, [table]))
+    return out
+
+
+def _slug(source: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in source).strip("_")

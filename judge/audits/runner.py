@@ -1,0 +1,294 @@
+"""Sending an audit suite to a model and storing every answer with what was read from it.
+
+An audit run is identified by (suite, design settings, prompt version, endpoint, model,
+sampling): asking for the same run again resumes it, and only prompts never answered or
+whose call failed are sent; everything else comes from the store or the call cache. The
+same machinery as generation and judging (``judge.runs``) does the work: a lease keeps a
+second process off the run, results are inserted as they arrive, a process killed at any
+moment loses at most the calls in flight.
+
+A suite with a second turn (the award audit's "why?") gets it after the first pass, from the
+stored first answers, in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from judge.audits.base import (
+    EMPTY,
+    ERROR,
+    FOLLOWUP,
+    MAIN,
+    AuditTask,
+    Reading,
+    StoredAnswer,
+    Suite,
+)
+from judge.errors import NotFoundError
+from judge.hashing import content_hash
+from judge.models.cache import CallCacheView, CallOutcome, cached_complete
+from judge.models.client import ModelClient
+from judge.runs import Row, RunSummary, run_lease, store_results
+from judge.store.engine import session_scope
+from judge.store.tables import AuditAnswer, AuditRun, utcnow
+
+Progress = Callable[[int, int], None]
+
+
+def config_hash(suite: Suite, client: ModelClient, *, temperature: float, max_tokens: int) -> str:
+    """The identity of an audit run: what is asked, of whom, and how it is sampled."""
+    return content_hash(
+        {
+            "suite": suite.name,
+            "version": suite.version,
+            "params": suite.params,
+            "endpoint": client.name,
+            "base_url": client.config.base_url,
+            "model": client.model,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+    )
+
+
+def get_or_create_run(
+    session: Session,
+    suite: Suite,
+    client: ModelClient,
+    *,
+    temperature: float,
+    max_tokens: int,
+    new: bool = False,
+) -> AuditRun:
+    """The newest run with these exact settings (to resume it), or a new one."""
+    identity = config_hash(suite, client, temperature=temperature, max_tokens=max_tokens)
+    if not new:
+        existing = session.exec(
+            select(AuditRun)
+            .where(AuditRun.config_hash == identity)
+            .order_by(col(AuditRun.id).desc())
+        ).first()
+        if existing is not None:
+            return existing
+    run = AuditRun(
+        suite=suite.name,
+        endpoint_name=client.name,
+        base_url=client.config.base_url,
+        model=client.model,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        params={**suite.params, "version": suite.version},
+        config_hash=identity,
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+@dataclass(frozen=True)
+class AuditSummary:
+    """What one pass did: the run, and each turn's summary (None: the turn had nothing)."""
+
+    run_id: int
+    main: RunSummary
+    followup: RunSummary | None
+
+    def to_dict(self) -> dict[str, Any]:
+        def one(s: RunSummary | None) -> dict[str, Any] | None:
+            if s is None:
+                return None
+            return {"sent": s.tasks, "model_calls": s.model_calls, "cached": s.cached,
+                    "statuses": s.flags}  # fmt: skip
+
+        return {"run_id": self.run_id, "main": one(self.main), "followup": one(self.followup)}
+
+
+def run_audit(
+    engine: Engine,
+    client: ModelClient,
+    suite: Suite,
+    *,
+    temperature: float,
+    max_tokens: int,
+    limit: int | None = None,
+    new: bool = False,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+) -> AuditSummary:
+    """Create (or resume) the audit run for these settings and send every prompt of the
+    design not yet answered (``limit``: only the design's first ``limit`` prompts), then the
+    suite's second turn if it has one. ``on_run`` hears the run's id before any call."""
+    with session_scope(engine) as session:
+        created = get_or_create_run(
+            session, suite, client, temperature=temperature, max_tokens=max_tokens, new=new
+        )
+        assert created.id is not None
+        run_id = created.id
+    if on_run is not None:
+        on_run(run_id)
+    cache = CallCacheView(engine, client.model)
+
+    def work(task: AuditTask) -> tuple[Row, list[CallOutcome]]:
+        outcome = cached_complete(
+            client,
+            cache,
+            task.messages,
+            sample_index=task.sample_index,
+            temperature=temperature,
+            max_tokens=max_tokens,
+        )
+        return answer_row(run_id, task, outcome, suite), [outcome]
+
+    def store(tasks: list[AuditTask]) -> RunSummary:
+        return store_results(
+            engine,
+            AuditAnswer.__table__,  # type: ignore[attr-defined]
+            run_id,
+            tasks,
+            work,
+            concurrency=client.config.concurrency,
+            label="status",
+            progress=progress,
+        )
+
+    with run_lease(engine, "audit", run_id):
+        with session_scope(engine) as session:
+            run = session.get(AuditRun, run_id)
+            assert run is not None
+            run.status, run.status_detail = "running", None
+            done = _forget_failures(session, run_id)
+        design = suite.tasks() if limit is None else islice(suite.tasks(), limit)
+        main = store([t for t in design if (t.key, MAIN) not in done])
+        with Session(engine) as session:
+            answers = stored_answers(session, run_id, turn=MAIN)
+            done = _done(session, run_id)
+        wanted = [t for t in suite.followups(answers) if (t.key, FOLLOWUP) not in done]
+        followup = store(wanted) if wanted else None
+        with session_scope(engine) as session:
+            stored = session.get(AuditRun, run_id)
+            assert stored is not None
+            stored.status, stored.status_detail = _final_status(session, run_id)
+            stored.finished_at = utcnow()
+    return AuditSummary(run_id, main, followup)
+
+
+def answer_row(run_id: int, task: AuditTask, outcome: CallOutcome, suite: Suite) -> Row:
+    """The ``AuditAnswer`` row of one call, every column given (a Core insert applies no
+    model defaults); the suite reads the text unless the call failed or came back empty."""
+    row: Row = {
+        "run_id": run_id,
+        "key": task.key,
+        "turn": task.turn,
+        "meta": task.meta,
+        "prompt": task.messages[-1]["content"],
+        "raw_text": None,
+        "value": None,
+        "reason": None,
+        "error": None,
+        "finish_reason": None,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "latency_s": 0.0,
+        "cache_key": outcome.key,
+        "created_at": utcnow(),
+    }
+    if outcome.failure is not None:
+        row.update(status=ERROR, error=outcome.failure.reason)
+        return row
+    done = outcome.completion
+    assert done is not None
+    row.update(
+        raw_text=done.text,
+        finish_reason=done.finish_reason,
+        prompt_tokens=done.prompt_tokens,
+        completion_tokens=done.completion_tokens,
+        latency_s=done.latency_s,
+    )
+    if done.text is None or not done.text.strip():
+        reading = Reading(EMPTY, reason="the model returned no text")
+    elif task.turn == FOLLOWUP:
+        reading = Reading("answered")
+    else:
+        reading = suite.read(task.meta, done.text)
+    if done.finish_reason == "length" and reading.reason is None and reading.status != EMPTY:
+        reading = Reading(reading.status, reading.value, "stopped at the token limit")
+    row.update(status=reading.status, value=reading.value, reason=reading.reason)
+    return row
+
+
+def _done(session: Session, run_id: int) -> set[tuple[str, str]]:
+    rows = session.exec(
+        select(AuditAnswer.key, AuditAnswer.turn).where(AuditAnswer.run_id == run_id)
+    )
+    return {(key, turn) for key, turn in rows}
+
+
+def _forget_failures(session: Session, run_id: int) -> set[tuple[str, str]]:
+    """Delete the run's failed calls (they are sent again) and return what is left."""
+    for row in session.exec(
+        select(AuditAnswer).where(AuditAnswer.run_id == run_id, AuditAnswer.status == ERROR)
+    ):
+        session.delete(row)
+    session.flush()
+    return _done(session, run_id)
+
+
+def stored_answers(session: Session, run_id: int, *, turn: str | None = None) -> list[StoredAnswer]:
+    """The run's answers in the order they were stored (one turn, or both)."""
+    query = select(AuditAnswer).where(AuditAnswer.run_id == run_id)
+    if turn is not None:
+        query = query.where(AuditAnswer.turn == turn)
+    return [
+        StoredAnswer(
+            a.id or 0, a.key, a.turn, a.meta or {}, a.status, a.value, a.raw_text, a.prompt
+        )
+        for a in session.exec(query.order_by(col(AuditAnswer.id)))
+    ]
+
+
+def _final_status(session: Session, run_id: int) -> tuple[str, str | None]:
+    statuses = session.exec(select(AuditAnswer.status).where(AuditAnswer.run_id == run_id)).all()
+    failed = sum(s == ERROR for s in statuses)
+    if not failed:
+        return "finished", None
+    return "incomplete", (
+        f"{failed} of {len(statuses)} answers missing (failed calls); run the same audit "
+        "command again to retry them"
+    )
+
+
+def get_run(session: Session, run_id: int) -> AuditRun:
+    run = session.get(AuditRun, run_id)
+    if run is None:
+        raise NotFoundError(f"no audit run {run_id}; `fairjudge audit runs` lists them")
+    return run
+
+
+def status_counts(answers: Sequence[StoredAnswer]) -> dict[str, dict[str, int]]:
+    """Answers per turn and status (parsed, unparsed, refusal, empty, error, answered)."""
+    counts: dict[str, dict[str, int]] = {}
+    for a in answers:
+        turn = counts.setdefault(a.turn, {})
+        turn[a.status] = turn.get(a.status, 0) + 1
+    return counts
+
+
+def unread(answers: Sequence[StoredAnswer], limit: int = 20) -> Iterator[dict[str, Any]]:
+    """Up to ``limit`` answers that could not be read, with their raw text (for reports)."""
+    shown = 0
+    for a in answers:
+        if a.turn == MAIN and a.status not in ("parsed",) and shown < limit:
+            shown += 1
+            yield {"key": a.key, "status": a.status, "raw_text": a.raw_text}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
