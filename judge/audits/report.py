@@ -8,10 +8,14 @@ from typing import Any
 
 from judge.audits.award import AwardAnalysis, FollowupAnalysis
 from judge.audits.bbi import BbiReport
-from judge.audits.names import NameAuditResult
-from judge.reports.sections import BarChart, Report, Section, Table
+from judge.audits.names import CellResult, GroupSummary, NameAuditResult
+from judge.reports.sections import BarChart, Figure, Report, Section, Table
 
 Bar = tuple[str, float, float | None, float | None]
+# Above this many cells the name audit charts only cells with a Welch p below CHART_ALPHA (and
+# at most this many): each chart takes ~0.09 s to draw, so 210 took ~17-22 s of write_report.
+MAX_CELL_CHARTS = 60
+CHART_ALPHA = 0.05
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -87,29 +91,102 @@ def _followup_report(result: FollowupAnalysis) -> Report:
     return Report("FairJudge audit: award follow-up", "Seed 000's follow-up.", [section])
 
 
+def _cell_bars(groups: tuple[GroupSummary, ...]) -> list[Bar]:
+    """One bar per group with a finite mean; an undefined or NaN bound of its interval is None."""
+    return [
+        (g.group, g.mean, _finite(g.ci_low), _finite(g.ci_high))
+        for g in groups
+        if g.mean is not None and math.isfinite(g.mean)
+    ]
+
+
+def _min_p(cell: CellResult) -> float:
+    """The cell's smallest Welch p-value (inf when no comparison could be tested)."""
+    ps = [c.p_value for c in cell.comparisons if c.p_value is not None]
+    return min(ps, default=math.inf)
+
+
+def _charted_cells(cells: tuple[CellResult, ...]) -> tuple[set[int], str | None]:
+    """Which cells (by index) get their own chart, and a note when not all do.
+
+    A chart costs about 0.1 s to draw in the HTML (matplotlib), so up to
+    ``MAX_CELL_CHARTS`` cells are all drawn (the bundled design has 42); above that only cells
+    with a Welch p < ``CHART_ALPHA`` are, and of those at most ``MAX_CELL_CHARTS``, the
+    smallest p first. Every cell stays in the tables and CSV files."""
+    if len(cells) <= MAX_CELL_CHARTS:
+        return set(range(len(cells))), None
+    significant = sorted(
+        (i for i, cell in enumerate(cells) if _min_p(cell) < CHART_ALPHA),
+        key=lambda i: _min_p(cells[i]),
+    )
+    chosen = set(significant[:MAX_CELL_CHARTS])
+    note = (
+        f"{len(cells)} variation x context cells are too many to draw each: a chart of means "
+        f"is drawn only for the {len(chosen)} cell(s) where some Welch test against the "
+        f"reference groups has p < {CHART_ALPHA}"
+    )
+    if len(significant) > MAX_CELL_CHARTS:
+        note += f" (the {MAX_CELL_CHARTS} smallest p of {len(significant)} such cells)"
+    return chosen, note + ". Every cell is in the tables and in names.csv."
+
+
 def names_report(result: NameAuditResult) -> Report:
-    """Means by race and gender per variation and context, with the Welch comparisons."""
+    """Means by race and gender per variation and context, with the Welch comparisons: a table
+    of means and one of differences, a bar chart of the race x gender means (95 % CI) per
+    cell, and the per-name chart."""
     rows: list[list[str]] = []
     csv_rows: list[dict[str, Any]] = []
-    bars: list[Bar] = []
-    for cell in result.cells:
+    diff_rows: list[list[str]] = []
+    diff_csv: list[dict[str, Any]] = []
+    cell_charts: list[Figure] = []
+    charted, chart_note = _charted_cells(result.cells)
+    for i, cell in enumerate(result.cells):
         where = f"{cell.scenario}/{cell.variation}/{cell.context}"
-        for g in (*cell.by_race, *cell.by_gender):
+        for g in (*cell.by_race, *cell.by_gender, *cell.by_race_gender):
             rows.append([where, g.group, str(g.n), _num(g.mean, 1),
                          f"{_num(g.ci_low, 1)}–{_num(g.ci_high, 1)}"])  # fmt: skip
             csv_rows.append({"cell": where, "group": g.group, "n": g.n, "mean": g.mean,
                              "ci_low": g.ci_low, "ci_high": g.ci_high})  # fmt: skip
-    for name in sorted(result.names, key=lambda n: n.mean_z)[:40]:
-        bars.append((name.name, name.mean_z, None, None))
+        for c in cell.comparisons:
+            diff_rows.append([where, c.group, c.reference, _num(c.difference, 1),
+                              _num(c.statistic, 2), _num(c.p_value, 4)])  # fmt: skip
+            diff_csv.append({"cell": where, "dimension": c.dimension, "group": c.group,
+                             "reference": c.reference, "difference": c.difference,
+                             "t": c.statistic, "p_value": c.p_value})  # fmt: skip
+        # Race x gender groups; a result without them falls back to race, then gender.
+        groups = cell.by_race_gender or (*cell.by_race, *cell.by_gender)
+        bars = _cell_bars(groups)
+        if bars and i in charted:
+            ylabel = "mean (101 - rank)" if cell.scenario in result.rank_flipped else "mean"
+            title = f"{where}: mean by race and gender (95 % CI)"
+            cell_charts.append(BarChart(title, bars, ylabel))
+    name_bars: list[Bar] = [
+        (name.name, name.mean_z, None, None)
+        for name in sorted(result.names, key=lambda n: n.mean_z)[:40]
+    ]
     table = Table("Means by race and gender (95 % t-interval)",
                   ["cell", "group", "n", "mean", "95 % CI"], rows)  # fmt: skip
-    chart = BarChart("Per-name standardised mean (z, sports left out)", bars, "mean z", 0.0)
+    diff_table = Table(
+        "Differences against the reference groups (Welch's t-test)",
+        ["cell", "group", "reference", "difference", "t", "p"],
+        diff_rows,
+        notes=[
+            "difference: the group's mean minus the reference group's, in the cell's unit; "
+            f"t and p: {result.test}, two-sided; '—' where the test is undefined (fewer than 2 "
+            "answers on a side, or no variance on either side).",
+        ],
+    )
+    chart = BarChart("Per-name standardised mean (z, sports left out)", name_bars, "mean z", 0.0)
     notes = [
         f"{result.n_imputed} of {result.n_rows} answers had no number and were imputed with "
         "the median of their race-gender group in the same variation and context.",
+        *([chart_note] if chart_note else []),
     ]
-    section = Section("Name-based advice", "names", result.to_dict(), [table], [chart], notes,
-                      csv={"names.csv": csv_rows})  # fmt: skip
+    section = Section(
+        "Name-based advice", "names", result.to_dict(), [table, diff_table],
+        [chart, *cell_charts], notes,
+        csv={"names.csv": csv_rows, "names_comparisons.csv": diff_csv},
+    )  # fmt: skip
     return Report("FairJudge audit: name-based advice", "Seed 002's design.", [section])
 
 
