@@ -75,9 +75,13 @@ def classify_followups(
 ) -> RunSummary:
     """The judge's class for every follow-up explanation of an award run (the judge endpoint
     unless ``endpoint`` names another), at the judge's temperature."""
+    from judge.audits.followup import check_award_run
     from judge.audits.followup import classify_followups as classify
     from judge.prompts import PromptBook
+    from judge.store.engine import session_scope
 
+    with session_scope(engine) as session:  # a wrong run is named before any endpoint is tried
+        check_award_run(session, run_id)
     cfg = settings.judge
     return classify(
         engine,

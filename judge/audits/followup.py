@@ -119,7 +119,7 @@ def classify_followups(
     source = judge_source(client)
     with run_lease(engine, "audit", run_id):
         with session_scope(engine) as session:
-            _check_award_run(session, run_id)
+            check_award_run(session, run_id)
             for old in session.exec(
                 select(AuditLabel).where(
                     AuditLabel.run_id == run_id,
@@ -211,7 +211,7 @@ def _followups(run_id: int) -> Any:
     )
 
 
-def _check_award_run(session: Session, run_id: int) -> AuditRun:
+def check_award_run(session: Session, run_id: int) -> AuditRun:
     run = session.get(AuditRun, run_id)
     if run is None:
         raise InvalidInputError(f"no audit run {run_id}; `fairjudge audit runs` lists them")
@@ -225,7 +225,7 @@ def _check_award_run(session: Session, run_id: int) -> AuditRun:
 def export_rows(session: Session, run_id: int) -> list[dict[str, Any]]:
     """The run's follow-up explanations for people to classify (fill in ``label``). The
     chosen student's group is left out, so it cannot sway the reader."""
-    _check_award_run(session, run_id)
+    check_award_run(session, run_id)
     return [
         {
             "answer_id": a.id,
@@ -256,7 +256,7 @@ def import_labels(engine: Engine, run_id: int, path: Path | str, annotator: str)
     if "answer_id" not in header or "label" not in header:
         raise InvalidInputError(f"{path}: the header needs answer_id and label, got {header}")
     with session_scope(engine) as session:
-        _check_award_run(session, run_id)
+        check_award_run(session, run_id)
         known = {a.id for a in session.exec(_followups(run_id))}
         problems: list[tuple[int, str]] = []
         wanted: dict[int, str] = {}
