@@ -20,7 +20,8 @@
    concurrent clients.
 10. Audits (bench/audits.py): ``fairjudge audit names analyze --from-csv`` on the name
     audit's 168,000 answers from a local stub, a whole process: wall time (<= 60 s) and
-    peak RSS (<= 1 GB).
+    peak RSS (<= 1 GB); then the same 168,000 prompts sent by ``audit names run`` to the stub
+    and ``audit show`` of the stored run, timed the same way.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from server.cli.audit_campaign import register
 from server.cli.output import emit, err, json_option, out, progress_bar, table, writing
 
 if TYPE_CHECKING:
@@ -207,8 +208,9 @@ def award_classify(ctx: Context, run_id: int, endpoint: str | None, as_json: boo
 @click.argument("run_id", type=int, metavar="RUN")
 @click.option("--out", "path", required=True, type=click.Path(dir_okay=False),
               help="CSV to write (fill in its label column).")  # fmt: skip
+@json_option
 @click.pass_obj
-def award_export(ctx: Context, run_id: int, path: str) -> None:
+def award_export(ctx: Context, run_id: int, path: str, as_json: bool) -> None:
     """Write RUN's follow-up explanations as a CSV for people to classify (the chosen
     student's group is not in it)."""
     import csv
@@ -222,7 +224,11 @@ def award_export(ctx: Context, run_id: int, path: str) -> None:
         writer = csv.DictWriter(handle, fieldnames=EXPORT_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    err().print(f"wrote {len(rows)} explanations to {path}", highlight=False)
+    emit(
+        {"written": len(rows), "path": path},
+        as_json,
+        lambda d: err().print(f"wrote {d['written']} explanations to {path}", highlight=False),
+    )
 
 
 @award.command("import-labels")
@@ -239,6 +245,9 @@ def award_import(ctx: Context, run_id: int, path: str, annotator: str, as_json: 
     emit(counts, as_json, lambda c: out().print(
         f"{c['added']} added, {c['changed']} changed, {c['unchanged']} unchanged",
         highlight=False))  # fmt: skip
+
+
+register(award)  # campaign and pull: the follow-ups' classes by people in Label Studio
 
 
 @award.command("analyze")
