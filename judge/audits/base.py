@@ -63,7 +63,7 @@ class StoredAnswer:
     status: str
     value: Any
     raw_text: str | None
-    prompt: str
+    prompt: str | None  # None unless asked for (judge.audits.runner.stored_answers)
 
 
 class Analysis(Protocol):

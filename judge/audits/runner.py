@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from sqlalchemy import String, cast
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -168,7 +170,7 @@ def run_audit(
         design = suite.tasks() if limit is None else islice(suite.tasks(), limit)
         main = store([t for t in design if (t.key, MAIN) not in done])
         with Session(engine) as session:
-            answers = stored_answers(session, run_id, turn=MAIN)
+            answers = stored_answers(session, run_id, turn=MAIN, with_prompt=True)
             done = _done(session, run_id)
         wanted = [t for t in suite.followups(answers) if (t.key, FOLLOWUP) not in done]
         followup = store(wanted) if wanted else None
@@ -241,17 +243,39 @@ def _forget_failures(session: Session, run_id: int) -> set[tuple[str, str]]:
     return _done(session, run_id)
 
 
-def stored_answers(session: Session, run_id: int, *, turn: str | None = None) -> list[StoredAnswer]:
-    """The run's answers in the order they were stored (one turn, or both)."""
-    query = select(AuditAnswer).where(AuditAnswer.run_id == run_id)
-    if turn is not None:
-        query = query.where(AuditAnswer.turn == turn)
-    return [
-        StoredAnswer(
-            a.id or 0, a.key, a.turn, a.meta or {}, a.status, a.value, a.raw_text, a.prompt
-        )
-        for a in session.exec(query.order_by(col(AuditAnswer.id)))
+def stored_answers(
+    session: Session, run_id: int, *, turn: str | None = None, with_prompt: bool = False
+) -> list[StoredAnswer]:
+    """The run's answers in the order they were stored (one turn, or both); their prompt
+    text only ``with_prompt`` (a second turn needs it, an analysis does not).
+
+    Read as plain columns, not ORM objects, and with one ``meta`` object per distinct value
+    (the repeats of a prompt share theirs): 168,000 name-audit answers would otherwise hold
+    168,000 copies of 1,680 dictionaries (docs/audits.md has the figures).
+    """
+    columns = [
+        col(AuditAnswer.id),
+        col(AuditAnswer.key),
+        col(AuditAnswer.turn),
+        cast(col(AuditAnswer.meta), String),
+        col(AuditAnswer.status),
+        col(AuditAnswer.value),
+        col(AuditAnswer.raw_text),
     ]
+    if with_prompt:
+        columns.append(col(AuditAnswer.prompt))
+    query = sa_select(*columns).where(col(AuditAnswer.run_id) == run_id)
+    if turn is not None:
+        query = query.where(col(AuditAnswer.turn) == turn)
+    metas: dict[str | None, dict[str, Any]] = {}
+    out = []
+    for row in session.execute(query.order_by(col(AuditAnswer.id))):
+        meta = metas.get(row[3])
+        if meta is None:
+            meta = metas[row[3]] = json.loads(row[3]) if row[3] else {}
+        prompt = row[7] if with_prompt else None
+        out.append(StoredAnswer(row[0], row[1], row[2], meta, row[4], row[5], row[6], prompt))
+    return out
 
 
 def _final_status(session: Session, run_id: int) -> tuple[str, str | None]:
@@ -288,7 +312,3 @@ def unread(answers: Sequence[StoredAnswer], limit: int = 20) -> Iterator[dict[st
         if a.turn == MAIN and a.status not in ("parsed",) and shown < limit:
             shown += 1
             yield {"key": a.key, "status": a.status, "raw_text": a.raw_text}
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)

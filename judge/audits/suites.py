@@ -136,7 +136,7 @@ class AwardSuite:
         if not self.followup:
             return
         for a in answers:
-            if a.value not in ("A", "B") or a.raw_text is None:
+            if a.value not in ("A", "B") or a.raw_text is None or a.prompt is None:
                 continue
             winner, other = (
                 (a.meta["name_a"], a.meta["name_b"])

@@ -290,3 +290,23 @@ def test_a_suite_rebuilt_with_the_same_settings_has_the_same_identity() -> None:
     assert [t.key for t in a.tasks()] == [t.key for t in b.tasks()]
     # 42 templates x 40 names (SPEC section 4) x 2 repeats
     assert len(list(NameSuite(repeats=2).tasks())) == 42 * 40 * 2
+
+
+def test_an_audit_run_on_postgresql(pg_url: str) -> None:
+    """The same run on PostgreSQL: the JSON columns read back as on SQLite (8 prompts, all
+    answered A by the responder)."""
+    from judge.store.engine import make_engine
+
+    engine = make_engine(pg_url)
+    try:
+        with StubServer(responder=always_group_a) as stub:
+            client = _client(stub, pg_url)
+            suite = AwardSuite(pairs_per_level=2, levels=(5,), followup=True)
+            summary = run_audit(engine, client, suite, temperature=1.0, max_tokens=50)
+        with Session(engine) as session:
+            answers = stored_answers(session, summary.run_id)
+    finally:
+        engine.dispose()
+    assert [a.value for a in answers if a.turn == "main"] == ["A"] * 8
+    assert all(a.meta["level"] == 5 for a in answers)
+    assert sum(a.turn == FOLLOWUP for a in answers) == 8
