@@ -5,6 +5,7 @@ report. Neither Flask nor click is imported here (as in ``server.services``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,19 @@ if TYPE_CHECKING:
     from judge.runs import RunSummary
 
 Progress = Callable[[int, int], None]
+
+
+def finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as None, in nested dicts and lists: JSON has no NaN,
+    and a test on too few answers gives one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
 
 DEFAULT_MAX_TOKENS = {"award": 300, "names": 200, "bbi": 2048}
 """Room for each suite's answer: a name (and, on the follow-up turn, an explanation), a number

@@ -8,9 +8,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from judge.data.responses import MAX_BATCH_ROWS, ResponseRow
+from server.jobs.tasks import TASKS, AuditParams
 
 MAX_ID = 2**63 - 1
 """The largest id a database row can have (a signed 64-bit integer)."""
@@ -94,13 +95,20 @@ class KeyCreated(BaseModel):
 # -- jobs -----------------------------------------------------------------------------------
 
 
+JOB_KINDS = f"^({'|'.join(TASKS)})$"
+"""Every kind of job (server/jobs/tasks.py)."""
+
+
 class JobCreate(Strict):
-    kind: str = Field(pattern="^(judge|generate|pull)$", description="judge, generate or pull")
+    kind: str = Field(
+        pattern=JOB_KINDS, description="judge, generate, pull, audit or audit-classify"
+    )
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="judge: generation_run_id, endpoint, prompt_variant, temperature, samples, "
         "rubric_set; generate: dataset, endpoint, temperature, max_tokens, limit, "
-        "accepted_only; pull: campaign.",
+        "accepted_only; pull: campaign; audit: suite, options, endpoint, temperature, "
+        "max_tokens, limit; audit-classify: run_id, endpoint.",
     )
 
 
@@ -129,7 +137,7 @@ class JobOut(BaseModel):
 
 class JobQuery(PageQuery):
     status: str | None = Field(default=None, pattern="^(queued|running|finished|failed|cancelled)$")
-    kind: str | None = Field(default=None, pattern="^(judge|generate|pull)$")
+    kind: str | None = Field(default=None, pattern=JOB_KINDS)
 
 
 # -- datasets, items ------------------------------------------------------------------------
@@ -331,3 +339,79 @@ class RubricCreate(Strict):
     """A rubric file's text, in the shape of prompts/rubrics.toml (docs/judging.md)."""
 
     toml: str = Field(min_length=1, max_length=200_000, description="The file's text.")
+
+
+# -- audits ---------------------------------------------------------------------------------
+
+
+class AuditCreate(AuditParams):
+    """An audit suite to send to the model under test, run as a job (docs/audits.md). The
+    suites' bundled designs only: options naming input files are the CLI's."""
+
+
+class AuditClassify(Strict):
+    """Which judge classifies the follow-up explanations (an empty or absent body: the
+    [judge] endpoint)."""
+
+    endpoint: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Default: [judge] endpoint."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_body(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+
+class AuditRunQuery(PageQuery):
+    suite: str | None = Field(default=None, pattern="^(award|names|bbi)$")
+
+
+class AuditRunOut(BaseModel):
+    id: int
+    suite: str
+    endpoint: str
+    model: str
+    temperature: float
+    max_tokens: int
+    params: dict[str, Any] = Field(description="The design's settings, input files' hashes.")
+    status: str = Field(description="running, finished or incomplete")
+    status_detail: str | None
+    created_at: str | None
+    finished_at: str | None
+    answers: int = Field(description="Answers stored, both turns, every status.")
+
+
+class FollowupOut(BaseModel):
+    """One follow-up explanation to classify; which group the chosen student is in is left
+    out, so that it cannot sway the reader."""
+
+    answer_id: int
+    level: int
+    winner: str = Field(description="The student the model chose.")
+    other: str
+    explanation: str | None
+    label: str = Field(description="Always empty here: the class to give.")
+
+
+class AuditLabelIn(Strict):
+    answer_id: int = Field(ge=1, le=MAX_ID, description="A follow-up's answer_id.")
+    label: str = Field(
+        min_length=1, max_length=50, description="indecisive, justified or irrational"
+    )
+
+
+class AuditLabelsIn(Strict):
+    """One person's classes for an award run's follow-up explanations: stored all or
+    nothing; a class given again replaces that person's earlier one."""
+
+    annotator: str = Field(
+        min_length=1, max_length=200, pattern=r"\S", description="Who classified them."
+    )
+    labels: list[AuditLabelIn] = Field(min_length=1, max_length=20_000)
+
+
+class AuditLabelsOut(BaseModel):
+    added: int
+    changed: int
+    unchanged: int

@@ -241,11 +241,8 @@ def export_rows(session: Session, run_id: int) -> list[dict[str, Any]]:
 
 def import_labels(engine: Engine, run_id: int, path: Path | str, annotator: str) -> dict[str, int]:
     """Store one person's classes from a CSV with columns ``answer_id`` and ``label`` (other
-    columns ignored; a blank label skips the row). The whole file is checked first: any bad
-    row refuses it all, naming every problem. A class given again replaces the earlier one."""
-    if not annotator.strip():
-        raise InvalidInputError("name the annotator (--annotator) whose classes these are")
-    source = human_source(annotator.strip())
+    columns ignored; a blank label skips the row): ``store_labels``, with problems named by
+    the file's line."""
     try:
         with Path(path).open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
@@ -255,30 +252,51 @@ def import_labels(engine: Engine, run_id: int, path: Path | str, annotator: str)
         raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if "answer_id" not in header or "label" not in header:
         raise InvalidInputError(f"{path}: the header needs answer_id and label, got {header}")
+    entries = [
+        (line, row.get("answer_id"), row.get("label") or "")
+        for line, row in enumerate(rows, start=2)  # line 1 is the header
+        if (row.get("label") or "").strip()
+    ]
+    return store_labels(engine, run_id, annotator, entries, what=f"{path}: rows to fix")
+
+
+def store_labels(
+    engine: Engine,
+    run_id: int,
+    annotator: str,
+    entries: Sequence[tuple[int, Any, str]],
+    *,
+    what: str = "labels to fix",
+) -> dict[str, int]:
+    """Store one person's classes given as ``(position, answer_id, label)`` entries. The whole
+    batch is checked first: any bad entry refuses it all (``InvalidInputError`` whose
+    problems name each entry by its position, headed by ``what``). A class given again
+    replaces the person's earlier one."""
+    if not annotator.strip():
+        raise InvalidInputError("name the annotator whose classes these are")
+    source = human_source(annotator.strip())
     with session_scope(engine) as session:
         check_award_run(session, run_id)
         known = {a.id for a in session.exec(_followups(run_id))}
         problems: list[tuple[int, str]] = []
         wanted: dict[int, str] = {}
-        for line, row in enumerate(rows, start=2):
-            label = (row.get("label") or "").strip().lower()
-            if not label:
-                continue
+        for where, raw_id, raw_label in entries:
+            label = raw_label.strip().lower()
             try:
-                answer_id = int(row.get("answer_id") or "")
-            except ValueError:
-                problems.append((line, f"answer_id {row.get('answer_id')!r} is not a number"))
+                answer_id = int(raw_id)
+            except (TypeError, ValueError):
+                problems.append((where, f"answer_id {raw_id!r} is not a number"))
                 continue
             if answer_id not in known:
-                problems.append((line, f"answer {answer_id} is not a follow-up of run {run_id}"))
+                problems.append((where, f"answer {answer_id} is not a follow-up of run {run_id}"))
             elif label not in FOLLOWUP_CLASSES:
-                problems.append((line, f"label {label!r} is not one of {list(FOLLOWUP_CLASSES)}"))
-            elif answer_id in wanted and wanted[answer_id] != label:
-                problems.append((line, f"answer {answer_id} is given two different labels"))
+                problems.append((where, f"label {label!r} is not one of {list(FOLLOWUP_CLASSES)}"))
+            elif wanted.get(answer_id, label) != label:
+                problems.append((where, f"answer {answer_id} is given two different labels"))
             else:
                 wanted[answer_id] = label
         if problems:
-            raise InvalidInputError(f"{path}: rows to fix (line, problem)", problems)
+            raise InvalidInputError(what, problems)
         have = {
             lab.answer_id: lab
             for lab in session.exec(

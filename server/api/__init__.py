@@ -84,6 +84,7 @@ def _check_request() -> None:
 
 def register(app: OpenAPI) -> None:
     from server.api import (
+        audits,
         campaigns,
         datasets,
         endpoints,
@@ -111,6 +112,7 @@ def register(app: OpenAPI) -> None:
         reports,
         rubrics,
         campaigns,
+        audits,
     ):
         api.register_api(module.bp)
     app.register_api(api)

@@ -7,13 +7,13 @@ judge (``award classify``) and by people (``award export-followups`` / ``import-
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from server.audits import finite
 from server.cli.audit_campaign import register
 from server.cli.output import emit, err, json_option, out, progress_bar, table, writing
 
@@ -106,7 +106,7 @@ def _show(
     with session_scope(ctx.engine()) as session:
         result = audits.audit_result(session, run_id)
     _write(result.report, out_path)
-    emit(_finite({**(extra or {}), **result.to_dict()}), as_json, _print)
+    emit(finite({**(extra or {}), **result.to_dict()}), as_json, _print)
 
 
 def _check_complete(ctx: Context, run_id: int, allow_failures: bool, as_json: bool) -> None:
@@ -269,7 +269,7 @@ def award_analyze(path: str, names: str | None, out: str | None, as_json: bool) 
         result = suite.analyze_followup(read.followups)
     data = result.to_dict()
     _write(award_report(result), out)
-    emit(_finite({"layout": read.layout, **data}), as_json, _print)
+    emit(finite({"layout": read.layout, **data}), as_json, _print)
 
 
 @audit.group()
@@ -300,7 +300,7 @@ def names_analyze(path: str, out: str | None, as_json: bool) -> None:
 
     result = suite.analyze(suite.read_answers_csv(Path(path)))
     _write(names_report(result), out)
-    emit(_finite(result.to_dict()), as_json, _print)
+    emit(finite(result.to_dict()), as_json, _print)
 
 
 @audit.group()
@@ -344,7 +344,7 @@ def bbi_analyze(path: str, out: str | None, as_json: bool) -> None:
 
     result = suite.analyze_labels(suite.read_labels_csv(Path(path)))
     _write(bbi_report(result), out)
-    emit(_finite(result.to_dict()), as_json, _print)
+    emit(finite(result.to_dict()), as_json, _print)
 
 
 def _ints(text: str | None, option: str) -> list[int] | None:
@@ -361,14 +361,3 @@ def _ints(text: str | None, option: str) -> list[int] | None:
 def _print(data: dict[str, Any]) -> None:
     """The figures as indented JSON (the analyses nest too deeply for one table)."""
     out().print_json(json.dumps(data))
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with NaN and infinities as None: JSON has no NaN."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

@@ -1,0 +1,161 @@
+"""``/api/v1/audits`` and ``/api/v1/audit-runs``: start an audit suite as a job, read its runs
+back (figures, reports), classify the award follow-ups by judge (a job) and by people."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response, current_app, g
+
+from judge.errors import InvalidInputError
+from server import audits
+from server.api import blueprint, dump, page
+from server.db import get_session
+from server.jobs import queue
+from server.schemas import (
+    AuditClassify,
+    AuditCreate,
+    AuditLabelsIn,
+    AuditLabelsOut,
+    AuditRunOut,
+    AuditRunQuery,
+    CsvQuery,
+    FollowupOut,
+    JobOut,
+    PageQuery,
+    RunPath,
+)
+
+bp = blueprint("audits", __name__, "audits")
+
+
+def _engine():  # type: ignore[no-untyped-def]
+    return current_app.extensions["fairjudge_engine"]
+
+
+@bp.post("/audits", responses={202: JobOut})
+def start_audit(body: AuditCreate) -> Any:
+    """Queue an audit job: the suite's design sent to the model under test.
+
+    Every answer is stored with its raw text; a run with the same settings is resumed. The
+    job's result names the run (``audit_run_id``) as soon as it is made."""
+    job = queue.submit(
+        _engine(),
+        "audit",
+        body.model_dump(exclude_none=True),
+        created_by=g.key.name,
+        settings=current_app.config["SETTINGS"],
+    )
+    return dump(JobOut, job), 202
+
+
+@bp.get("/audit-runs", responses={200: AuditRunOut})
+def list_audit_runs(query: AuditRunQuery) -> Any:
+    """Audit runs, newest first, optionally of one suite, with their answers counted."""
+    runs = audits.list_runs(get_session(), query.suite)
+    chosen = runs[query.offset : query.offset + query.limit]
+    return page(AuditRunOut, chosen, len(runs), query.limit, query.offset)
+
+
+@bp.get("/audit-runs/<int:run_id>")
+def audit_run(path: RunPath) -> Any:
+    """One audit run read back: settings, answers by status, figures, follow-up classes.
+
+    The suite's figures (or why there are none yet), the follow-up classes with their
+    chi-square tests and agreement, and up to 20 answers that gave no reading, verbatim.
+    Figures that are not numbers (NaN) are null."""
+    return audits.finite(audits.audit_result(get_session(), path.run_id).to_dict())
+
+
+@bp.get("/audit-runs/<int:run_id>/report.json")
+def audit_report_json(path: RunPath) -> Any:
+    """The run's report data (what ``fairjudge audit show --out`` writes as report.json)."""
+    return audits.finite(audits.audit_result(get_session(), path.run_id).report.to_json())
+
+
+@bp.get("/audit-runs/<int:run_id>/report.html")
+def audit_report_html(path: RunPath) -> Any:
+    """The run's report as one self-contained HTML page, charts included."""
+    from judge.reports.render import html
+
+    report = audits.audit_result(get_session(), path.run_id).report
+    return Response(html(report), mimetype="text/html")
+
+
+@bp.get("/audit-runs/<int:run_id>/report.csv")
+def audit_report_csv(path: RunPath, query: CsvQuery) -> Any:
+    """One of the report's tables as CSV (``table``: its file name, e.g. award.csv)."""
+    from judge.reports.render import csv_table
+
+    report = audits.audit_result(get_session(), path.run_id).report
+    name, text = csv_table(report, query.table)
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    return Response(text, mimetype="text/csv", headers=headers)
+
+
+@bp.post("/audit-runs/<int:run_id>/classify", responses={202: JobOut})
+def classify(path: RunPath, body: AuditClassify) -> Any:
+    """Queue a job in which the judge classifies an award run's follow-up explanations.
+
+    Each explanation becomes indecisive, justified or irrational. Resumable: only what is
+    not classified yet, and replies that could not be read, are sent."""
+    params: dict[str, Any] = {"run_id": path.run_id}
+    if body.endpoint is not None:
+        params["endpoint"] = body.endpoint
+    job = queue.submit(
+        _engine(),
+        "audit-classify",
+        params,
+        created_by=g.key.name,
+        settings=current_app.config["SETTINGS"],
+    )
+    return dump(JobOut, job), 202
+
+
+@bp.get("/audit-runs/<int:run_id>/followups", responses={200: FollowupOut})
+def followups(path: RunPath, query: PageQuery) -> Any:
+    """One page of an award run's follow-up explanations, for people to classify.
+
+    Send the classes to ``.../labels``. The chosen student's group is not shown."""
+    from judge.audits.followup import export_rows
+
+    session = get_session()
+    audits.run_info(session, path.run_id)  # an unknown run is a 404
+    rows = export_rows(session, path.run_id)
+    chosen = rows[query.offset : query.offset + query.limit]
+    return page(FollowupOut, chosen, len(rows), query.limit, query.offset)
+
+
+class LabelsError(InvalidInputError):
+    """A batch of classes refused; ``problems`` pairs each bad entry's index in ``labels``
+    (from 0, as the JSON array counts) with the reason."""
+
+    def __init__(self, message: str, problems: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.problems = problems
+        shown = "\n".join(f"  labels[{n}]: {why}" for n, why in problems[:50])
+        if len(problems) > 50:
+            shown += f"\n  ... and {len(problems) - 50} more"
+        self.args = (f"{message}\n{shown}",)
+
+
+@bp.post("/audit-runs/<int:run_id>/labels", responses={200: AuditLabelsOut})
+def store_labels(path: RunPath, body: AuditLabelsIn) -> Any:
+    """Store one person's classes for an award run's follow-up explanations.
+
+    All or nothing: a batch with a bad entry is refused, every bad entry named. A class sent
+    again replaces that person's earlier one. 201 when something was added or changed,
+    else 200."""
+    from judge.audits.followup import store_labels as store
+
+    audits.run_info(get_session(), path.run_id)  # an unknown run is a 404
+    entries = [(n, e.answer_id, e.label) for n, e in enumerate(body.labels)]
+    what = "no class was stored: fix these labels and send the batch again"
+    try:
+        counts = store(_engine(), path.run_id, body.annotator, entries, what=what)
+    except InvalidInputError as exc:
+        if not exc.problems:
+            raise
+        raise LabelsError(what, exc.problems) from None
+    status = 201 if counts["added"] or counts["changed"] else 200
+    return dump(AuditLabelsOut, counts), status
