@@ -643,15 +643,19 @@ def create_campaign(
 
 
 def job_counts(session: Session, result: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What a job's run holds so far: rows by status (judgments) or flag (answers), and the
-    tokens they used; None before the job knows its run."""
+    """What a job's run holds so far: rows by status (judgments, audit answers) or flag
+    (answers), and the tokens they used; None before the job knows its run."""
     from sqlmodel import func, select
 
-    from judge.store.tables import Judgment, Response
+    from judge.store.tables import AuditAnswer, Judgment, Response
 
     if not result:
         return None
-    if "judge_run_id" in result:
+    if "audit_run_id" in result:
+        table: Any = AuditAnswer
+        column, run = AuditAnswer.status, AuditAnswer.run_id
+        run_id = result["audit_run_id"]
+    elif "judge_run_id" in result:
         table, column, run = Judgment, Judgment.status, Judgment.judge_run_id
         run_id = result["judge_run_id"]
     elif "generation_run_id" in result:

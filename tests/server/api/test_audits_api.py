@@ -121,6 +121,9 @@ def test_an_award_audit_job_runs_and_its_figures_match_scipy(au: Audits) -> None
     assert (job["done"], job["total"]) == (SMALL_PROMPTS, SMALL_PROMPTS)
     run_id = job["result"]["audit_run_id"]
     assert job["result"]["summary"]["main"]["statuses"] == {"parsed": SMALL_PROMPTS}
+    # The job's counts are the stored answers by status (the stub's usage: 10 + 5 tokens).
+    assert job["counts"]["by_status"] == {"parsed": SMALL_PROMPTS}
+    assert job["counts"]["prompt_tokens"] == 10 * SMALL_PROMPTS
 
     got = au.api.get(f"/api/v1/audit-runs/{run_id}")
     assert got.status_code == 200
