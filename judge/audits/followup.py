@@ -115,7 +115,8 @@ def classify_followups(
     progress: Callable[[int, int], None] | None = None,
 ) -> RunSummary:
     """Ask the judge ``client`` for the class of every follow-up explanation of the run it has
-    not classified yet (failed calls and unreadable replies are asked again)."""
+    not classified yet. Failed calls are asked again; a reply whose class could not be read
+    stays stored with its raw text (asked again, the call cache would give the same reply)."""
     source = judge_source(client)
     with run_lease(engine, "audit", run_id):
         with session_scope(engine) as session:
@@ -124,7 +125,7 @@ def classify_followups(
                 select(AuditLabel).where(
                     AuditLabel.run_id == run_id,
                     AuditLabel.source == source,
-                    col(AuditLabel.status) != LABELLED,
+                    AuditLabel.status == ERROR,
                 )
             ):
                 session.delete(old)

@@ -192,7 +192,8 @@ def award_run(
 @click.pass_obj
 def award_classify(ctx: Context, run_id: int, endpoint: str | None, as_json: bool) -> None:
     """Have the judge sort RUN's follow-up explanations into indecisive, justified or
-    irrational (resumable; unreadable replies are kept and asked again next time)."""
+    irrational (resumable: failed calls are sent again; an unreadable reply is kept with its
+    raw text)."""
     from server import audits
 
     settings = ctx.settings()
