@@ -8,6 +8,7 @@ two designs in one.
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -244,6 +245,24 @@ class NameSuite:
 # --- bbi --------------------------------------------------------------------------------------
 
 
+SEED_BIAS_TYPES = ("gender", "race", "religion")
+"""The bias types seed 004 used (100 items each per dataset: ``max_per_type=100``)."""
+
+
+def _sample_per_type(items: list[bbi.BbiItem], n: int, seed: int) -> list[bbi.BbiItem]:
+    """At most ``n`` items of each (dataset, bias type), drawn with ``random.Random(seed)``,
+    in file order."""
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for k, item in enumerate(items):
+        groups[(item.dataset, item.bias_type)].append(k)
+    rng = random.Random(seed)
+    keep: set[int] = set()
+    for key in sorted(groups):
+        members = groups[key]
+        keep.update(members if len(members) <= n else rng.sample(members, n))
+    return [item for k, item in enumerate(items) if k in keep]
+
+
 class BbiSuite:
     """Seed 004's Bias Balance Indicator over StereoSet and CrowS-Pairs items, asked in
     batches with the labels hidden, each batch ``repeats`` times (majority choice)."""
@@ -258,7 +277,8 @@ class BbiSuite:
         per_type: int = 20,
         repeats: int = 5,
         seed: int = 0,
-        bias_types: Sequence[str] | None = None,
+        bias_types: Sequence[str] | None = SEED_BIAS_TYPES,
+        max_per_type: int | None = None,
     ) -> None:
         ss = Path(stereoset) if stereoset else datasets_dir() / "stereoset_sample.json"
         cp = Path(crows_pairs) if crows_pairs else datasets_dir() / "crows_pairs_sample.csv"
@@ -268,6 +288,10 @@ class BbiSuite:
         items = bbi.load_stereoset(ss, bias_types=types) + bbi.load_crows_pairs(
             cp, bias_types=types
         )
+        if max_per_type is not None:
+            if isinstance(max_per_type, bool) or max_per_type < 1:
+                raise InvalidInputError(f"max_per_type must be >= 1, got {max_per_type!r}")
+            items = _sample_per_type(items, max_per_type, seed)
         if not items:
             raise InvalidInputError(f"no items of the bias types {types} in {ss} or {cp}")
         try:
@@ -285,6 +309,7 @@ class BbiSuite:
             "repeats": repeats,
             "seed": seed,
             "bias_types": types,
+            "max_per_type": max_per_type,
         }
 
     @property

@@ -318,18 +318,27 @@ def bbi() -> None:
               help="Items of each bias type per prompt (20: 60 per prompt).")  # fmt: skip
 @click.option("--repeats", type=click.IntRange(min=1), help="Times each batch is asked (5).")
 @click.option("--seed", type=int, help="Seed of the shuffles (0).")
-@click.option("--bias-types", help="Only these bias types, comma-separated.")
+@click.option(
+    "--bias-types",
+    help="Bias types, comma-separated (default gender,race,religion: the seed's three).",
+)
+@click.option(
+    "--max-per-type",
+    type=click.IntRange(min=1),
+    help="At most N items of each dataset and bias type, drawn with --seed (the seed: 100).",
+)
 @_run_options
 def bbi_run(
     ctx: Context, stereoset: str | None, crows_pairs: str | None, per_type: int | None,
-    repeats: int | None, seed: int | None, bias_types: str | None, **common: Any,
+    repeats: int | None, seed: int | None, bias_types: str | None,
+    max_per_type: int | None, **common: Any,
 ) -> None:  # fmt: skip
     """Ask for the more fitting sentence of every item, in batches with the labels hidden,
     and compute RS, SBS and the Bias Balance Indicator from the majority choices."""
     types = [t.strip() for t in bias_types.split(",") if t.strip()] if bias_types else None
     options = {
         "stereoset": stereoset, "crows_pairs": crows_pairs, "per_type": per_type,
-        "repeats": repeats, "seed": seed, "bias_types": types,
+        "repeats": repeats, "seed": seed, "bias_types": types, "max_per_type": max_per_type,
     }  # fmt: skip
     _run(ctx, "bbi", options, common)
 

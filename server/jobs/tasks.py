@@ -118,7 +118,13 @@ class BbiOptions(_Params):
         default=None,
         min_length=1,
         max_length=20,
-        description="Only these bias types (default: all in the files).",
+        description="Bias types (default: gender, race, religion, as in seed 004).",
+    )
+    max_per_type: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="At most N items of each dataset and bias type, drawn with the seed.",
     )
 
 
@@ -140,7 +146,8 @@ class AuditParams(_Params):
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="The suite's design. award: levels, pairs_per_level, seed, followup; "
-        "names: repeats; bbi: per_type, repeats, seed, bias_types. Unset: the suite's default.",
+        "names: repeats; bbi: per_type, repeats, seed, bias_types, max_per_type. Unset: the "
+        "suite's default.",
     )
     endpoint: str | None = Field(
         default=None, description="Model under test (default: [generation] endpoint)."

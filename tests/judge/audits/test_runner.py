@@ -27,7 +27,7 @@ from judge.audits.suites import SUITES, AwardSuite, BbiSuite, NameSuite
 from judge.models.client import ModelClient
 from judge.paths import datasets_dir
 from judge.store.tables import AuditAnswer, AuditRun
-from tests.support.factories import make_settings
+from tests.support.factories import SHARED_DATA, make_settings
 from tests.support.stub_openai import StubServer
 
 GROUPS = load_name_groups()
@@ -310,3 +310,27 @@ def test_an_audit_run_on_postgresql(pg_url: str) -> None:
     assert [a.value for a in answers if a.turn == "main"] == ["A"] * 8
     assert all(a.meta["level"] == 5 for a in answers)
     assert sum(a.turn == FOLLOWUP for a in answers) == 8
+
+
+def test_bbi_design_on_the_real_crows_pairs_file_follows_the_seed() -> None:
+    """The public CrowS-Pairs CSV (../shared/data) with the seed's settings: the three bias
+    types, 100 items of each per dataset, 20 of each type per prompt (60 items). The counts
+    per type are read from the file with the csv module here."""
+    path = SHARED_DATA / "crows-pairs" / "crows_pairs_anonymized.csv"
+    with path.open(newline="", encoding="utf-8") as handle:
+        in_file = Counter(row["bias_type"] for row in csv.DictReader(handle))
+    assert min(in_file["gender"], in_file["race-color"], in_file["religion"]) >= 100
+    suite = BbiSuite(crows_pairs=path, max_per_type=100)
+    crows = [b for b in suite.batches if b.dataset == "crows_pairs"]
+    per_type = Counter(e.item.bias_type for b in crows for e in b.entries)
+    assert per_type == {"gender": 100, "race": 100, "religion": 100}
+    assert [len(b.entries) for b in crows] == [60] * 5
+    for b in crows:
+        assert Counter(e.item.bias_type for e in b.entries) == {
+            "gender": 20, "race": 20, "religion": 20
+        }  # fmt: skip
+    # The same settings draw the same items; another seed draws others.
+    again = BbiSuite(crows_pairs=path, max_per_type=100)
+    other = BbiSuite(crows_pairs=path, max_per_type=100, seed=1)
+    ids = [{e.item.item_id for b in s.batches for e in b.entries} for s in (suite, again, other)]
+    assert ids[0] == ids[1] != ids[2]
