@@ -1,5 +1,6 @@
-"""Significance tests for the audit suites: exact binomial, chi-square independence,
-Kruskal-Wallis and a t-interval for a mean.
+"""Significance tests for the audit suites and the judge's own checks: exact binomial,
+chi-square independence, Kruskal-Wallis, a t-interval for a mean, and paired score shifts
+(Wilcoxon signed-rank with a bootstrap CI of the mean difference).
 
 Each test returns a small frozen result that keeps the counts behind the figure. Where a
 test cannot be run on the data (too few observations, an undefined statistic) the result
@@ -226,3 +227,73 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> MeanInterval:
     sd = float(data.std(ddof=1))
     half = float(stats.t.ppf((1 + level) / 2, n - 1)) * sd / math.sqrt(n)
     return MeanInterval(n, mean, sd, mean - half, mean + half, level, True)
+
+
+@dataclass(frozen=True)
+class PairedShift:
+    """How paired scores move (e.g. a judge's score of an answer and of its counterfactual
+    copy): the share of pairs whose score changed, the mean difference ``after - before``
+    with a bootstrap CI, and the Wilcoxon signed-rank test (zero differences dropped, as
+    Wilcoxon's original test does). ``tested`` is False, with the reason, where the test
+    cannot run (no pairs, or every difference zero)."""
+
+    n: int
+    changed: int
+    share_changed: float
+    mean_difference: float
+    ci_low: float
+    ci_high: float
+    level: float
+    wilcoxon_statistic: float
+    p_value: float
+    tested: bool
+    reason: str | None = None
+
+    @property
+    def ci_excludes_zero(self) -> bool:
+        return self.ci_low > 0 or self.ci_high < 0
+
+
+def paired_shift(
+    before: Sequence[float],
+    after: Sequence[float],
+    *,
+    level: float = 0.95,
+    n_bootstrap: int = 2000,
+    seed: int = 0,
+) -> PairedShift:
+    """Paired differences ``after - before``: share changed, mean with a percentile bootstrap
+    CI over pairs (``scipy.stats.bootstrap``), and ``scipy.stats.wilcoxon``.
+
+    >>> r = paired_shift([3, 3, 4, 2], [3, 4, 4, 3])
+    >>> r.changed, r.share_changed, r.mean_difference
+    (2, 0.5, 0.5)
+    """
+    _check_level("level", level)
+    x = np.asarray(list(before), dtype=float)
+    y = np.asarray(list(after), dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"before and after differ in length: {x.size} and {y.size}")
+    if np.isnan(x).any() or np.isnan(y).any():
+        raise ValueError("scores contain NaN: pair only scored judgments")
+    d = y - x
+    n = int(d.size)
+    if n == 0:
+        return PairedShift(0, 0, NAN, NAN, NAN, NAN, level, NAN, NAN, False, "no pairs")
+    changed = int(np.count_nonzero(d))
+    mean = float(d.mean())
+    if changed == 0:
+        return PairedShift(n, 0, 0.0, 0.0, 0.0, 0.0, level, NAN, NAN, False, "no score changed")
+    if n == 1:
+        low = high = NAN
+    else:
+        boot = stats.bootstrap(
+            (d,), np.mean, confidence_level=level, n_resamples=n_bootstrap,
+            method="percentile", random_state=np.random.default_rng(seed),
+        )  # fmt: skip
+        low, high = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+    test = stats.wilcoxon(d, zero_method="wilcox")
+    return PairedShift(
+        n, changed, changed / n, mean, low, high, level,
+        float(test.statistic), float(test.pvalue), True,
+    )  # fmt: skip
