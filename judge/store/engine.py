@@ -10,6 +10,8 @@ as revision 0001 and upgraded from there.
 from __future__ import annotations
 
 import re
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -197,7 +199,16 @@ def _create_engine(url: str) -> Engine:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    # Turning a new file to WAL can meet "database is locked" at once, without the busy
+    # timeout, while another connection is setting it up; it is tried again for 10 s.
+    for attempt in range(100):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 99:
+                raise
+            time.sleep(0.1)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
