@@ -41,8 +41,7 @@ from annotation.errors import CampaignError
 from annotation.labelstudio.client import LabelStudioClient, annotations_of
 from annotation.labelstudio.interface import TASK_KEY
 from judge.audits.award import FOLLOWUP_CLASSES
-from judge.audits.base import ANSWERED, FOLLOWUP
-from judge.audits.followup import LABELLED, check_award_run, human_source
+from judge.audits.followup import LABELLED, followup_answers, human_source
 from judge.store.engine import session_scope
 from judge.store.tables import AuditAnswer, AuditLabel, utcnow
 
@@ -150,19 +149,7 @@ def task_data(run_id: int, answer: AuditAnswer) -> dict[str, Any]:
 
 
 def _followups(session: Session, run_id: int) -> list[AuditAnswer]:
-    """The run's answered follow-ups, oldest first (the ones ``export_rows`` lists)."""
-    check_award_run(session, run_id)
-    return list(
-        session.exec(
-            select(AuditAnswer)
-            .where(
-                AuditAnswer.run_id == run_id,
-                AuditAnswer.turn == FOLLOWUP,
-                AuditAnswer.status == ANSWERED,
-            )
-            .order_by(col(AuditAnswer.id))
-        )
-    )
+    return followup_answers(session, run_id)
 
 
 # --- create ----------------------------------------------------------------------------------

@@ -212,6 +212,12 @@ def _followups(run_id: int) -> Any:
     )
 
 
+def followup_answers(session: Session, run_id: int) -> list[AuditAnswer]:
+    """An award run's answered follow-ups, oldest first (the ones ``export_rows`` lists)."""
+    check_award_run(session, run_id)
+    return list(session.exec(_followups(run_id)))
+
+
 def check_award_run(session: Session, run_id: int) -> AuditRun:
     run = session.get(AuditRun, run_id)
     if run is None:
