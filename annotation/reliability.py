@@ -38,6 +38,7 @@ from judge.stats.weighted import (
 )
 from judge.store.queries import get_generation_run
 from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, JudgeRun, Judgment
+from judge.trust.section import flags as trust_flags
 from judge.vocab import SCALE, Scale
 
 PLANNED = ("pearson", "spearman", "kappa_quadratic")  # coefficients items_needed is given for
@@ -68,6 +69,9 @@ class JudgeReliability:
     # with unequal probabilities (a stratified or disagreement campaign); see weighted_note.
     weighted: dict[str, Coefficient] = field(default_factory=dict)
     weighted_note: str = ""
+    # The judge's own checks it failed on this rubric (judge.trust.section.flags):
+    # "self-preference", "counterfactual (names)", "order", "length".
+    checks: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -77,6 +81,7 @@ class JudgeReliability:
             "temperature": self.temperature,
             "n": self.n,
             "judge_unscored_on_rated_items": self.judge_unscored_on_rated_items,
+            "judge_checks_flagged": list(self.checks),
         }
         if self.agreement is None:
             out["reading"] = self.reading
@@ -336,6 +341,7 @@ def run_reliability(
         .order_by(col(JudgeRun.id))
     ).all()
     probabilities = inclusion_probabilities(session, generation_run_id)
+    checks = {run.id: trust_flags(session, run.id) for run in judge_runs if run.id is not None}
     by_rubric: dict[str, list[HumanRating]] = defaultdict(list)
     for rating, _ in ratings:
         by_rubric[rating.rubric].append(rating)
@@ -351,19 +357,23 @@ def run_reliability(
         _check_scale(f"the ratings of rubric {rubric}", [r.score for r in rows], scale)
         ceiling = human_vs_human(matrix, options=options, labels=scale.labels, warn=False)
         judges = [
-            _judge_entry(
-                session,
-                run,
-                rubric,
-                matrix,
-                human_scores,
-                ceiling,
-                options,
-                target_half_width,
-                scale,
-                probabilities,
+            replace(
+                _judge_entry(
+                    session,
+                    run,
+                    rubric,
+                    matrix,
+                    human_scores,
+                    ceiling,
+                    options,
+                    target_half_width,
+                    scale,
+                    probabilities,
+                ),
+                checks=[*checks[run.id].get("*", []), *checks[run.id].get(rubric, [])],
             )
             for run in judge_runs
+            if run.id is not None
         ]
         rubrics[rubric] = RubricReliability(
             rubric, len(matrix.items), len(matrix.raters), len(rows), ceiling, judges

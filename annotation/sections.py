@@ -50,10 +50,19 @@ def fmt(c: Coefficient | None, digits: int = 2) -> str:
     return f"{c.value:.{digits}f}{ci}"
 
 
-def _judge_cell(judge: JudgeReliability, coefficient: str) -> str:
+def _agreement_cell(judge: JudgeReliability, coefficient: str) -> str:
     if judge.agreement is None:
         return "n/a (the judge scored none of the rated items)"
     return fmt(judge.agreement.coefficients.get(coefficient))
+
+
+def _judge_cell(judge: JudgeReliability, coefficient: str) -> str:
+    return _agreement_cell(judge, coefficient) + _checks(judge)
+
+
+def _checks(judge: JudgeReliability) -> str:
+    """The judge's own checks it failed, after its agreement: trust both together."""
+    return f"; judge flagged: {', '.join(judge.checks)}" if judge.checks else ""
 
 
 def table3(
@@ -155,15 +164,17 @@ def reliability_section(
             {
                 "rubric": rubric,
                 "n": mine.n,
-                **{name: _judge_cell(mine, name) for name in SHOWN},
+                **{name: _agreement_cell(mine, name) for name in SHOWN},
                 "human alpha (interval)": fmt(entry.human_vs_human.alphas.get("alpha_interval")),
+                "judge checks flagged": ", ".join(mine.checks) or "none",
                 "reading": mine.reading,
             }
         )
         plot = agreement_plot(rubric, mine)
         if plot is not None:
             figures.append(plot)
-    columns = ["rubric", "n", *SHOWN, "human alpha (interval)", "reading"]
+    columns = ["rubric", "n", *SHOWN, "human alpha (interval)", "judge checks flagged"]
+    columns += ["reading"]
     table = Table(
         "Judge vs human ratings",
         columns,

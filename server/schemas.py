@@ -106,7 +106,7 @@ class JobCreate(Strict):
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="judge: generation_run_id, endpoint, prompt_variant, temperature, samples, "
-        "rubric_set; generate: dataset, endpoint, temperature, max_tokens, limit, "
+        "rubric_set, swap_order; generate: dataset, endpoint, temperature, max_tokens, limit, "
         "accepted_only; pull: campaign; audit: suite, options, endpoint, temperature, "
         "max_tokens, limit; audit-classify: run_id, endpoint.",
     )

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from judge.reports.sections import Report
     from judge.runs import RunSummary
     from judge.store.queries import GenerationRunInfo, JudgeRunInfo
+    from judge.trust.audit import CounterfactualRun
 
 Progress = Callable[[int, int], None]
 
@@ -128,13 +129,14 @@ def judge(
     generation_run_id: int,
     *,
     rubric_set: str | None = None,
+    swap_order: bool = False,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Rubric scores for a generation run's answers (resumes a run with the same settings).
     ``rubric_set``: "fairmonitor" (the default) or registered or built-in rubric names,
-    comma-separated; another set is another judge run. ``on_run`` hears the judge run's id
-    before any call."""
+    comma-separated; another set is another judge run. ``swap_order``: judge every pair in
+    both orders (another judge run). ``on_run`` hears the judge run's id before any call."""
     from judge.grading import judging
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
@@ -152,6 +154,7 @@ def judge(
         generation_run_id,
         progress=progress,
         on_run=on_run,
+        swap_order=swap_order,
     )
 
 
@@ -165,6 +168,8 @@ def full_report(session: Session, judge_run_id: int, *, with_reliability: bool =
     from judge.reports.run_report import metrics_section
     from judge.reports.sections import Report
     from judge.store.queries import get_generation_run, get_judge_run
+    from judge.trust.diagnostics import self_preference
+    from judge.trust.section import diagnostics_section
 
     jrun = get_judge_run(session, judge_run_id)
     grun = get_generation_run(session, jrun.generation_run_id)
@@ -176,6 +181,7 @@ def full_report(session: Session, judge_run_id: int, *, with_reliability: bool =
         reliability = reliability_section(session, judge_run_id)
         if reliability is not None:
             sections.append(reliability)
+    sections.append(diagnostics_section(session, judge_run_id))
     sections.append(item_browser_section(session, judge_run_id))
     return Report(
         title=f"FairJudge report: {grun.model} (judge run {judge_run_id})",
@@ -193,8 +199,65 @@ def full_report(session: Session, judge_run_id: int, *, with_reliability: bool =
         + f"), judged by {jrun.model} ({jrun.prompt_variant} prompt, "
         f"temperature {jrun.temperature:g}). Run status: {jrun.status}"
         + (f" ({jrun.status_detail})" if jrun.status_detail else "")
-        + ".",
+        + "."
+        + (" " + selfpref if (selfpref := self_preference(session, judge_run_id)) else ""),
         sections=sections,
+    )
+
+
+def swap_kinds(chosen: Sequence[str], available: Sequence[str]) -> list[str]:
+    """The swap kinds asked for: ``all`` means every kind of the list."""
+    kinds = list(dict.fromkeys(chosen))
+    return list(available) if "all" in kinds else kinds
+
+
+def counterfactual_audit(
+    engine: Engine,
+    settings: Settings,
+    judge_run_id: int,
+    *,
+    swap: Sequence[str],
+    swaps_file: str | Path | None = None,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> CounterfactualRun:
+    """Judge a counterfactual copy of a judge run's answers (``swap``: names, gender, race
+    or all; ``swaps_file``: a swap list of the user's own) with the run's own endpoint and
+    settings; resumable. Everything is checked before any call: the swap list, the kinds,
+    that the run scored something and that its judge can be reproduced."""
+    from judge.grading.counterfactual import load_swaps
+    from judge.prompts import PromptBook
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_judge_run
+    from judge.trust.audit import run_counterfactual
+
+    swaps = load_swaps(swaps_file)
+    kinds = swap_kinds(swap, swaps.kinds)
+    chosen = swaps.select(kinds)
+    with session_scope(engine) as session:
+        jrun = get_judge_run(session, judge_run_id)
+        endpoint = jrun.endpoint_name
+        rubric_set = rubrics(settings, session, judge_run_id=judge_run_id)
+    return run_counterfactual(
+        engine, make_client(settings, endpoint), PromptBook(settings.prompts_path()),
+        rubric_set, judge_run_id, kinds, chosen, limit=limit, progress=progress,
+    )  # fmt: skip
+
+
+def diagnostics_report(session: Session, judge_run_id: int, *, tolerance: float = 0.0) -> Report:
+    """The "judge diagnostics" of one judge run alone (``judge-audit show``)."""
+    from judge.reports.sections import Report
+    from judge.store.queries import get_judge_run
+    from judge.trust.section import diagnostics_section
+
+    jrun = get_judge_run(session, judge_run_id)
+    section = diagnostics_section(session, judge_run_id, tolerance=tolerance)
+    return Report(
+        title=f"FairJudge judge diagnostics: judge run {judge_run_id} ({jrun.model})",
+        intro=(section.notes[0] + " " if section.payload["self_preference"] else "")
+        + f"Checks of the judge {jrun.model} ({jrun.prompt_variant} prompt, temperature "
+        f"{jrun.temperature:g}) on its own biases: counterfactual swaps, order and length.",
+        sections=[section],
     )
 
 

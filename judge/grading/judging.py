@@ -51,11 +51,13 @@ def judge_config_hash(
     template_version: str,
     rubrics: RubricSet | None = None,
     rubric_template_version: str = "",
+    swap_order: bool = False,
 ) -> str:
     """The judge run's identity. The built-in set adds nothing to the hashed settings (its
     rubric file is in ``template_version`` already), so runs made before rubric sets existed
     keep their hash and resume; any other set adds its name, each rubric's version and
-    definition hash, and the version of the templates registered rubrics use."""
+    definition hash, and the version of the templates registered rubrics use. Judging pairs
+    in both orders (``swap_order``) adds itself, so the runs of before keep their hash."""
     body: dict[str, object] = {
         "model": client.model,
         "variant": config.prompt_variant,
@@ -70,6 +72,8 @@ def judge_config_hash(
         body["rubrics"] = rubrics.identity()
         if any(r.registered for r in rubrics):
             body["rubric_template"] = rubric_template_version
+    if swap_order:
+        body["swap_order"] = True
     return content_hash(body)[:16]
 
 
@@ -80,12 +84,13 @@ def get_or_create_judge_run(
     config: JudgeConfig,
     book: PromptBook,
     rubrics: RubricSet | None = None,
+    swap_order: bool = False,
 ) -> JudgeRun:
     """The judge run of these settings and rubric set (default: the built-in one), created
     if needed."""
     get_generation_run(session, generation_run_id)
     digest = judge_config_hash(
-        client, config, book.judge_version, rubrics, book.rubric_judge_version
+        client, config, book.judge_version, rubrics, book.rubric_judge_version, swap_order
     )
     existing = session.exec(
         select(JudgeRun).where(
@@ -106,6 +111,7 @@ def get_or_create_judge_run(
         max_tokens=config.max_tokens,
         rubric_set=rubrics.name if rubrics is not None else BUILTIN_SET,
         config_hash=digest,
+        swap_order=swap_order,
     )
     session.add(run)
     session.flush()
@@ -119,6 +125,7 @@ class _Task:
     sample_index: int
     texts: list[tuple[str, str]] | None  # None: an answer is missing
     missing: str | None
+    position: str | None = None  # in a run judged in both orders: "given" or "swapped"
 
 
 def _missing_answer(parts_needed: tuple[str, ...], parts: dict[str, tuple[Any, ...]]) -> str | None:
@@ -144,8 +151,11 @@ def judge(
     *,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
+    swap_order: bool = False,
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
+    with ``swap_order`` every rubric that compares a pair is judged in both orders
+    (``Rubric.swapped_order``): samples ``0..n-1`` as given, ``n..2n-1`` swapped.
     ``on_run`` hears the run's id before any call (a job shows it while it works).
     judgments that failed outside the judge's reply are tried again. A second process on
     the same run gets ``RunBusyError`` before any call (``judge.runs.run_lease``). A rubric
@@ -153,7 +163,7 @@ def judge(
     (``check_rubric_set``)."""
     with session_scope(engine) as session:
         check_rubric_set(session, generation_run_id, rubrics)
-    run_id = _judge_run_id(engine, generation_run_id, client, config, book, rubrics)
+    run_id = _judge_run_id(engine, generation_run_id, client, config, book, rubrics, swap_order)
     if on_run is not None:
         on_run(run_id)
     with run_lease(engine, "judge", run_id):
@@ -193,6 +203,7 @@ def _judge_run_id(
     config: JudgeConfig,
     book: PromptBook,
     rubrics: RubricSet,
+    swap_order: bool = False,
 ) -> int:
     """The id of the judge run for these settings, created if needed; two processes that
     create it at once both get the one row (the loser's insert hits the unique constraint)."""
@@ -200,7 +211,7 @@ def _judge_run_id(
         try:
             with session_scope(engine) as session:
                 jrun = get_or_create_judge_run(
-                    session, generation_run_id, client, config, book, rubrics
+                    session, generation_run_id, client, config, book, rubrics, swap_order
                 )
                 assert jrun.id is not None
                 return jrun.id
@@ -280,10 +291,14 @@ def _plan(session: Session, jrun: JudgeRun, rubrics: RubricSet) -> list[_Task]:
     ).all()
     todo: list[tuple[str, int, int]] = []  # (rubric, item, sample)
     retry: list[int] = []
+    both = {
+        name: bool(jrun.swap_order and rubrics[name].swapped_order)
+        for name in {n for _, stage in stages for n in rubrics.for_stage(stage)}
+    }
     for item_id, stage in stages:
         assert item_id is not None
         for name in rubrics.for_stage(stage):
-            for sample in range(jrun.samples):
+            for sample in range(jrun.samples * (2 if both[name] else 1)):
                 old = have.get((item_id, name, sample))
                 if old is not None:
                     jid, kind = old
@@ -329,7 +344,13 @@ def _plan(session: Session, jrun: JudgeRun, rubrics: RubricSet) -> list[_Task]:
             texts = None if missing else rubric.render_texts(fields[item_id], plain)
             rendered[(name, item_id)] = (texts, missing)
         texts, missing = rendered[(name, item_id)]
-        tasks.append(_Task(item_id, rubric, sample, texts, missing))
+        position = None
+        if both[name]:
+            position = "given" if sample < jrun.samples else "swapped"
+            exchanged = rubric.swapped_order
+            if position == "swapped" and texts is not None and exchanged is not None:
+                texts = [texts[i] for i in exchanged]
+        tasks.append(_Task(item_id, rubric, sample, texts, missing, position))
     return tasks
 
 
@@ -366,6 +387,9 @@ def _judge_one(
         "item_id": task.item_id,
         "rubric": task.rubric.name,
         "sample_index": task.sample_index,
+        "position": task.position,
+        "score_probs": None,
+        "expected_score": None,
         "template_version": book.template_version(task.rubric),
         "rubric_version": task.rubric.version,
         "rubric_hash": task.rubric.definition_hash,
@@ -381,7 +405,8 @@ def _judge_one(
         return _row(base, missing, [], prompt_hash="", cache_key=""), []
     prompt = book.judge_prompt(task.rubric, task.texts, variant=jrun.prompt_variant)
     call: dict[str, Any] = {
-        "sample_index": task.sample_index,
+        # Both orders of a pair share the sample's seed, so only the order differs.
+        "sample_index": task.sample_index % jrun.samples,
         "temperature": jrun.temperature,
         "max_tokens": jrun.max_tokens,
         "schema": grade_schema(task.rubric.scale),

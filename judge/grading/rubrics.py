@@ -89,6 +89,24 @@ class Rubric:
         return _answer_parts(self.texts)
 
     @property
+    def swapped_order(self) -> tuple[int, ...] | None:
+        """For a rubric that compares a pair (answer parts A and B), the order of its texts
+        with the pair's two sides exchanged; None for any other rubric.
+
+        A text belongs to side A when it reads ``answers[A]`` or an item field ending in
+        ``_a`` (``story_a``, ``question_a``), to side B likewise; other texts (the changed
+        factor) keep their place. Each text keeps its label, so the wording stays true in
+        either order: SBAS still judges ANSWER B against ANSWER A, now shown first.
+
+        >>> sbas = Rubric("X", "", "", "", ("l",), ("S3",), (("QUESTION A", "{item[question_a]}"),
+        ...     ("ANSWER A", "{answers[A]}"), ("QUESTION B", "{item[question_b]}"),
+        ...     ("ANSWER B", "{answers[B]}")))
+        >>> sbas.swapped_order
+        (2, 3, 0, 1)
+        """
+        return _swapped_order(self.texts)
+
+    @property
     def item_fields(self) -> tuple[str, ...]:
         """The item fields this rubric reads."""
         return tuple(sorted({key for space, key in _references(self.texts) if space == "item"}))
@@ -121,6 +139,30 @@ class Rubric:
 def _answer_parts(texts: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     # Cached: planning asks once per item, and parsing format strings is not free.
     return tuple(sorted({key for space, key in _references(texts) if space == "answers"}))
+
+
+@cache
+def _swapped_order(texts: tuple[tuple[str, str], ...]) -> tuple[int, ...] | None:
+    sides: list[str | None] = []
+    for pair in texts:
+        found = set()
+        for space, key in _references((pair,)):
+            if space == "answers" and key in ("A", "B"):
+                found.add(key)
+            elif space == "item" and key[-2:].lower() in ("_a", "_b"):
+                found.add(key[-1].upper())
+        if len(found) > 1:
+            return None  # one text shows both sides: no order to exchange
+        sides.append(found.pop() if found else None)
+    a = [i for i, side in enumerate(sides) if side == "A"]
+    b = [i for i, side in enumerate(sides) if side == "B"]
+    parts = _answer_parts(texts)
+    if not a or len(a) != len(b) or "A" not in parts or "B" not in parts:
+        return None
+    order = list(range(len(texts)))
+    for i, j in zip(a, b, strict=True):
+        order[i], order[j] = j, i
+    return tuple(order)
 
 
 def _references(texts: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:

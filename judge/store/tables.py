@@ -66,6 +66,12 @@ class CallCache(SQLModel, table=True):
     completion_tokens: int = 0
     latency_s: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
+    logprobs: list[dict[str, Any]] | None = Field(
+        default=None,
+        sa_column=Column(JSON),
+        description="The reply's token log-probabilities, when the call asked for them: one "
+        "{token, logprob, top: [[token, logprob], ...]} per token.",
+    )
 
 
 class GenerationRun(SQLModel, table=True):
@@ -90,6 +96,18 @@ class GenerationRun(SQLModel, table=True):
     )
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+    derived_from: int | None = Field(
+        default=None,
+        index=True,
+        description="The generation run whose answers this run's answers are copies of (a "
+        "counterfactual copy with sensitive words swapped); None for a run of its own.",
+    )
+    derivation: dict[str, Any] | None = Field(
+        default=None,
+        sa_column=Column(JSON),
+        description="How the copy was made: kind, swap kinds, the swap list's sha256, the "
+        "items copied and skipped (see judge.grading.counterfactual_runs).",
+    )
 
 
 class Response(SQLModel, table=True):
@@ -147,6 +165,10 @@ class JudgeRun(SQLModel, table=True):
     )
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+    swap_order: bool = Field(
+        default=False,
+        description="The pairwise rubrics were judged with their two texts in both orders.",
+    )
 
 
 class Judgment(SQLModel, table=True):
@@ -181,6 +203,20 @@ class Judgment(SQLModel, table=True):
     calls: int = Field(default=1, description="Model calls made: 1, or 2 after a repair.")
     cache_key: str
     created_at: datetime = Field(default_factory=utcnow)
+    position: str | None = Field(
+        default=None,
+        description="In a run judged in both orders: 'given' (the texts in the rubric's "
+        "order) or 'swapped'; None for a rubric that compares no pair.",
+    )
+    score_probs: dict[str, float] | None = Field(
+        default=None,
+        sa_column=Column(JSON),
+        description="With --aggregation logprob: the probability of each score level, "
+        "read from the score token's log-probabilities.",
+    )
+    expected_score: float | None = Field(
+        default=None, description="With --aggregation logprob: sum of p(level) x level."
+    )
 
 
 class HumanRating(SQLModel, table=True):

@@ -24,6 +24,7 @@ from server.cli import (
     dataset,
     db,
     export,
+    judge_audit,
     keys,
     labelstudio,
     model,
@@ -123,6 +124,7 @@ cli.add_command(rubrics.rubrics)
 cli.add_command(keys.keys)
 cli.add_command(db.db)
 cli.add_command(audit.audit)
+cli.add_command(judge_audit.judge_audit)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 

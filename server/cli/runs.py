@@ -97,6 +97,12 @@ def generate(
     help="Rubrics to apply: registered (see `rubrics add`) or built-in names, comma-separated "
     "(default: fairmonitor, the built-in set). Another set is another judge run.",
 )
+@click.option(
+    "--swap-order",
+    is_flag=True,
+    help="Judge every pair (TCS, PCS, ETCS, SBAS) in both orders, to measure order bias; "
+    "item scores then combine both orders. Another judge run.",
+)
 @allow_failures_option
 @json_option
 @click.pass_obj
@@ -109,6 +115,7 @@ def judge(
     samples: int | None,
     aggregation: str | None,
     rubric_set: str | None,
+    swap_order: bool,
     allow_failures: bool,
     as_json: bool,
 ) -> None:
@@ -127,7 +134,9 @@ def judge(
     )
     engine = ctx.engine(settings)
     with progress_bar("judging", as_json) as bar:
-        summary = services.judge(engine, settings, run_id, rubric_set=rubric_set, progress=bar)
+        summary = services.judge(
+            engine, settings, run_id, rubric_set=rubric_set, swap_order=swap_order, progress=bar
+        )
     emit(asdict(summary), as_json, lambda _: out().print(services.summary_line("judge", summary)))
     _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
 

@@ -160,9 +160,10 @@ def test_reliability_from_the_store_matches_direct_computation(
     assert isinstance(plot, AgreementPlot) and sorted(plot.judge) == sorted(jx.tolist())
     report = Report(base.title, base.intro, [*base.sections, section])
     html = write_report(report, tmp_path / "report")["html"].read_text()
-    # One PNG per figure: the score box plot of the metrics section and the agreement plot.
+    # One PNG per figure: the score box plot of the metrics section, the judge diagnostics'
+    # length chart and the agreement plot.
     figures = sum(len(s.figures) for s in report.sections)
-    assert "Judge reliability" in html and html.count("data:image/png;base64,") == figures == 2
+    assert "Judge reliability" in html and html.count("data:image/png;base64,") == figures == 3
 
 
 def test_agreement_cli_on_a_run(

@@ -1,0 +1,434 @@
+"""The judge's own biases, read from stored judgments (nothing here calls a model).
+
+- ``counterfactual``: the judge run's scores beside the scores the same settings gave a
+  counterfactual copy of the answers (``judge.trust.copies``), paired per item and rubric.
+- ``order``: in a run judged in both orders, each pair's score as given beside its score with
+  the two texts exchanged, paired per item, rubric and sample.
+- ``length``: per rubric, Spearman's correlation between the answer's length in words and
+  the judge's score, beside the same correlation for human ratings where people rated.
+- ``self_preference``: whether the judge model is the model under test.
+
+Paired shifts use ``judge.stats.tests.paired_shift`` (share changed, mean difference with a
+bootstrap CI, Wilcoxon signed-rank). A rubric is *flagged* when its mean shift's CI excludes 0
+and the mean's size exceeds the tolerance (default 0: any shift the CI says is real).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from sqlalchemy import select as columns
+from sqlmodel import Session, col, select
+
+from judge.metrics import aggregate
+from judge.stats.tests import PairedShift, paired_shift
+from judge.store.queries import get_generation_run, get_judge_run
+from judge.store.tables import GenerationRun, HumanRating, Item, JudgeRun, Judgment, Response
+from judge.trust.copies import Copy, _copy_of, find_copies
+
+LEVEL = 0.95
+N_BOOTSTRAP = 2000
+TOP_MOVES = 5
+"""Items shown per rubric with the largest counterfactual moves."""
+_WORD = re.compile(r"\S+")
+
+
+def flagged(shift: PairedShift, tolerance: float) -> bool:
+    """Whether a shift is beyond the user's tolerance: its CI excludes 0 and the mean's size
+    exceeds ``tolerance``."""
+    return bool(shift.tested and shift.ci_excludes_zero and abs(shift.mean_difference) > tolerance)
+
+
+@dataclass(frozen=True)
+class Move:
+    """One item whose counterfactual score moved: both scores and both answers."""
+
+    item_key: str
+    rubric: str
+    before: float
+    after: float
+    swaps: list[str]
+    original: dict[str, str]
+    swapped: dict[str, str]
+
+
+@dataclass(frozen=True)
+class RubricShift:
+    """One rubric's paired comparison: the shift, pairs left out because a side has no
+    score, whether it is flagged, and (counterfactual) the largest moves."""
+
+    rubric: str
+    shift: PairedShift
+    unpaired: int
+    flagged: bool
+    moves: list[Move] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.shift
+        return {
+            "rubric": self.rubric,
+            "pairs": s.n,
+            "changed": s.changed,
+            "share_changed": _finite(s.share_changed),
+            "mean_difference": _finite(s.mean_difference),
+            "ci_low": _finite(s.ci_low),
+            "ci_high": _finite(s.ci_high),
+            "level": s.level,
+            "wilcoxon_statistic": _finite(s.wilcoxon_statistic),
+            "p_value": _finite(s.p_value),
+            "tested": s.tested,
+            "reason": s.reason,
+            "unpaired": self.unpaired,
+            "flagged": self.flagged,
+            "largest_moves": [m.__dict__ for m in self.moves],
+        }
+
+
+@dataclass(frozen=True)
+class CounterfactualResult:
+    judge_run_id: int
+    copy: Copy
+    copy_judge_run_id: int | None  # None: the copy has not been judged with these settings
+    status: str | None  # the copy's judge run status
+    tolerance: float
+    rubrics: list[RubricShift]
+
+    @property
+    def flagged(self) -> list[str]:
+        return [r.rubric for r in self.rubrics if r.flagged]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "judge_run_id": self.judge_run_id,
+            "copy_run_id": self.copy.run_id,
+            "copy_judge_run_id": self.copy_judge_run_id,
+            "copy_judge_status": self.status,
+            "swap_kinds": list(self.copy.swap_kinds),
+            "items_copied": self.copy.items_copied,
+            "items_skipped": self.copy.items_skipped,
+            "swaps": self.copy.swaps,
+            "tolerance": self.tolerance,
+            "flagged": self.flagged,
+            "rubrics": [r.to_json() for r in self.rubrics],
+        }
+
+
+def _finite(x: float) -> float | None:
+    return None if x != x or x in (float("inf"), float("-inf")) else float(x)
+
+
+def copy_judge_run(session: Session, jrun: JudgeRun, copy_run_id: int) -> JudgeRun | None:
+    """The judge run that judged a copy with exactly the original run's settings."""
+    return session.exec(
+        select(JudgeRun).where(
+            JudgeRun.generation_run_id == copy_run_id, JudgeRun.config_hash == jrun.config_hash
+        )
+    ).first()
+
+
+def _scores(session: Session, judge_run_id: int, how: str) -> dict[tuple[int, str], float | None]:
+    """(item, rubric) -> the combined score of its samples (None: no sample scored)."""
+    samples: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for item_id, rubric, status, score in session.execute(
+        columns(
+            col(Judgment.item_id), col(Judgment.rubric), col(Judgment.status), col(Judgment.score)
+        ).where(col(Judgment.judge_run_id) == judge_run_id)
+    ):
+        bucket = samples[(item_id, rubric)]
+        if status == "scored" and score is not None:
+            bucket.append(score)
+    return {key: aggregate(v, _how(how)) for key, v in samples.items()}
+
+
+def _how(aggregation: str) -> str:
+    return aggregation if aggregation in ("mean", "majority") else "mean"
+
+
+def counterfactual(
+    session: Session,
+    judge_run_id: int,
+    *,
+    copy_run_id: int | None = None,
+    tolerance: float = 0.0,
+    level: float = LEVEL,
+    n_bootstrap: int = N_BOOTSTRAP,
+    top: int = TOP_MOVES,
+) -> list[CounterfactualResult]:
+    """The counterfactual comparison of every copy of a judge run (or of one copy)."""
+    jrun = get_judge_run(session, judge_run_id)
+    copies = [c for c in find_copies(session, judge_run_id) if copy_run_id in (None, c.id)]
+    results = []
+    before = _scores(session, judge_run_id, jrun.aggregation)
+    for copy_run in copies:
+        copy = _copy_of(copy_run, created=False)
+        judged = copy_judge_run(session, jrun, copy.run_id)
+        rubrics: list[RubricShift] = []
+        if judged is not None and judged.id is not None:
+            after = _scores(session, judged.id, jrun.aggregation)
+            rubrics = _compare(
+                session, jrun, copy.run_id, before, after, tolerance, level, n_bootstrap, top
+            )
+        results.append(
+            CounterfactualResult(
+                judge_run_id,
+                copy,
+                judged.id if judged is not None else None,
+                judged.status if judged is not None else None,
+                tolerance,
+                rubrics,
+            )
+        )
+    return results
+
+
+def _compare(
+    session: Session,
+    jrun: JudgeRun,
+    copy_run_id: int,
+    before: dict[tuple[int, str], float | None],
+    after: dict[tuple[int, str], float | None],
+    tolerance: float,
+    level: float,
+    n_bootstrap: int,
+    top: int,
+) -> list[RubricShift]:
+    by_rubric: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+    unpaired: dict[str, int] = defaultdict(int)
+    for (item_id, rubric), new in after.items():
+        old = before.get((item_id, rubric))
+        if old is None or new is None:
+            unpaired[rubric] += 1
+        else:
+            by_rubric[rubric].append((item_id, old, new))
+    out = []
+    for rubric in sorted(set(by_rubric) | set(unpaired)):
+        pairs = by_rubric.get(rubric, [])
+        shift = paired_shift(
+            [p[1] for p in pairs], [p[2] for p in pairs], level=level, n_bootstrap=n_bootstrap
+        )
+        moved = sorted((p for p in pairs if p[2] != p[1]), key=lambda p: (-abs(p[2] - p[1]), p[0]))
+        moves = _moves(session, jrun.generation_run_id, copy_run_id, rubric, moved[:top])
+        out.append(
+            RubricShift(rubric, shift, unpaired.get(rubric, 0), flagged(shift, tolerance), moves)
+        )
+    return out
+
+
+def _moves(
+    session: Session,
+    run_id: int,
+    copy_run_id: int,
+    rubric: str,
+    moved: Sequence[tuple[int, float, float]],
+) -> list[Move]:
+    if not moved:
+        return []
+    ids = [p[0] for p in moved]
+    keys = dict(
+        session.execute(columns(col(Item.id), col(Item.key)).where(col(Item.id).in_(ids))).all()
+    )
+    texts: dict[tuple[int, int], dict[str, str]] = defaultdict(dict)
+    swaps: dict[int, list[str]] = defaultdict(list)
+    for rid, item_id, part, raw, extra in session.execute(
+        columns(
+            col(Response.run_id), col(Response.item_id), col(Response.part),
+            col(Response.raw_text), col(Response.extra),
+        ).where(col(Response.run_id).in_([run_id, copy_run_id]), col(Response.item_id).in_(ids))
+    ):  # fmt: skip
+        texts[(rid, item_id)][part] = raw or ""
+        if rid == copy_run_id:
+            for before, after, n in (extra or {}).get("swapped", []):
+                swaps[item_id].append(f"{before} -> {after}" + (f" (x{n})" if n > 1 else ""))
+    return [
+        Move(keys[i], rubric, old, new, swaps[i], texts[(run_id, i)], texts[(copy_run_id, i)])
+        for i, old, new in moved
+    ]
+
+
+@dataclass(frozen=True)
+class OrderResult:
+    judge_run_id: int
+    tolerance: float
+    rubrics: list[RubricShift]
+
+    @property
+    def flagged(self) -> list[str]:
+        return [r.rubric for r in self.rubrics if r.flagged]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "judge_run_id": self.judge_run_id,
+            "tolerance": self.tolerance,
+            "flagged": self.flagged,
+            "rubrics": [r.to_json() for r in self.rubrics],
+        }
+
+
+def order(
+    session: Session,
+    judge_run_id: int,
+    *,
+    tolerance: float = 0.0,
+    level: float = LEVEL,
+    n_bootstrap: int = N_BOOTSTRAP,
+) -> OrderResult | None:
+    """Scores as given beside scores with the pair's texts exchanged (swapped minus given),
+    per rubric; None for a run not judged in both orders."""
+    jrun = get_judge_run(session, judge_run_id)
+    if not jrun.swap_order:
+        return None
+    given: dict[tuple[str, int, int], int | None] = {}
+    swapped: dict[tuple[str, int, int], int | None] = {}
+    for item_id, rubric, sample, position, status, score in session.execute(
+        columns(
+            col(Judgment.item_id), col(Judgment.rubric), col(Judgment.sample_index),
+            col(Judgment.position), col(Judgment.status), col(Judgment.score),
+        ).where(col(Judgment.judge_run_id) == judge_run_id, col(Judgment.position).is_not(None))
+    ):  # fmt: skip
+        value = score if status == "scored" else None
+        if position == "given":
+            given[(rubric, item_id, sample)] = value
+        else:
+            swapped[(rubric, item_id, sample - jrun.samples)] = value
+    rubrics = []
+    for rubric in sorted({k[0] for k in given} | {k[0] for k in swapped}):
+        keys = sorted({k for k in given if k[0] == rubric} | {k for k in swapped if k[0] == rubric})
+        pairs = [(given.get(k), swapped.get(k)) for k in keys]
+        both = [(a, b) for a, b in pairs if a is not None and b is not None]
+        shift = paired_shift(
+            [a for a, _ in both], [b for _, b in both], level=level, n_bootstrap=n_bootstrap
+        )
+        rubrics.append(
+            RubricShift(rubric, shift, len(pairs) - len(both), flagged(shift, tolerance))
+        )
+    return OrderResult(judge_run_id, tolerance, rubrics)
+
+
+@dataclass(frozen=True)
+class LengthRow:
+    """One rubric: Spearman's rho between answer length (words) and score, for the judge on
+    every scored item and, where people rated, for the judge and the people on the items both
+    rated, with a bootstrap CI of (judge rho - human rho) on those items. ``flagged``: the
+    judge rewards length more than the people do (that CI lies above 0)."""
+
+    rubric: str
+    n: int
+    rho: float | None
+    p_value: float | None
+    n_rated: int
+    rho_judge_rated: float | None
+    rho_human: float | None
+    difference_low: float | None
+    difference_high: float | None
+    flagged: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def answer_lengths(session: Session, generation_run_id: int) -> dict[int, int]:
+    """Item -> words in its answers (every part: a rubric reads all of its stage's parts)."""
+    lengths: dict[int, int] = defaultdict(int)
+    for item_id, raw in session.execute(
+        columns(col(Response.item_id), col(Response.raw_text)).where(
+            col(Response.run_id) == generation_run_id
+        )
+    ):
+        lengths[item_id] += len(_WORD.findall(raw or ""))
+    return dict(lengths)
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None]:
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return None, None
+    r = stats.spearmanr(x, y)
+    return _finite(float(r.statistic)), _finite(float(r.pvalue))
+
+
+def length(
+    session: Session, judge_run_id: int, *, level: float = LEVEL, n_bootstrap: int = N_BOOTSTRAP
+) -> list[LengthRow]:
+    jrun = get_judge_run(session, judge_run_id)
+    lengths = answer_lengths(session, jrun.generation_run_id)
+    scores = _scores(session, judge_run_id, jrun.aggregation)
+    human: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for item_id, rubric, score in session.execute(
+        columns(col(HumanRating.item_id), col(HumanRating.rubric), col(HumanRating.score)).where(
+            col(HumanRating.generation_run_id) == jrun.generation_run_id,
+            col(HumanRating.withdrawn_at).is_(None),
+        )
+    ):
+        human[(item_id, rubric)].append(score)
+    rows = []
+    for rubric in sorted({r for _, r in scores}):
+        judged = [
+            (lengths.get(i, 0), s) for (i, r), s in scores.items() if r == rubric and s is not None
+        ]
+        rho, p = _spearman([a for a, _ in judged], [b for _, b in judged])
+        rated = [
+            (lengths.get(i, 0), s, float(np.mean(human[(i, r)])))
+            for (i, r), s in scores.items()
+            if r == rubric and s is not None and human.get((i, r))
+        ]
+        x = [a for a, _, _ in rated]
+        rho_j, _ = _spearman(x, [b for _, b, _ in rated])
+        rho_h, _ = _spearman(x, [c for _, _, c in rated])
+        low = high = None
+        if rho_j is not None and rho_h is not None:
+            low, high = _difference_ci(rated, level, n_bootstrap)
+        rows.append(
+            LengthRow(
+                rubric, len(judged), rho, p, len(rated), rho_j, rho_h, low, high,
+                bool(low is not None and low > 0),
+            )
+        )  # fmt: skip
+    return rows
+
+
+def _difference_ci(
+    rated: list[tuple[int, float, float]], level: float, n_bootstrap: int
+) -> tuple[float | None, float | None]:
+    """Percentile bootstrap CI (items resampled with replacement) of rho(length, judge) -
+    rho(length, human), Spearman's rho as Pearson's r of the ranks (ties get their mean
+    rank, as in ``scipy.stats.spearmanr``), for all resamples at once."""
+    data = np.asarray(rated, dtype=float)
+
+    def statistic(index: np.ndarray, axis: int = -1) -> np.ndarray:
+        rows = data[index.astype(int)]  # (..., n, 3)
+        ranks = stats.rankdata(rows, axis=-2)
+        centred = ranks - ranks.mean(axis=-2, keepdims=True)
+        norm = np.sqrt((centred**2).sum(axis=-2))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            judge = (centred[..., 0] * centred[..., 1]).sum(axis=-1) / (norm[..., 0] * norm[..., 1])
+            human = (centred[..., 0] * centred[..., 2]).sum(axis=-1) / (norm[..., 0] * norm[..., 2])
+        return np.asarray(judge - human)
+
+    rng = np.random.default_rng(0)
+    draws = statistic(rng.integers(0, len(data), size=(n_bootstrap, len(data))))
+    # A resample whose lengths or scores are all equal has no correlation: left out (with
+    # 8 items about 1 in 200 resamples; with the usual 30+ rated items, none).
+    kept = draws[np.isfinite(draws)]
+    if kept.size < n_bootstrap / 2:
+        return None, None
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(kept, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def self_preference(session: Session, judge_run_id: int) -> str | None:
+    """A line saying the judge model is the model under test (None when it is not). For a
+    counterfactual copy, the model under test is the original run's."""
+    jrun = get_judge_run(session, judge_run_id)
+    run: GenerationRun = get_generation_run(session, jrun.generation_run_id)
+    if jrun.model.strip().casefold() != run.model.strip().casefold():
+        return None
+    return (
+        f"Self-preference risk: the judge model ({jrun.model}) is the model under test; a "
+        "judge may favour its own model's writing, so read its scores with care."
+    )

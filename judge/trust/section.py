@@ -1,0 +1,259 @@
+"""The "Judge diagnostics" section of a judge run's report, and the short list of flags the
+reliability table shows beside agreement with humans."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlmodel import Session
+
+from judge.reports.sections import BarChart, Figure, Section, Table
+from judge.stats.tests import PairedShift
+from judge.store.queries import get_judge_run
+from judge.trust import diagnostics
+from judge.trust.diagnostics import CounterfactualResult, LengthRow, OrderResult, RubricShift
+
+SECTION_TITLE = "Judge diagnostics"
+TEXT_SHOWN = 600
+"""Characters of each answer shown beside its counterfactual (the JSON keeps them whole)."""
+
+
+def _num(x: float | None, p_value: bool = False) -> str:
+    if x is None or x != x:
+        return "n/a"
+    return f"{x:.3g}" if p_value else f"{x:+.2f}"
+
+
+def shift_cells(s: PairedShift) -> list[str]:
+    """pairs, share changed, mean difference [CI], Wilcoxon p."""
+    if not s.n:
+        return ["0", "n/a", "n/a", "n/a"]
+    mean = f"{s.mean_difference:+.2f}"
+    if s.ci_low == s.ci_low and s.ci_high == s.ci_high:
+        mean += f" [{s.ci_low:+.2f}, {s.ci_high:+.2f}]"
+    p = f"{s.p_value:.3g}" if s.tested else f"not tested ({s.reason})"
+    return [str(s.n), f"{s.share_changed:.0%}", mean, p]
+
+
+def _flag(r: RubricShift) -> str:
+    return "FLAGGED" if r.flagged else ""
+
+
+def _shift_bars(title: str, rows: list[RubricShift], prefix: str = "") -> BarChart:
+    return BarChart(
+        title,
+        [
+            (
+                prefix + r.rubric,
+                r.shift.mean_difference,
+                _finite(r.shift.ci_low),
+                _finite(r.shift.ci_high),
+            )
+            for r in rows
+            if r.shift.n
+        ],
+        "mean score difference",
+        reference=0.0,
+    )
+
+
+def _finite(x: float) -> float | None:
+    return None if x != x else x
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= TEXT_SHOWN else text[:TEXT_SHOWN] + " [...]"
+
+
+def _answers(texts: dict[str, str]) -> str:
+    if list(texts) == ["answer"]:
+        return _short(texts["answer"])
+    return "\n".join(f"{part}: {_short(text)}" for part, text in sorted(texts.items()))
+
+
+def counterfactual_tables(results: list[CounterfactualResult]) -> list[Table]:
+    """The shift per copy and rubric, and the largest moves with both answers."""
+    head = ["swaps", "rubric", "pairs", "score changed", "mean change [95 % CI]", "Wilcoxon p"]
+    head += ["unpaired", "flag"]
+    rows, moves = [], []
+    notes = []
+    for result in results:
+        kinds = ", ".join(result.copy.swap_kinds)
+        if result.copy_judge_run_id is None or not result.rubrics:
+            notes.append(
+                f"The {kinds} copy (generation run {result.copy.run_id}) has not been judged "
+                "with this run's settings yet: run `fairjudge judge-audit counterfactual` again."
+            )
+            continue
+        for r in result.rubrics:
+            rows.append([kinds, r.rubric, *shift_cells(r.shift), str(r.unpaired), _flag(r)])
+            for m in r.moves:
+                moves.append(
+                    [m.rubric, m.item_key, f"{m.before:g} -> {m.after:g}", "; ".join(m.swaps),
+                     _answers(m.original), _answers(m.swapped)]
+                )  # fmt: skip
+        notes.append(
+            f"{kinds}: {result.copy.items_copied} items copied, {result.copy.items_skipped} "
+            f"skipped (nothing to swap); copy judged as judge run {result.copy_judge_run_id} "
+            f"({result.status})."
+        )
+    tables = [
+        Table("Counterfactual swaps: score change (copy minus original)", head, rows, notes, 2)
+    ]
+    if moves:
+        tables.append(
+            Table(
+                "Largest counterfactual moves",
+                ["rubric", "item", "score", "swapped", "original answer", "counterfactual answer"],
+                moves,
+                key_columns=2,
+            )
+        )
+    return tables
+
+
+def order_table(result: OrderResult) -> Table:
+    head = [
+        "rubric",
+        "pairs",
+        "score changed",
+        "mean change [95 % CI]",
+        "Wilcoxon p",
+        "unpaired",
+        "flag",
+    ]
+    rows = [[r.rubric, *shift_cells(r.shift), str(r.unpaired), _flag(r)] for r in result.rubrics]
+    return Table(
+        "Order (position) bias: score with the pair's texts exchanged minus as given",
+        head,
+        rows,
+        [
+            "This run judged every pair in both orders; its item scores (and the stage "
+            "metrics above) combine both orders."
+        ],
+    )
+
+
+def length_table(rows: list[LengthRow]) -> Table:
+    head = ["rubric", "n", "Spearman rho (length, judge)", "p", "n rated by people"]
+    head += ["rho judge (rated items)", "rho people", "judge minus people [95 % CI]", "flag"]
+    body = []
+    for r in rows:
+        diff = "n/a"
+        if r.difference_low is not None and r.difference_high is not None:
+            assert r.rho_judge_rated is not None and r.rho_human is not None
+            diff = (
+                f"{r.rho_judge_rated - r.rho_human:+.2f} "
+                f"[{r.difference_low:+.2f}, {r.difference_high:+.2f}]"
+            )
+        body.append(
+            [r.rubric, str(r.n), _num(r.rho), _num(r.p_value, p_value=True), str(r.n_rated),
+             _num(r.rho_judge_rated), _num(r.rho_human), diff, "FLAGGED" if r.flagged else ""]
+        )  # fmt: skip
+    return Table(
+        "Length: does the judge reward longer answers?",
+        head,
+        body,
+        [
+            "Length is the answer's words (both answers for a pair). Flagged when the judge's "
+            "correlation with length exceeds the people's on the items both rated (the CI of "
+            "the difference lies above 0)."
+        ],
+    )
+
+
+def diagnostics_section(session: Session, judge_run_id: int, *, tolerance: float = 0.0) -> Section:
+    """Self-preference, counterfactual copies, order and length for one judge run."""
+    get_judge_run(session, judge_run_id)  # a missing run is an error, not an empty section
+    notes: list[str] = []
+    selfpref = diagnostics.self_preference(session, judge_run_id)
+    if selfpref:
+        notes.append(selfpref)
+    tables: list[Table] = []
+    figures: list[Figure] = []
+    payload: dict[str, Any] = {"self_preference": selfpref is not None, "tolerance": tolerance}
+    results = diagnostics.counterfactual(session, judge_run_id, tolerance=tolerance)
+    payload["counterfactual"] = [r.to_json() for r in results]
+    if results:
+        tables += counterfactual_tables(results)
+        for r in results:
+            if r.rubrics:
+                figures.append(
+                    _shift_bars(
+                        f"Counterfactual ({', '.join(r.copy.swap_kinds)}): mean score change",
+                        r.rubrics,
+                    )
+                )
+    else:
+        notes.append(
+            "No counterfactual audit yet: `fairjudge judge-audit counterfactual --judge-run "
+            f"{judge_run_id} --swap all` judges a copy of the answers with names, gendered "
+            "words and group words swapped."
+        )
+    order = diagnostics.order(session, judge_run_id, tolerance=tolerance)
+    payload["order"] = order.to_json() if order else None
+    if order is not None:
+        tables.append(order_table(order))
+        figures.append(
+            _shift_bars("Order: mean score change when the pair is exchanged", order.rubrics)
+        )
+    else:
+        notes.append(
+            "Order bias not measured: judge with --swap-order to judge every pair in both orders."
+        )
+    lengths = diagnostics.length(session, judge_run_id)
+    payload["length"] = [r.to_json() for r in lengths]
+    if lengths:
+        tables.append(length_table(lengths))
+        bars: list[tuple[str, float, float | None, float | None]] = [
+            (r.rubric, r.rho, None, None) for r in lengths if r.rho is not None
+        ]
+        bars += [
+            (f"{r.rubric} people", r.rho_human, None, None)
+            for r in lengths
+            if r.rho_human is not None
+        ]
+        figures.append(
+            BarChart(
+                "Spearman rho between answer length and score",
+                bars,
+                "rho",
+                reference=0.0,
+            )
+        )
+    payload["flagged"] = flags(
+        session, judge_run_id, tolerance=tolerance, computed=(results, order, lengths)
+    )
+    return Section(SECTION_TITLE, "judge_diagnostics", payload, tables, figures, notes)
+
+
+def flags(
+    session: Session,
+    judge_run_id: int,
+    *,
+    tolerance: float = 0.0,
+    computed: tuple[Any, Any, Any] | None = None,
+) -> dict[str, list[str]]:
+    """Rubric -> the checks its judge failed ("counterfactual (names)", "order", "length");
+    the key "*" holds run-wide marks ("self-preference")."""
+    if computed is None:
+        computed = (
+            diagnostics.counterfactual(session, judge_run_id, tolerance=tolerance),
+            diagnostics.order(session, judge_run_id, tolerance=tolerance),
+            diagnostics.length(session, judge_run_id),
+        )
+    results, order, lengths = computed
+    out: dict[str, list[str]] = defaultdict(list)
+    if diagnostics.self_preference(session, judge_run_id):
+        out["*"].append("self-preference")
+    for r in results:
+        for rubric in r.flagged:
+            out[rubric].append(f"counterfactual ({', '.join(r.copy.swap_kinds)})")
+    if order is not None:
+        for rubric in order.flagged:
+            out[rubric].append("order")
+    for row in lengths:
+        if row.flagged:
+            out[row.rubric].append("length")
+    return dict(out)

@@ -1,0 +1,147 @@
+"""``fairjudge judge-audit``: checks on the judge itself. ``counterfactual`` judges a copy of a
+judge run's answers with sensitive words swapped and compares the scores; ``show`` prints a
+judge run's diagnostics (self-preference, counterfactual copies, order, length)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from server.cli.output import emit, err, json_option, out, progress_bar, report_table
+
+if TYPE_CHECKING:
+    from judge.reports.sections import Report
+    from server.cli import Context
+
+SWAP_CHOICES = ("names", "gender", "race", "all")
+
+judge_run_option = click.option(
+    "--judge-run", "judge_run_id", type=int, required=True, metavar="RUN",
+    help="The judge run to check (`fairjudge runs` lists them).",
+)  # fmt: skip
+tolerance_option = click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Flag a rubric whose mean score change exceeds this (and whose CI excludes 0).",
+)
+out_option = click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Also write report.html (tables and plots), report.json and CSV files here.",
+)
+
+
+@click.group("judge-audit")
+def judge_audit() -> None:
+    """Check the judge's own biases: counterfactual swaps, order, length, self-preference."""
+
+
+@judge_audit.command()
+@judge_run_option
+@click.option(
+    "--swap",
+    type=click.Choice(SWAP_CHOICES),
+    multiple=True,
+    required=True,
+    help="Words to swap: first names across groups, gendered words, group words, or all "
+    "(repeat the option for several).",
+)
+@click.option(
+    "--swaps",
+    "swaps_file",
+    type=click.Path(dir_okay=False),
+    help="A swap list of your own (KIND WORD WORD per line; default: the bundled "
+    "datasets/counterfactual_swaps.txt).",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N items with a swap.")
+@tolerance_option
+@click.option(
+    "--allow-failures",
+    is_flag=True,
+    help="Exit 0 even if some judgments of the copy failed (its status is printed).",
+)
+@out_option
+@json_option
+@click.pass_obj
+def counterfactual(
+    ctx: Context, judge_run_id: int, swap: tuple[str, ...], swaps_file: str | None,
+    limit: int | None, tolerance: float, allow_failures: bool, out_dir: str | None,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Judge a copy of RUN's answers with only sensitive words swapped, with RUN's own judge
+    and settings, and report per rubric how the scores moved (resumable)."""
+    from judge.errors import IncompleteError
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_judge_run
+    from server import services
+
+    settings = ctx.settings()
+    engine = ctx.engine(settings)
+    with progress_bar("judging the counterfactual copy", as_json) as bar:
+        done = services.counterfactual_audit(
+            engine, settings, judge_run_id, swap=swap, swaps_file=swaps_file, limit=limit,
+            progress=bar,
+        )  # fmt: skip
+    with session_scope(engine) as session:
+        report = services.diagnostics_report(session, judge_run_id, tolerance=tolerance)
+        copy_run = get_judge_run(session, done.judge_run_id)
+        status, detail = copy_run.status, copy_run.status_detail
+    extra = {
+        "copy": asdict(done.copy),
+        "copy_judge_run_id": done.judge_run_id,
+        "summary": asdict(done.summary),
+    }
+    _show(report, out_dir, as_json, extra)
+    if status == "incomplete":
+        line = f"the copy's judge run {done.judge_run_id} is incomplete: {detail}"
+        if not allow_failures:
+            raise IncompleteError(f"{line}; run the same command again to retry them")
+        (err() if as_json else out()).print(line, highlight=False, soft_wrap=True)
+
+
+@judge_audit.command()
+@judge_run_option
+@tolerance_option
+@out_option
+@json_option
+@click.pass_obj
+def show(
+    ctx: Context, judge_run_id: int, tolerance: float, out_dir: str | None, as_json: bool
+) -> None:
+    """RUN's judge diagnostics from the store (nothing is sent)."""
+    from judge.store.engine import session_scope
+    from server import services
+
+    with session_scope(ctx.engine()) as session:
+        report = services.diagnostics_report(session, judge_run_id, tolerance=tolerance)
+    _show(report, out_dir, as_json)
+
+
+def _show(
+    report: Report, out_dir: str | None, as_json: bool, extra: dict[str, Any] | None = None
+) -> None:
+    from rich.text import Text
+
+    from server.audits import finite
+
+    if out_dir is not None:
+        from judge.reports.render import write_report
+
+        written = write_report(report, out_dir)
+        err().print(f"wrote {len(written)} files to {out_dir}", highlight=False)
+    if as_json:
+        emit(finite({**(extra or {}), **report.to_json()}), True, lambda _: None)
+        return
+    console = out()
+    console.print(Text(report.intro), soft_wrap=True)
+    for section in report.sections:
+        for note in section.notes:
+            if note not in report.intro:
+                console.print(Text(note), soft_wrap=True)
+        for t in section.tables:
+            report_table(t, console=console, notes=True)

@@ -1,0 +1,69 @@
+"""``fairjudge judge --swap-order`` and ``fairjudge judge-audit`` through the real command
+line against the scripted stub, whose judge scores 2 when the judged answer names Latoya and
+4 otherwise (so the shift the audit must report is known by hand)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+from sqlmodel import select
+
+from judge.data.catalog import import_items
+from judge.data.responses import import_responses
+from judge.store.engine import session_scope
+from judge.store.tables import Item
+from tests.judge.trust.test_trust import by_name
+from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
+from tests.support.stub_openai import StubServer
+
+
+def fairjudge(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*FAIRJUDGE, "--config", str(config), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_counterfactual_audit_and_show_through_the_cli(
+    tmp_path: Path, db_url: str, engine: Engine
+) -> None:
+    with session_scope(engine) as session:
+        import_items(session, SAMPLE, "sample")
+        keys = sorted(session.exec(select(Item.key).where(Item.stage == "S1")).all())[:6]
+    texts = [f"Mary did the work for item {i}, and she did it well." for i in range(6)]
+    done = import_responses(
+        engine, "sample", [{"item_id": k, "part": "answer", "text": t} for k, t in zip(keys, texts)],
+        model="writer",
+    )  # fmt: skip
+    with StubServer(responder=by_name) as stub:
+        config = write_config(tmp_path / "f.toml", stub.base_url, db_url)
+        judged = fairjudge(config, "judge", str(done.generation_run_id), "--json")
+        assert judged.returncode == 0, judged.stderr
+        judge_run = json.loads(judged.stdout)["run_id"]
+        audit = fairjudge(
+            config, "judge-audit", "counterfactual", "--judge-run", str(judge_run),
+            "--swap", "names", "--swap", "gender", "--json", "--out", str(tmp_path / "rep"),
+        )  # fmt: skip
+        assert audit.returncode == 0, audit.stderr
+    data = json.loads(audit.stdout)
+    # 6 answers, each "Mary ... she" -> "Latoya ... he": 6 copied, none skipped
+    assert data["copy"]["items_copied"] == 6 and data["copy"]["items_skipped"] == 0
+    assert data["copy"]["swaps"] == {"Mary -> Latoya": 6, "she -> he": 6}
+    (result,) = data["judge_diagnostics"]["counterfactual"]
+    (ics,) = result["rubrics"]
+    # every score 4 -> 2 by the stub's rule: a shift of exactly -2 on 6 pairs, flagged
+    assert (ics["pairs"], ics["changed"], ics["mean_difference"]) == (6, 6, -2.0)
+    assert result["flagged"] == ["ICS"]
+    assert "Judge diagnostics" in (tmp_path / "rep" / "report.html").read_text()
+
+    shown = fairjudge(config, "judge-audit", "show", "--judge-run", str(judge_run))
+    assert shown.returncode == 0, shown.stderr
+    assert "Counterfactual swaps" in shown.stdout and "FLAGGED" in shown.stdout
+
+    missing = fairjudge(config, "judge-audit", "show", "--judge-run", "999")
+    assert missing.returncode != 0 and "999" in missing.stderr
+    bad = fairjudge(config, "judge-audit", "counterfactual", "--judge-run", str(judge_run),
+                    "--swap", "names", "--swaps", str(tmp_path / "nope.txt"))  # fmt: skip
+    assert bad.returncode != 0 and "nope.txt" in bad.stderr
