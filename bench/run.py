@@ -22,6 +22,9 @@
     audit's 168,000 answers from a local stub, a whole process: wall time (<= 60 s) and
     peak RSS (<= 1 GB); then the same 168,000 prompts sent by ``audit names run`` to the stub
     and ``audit show`` of the stored run, timed the same way.
+11. Judge trust (bench/trust.py): ``fairjudge judge-audit counterfactual`` on 2,000 judged
+    answers against the stub (200 ms, concurrency 32), a whole command: ratio to the ideal
+    (>= 0.9).
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -49,6 +52,7 @@ from bench import wire
 from bench.audits import bench_audits
 from bench.labelstudio import bench_labelstudio
 from bench.server import bench_server
+from bench.trust import bench_trust
 from judge.config import EmbeddedConfig, Settings
 from judge.data.catalog import import_items
 from judge.models.embedded import EmbeddedServer
@@ -270,6 +274,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "labelstudio": lambda tmp: bench_labelstudio(tmp, LABELSTUDIO_VENV),
     "server": bench_server,
     "audits": bench_audits,
+    "trust": bench_trust,
 }
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from judge.errors import InvalidInputError
@@ -136,16 +137,25 @@ def _table(swaps: Sequence[Swap]) -> dict[str, str]:
     return table
 
 
+@lru_cache(maxsize=16)
+def _compiled(swaps: tuple[Swap, ...]) -> tuple[dict[str, str], re.Pattern[str] | None]:
+    """The swap table and its pattern, built once per list (a copy swaps thousands of
+    answers with the same pairs)."""
+    table = _table(swaps)
+    if not table:
+        return table, None
+    alternatives = "|".join(re.escape(w) for w in sorted(table, key=len, reverse=True))
+    return table, re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])")
+
+
 def swap_text(text: str, swaps: Sequence[Swap]) -> Swapped:
     """``text`` with every pair swapped both ways, whole words only ("the" stays "the", "Mary"
     inside "Maryland" stays), case forms kept ("He" -> "She", "HIS" -> "HER"), possessives
     followed ("Mary's" -> "Latoya's"). ``changes`` lists what was swapped, in order of first
     occurrence."""
-    table = _table(swaps)
-    if not table:
+    table, pattern = _compiled(tuple(swaps))
+    if pattern is None:
         return Swapped(text, ())
-    alternatives = "|".join(re.escape(w) for w in sorted(table, key=len, reverse=True))
-    pattern = re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])")
     counts: dict[tuple[str, str], int] = {}
 
     def replace(match: re.Match[str]) -> str:

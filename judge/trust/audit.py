@@ -9,6 +9,8 @@ judges, so the audit is refused with the reason.
 
 from __future__ import annotations
 
+import importlib
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -93,6 +95,10 @@ def run_counterfactual(
         config = check_same_judge(jrun, client, book, rubrics)
         swap_order = jrun.swap_order
     copy = make_copy(engine, judge_run_id, kinds, swaps, limit=limit)
+    # The comparison needs scipy.stats (over a second to import on 2 cores): import it on a
+    # thread while the calls wait on the network, not after them.
+    warm = threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True)
+    warm.start()
     summary = judging.judge(
         engine, client, book, rubrics, config, copy.run_id, progress=progress,
         swap_order=swap_order,

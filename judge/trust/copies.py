@@ -129,12 +129,12 @@ def make_copy(
                 "pick a run that scored some answers (`fairjudge runs`)"
             )
         source = get_generation_run(session, jrun.generation_run_id)
-        answers: dict[int, list[Response]] = {}
-        for response in session.exec(
-            select(Response)
-            .where(Response.run_id == source.id)
+        answers: dict[int, list[Any]] = {}
+        for response in session.execute(
+            columns(*(col(getattr(Response, name)) for name in _COPIED))
+            .where(col(Response.run_id) == source.id)
             .order_by(col(Response.item_id), col(Response.part))
-        ):
+        ):  # plain rows, not ORM objects: a run has tens of thousands of answers
             answers.setdefault(response.item_id, []).append(response)
         rows: list[dict[str, Any]] = []
         counts: Counter[str] = Counter()
@@ -181,11 +181,14 @@ def make_copy(
         session.flush()
         for row in rows:
             row["run_id"] = run.id
-        session.execute(insert(Response), rows)
+        session.connection().execute(insert(Response.__table__), rows)  # type: ignore[attr-defined]
         return _copy_of(run, created=True)
 
 
-def _row(response: Response, swapped: Any) -> dict[str, Any]:
+_COPIED = ("id", "item_id", "part", "prompt", "raw_text", "flag", "error", "finish_reason")
+
+
+def _row(response: Any, swapped: Any) -> dict[str, Any]:
     """The copied answer: the same row with the swapped text and no call of its own."""
     return {
         "item_id": response.item_id,
