@@ -71,6 +71,28 @@ class EndpointConfig(_Strict):
         description="Refuse to run when /models does not list `model` (some servers silently "
         "answer with another model).",
     )
+    input_price_per_mtok: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Price of one million prompt (input) tokens, in your currency; with "
+        "`output_price_per_mtok` it gives runs a cost and lets `--max-cost` stop them "
+        "(unset = cost unknown).",
+    )
+    output_price_per_mtok: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Price of one million completion (output) tokens, in the same currency "
+        "as `input_price_per_mtok` (unset = cost unknown).",
+    )
+    batch_discount: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="Share taken off both prices for calls sent through the provider's batch "
+        "API (0.5 = half price; 0 = no discount); must be below 1.",
+    )
 
     @field_validator("base_url")
     @classmethod

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from annotation.labelstudio.client import LabelStudioClient
     from annotation.labelstudio.service import LabelStudioService
     from judge.config import Settings
+    from judge.costs import Prices
     from judge.data.catalog import ImportSummary
     from judge.grading.registry import RegisteredRubric
     from judge.grading.rubrics import RubricSet
@@ -158,7 +159,23 @@ def judge(
     )
 
 
-def full_report(session: Session, judge_run_id: int, *, with_reliability: bool = True) -> Report:
+def run_prices(settings: Settings | None, endpoint: str) -> Prices | None:
+    """The prices of a run's judge endpoint as the config gives them now (None without a
+    config, an endpoint of that name, or prices)."""
+    from judge.costs import Prices
+
+    if settings is None or endpoint not in settings.endpoints:
+        return None
+    return Prices.of(settings.endpoints[endpoint])
+
+
+def full_report(
+    session: Session,
+    judge_run_id: int,
+    *,
+    with_reliability: bool = True,
+    settings: Settings | None = None,
+) -> Report:
     """The one report of a judge run, used by the CLI, the API and the demo: stage metrics,
     the judge's self-consistency (several samples), its reliability (human ratings) and the
     browser of every judged item."""
@@ -181,7 +198,8 @@ def full_report(session: Session, judge_run_id: int, *, with_reliability: bool =
         reliability = reliability_section(session, judge_run_id)
         if reliability is not None:
             sections.append(reliability)
-    sections.append(diagnostics_section(session, judge_run_id))
+    prices = run_prices(settings, jrun.endpoint_name)
+    sections.append(diagnostics_section(session, judge_run_id, prices=prices))
     sections.append(item_browser_section(session, judge_run_id))
     return Report(
         title=f"FairJudge report: {grun.model} (judge run {judge_run_id})",
@@ -244,19 +262,27 @@ def counterfactual_audit(
     )  # fmt: skip
 
 
-def diagnostics_report(session: Session, judge_run_id: int, *, tolerance: float = 0.0) -> Report:
+def diagnostics_report(
+    session: Session,
+    judge_run_id: int,
+    *,
+    tolerance: float = 0.0,
+    settings: Settings | None = None,
+) -> Report:
     """The "judge diagnostics" of one judge run alone (``judge-audit show``)."""
     from judge.reports.sections import Report
     from judge.store.queries import get_judge_run
     from judge.trust.section import diagnostics_section
 
     jrun = get_judge_run(session, judge_run_id)
-    section = diagnostics_section(session, judge_run_id, tolerance=tolerance)
+    prices = run_prices(settings, jrun.endpoint_name)
+    section = diagnostics_section(session, judge_run_id, tolerance=tolerance, prices=prices)
     return Report(
         title=f"FairJudge judge diagnostics: judge run {judge_run_id} ({jrun.model})",
         intro=(section.notes[0] + " " if section.payload["self_preference"] else "")
         + f"Checks of the judge {jrun.model} ({jrun.prompt_variant} prompt, temperature "
-        f"{jrun.temperature:g}) on its own biases: counterfactual swaps, order and length.",
+        f"{jrun.temperature:g}) on its own biases (counterfactual swaps, order, length) and "
+        "what it cost.",
         sections=[section],
     )
 
@@ -526,7 +552,7 @@ def demo(
             said.append(summary_line("judge", jud))
         with steps.step("report", f"writing the report to {out_dir}") as said:
             with session_scope(engine) as session:
-                report = full_report(session, jud.run_id)
+                report = full_report(session, jud.run_id, settings=settings)
             written = write_report(report, out_dir)
             said.append(f"wrote {len(written)} files")
         return DemoResult(

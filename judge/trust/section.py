@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from judge.costs import Prices, RunCost, Usage, judge_run_cost
 from judge.reports.sections import BarChart, Figure, Section, Table
 from judge.stats.tests import PairedShift
 from judge.store.queries import get_judge_run
@@ -163,8 +164,29 @@ def length_table(rows: list[LengthRow]) -> Table:
     )
 
 
-def diagnostics_section(session: Session, judge_run_id: int, *, tolerance: float = 0.0) -> Section:
-    """Self-preference, counterfactual copies, order and length for one judge run."""
+def cost_table(run: RunCost) -> Table:
+    """Calls, tokens and cost per rubric and for the whole run."""
+
+    def cells(name: str, u: Usage) -> list[str]:
+        cost = "n/a" if u.cost is None else f"{u.cost:.4f}"
+        return [name, str(u.judgments), str(u.calls), f"{u.prompt_tokens:,}",
+                f"{u.completion_tokens:,}", cost]  # fmt: skip
+
+    rows = [cells(name, u) for name, u in run.by_rubric.items()]
+    rows.append(cells("all", run.total))
+    head = ["rubric", "judgments", "calls", "prompt tokens", "completion tokens", "cost"]
+    return Table(f"Tokens and cost ({run.endpoint}, {run.model})", head, rows, [run.note])
+
+
+def diagnostics_section(
+    session: Session,
+    judge_run_id: int,
+    *,
+    tolerance: float = 0.0,
+    prices: Prices | None = None,
+) -> Section:
+    """Self-preference, counterfactual copies, order, length and cost for one judge run
+    (cost in money only with ``prices``, the judge endpoint's)."""
     get_judge_run(session, judge_run_id)  # a missing run is an error, not an empty section
     notes: list[str] = []
     selfpref = diagnostics.self_preference(session, judge_run_id)
@@ -222,10 +244,14 @@ def diagnostics_section(session: Session, judge_run_id: int, *, tolerance: float
                 reference=0.0,
             )
         )
+    cost = judge_run_cost(session, judge_run_id, prices)
+    tables.append(cost_table(cost))
+    payload["cost"] = {k: v for k, v in cost.to_json().items() if k != "by_item"}
+    csv = {"cost_by_item.csv": [{"item": key, **u.to_json()} for key, u in cost.by_item.items()]}
     payload["flagged"] = flags(
         session, judge_run_id, tolerance=tolerance, computed=(results, order, lengths)
     )
-    return Section(SECTION_TITLE, "judge_diagnostics", payload, tables, figures, notes)
+    return Section(SECTION_TITLE, "judge_diagnostics", payload, tables, figures, notes, csv)
 
 
 def flags(

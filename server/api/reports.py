@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response
+from flask import Response, current_app
 
 from server import services
 from server.api import blueprint
@@ -14,10 +14,16 @@ from server.schemas import CsvQuery, RunPath
 bp = blueprint("reports", __name__, "reports")
 
 
+def _report(run_id: int) -> Any:
+    """The run's report, its cost at the prices the server's config gives its endpoint."""
+    settings = current_app.config["SETTINGS"]
+    return services.full_report(get_session(), run_id, settings=settings)
+
+
 @bp.get("/judge-runs/<int:run_id>/report.json")
 def report_json(path: RunPath) -> Any:
     """The report's data (what report.json holds)."""
-    return services.full_report(get_session(), path.run_id).to_json()
+    return _report(path.run_id).to_json()
 
 
 @bp.get("/judge-runs/<int:run_id>/report.html")
@@ -25,7 +31,7 @@ def report_html(path: RunPath) -> Any:
     """The report as one self-contained HTML page, plots included."""
     from judge.reports.render import html
 
-    return Response(html(services.full_report(get_session(), path.run_id)), mimetype="text/html")
+    return Response(html(_report(path.run_id)), mimetype="text/html")
 
 
 @bp.get("/judge-runs/<int:run_id>/report.csv")
@@ -33,7 +39,7 @@ def report_csv(path: RunPath, query: CsvQuery) -> Any:
     """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv)."""
     from judge.reports.render import csv_table
 
-    report = services.full_report(get_session(), path.run_id)
+    report = _report(path.run_id)
     name, text = csv_table(report, query.table)
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
     return Response(text, mimetype="text/csv", headers=headers)

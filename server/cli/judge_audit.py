@@ -88,7 +88,9 @@ def counterfactual(
             progress=bar,
         )  # fmt: skip
     with session_scope(engine) as session:
-        report = services.diagnostics_report(session, judge_run_id, tolerance=tolerance)
+        report = services.diagnostics_report(
+            session, judge_run_id, tolerance=tolerance, settings=settings
+        )
         copy_run = get_judge_run(session, done.judge_run_id)
         status, detail = copy_run.status, copy_run.status_detail
     extra = {
@@ -117,8 +119,11 @@ def show(
     from judge.store.engine import session_scope
     from server import services
 
-    with session_scope(ctx.engine()) as session:
-        report = services.diagnostics_report(session, judge_run_id, tolerance=tolerance)
+    settings = ctx.settings()
+    with session_scope(ctx.engine(settings)) as session:
+        report = services.diagnostics_report(
+            session, judge_run_id, tolerance=tolerance, settings=settings
+        )
     _show(report, out_dir, as_json)
 
 

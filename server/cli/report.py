@@ -56,8 +56,9 @@ def report(ctx: Context, run_id: int, out_dir: str, as_json: bool) -> None:
     from judge.store.engine import session_scope
     from server.services import full_report
 
-    with session_scope(ctx.engine()) as session:
-        composed = full_report(session, run_id)
+    settings = ctx.settings()
+    with session_scope(ctx.engine(settings)) as session:
+        composed = full_report(session, run_id, settings=settings)
     with writing(out_dir):
         paths = write_report(composed, out_dir)
     if as_json:

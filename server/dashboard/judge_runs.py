@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import render_template
+from flask import current_app, render_template
 from flask.typing import ResponseReturnValue
 
 from server.dashboard import bp, pages
@@ -13,5 +13,5 @@ from server.db import get_session
 @bp.get("/judge-runs/<int:run_id>")
 @login_required
 def judge_run(run_id: int) -> ResponseReturnValue:
-    page = pages.judge_run_page(get_session(), run_id)
+    page = pages.judge_run_page(get_session(), run_id, current_app.config["SETTINGS"])
     return render_template("dashboard/judge_run.html", page=page)

@@ -78,10 +78,10 @@ class JudgeRunPage:
     report_links: dict[str, str]  # format -> URL of the API's report
 
 
-def judge_run_page(session: Session, run_id: int) -> JudgeRunPage:
+def judge_run_page(session: Session, run_id: int, settings: Settings | None = None) -> JudgeRunPage:
     from judge.reports.render import figure_png  # matplotlib: only for this page
 
-    report = services.full_report(session, row_id("judge run", run_id))
+    report = services.full_report(session, row_id("judge run", run_id), settings=settings)
     shown = [
         ShownSection(
             section,

@@ -301,3 +301,22 @@ def test_self_preference_is_marked_when_the_judge_is_the_model_under_test(
         assert "Self-preference risk" in report.intro
         assert flags(session, own.run_id)["*"] == ["self-preference"]
         assert report.section("Judge diagnostics") is not None
+
+
+def test_the_report_prices_the_run_at_the_endpoints_prices(engine: Engine, db_url: str) -> None:
+    with StubServer(responder=by_name) as stub:
+        settings = make_settings(
+            stub.base_url, db_url, input_price_per_mtok=2.0, output_price_per_mtok=8.0
+        )
+        run_id, _ = _store(engine, ANSWERS)
+        first = services.judge(engine, settings, run_id)
+    with session_scope(engine) as session:
+        priced = services.diagnostics_report(session, first.run_id, settings=settings)
+        unpriced = services.diagnostics_report(session, first.run_id)
+    cost = priced.to_json()["judge_diagnostics"]["cost"]
+    # The stub reports 10 prompt and 5 completion tokens per call; 5 answers, one ICS call
+    # each: 50 and 25 tokens; 50 x 2.0 / 1e6 + 25 x 8.0 / 1e6 = 0.0001 + 0.0002 = 0.0003.
+    assert cost["total"]["prompt_tokens"] == 50 and cost["total"]["completion_tokens"] == 25
+    assert cost["total"]["cost"] == pytest.approx(0.0003)
+    assert cost["by_rubric"]["ICS"]["calls"] == 5
+    assert unpriced.to_json()["judge_diagnostics"]["cost"]["total"]["cost"] is None
