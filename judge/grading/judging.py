@@ -30,17 +30,18 @@ from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
 from judge.errors import InvalidInputError
+from judge.grading.logprobs import ScoreDistribution, score_distribution
 from judge.grading.parsing import Grade, Scored, Unscored, UnscoredKind, parse_grade
 from judge.grading.rubrics import BUILTIN_SET, Rubric, RubricSet, grade_schema
 from judge.hashing import content_hash
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
-from judge.models.client import ModelClient
+from judge.models.client import CallFailed, ModelClient
 from judge.prompts import PromptBook
 from judge.runs import Row, RunSummary, run_lease, store_results
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run
 from judge.store.tables import Item, JudgeRun, Judgment, Response, utcnow
-from judge.vocab import STAGE_FIELDS
+from judge.vocab import STAGE_FIELDS, Scale
 
 Progress = Callable[[int, int], None]
 
@@ -163,6 +164,8 @@ def judge(
     (``check_rubric_set``)."""
     with session_scope(engine) as session:
         check_rubric_set(session, generation_run_id, rubrics)
+    if config.aggregation == LOGPROB:
+        check_logprobs(client)
     run_id = _judge_run_id(engine, generation_run_id, client, config, book, rubrics, swap_order)
     if on_run is not None:
         on_run(run_id)
@@ -411,6 +414,8 @@ def _judge_one(
         "max_tokens": jrun.max_tokens,
         "schema": grade_schema(task.rubric.scale),
     }
+    if jrun.aggregation == LOGPROB:
+        call["top_logprobs"] = top_logprobs(task.rubric.scale)
     first = cached_complete(client, cache, prompt.messages, **call)
     keys = {"prompt_hash": prompt.prompt_hash, "cache_key": first.key}
     if first.failure is not None:
@@ -422,6 +427,7 @@ def _judge_one(
     grade: Grade = parse_grade(first.completion.text, quoted=judged, scale=scale)
     outcomes = [first]
     repair_raw = None
+    scored_by = first.completion
     if isinstance(grade, Unscored):
         why = grade.reason
         if first.completion.finish_reason == "length":
@@ -445,6 +451,7 @@ def _judge_one(
             repaired = parse_grade(repair_raw, quoted=judged, scale=scale)
             if isinstance(repaired, Scored):
                 grade = repaired
+                scored_by = second.completion
             else:
                 grade = Unscored(
                     UnscoredKind.UNPARSABLE,
@@ -456,7 +463,52 @@ def _judge_one(
     row = _row(base, grade, outcomes, **keys)
     row["raw_output"] = first.completion.text
     row["repair_output"] = repair_raw
+    if jrun.aggregation == LOGPROB and isinstance(grade, Scored):
+        # From the reply that gave the score (the repair's, after a repair).
+        found = score_distribution(scored_by.logprobs, scored_by.text, scale=scale, quoted=judged)
+        if isinstance(found, ScoreDistribution):
+            row["score_probs"] = {str(k): p for k, p in found.probs.items()}
+            row["expected_score"] = found.expected
+        else:
+            row["params"] = {**row["params"], "logprob_missing": found.reason}
     return row, outcomes
+
+
+LOGPROB = "logprob"
+"""The aggregation that also reads each score level's probability from the score token."""
+
+
+def top_logprobs(scale: Scale) -> int:
+    """Alternatives asked for per token: every level of the scale, at least 5, at most 20
+    (OpenAI's limit)."""
+    return max(5, min(20, len(scale.labels)))
+
+
+def check_logprobs(client: ModelClient) -> None:
+    """Refuse, with one small call and no retries, an endpoint that returns no
+    log-probabilities: ``--aggregation logprob`` never falls back to sampled scores alone."""
+    probe = ModelClient(client.name, client.config.model_copy(update={"max_retries": 0}))
+    why = "its reply carried none"
+    try:
+        done = probe.complete(
+            [
+                {"role": "system", "content": "You grade texts."},
+                {"role": "user", "content": 'Reply with exactly {"score": 3}'},
+            ],
+            temperature=0.0,
+            max_tokens=2,
+            top_logprobs=5,
+        )
+        if done.logprobs:
+            return
+    except CallFailed as exc:
+        why = f"it refused the request ({exc.reason})"
+    raise InvalidInputError(
+        f"endpoint {client.name!r} returns no token log-probabilities ({why}), so "
+        "--aggregation logprob cannot read score probabilities; use mean or majority, or an "
+        "endpoint that returns logprobs (for the embedded model set `logits_all = true` "
+        "under [embedded] and restart it with `fairjudge model stop` / `model serve`)"
+    )
 
 
 def _row(

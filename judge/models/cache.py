@@ -2,7 +2,9 @@
 
 The cache key is the hash of (model, messages, parameters, sample index), so a rerun of an
 interrupted or finished run pays only for calls that never completed. Workers only call the
-model and read the cache; rows are written by the caller (``judge.runs``).
+model and read the cache; rows are written by the caller (``judge.runs``). A call that asks
+for log-probabilities has ``top_logprobs`` among its parameters, so its key differs from the
+same call without them; a call without them keeps the key it always had.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ def _completion(row: CacheRow) -> Completion:
         row["completion_tokens"],
         row["latency_s"],
         attempts=0,
+        logprobs=row["logprobs"],
     )
 
 
@@ -92,13 +95,19 @@ def cached_complete(
     temperature: float,
     max_tokens: int,
     schema: dict[str, Any] | None = None,
+    top_logprobs: int | None = None,
 ) -> CallOutcome:
-    """Return the cached completion for these inputs, or call the model once (with retries)."""
-    params = {
+    """Return the cached completion for these inputs, or call the model once (with retries).
+
+    ``top_logprobs`` asks for token log-probabilities (see ``ModelClient.complete``).
+    """
+    params: dict[str, Any] = {
         "temperature": temperature,
         "max_tokens": max_tokens,
         "response_format": client.response_format(schema),
     }
+    if top_logprobs is not None:  # only then: every key cached before logprobs stays valid
+        params["top_logprobs"] = top_logprobs
     key = cache_key(client.config.base_url, client.model, messages, params, sample_index)
     hit = cache.get(key)
     if hit is not None:
@@ -107,7 +116,12 @@ def cached_complete(
     seed = sample_index
     try:
         done = client.complete(
-            messages, temperature=temperature, max_tokens=max_tokens, schema=schema, seed=seed
+            messages,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            schema=schema,
+            seed=seed,
+            top_logprobs=top_logprobs,
         )
     except CallFailed as failure:
         return CallOutcome(None, failure, cached=False, key=key)
@@ -120,6 +134,7 @@ def cached_complete(
         "completion_tokens": done.completion_tokens,
         "latency_s": done.latency_s,
         "created_at": utcnow(),
+        "logprobs": done.logprobs,  # always present: judge.runs inserts every column
     }
     cache.remember(row)
     return CallOutcome(done, None, cached=False, key=key, new_rows=[row])

@@ -9,10 +9,15 @@ into openai's ``ChatCompletion`` type. The body we send is plain JSON already, s
 ``chat.completions.create`` would only add its parameter transformation: 1.6 ms of CPU per
 call against 2.8 ms on the 2-core machine we measure on (docs/performance.md), which is
 most of the client's cost per judgment.
+
+Asked with ``top_logprobs``, a completion also carries the log-probability of each generated
+token and of its most likely alternatives (OpenAI's ``logprobs.content``), kept as plain JSON
+for the call cache and for ``judge.grading.logprobs``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +38,13 @@ RETRYABLE = (
 )
 MAX_RETRY_AFTER_S = 120.0  # a longer Retry-After is treated as this, so no call hangs for hours
 FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
+IMPOSSIBLE_LOGPROB = -9999.0
+"""Stands in for a log-probability of minus infinity (OpenAI's own convention), which JSON,
+and so the cache's JSON column on PostgreSQL, cannot hold."""
+
+TokenLogprobs = list[dict[str, Any]]
+"""One ``{"token": str, "logprob": float, "top": [[token, logprob], ...]}`` per generated
+token, ``top`` holding the alternatives the endpoint reported, most likely first."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,8 @@ class Completion:
     completion_tokens: int
     latency_s: float
     attempts: int
+    logprobs: TokenLogprobs | None = None
+    """The reply's token log-probabilities; None when not asked for or none were returned."""
 
 
 class CallFailed(Exception):
@@ -150,8 +164,13 @@ class ModelClient:
         max_tokens: int,
         schema: dict[str, Any] | None = None,
         seed: int | None = None,
+        top_logprobs: int | None = None,
     ) -> Completion:
-        """One chat completion, retried on transient failures; raises CallFailed."""
+        """One chat completion, retried on transient failures; raises CallFailed.
+
+        With ``top_logprobs`` (N), the endpoint is asked for each token's log-probability and
+        its N likeliest alternatives, read into ``Completion.logprobs``.
+        """
         kwargs: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
@@ -163,6 +182,9 @@ class ModelClient:
             kwargs["response_format"] = fmt
         if seed is not None:
             kwargs["seed"] = seed
+        if top_logprobs is not None:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = top_logprobs
         attempts = 0
 
         def once() -> Any:
@@ -205,4 +227,36 @@ class ModelClient:
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             latency_s=latency,
             attempts=attempts,
+            logprobs=token_logprobs(choice) if top_logprobs is not None else None,
         )
+
+
+def token_logprobs(choice: Any) -> TokenLogprobs | None:
+    """The choice's ``logprobs.content`` as plain JSON; None when there is none or an entry
+    lacks a token or a numeric log-probability (half a list would misplace tokens)."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return None
+    read: TokenLogprobs = []
+    for entry in content:
+        token, logprob = _token_and_logprob(entry)
+        if token is None or logprob is None:
+            return None
+        top = []
+        for alternative in getattr(entry, "top_logprobs", None) or []:
+            alt_token, alt_logprob = _token_and_logprob(alternative)
+            if alt_token is None or alt_logprob is None:
+                return None
+            top.append([alt_token, alt_logprob])
+        read.append({"token": token, "logprob": logprob, "top": top})
+    return read
+
+
+def _token_and_logprob(entry: Any) -> tuple[str | None, float | None]:
+    token = getattr(entry, "token", None)
+    logprob = getattr(entry, "logprob", None)
+    if not isinstance(token, str) or isinstance(logprob, bool):
+        return None, None
+    if not isinstance(logprob, int | float) or math.isnan(logprob):
+        return token, None
+    return token, max(float(logprob), IMPOSSIBLE_LOGPROB)

@@ -147,7 +147,7 @@ def _scores(session: Session, judge_run_id: int, how: str) -> dict[tuple[int, st
 
 
 def _how(aggregation: str) -> str:
-    return aggregation if aggregation in ("mean", "majority") else "mean"
+    return aggregation if aggregation in ("mean", "majority", "logprob") else "mean"
 
 
 def counterfactual(
@@ -432,3 +432,65 @@ def self_preference(session: Session, judge_run_id: int) -> str | None:
         f"Self-preference risk: the judge model ({jrun.model}) is the model under test; a "
         "judge may favour its own model's writing, so read its scores with care."
     )
+
+
+@dataclass(frozen=True)
+class LogprobRow:
+    """One rubric of a run judged with ``--aggregation logprob``: the scored judgments,
+    those with a score distribution, the mean sampled and expected scores over the latter,
+    their mean entropy (bits), and how often the likeliest level is not the sampled one."""
+
+    rubric: str
+    scored: int
+    with_distribution: int
+    mean_sampled: float | None
+    mean_expected: float | None
+    mean_entropy_bits: float | None
+    argmax_differs: int
+    missing_reasons: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def logprob(session: Session, judge_run_id: int) -> list[LogprobRow] | None:
+    """Per rubric, the stored score distributions beside the sampled scores; None for a run
+    not judged with ``--aggregation logprob``."""
+    jrun = get_judge_run(session, judge_run_id)
+    if jrun.aggregation != "logprob":
+        return None
+    rows: dict[str, list[tuple[int, dict[str, float] | None, float | None, str | None]]]
+    rows = defaultdict(list)
+    for rubric, score, probs, expected, params in session.execute(
+        columns(
+            col(Judgment.rubric), col(Judgment.score), col(Judgment.score_probs),
+            col(Judgment.expected_score), col(Judgment.params),
+        ).where(col(Judgment.judge_run_id) == judge_run_id, col(Judgment.status) == "scored")
+    ):  # fmt: skip
+        rows[rubric].append((score, probs, expected, (params or {}).get("logprob_missing")))
+    out = []
+    for rubric in sorted(rows):
+        have = [(s, p, e) for s, p, e, _ in rows[rubric] if p and e is not None]
+        reasons: dict[str, int] = defaultdict(int)
+        for _, p, _, why in rows[rubric]:
+            if not p:
+                reasons[why or "no distribution stored"] += 1
+        entropies = [
+            float(-sum(q * np.log2(q) for q in p.values() if q > 0)) for _, p, _ in have if p
+        ]
+        differs = sum(
+            1 for s, p, _ in have if p and int(max(p, key=lambda k: (p[k], -int(k)))) != s
+        )
+        out.append(
+            LogprobRow(
+                rubric,
+                len(rows[rubric]),
+                len(have),
+                float(np.mean([s for s, _, _ in have])) if have else None,
+                float(np.mean([e for _, _, e in have if e is not None])) if have else None,
+                float(np.mean(entropies)) if entropies else None,
+                differs,
+                dict(reasons),
+            )
+        )
+    return out

@@ -13,7 +13,13 @@ from judge.reports.sections import BarChart, Figure, Section, Table
 from judge.stats.tests import PairedShift
 from judge.store.queries import get_judge_run
 from judge.trust import diagnostics
-from judge.trust.diagnostics import CounterfactualResult, LengthRow, OrderResult, RubricShift
+from judge.trust.diagnostics import (
+    CounterfactualResult,
+    LengthRow,
+    LogprobRow,
+    OrderResult,
+    RubricShift,
+)
 
 SECTION_TITLE = "Judge diagnostics"
 TEXT_SHOWN = 600
@@ -164,6 +170,32 @@ def length_table(rows: list[LengthRow]) -> Table:
     )
 
 
+def logprob_table(rows: list[LogprobRow]) -> Table:
+    head = ["rubric", "scored", "with probabilities", "mean sampled score"]
+    head += ["mean expected score", "mean entropy (bits)", "likeliest level not sampled"]
+    head += ["no probabilities (why)"]
+
+    def num(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.2f}"
+
+    body = [
+        [r.rubric, str(r.scored), str(r.with_distribution), num(r.mean_sampled),
+         num(r.mean_expected), num(r.mean_entropy_bits), str(r.argmax_differs),
+         "; ".join(f"{why}: {n}" for why, n in r.missing_reasons.items()) or "none"]
+        for r in rows
+    ]  # fmt: skip
+    return Table(
+        "Expected score from log-probabilities (beside the sampled score)",
+        head,
+        body,
+        [
+            "Each judgment keeps its sampled score; the expected score is the sum of p(level) "
+            "x level over the score token's alternatives, normalised over the levels. The run's "
+            "item scores and metrics use the sampled scores."
+        ],
+    )
+
+
 def cost_table(run: RunCost) -> Table:
     """Calls, tokens and cost per rubric and for the whole run."""
 
@@ -244,6 +276,10 @@ def diagnostics_section(
                 reference=0.0,
             )
         )
+    probabilities = diagnostics.logprob(session, judge_run_id)
+    payload["logprob"] = [r.to_json() for r in probabilities] if probabilities else None
+    if probabilities:
+        tables.append(logprob_table(probabilities))
     cost = judge_run_cost(session, judge_run_id, prices)
     tables.append(cost_table(cost))
     payload["cost"] = {k: v for k, v in cost.to_json().items() if k != "by_item"}

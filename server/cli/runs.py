@@ -89,7 +89,12 @@ def generate(
 @click.option("--prompt-variant", type=click.Choice(["plain", "cot"]))
 @click.option("--temperature", type=float)
 @click.option("--samples", type=int, help="Judge calls per item and rubric.")
-@click.option("--aggregation", type=click.Choice(["mean", "majority"]))
+@click.option(
+    "--aggregation",
+    type=click.Choice(["mean", "majority", "logprob"]),
+    help="How samples combine; logprob also stores each score level's probability and the "
+    "expected score (the endpoint must return log-probabilities).",
+)
 @click.option(
     "--rubrics",
     "rubric_set",

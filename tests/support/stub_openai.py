@@ -6,12 +6,20 @@ Requests are routed by markers in the prompt text: an item whose question contai
 answers after ``latency`` seconds: generation requests with an echo of the prompt (less a
 closing length instruction, so an S1 answer ends where its question ends), judge requests
 (those with a system message) with a valid grade derived from the prompt's hash.
+
+Log-probabilities, as no stub can compute them, are scripted: a responder may return
+``{"content": text, "logprobs": entries}`` (entries in OpenAI's ``choices[0].logprobs.content``
+shape: ``{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}``), or the server is
+given ``logprobs=``, a function from any reply's text to such entries (``score_logprobs``
+makes one). Either is sent only to a request that asked for logprobs (``"logprobs": true``);
+other requests get replies without them, as from a real endpoint.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -33,18 +41,67 @@ def grade_for(messages: list[dict[str, str]]) -> int:
     return 1 + digest[0] % 5
 
 
-Responder = Callable[[list[dict[str, str]]], "str | int | None"]
+Responder = Callable[[list[dict[str, str]]], "str | int | dict[str, Any] | None"]
 """A test's own answers: given a request's messages, the reply text, an HTTP error status to
-send instead, or None for the stub's usual behaviour."""
+send instead, ``{"content": text, "logprobs": entries}`` for a reply with log-probabilities,
+or None for the stub's usual behaviour."""
+
+LogprobsFactory = Callable[[str], "list[dict[str, Any]] | None"]
+"""Given a reply's text, the log-probabilities to send with it (OpenAI's ``content`` entries),
+or None for none."""
+
+
+def token_entry(token: str, logprob: float, top: dict[str, float] | None = None) -> dict[str, Any]:
+    """One entry of OpenAI's ``logprobs.content``; ``top`` maps alternatives to their
+    log-probabilities (default: the token alone)."""
+    alternatives = top if top is not None else {token: logprob}
+    return {
+        "token": token,
+        "logprob": logprob,
+        "bytes": list(token.encode()),
+        "top_logprobs": [
+            {"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in alternatives.items()
+        ],
+    }
+
+
+_SCORE_VALUE = re.compile(r'"score"\s*:\s*(-?\d+)')
+
+
+def score_logprobs(probabilities: dict[str, float]) -> LogprobsFactory:
+    """A factory giving a JSON grade reply three tokens (what precedes the score's digits, the
+    digits, what follows) with ``probabilities`` (token text -> p) as the score token's
+    alternatives. The sampled score's own log-probability is log p of its text, or -9999
+    (OpenAI's "impossible") when it is not among them; the other tokens are certain."""
+    top = {token: math.log(p) for token, p in probabilities.items()}
+
+    def factory(content: str) -> list[dict[str, Any]] | None:
+        found = [*_SCORE_VALUE.finditer(content)]
+        if not found:
+            return None
+        start, end = found[-1].span(1)  # the last one: the verdict ends the reply
+        score = content[start:end]
+        entries = [token_entry(content[:start], 0.0)] if start else []
+        entries.append(token_entry(score, top.get(score, -9999.0), top))
+        if end < len(content):
+            entries.append(token_entry(content[end:], 0.0))
+        return entries
+
+    return factory
 
 
 class StubState:
     def __init__(
-        self, latency: float = 0.0, model: str = "stub-model", responder: Responder | None = None
+        self,
+        latency: float = 0.0,
+        model: str = "stub-model",
+        responder: Responder | None = None,
+        logprobs: LogprobsFactory | None = None,
     ) -> None:
         self.latency = latency
         self.model = model
         self.responder = responder
+        self.logprobs = logprobs
         self.lock = threading.Lock()
         self.requests = 0
         self.by_key: Counter[str] = Counter()
@@ -62,6 +119,7 @@ class StubState:
 class Handler(BaseHTTPRequestHandler):
     server: Any
     seed = 0
+    wants_logprobs = False
     protocol_version = "HTTP/1.1"
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle's algorithm and the
     # client's delayed ACK add ~40 ms to every reply, which would dwarf the latency under test.
@@ -106,6 +164,7 @@ class Handler(BaseHTTPRequestHandler):
         if not messages:  # e.g. a body cut short by a client that went away
             return self._send(400, b'{"error": {"message": "no messages"}}')
         self.seed = int(request.get("seed") or 0)
+        self.wants_logprobs = bool(request.get("logprobs"))
         text = "\n".join(m.get("content", "") for m in messages)
         is_judge = any(m.get("role") == "system" for m in messages)
         repair = sum(m.get("role") == "assistant" for m in messages) > 0
@@ -119,6 +178,9 @@ class Handler(BaseHTTPRequestHandler):
             if isinstance(scripted, str):
                 time.sleep(state.latency)
                 return self._reply(scripted)
+            if isinstance(scripted, dict):
+                time.sleep(state.latency)
+                return self._reply(scripted["content"], logprobs=scripted.get("logprobs"))
             if isinstance(scripted, int):
                 return self._send(scripted, b'{"error": {"message": "scripted failure"}}')
         if not is_judge:
@@ -134,19 +196,31 @@ class Handler(BaseHTTPRequestHandler):
             return self._reply(json.dumps({"explanation": "stub judge", "score": score}))
         action(self, nth, repair, messages)
 
-    def _reply(self, content: str, finish_reason: str = "stop") -> None:
+    def _reply(
+        self,
+        content: str,
+        finish_reason: str = "stop",
+        logprobs: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """A chat completion; log-probabilities (given, else from the server's factory) only
+        when the request asked for them."""
+        choice: dict[str, Any] = {
+            "index": 0,
+            "finish_reason": finish_reason,
+            "message": {"role": "assistant", "content": content},
+        }
+        if self.wants_logprobs:
+            factory = self.server.state.logprobs
+            if logprobs is None and factory is not None:
+                logprobs = factory(content)
+            if logprobs is not None:
+                choice["logprobs"] = {"content": logprobs, "refusal": None}
         body = {
             "id": "stub",
             "object": "chat.completion",
             "created": 0,
             "model": self.server.state.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": finish_reason,
-                    "message": {"role": "assistant", "content": content},
-                }
-            ],
+            "choices": [choice],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
         self._send(200, json.dumps(body).encode())
@@ -280,12 +354,17 @@ class StubServer:
     """Run the stub in a background thread: ``with StubServer() as stub: stub.base_url``."""
 
     def __init__(
-        self, latency: float = 0.0, model: str = "stub-model", responder: Responder | None = None
+        self,
+        latency: float = 0.0,
+        model: str = "stub-model",
+        responder: Responder | None = None,
+        logprobs: LogprobsFactory | None = None,
     ) -> None:
         self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.request_queue_size = 256
-        self.httpd.state = StubState(latency, model, responder)  # type: ignore[attr-defined]
+        state = StubState(latency, model, responder, logprobs)
+        self.httpd.state = state  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property

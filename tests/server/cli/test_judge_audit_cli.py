@@ -33,10 +33,8 @@ def test_counterfactual_audit_and_show_through_the_cli(
         import_items(session, SAMPLE, "sample")
         keys = sorted(session.exec(select(Item.key).where(Item.stage == "S1")).all())[:6]
     texts = [f"Mary did the work for item {i}, and she did it well." for i in range(6)]
-    done = import_responses(
-        engine, "sample", [{"item_id": k, "part": "answer", "text": t} for k, t in zip(keys, texts)],
-        model="writer",
-    )  # fmt: skip
+    rows = [{"item_id": k, "part": "answer", "text": t} for k, t in zip(keys, texts, strict=True)]
+    done = import_responses(engine, "sample", rows, model="writer")
     with StubServer(responder=by_name) as stub:
         config = write_config(tmp_path / "f.toml", stub.base_url, db_url)
         judged = fairjudge(config, "judge", str(done.generation_run_id), "--json")
