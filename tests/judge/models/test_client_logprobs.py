@@ -11,15 +11,13 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import insert
 from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
 
 from judge import paths
 from judge.config import EmbeddedConfig, EndpointConfig
@@ -29,9 +27,9 @@ from judge.grading.rubrics import grade_schema, load_rubrics
 from judge.hashing import cache_key
 from judge.models.cache import CallCacheView, cached_complete
 from judge.models.client import CallFailed, Completion, ModelClient
-from judge.models.embedded import EmbeddedServer, find_model_file
+from judge.models.embedded import EmbeddedServer
 from judge.prompts import PromptBook
-from judge.store.tables import CallCache
+from judge.store.tables import CallCache, Judgment
 from judge.vocab import SCALE, Scale
 from tests.support.factories import free_port
 from tests.support.stub_openai import StubServer, score_logprobs, token_entry
@@ -171,43 +169,17 @@ def test_expected_score_from_the_stubs_fixed_logprobs() -> None:
 
 @pytest.fixture(scope="module")
 def logprob_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The embedded model served with every position's logits kept (``--logits_all True``),
-    which llama-cpp-python needs to report log-probabilities; `fairjudge model serve` starts
-    it without them (judge.models.embedded), so this starts one of its own."""
+    """The embedded model served with every position's logits kept (``[embedded]
+    logits_all = true``), which llama-cpp-python needs to report log-probabilities."""
     if importlib.util.find_spec("llama_cpp") is None:
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail("llama-cpp-python is not installed; `make install` must install it in CI")
         pytest.skip("llama-cpp-python is not installed; run make install")
-    config = EmbeddedConfig(port=free_port(), n_threads=2)
-    folder = tmp_path_factory.mktemp("logprob-server")
-    command = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(find_model_file(config)),
-        "--model_alias", config.model_alias,
-        "--host", config.host,
-        "--port", str(config.port),
-        "--n_ctx", str(config.n_ctx),
-        "--n_threads", str(config.n_threads),
-        "--logits_all", "True",
-    ]  # fmt: skip
-    with (folder / "server.log").open("ab") as log:
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-    probe = EmbeddedServer(config, folder)  # only asks its /v1/models
-    deadline = time.monotonic() + 120
-    while probe.served_models(timeout=1.0) is None:
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the logprob server did not start; see {folder / 'server.log'}")
-        time.sleep(0.25)
-    yield probe.base_url
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    config = EmbeddedConfig(port=free_port(), n_threads=2, logits_all=True)
+    server = EmbeddedServer(config, tmp_path_factory.mktemp("logprob-server"))
+    server.start()
+    yield server.base_url
+    server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -293,3 +265,37 @@ def test_the_default_embedded_server_refuses_logprobs(embedded: EmbeddedServer) 
             MESSAGES, temperature=0.0, max_tokens=8, top_logprobs=5
         )
     assert "HTTP 500" in failed.value.reason and "logits_all=False" in failed.value.reason
+
+
+@pytest.mark.embedded
+def test_a_logprob_judge_run_on_the_embedded_model(
+    logprob_server: str, engine: Engine, db_url: str
+) -> None:
+    """The whole judge path with --aggregation logprob against the real embedded server:
+    the probe passes, and every scored judgment keeps its sampled score with a distribution
+    over the five levels (or the reason it has none)."""
+    from server import services
+    from tests.judge.trust.test_trust import _store
+    from tests.support.factories import make_settings
+
+    settings = make_settings(logprob_server, db_url, model="smollm2-135m-instruct")
+    settings.endpoints["test"] = settings.endpoints["test"].model_copy(
+        update={"timeout_s": 120, "concurrency": 1}
+    )
+    settings.judge.aggregation = "logprob"
+    run_id, _ = _store(engine, {"a": "Participation varies by person and task."})
+    done = services.judge(engine, settings, run_id)
+    with Session(engine) as session:
+        (judgment,) = session.exec(
+            select(Judgment).where(Judgment.judge_run_id == done.run_id)
+        ).all()
+    if judgment.status != "scored":  # the small model's reply kept with why, no probabilities
+        assert judgment.reason and judgment.score_probs is None
+        return
+    if judgment.score_probs is None:
+        assert judgment.params["logprob_missing"]  # the reason, never a silent gap
+        return
+    assert set(judgment.score_probs) == {"1", "2", "3", "4", "5"}
+    assert sum(judgment.score_probs.values()) == pytest.approx(1.0)
+    by_hand = sum(int(k) * p for k, p in judgment.score_probs.items())
+    assert judgment.expected_score == pytest.approx(by_hand)
