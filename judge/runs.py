@@ -42,6 +42,9 @@ R = TypeVar("R")
 Row = dict[str, Any]
 """One result row (a ``Response`` or a ``Judgment``) as column name -> value."""
 
+NOT_MADE = "not_made"
+"""``RunSummary.flags`` key: tasks left undone because a cost budget ran out."""
+
 
 def run_concurrently(
     tasks: Iterable[T],
@@ -130,7 +133,7 @@ def store_results(
     table: Table,
     run_id: int,
     tasks: list[T],
-    work: Callable[[T], tuple[Row, list[CallOutcome]]],
+    work: Callable[[T], tuple[Row | None, list[CallOutcome]]],
     *,
     concurrency: int,
     label: str,
@@ -138,12 +141,14 @@ def store_results(
 ) -> RunSummary:
     """Run ``work`` over ``tasks`` concurrently and insert each result row into ``table``
     with its new cache rows as it arrives, before the call that frees its slot may start.
-    ``label`` names the column the summary counts rows by ('flag', 'status')."""
+    ``label`` names the column the summary counts rows by ('flag', 'status'). A task whose
+    work gives no row (a cost budget stopped it) stores its paid calls in the cache only,
+    and is counted as ``not_made``."""
     flags: dict[str, int] = {}
     calls = cached = attempts = finished = 0
     slots = _Slots(concurrency)
 
-    def gated(task: T) -> tuple[Row, list[CallOutcome]]:
+    def gated(task: T) -> tuple[Row | None, list[CallOutcome]]:
         slots.take()
         try:
             return work(task)
@@ -163,7 +168,8 @@ def store_results(
                         cached += outcome.cached
                         calls += not outcome.cached
                         attempts += outcome.attempts
-                    flags[row[label]] = flags.get(row[label], 0) + 1
+                    name = NOT_MADE if row is None else row[label]
+                    flags[name] = flags.get(name, 0) + 1
                 finished += len(batch)
                 if progress:
                     progress(finished, len(tasks))
@@ -196,12 +202,14 @@ class ResultWriter:
         """Store one result row and its new cache rows; durable when this returns."""
         self.add_all([(row, list(outcomes))])
 
-    def add_all(self, results: Iterable[tuple[Row, Iterable[CallOutcome]]]) -> None:
-        """Store result rows and their new cache rows; durable when this returns."""
+    def add_all(self, results: Iterable[tuple[Row | None, Iterable[CallOutcome]]]) -> None:
+        """Store result rows (None: none) and their new cache rows; durable when this
+        returns."""
         rows: list[Row] = []
         cache_rows: list[Mapping[str, Any]] = []
         for row, outcomes in results:
-            rows.append(row)
+            if row is not None:
+                rows.append(row)
             for outcome in outcomes:
                 for new in outcome.new_rows:
                     if new["key"] not in self._cache_keys:

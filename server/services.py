@@ -131,13 +131,17 @@ def judge(
     *,
     rubric_set: str | None = None,
     swap_order: bool = False,
+    max_cost: float | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Rubric scores for a generation run's answers (resumes a run with the same settings).
     ``rubric_set``: "fairmonitor" (the default) or registered or built-in rubric names,
     comma-separated; another set is another judge run. ``swap_order``: judge every pair in
-    both orders (another judge run). ``on_run`` hears the judge run's id before any call."""
+    both orders (another judge run). ``max_cost``: stop before spending more, at the judge
+    endpoint's prices (refused without them). ``on_run`` hears the judge run's id before
+    any call."""
+    from judge.costs import Budget, Prices
     from judge.grading import judging
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
@@ -146,6 +150,10 @@ def judge(
     with session_scope(engine) as session:
         get_generation_run(session, generation_run_id)  # a missing run fails before any call
         chosen = rubrics(settings, session, rubric_set=rubric_set)
+    budget = None
+    if max_cost is not None:  # refused before any call when the endpoint has no prices
+        name = settings.judge.endpoint
+        budget = Budget(max_cost, Prices.of(settings.endpoint(name)), endpoint=name)
     return judging.judge(
         engine,
         make_client(settings, settings.judge.endpoint),
@@ -156,7 +164,54 @@ def judge(
         progress=progress,
         on_run=on_run,
         swap_order=swap_order,
+        budget=budget,
     )
+
+
+def judge_dry_run(
+    engine: Engine,
+    settings: Settings,
+    generation_run_id: int,
+    *,
+    rubric_set: str | None = None,
+    swap_order: bool = False,
+) -> dict[str, Any]:
+    """What ``judge`` with these settings would send and cost, with nothing sent or stored:
+    judgments to make, first calls the cache answers, and an estimate of the rest (tokens
+    from this machine's measured ratio where there is one, cost at the endpoint's prices)."""
+    from judge.costs import Prices, estimate, measured_completion_tokens, measured_tokens_per_char
+    from judge.grading import judging
+    from judge.models.client import ModelClient
+    from judge.prompts import PromptBook
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_generation_run
+
+    name = settings.judge.endpoint
+    endpoint = settings.endpoint(name)
+    client = ModelClient(name, endpoint)  # no /models check: a dry run sends nothing
+    with session_scope(engine) as session:
+        get_generation_run(session, generation_run_id)
+        chosen = rubrics(settings, session, rubric_set=rubric_set)
+        ratio = measured_tokens_per_char(session, client.model)
+        typical = measured_completion_tokens(session, client.model)
+    planned = judging.plan_calls(
+        engine, client, PromptBook(settings.prompts_path()), chosen, settings.judge,
+        generation_run_id, swap_order=swap_order,
+    )  # fmt: skip
+    guess = estimate(
+        planned.to_send, max_tokens=settings.judge.max_tokens, prices=Prices.of(endpoint),
+        tokens_per_char=ratio, completion_tokens=typical,
+    )  # fmt: skip
+    return {
+        "judge_run_id": planned.run_id,
+        "endpoint": name,
+        "model": client.model,
+        "judgments_to_make": planned.judgments,
+        "missing_answers": planned.missing_answers,
+        "cached_calls": planned.cached,
+        "calls_to_send": len(planned.to_send),
+        "estimate": guess.to_json(),
+    }
 
 
 def run_prices(settings: Settings | None, endpoint: str) -> Prices | None:

@@ -29,15 +29,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
+from judge.costs import Budget
 from judge.errors import InvalidInputError
 from judge.grading.logprobs import ScoreDistribution, score_distribution
 from judge.grading.parsing import Grade, Scored, Unscored, UnscoredKind, parse_grade
 from judge.grading.rubrics import BUILTIN_SET, Rubric, RubricSet, grade_schema
 from judge.hashing import content_hash
-from judge.models.cache import CallCacheView, CallOutcome, cached_complete
-from judge.models.client import CallFailed, ModelClient
+from judge.models.cache import CallCacheView, CallGate, CallOutcome, cached_complete, call_key
+from judge.models.client import CallFailed, Completion, ModelClient
 from judge.prompts import PromptBook
-from judge.runs import Row, RunSummary, run_lease, store_results
+from judge.runs import NOT_MADE, Row, RunSummary, run_lease, store_results
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run
 from judge.store.tables import Item, JudgeRun, Judgment, Response, utcnow
@@ -153,8 +154,11 @@ def judge(
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     swap_order: bool = False,
+    budget: Budget | None = None,
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
+    with a ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run
+    stops cleanly, ``incomplete``, everything finished stored, and a rerun goes on;
     with ``swap_order`` every rubric that compares a pair is judged in both orders
     (``Rubric.swapped_order``): samples ``0..n-1`` as given, ``n..2n-1`` swapped.
     ``on_run`` hears the run's id before any call (a job shows it while it works).
@@ -177,9 +181,10 @@ def judge(
             jrun.status = "running"
             jrun.status_detail = None
         cache = CallCacheView(engine, client.model)
+        gate = BudgetGate(budget) if budget is not None else None
 
-        def work(task: _Task) -> tuple[Row, list[CallOutcome]]:
-            return _judge_one(task, client, cache, book, jrun)
+        def work(task: _Task) -> tuple[Row | None, list[CallOutcome]]:
+            return _judge_one(task, client, cache, book, jrun, gate)
 
         summary = store_results(
             engine,
@@ -195,6 +200,14 @@ def judge(
             stored = session.get(JudgeRun, run_id)
             assert stored is not None
             stored.status, stored.status_detail = _final_status(session, stored)
+            if budget is not None and budget.exhausted:
+                stored.status = "incomplete"
+                stored.status_detail = (
+                    f"stopped at --max-cost {budget.max_cost:g}: spent {budget.spent:.4f}, "
+                    f"{summary.flags.get(NOT_MADE, 0)} judgments not made; run the same "
+                    "judge command again (with a higher --max-cost) to go on"
+                    + (f"; also {stored.status_detail}" if stored.status_detail else "")
+                )
             stored.finished_at = utcnow()
     return summary
 
@@ -272,10 +285,13 @@ def check_rubric_set(session: Session, generation_run_id: int, rubrics: RubricSe
                 )
 
 
-def _plan(session: Session, jrun: JudgeRun, rubrics: RubricSet) -> list[_Task]:
+def _plan(
+    session: Session, jrun: JudgeRun, rubrics: RubricSet, *, readonly: bool = False
+) -> list[_Task]:
     """Every (item, rubric, sample) still to judge, rubric by rubric; retryable failures are
-    deleted and redone. Reads only the columns it needs, and item texts and answers only for
-    items with something left to judge, so a finished run plans in a fraction of a second."""
+    deleted and redone (left in place when ``readonly``, for a dry run). Reads only the
+    columns it needs, and item texts and answers only for items with something left to
+    judge, so a finished run plans in a fraction of a second."""
     have: dict[tuple[int, str, int], tuple[int, str | None]] = {
         (item_id, rubric, sample): (jid, kind)
         for jid, item_id, rubric, sample, kind in session.execute(
@@ -309,7 +325,7 @@ def _plan(session: Session, jrun: JudgeRun, rubrics: RubricSet) -> list[_Task]:
                         continue
                     retry.append(jid)
                 todo.append((name, item_id, sample))
-    for start in range(0, len(retry), _IN_LIMIT):
+    for start in range(0, 0 if readonly else len(retry), _IN_LIMIT):
         chunk = retry[start : start + _IN_LIMIT]
         session.execute(delete(Judgment).where(col(Judgment.id).in_(chunk)))
     if not todo:
@@ -384,7 +400,10 @@ def _judge_one(
     cache: CallCacheView,
     book: PromptBook,
     jrun: JudgeRun,
-) -> tuple[Row, list[CallOutcome]]:
+    gate: CallGate | None = None,
+) -> tuple[Row | None, list[CallOutcome]]:
+    """One judgment's row and the calls behind it; no row when the gate (a cost budget)
+    refused a call it needed (paid calls made before still reach the cache)."""
     base: dict[str, Any] = {
         "judge_run_id": jrun.id,
         "item_id": task.item_id,
@@ -407,16 +426,10 @@ def _judge_one(
         missing = Unscored(UnscoredKind.MISSING_ANSWER, task.missing or "answer missing")
         return _row(base, missing, [], prompt_hash="", cache_key=""), []
     prompt = book.judge_prompt(task.rubric, task.texts, variant=jrun.prompt_variant)
-    call: dict[str, Any] = {
-        # Both orders of a pair share the sample's seed, so only the order differs.
-        "sample_index": task.sample_index % jrun.samples,
-        "temperature": jrun.temperature,
-        "max_tokens": jrun.max_tokens,
-        "schema": grade_schema(task.rubric.scale),
-    }
-    if jrun.aggregation == LOGPROB:
-        call["top_logprobs"] = top_logprobs(task.rubric.scale)
-    first = cached_complete(client, cache, prompt.messages, **call)
+    call = _call(task, jrun)
+    first = cached_complete(client, cache, prompt.messages, gate=gate, **call)
+    if first.refused:
+        return None, []
     keys = {"prompt_hash": prompt.prompt_hash, "cache_key": first.key}
     if first.failure is not None:
         failed = Unscored(UnscoredKind.CALL_FAILED, f"call failed: {first.failure.reason}")
@@ -436,7 +449,9 @@ def _judge_one(
             {"role": "assistant", "content": first.completion.text or ""},
             {"role": "user", "content": book.repair_message(why, task.rubric)},
         ]
-        second = cached_complete(client, cache, repair_messages, **call)
+        second = cached_complete(client, cache, repair_messages, gate=gate, **call)
+        if second.refused:
+            return None, outcomes
         outcomes.append(second)
         if second.failure is not None:
             grade = Unscored(
@@ -472,6 +487,98 @@ def _judge_one(
         else:
             row["params"] = {**row["params"], "logprob_missing": found.reason}
     return row, outcomes
+
+
+def _call(task: _Task, jrun: JudgeRun) -> dict[str, Any]:
+    """The parameters of a task's judge call (besides its messages)."""
+    call: dict[str, Any] = {
+        # Both orders of a pair share the sample's seed, so only the order differs.
+        "sample_index": task.sample_index % jrun.samples,
+        "temperature": jrun.temperature,
+        "max_tokens": jrun.max_tokens,
+        "schema": grade_schema(task.rubric.scale),
+    }
+    if jrun.aggregation == LOGPROB:
+        call["top_logprobs"] = top_logprobs(task.rubric.scale)
+    return call
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a judge command would send (``judge --dry-run``): judgments to make, how many
+    of their first calls the cache answers, and the messages of the others."""
+
+    run_id: int | None  # None: the run does not exist yet
+    judgments: int
+    missing_answers: int
+    cached: int
+    to_send: list[list[dict[str, str]]]
+
+
+def plan_calls(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    rubrics: RubricSet,
+    config: JudgeConfig,
+    generation_run_id: int,
+    *,
+    swap_order: bool = False,
+) -> Planned:
+    """The calls a judge command with these settings would make, without making any or
+    writing anything (repair calls, needed only for unreadable replies, are not counted)."""
+    with session_scope(engine) as session:
+        check_rubric_set(session, generation_run_id, rubrics)
+        get_generation_run(session, generation_run_id)
+        digest = judge_config_hash(
+            client, config, book.judge_version, rubrics, book.rubric_judge_version, swap_order
+        )
+        jrun = session.exec(
+            select(JudgeRun).where(
+                JudgeRun.generation_run_id == generation_run_id, JudgeRun.config_hash == digest
+            )
+        ).first()
+        run_id = jrun.id if jrun is not None else None
+        if jrun is None:  # a transient run: never added to the session
+            jrun = JudgeRun(
+                generation_run_id=generation_run_id, endpoint_name=client.name,
+                base_url=client.config.base_url, model=client.model,
+                prompt_variant=config.prompt_variant, temperature=config.temperature,
+                samples=config.samples, aggregation=config.aggregation,
+                max_tokens=config.max_tokens, config_hash=digest, swap_order=swap_order,
+            )  # fmt: skip
+        tasks = _plan(session, jrun, rubrics, readonly=True)  # reads only
+    cache = CallCacheView(engine, client.model)
+    cached = missing = 0
+    to_send = []
+    for task in tasks:
+        if task.texts is None:
+            missing += 1
+            continue
+        prompt = book.judge_prompt(task.rubric, task.texts, variant=jrun.prompt_variant)
+        if cache.has(call_key(client, prompt.messages, **_call(task, jrun))):
+            cached += 1
+        else:
+            to_send.append(prompt.messages)
+    return Planned(run_id, len(tasks), missing, cached, to_send)
+
+
+class BudgetGate:
+    """``judge --max-cost``: a call goes out only while its worst-case cost fits the budget
+    (``judge.costs.Budget``); afterwards the reservation becomes the call's real cost."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+
+    def open(self, messages: list[dict[str, str]], max_tokens: int) -> float | None:
+        held = self.budget.reservation(messages, max_tokens=max_tokens)
+        return held if self.budget.reserve(held) else None
+
+    def close(self, held: float, done: Completion | None) -> None:
+        spent = 0.0
+        if done is not None:
+            spent = self.budget.prices.cost(done.prompt_tokens, done.completion_tokens)
+        self.budget.settle(held, spent)
 
 
 LOGPROB = "logprob"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
@@ -33,6 +33,7 @@ class CallOutcome:
     cached: bool
     key: str
     new_rows: list[CacheRow] = field(default_factory=list)
+    refused: bool = False  # the gate (a cost budget) did not let the call go out
 
     @property
     def attempts(self) -> int:
@@ -69,6 +70,11 @@ class CallCacheView:
             stored = session.get(CallCache, key)
             return None if stored is None else _completion(stored.model_dump())
 
+    def has(self, key: str) -> bool:
+        """Whether a call with this key is cached (no read of its row)."""
+        with self._lock:
+            return key in self._rows or key in self._known
+
     def remember(self, row: CacheRow) -> None:
         with self._lock:
             self._rows[row["key"]] = row
@@ -86,6 +92,38 @@ def _completion(row: CacheRow) -> Completion:
     )
 
 
+def call_key(
+    client: ModelClient,
+    messages: list[dict[str, str]],
+    *,
+    sample_index: int,
+    temperature: float,
+    max_tokens: int,
+    schema: dict[str, Any] | None = None,
+    top_logprobs: int | None = None,
+) -> str:
+    """The cache key of one call (what ``cached_complete`` looks up)."""
+    params: dict[str, Any] = {
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "response_format": client.response_format(schema),
+    }
+    if top_logprobs is not None:  # only then: every key cached before logprobs stays valid
+        params["top_logprobs"] = top_logprobs
+    return cache_key(client.config.base_url, client.model, messages, params, sample_index)
+
+
+class CallGate(Protocol):
+    """Decides, just before a call that the cache cannot answer, whether it may go out (a
+    cost budget: ``judge --max-cost``), and hears what it cost afterwards."""
+
+    def open(self, messages: list[dict[str, str]], max_tokens: int) -> float | None:
+        """What the call holds (e.g. its worst-case cost), or None: do not call."""
+
+    def close(self, held: float, done: Completion | None) -> None:
+        """The call ended (``done`` None: it failed); release ``held``."""
+
+
 def cached_complete(
     client: ModelClient,
     cache: CallCacheView,
@@ -96,22 +134,24 @@ def cached_complete(
     max_tokens: int,
     schema: dict[str, Any] | None = None,
     top_logprobs: int | None = None,
+    gate: CallGate | None = None,
 ) -> CallOutcome:
     """Return the cached completion for these inputs, or call the model once (with retries).
 
-    ``top_logprobs`` asks for token log-probabilities (see ``ModelClient.complete``).
+    ``top_logprobs`` asks for token log-probabilities (see ``ModelClient.complete``). A
+    ``gate`` that refuses a call that is not cached gives an outcome with ``refused`` set
+    and neither a completion nor a failure.
     """
-    params: dict[str, Any] = {
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-        "response_format": client.response_format(schema),
-    }
-    if top_logprobs is not None:  # only then: every key cached before logprobs stays valid
-        params["top_logprobs"] = top_logprobs
-    key = cache_key(client.config.base_url, client.model, messages, params, sample_index)
+    key = call_key(
+        client, messages, sample_index=sample_index, temperature=temperature,
+        max_tokens=max_tokens, schema=schema, top_logprobs=top_logprobs,
+    )  # fmt: skip
     hit = cache.get(key)
     if hit is not None:
         return CallOutcome(hit, None, cached=True, key=key)
+    held = gate.open(messages, max_tokens) if gate is not None else 0.0
+    if held is None:
+        return CallOutcome(None, None, cached=False, key=key, refused=True)
     # The sample index is the seed, so endpoints that honour it vary samples reproducibly.
     seed = sample_index
     try:
@@ -124,7 +164,11 @@ def cached_complete(
             top_logprobs=top_logprobs,
         )
     except CallFailed as failure:
+        if gate is not None:
+            gate.close(held, None)
         return CallOutcome(None, failure, cached=False, key=key)
+    if gate is not None:
+        gate.close(held, done)
     row: CacheRow = {
         "key": key,
         "model": client.model,

@@ -108,6 +108,17 @@ def generate(
     help="Judge every pair (TCS, PCS, ETCS, SBAS) in both orders, to measure order bias; "
     "item scores then combine both orders. Another judge run.",
 )
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0),
+    help="Stop before spending more than this, at the judge endpoint's prices (set "
+    "input_price_per_mtok and output_price_per_mtok); what finished is kept, rerun to go on.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Only say how many calls, tokens and how much money the run would take; send nothing.",
+)
 @allow_failures_option
 @json_option
 @click.pass_obj
@@ -121,6 +132,8 @@ def judge(
     aggregation: str | None,
     rubric_set: str | None,
     swap_order: bool,
+    max_cost: float | None,
+    dry_run: bool,
     allow_failures: bool,
     as_json: bool,
 ) -> None:
@@ -138,12 +151,45 @@ def judge(
         }
     )
     engine = ctx.engine(settings)
+    if dry_run:
+        plan = services.judge_dry_run(
+            engine, settings, run_id, rubric_set=rubric_set, swap_order=swap_order
+        )
+        emit(plan, as_json, _print_plan)
+        return
     with progress_bar("judging", as_json) as bar:
         summary = services.judge(
-            engine, settings, run_id, rubric_set=rubric_set, swap_order=swap_order, progress=bar
-        )
+            engine, settings, run_id, rubric_set=rubric_set, swap_order=swap_order,
+            max_cost=max_cost, progress=bar,
+        )  # fmt: skip
     emit(asdict(summary), as_json, lambda _: out().print(services.summary_line("judge", summary)))
     _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    from rich.text import Text
+
+    e = plan["estimate"]
+
+    def money(x: float | None) -> str:
+        return "unknown (no prices for this endpoint)" if x is None else f"{x:.4f}"
+
+    typical = e["completion_tokens_typical"]
+    lines = [
+        f"judge run: {plan['judge_run_id'] or 'new'} ({plan['endpoint']}, {plan['model']})",
+        f"judgments to make: {plan['judgments_to_make']:,} ({plan['missing_answers']:,} "
+        f"without an answer, {plan['cached_calls']:,} answered by the cache)",
+        f"calls to send: {plan['calls_to_send']:,} (repairs of unreadable replies come on top)",
+        f"prompt tokens: about {e['prompt_tokens']:,}; completion tokens: at most "
+        f"{e['completion_tokens_max']:,}"
+        + (f", typically {typical:,}" if typical is not None else ""),
+        f"cost: {money(e['cost_typical'] if typical is not None else e['cost_min'])}"
+        + (" (prompts alone)" if typical is None and e["cost_min"] is not None else "")
+        + f", at most {money(e['cost_max'])}",
+        e["note"],
+    ]
+    for line in lines:
+        out().print(Text(line), soft_wrap=True)
 
 
 def _check_complete(

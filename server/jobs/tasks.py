@@ -52,8 +52,8 @@ class JudgeParams(_Params):
         default=None,
         description="'fairmonitor' (the default) or registered rubric names, comma-separated.",
     )
-    swap_order: bool = Field(
-        default=False,
+    swap_order: bool | None = Field(
+        default=None,
         description="Judge every pair (TCS, PCS, ETCS, SBAS) in both orders (order bias).",
     )
 
@@ -226,7 +226,7 @@ def _judge(
         settings,
         p.generation_run_id,
         rubric_set=p.rubric_set,
-        swap_order=p.swap_order,
+        swap_order=bool(p.swap_order),
         progress=progress,
         on_run=lambda run_id: note({"judge_run_id": run_id}),
     )
