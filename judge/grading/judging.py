@@ -79,6 +79,15 @@ def judge_config_hash(
     return content_hash(body)[:16]
 
 
+def _run_with_hash(session: Session, generation_run_id: int, digest: str) -> JudgeRun | None:
+    """The judge run of a generation run with this identity hash, if there is one."""
+    return session.exec(
+        select(JudgeRun).where(
+            JudgeRun.generation_run_id == generation_run_id, JudgeRun.config_hash == digest
+        )
+    ).first()
+
+
 def get_or_create_judge_run(
     session: Session,
     generation_run_id: int,
@@ -94,11 +103,7 @@ def get_or_create_judge_run(
     digest = judge_config_hash(
         client, config, book.judge_version, rubrics, book.rubric_judge_version, swap_order
     )
-    existing = session.exec(
-        select(JudgeRun).where(
-            JudgeRun.generation_run_id == generation_run_id, JudgeRun.config_hash == digest
-        )
-    ).first()
+    existing = _run_with_hash(session, generation_run_id, digest)
     if existing is not None:
         return existing
     run = JudgeRun(
@@ -533,11 +538,7 @@ def plan_calls(
         digest = judge_config_hash(
             client, config, book.judge_version, rubrics, book.rubric_judge_version, swap_order
         )
-        jrun = session.exec(
-            select(JudgeRun).where(
-                JudgeRun.generation_run_id == generation_run_id, JudgeRun.config_hash == digest
-            )
-        ).first()
+        jrun = _run_with_hash(session, generation_run_id, digest)
         run_id = jrun.id if jrun is not None else None
         if jrun is None:  # a transient run: never added to the session
             jrun = JudgeRun(
