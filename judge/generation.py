@@ -3,25 +3,34 @@
 A generation run is identified by (dataset, endpoint, model, parameters, template version):
 asking for the same run again resumes it, and only the answers that are missing or failed
 are requested; everything already answered comes from the store or the call cache.
+
+Which items are asked follows their expert review (``Item.review_status``): by default every
+item except drafts waiting for review and rejected ones; ``include_drafts`` adds the drafts,
+``accepted_only`` keeps only accepted items. The items left out are counted in the run's
+status line. A run is never resumed with options that leave out items it already answered:
+its judge runs would mix them in, so that is refused (give the options it was made with, or
+start a new run).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from judge.data.answers import classify_answer
-from judge.errors import NotFoundError
+from judge.data.items import DRAFT, status_name
+from judge.errors import InvalidInputError, NotFoundError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook
 from judge.runs import Row, RunSummary, run_lease, store_results
 from judge.store.engine import session_scope
 from judge.store.queries import dataset_items, get_dataset
-from judge.store.tables import GenerationRun, Response, utcnow
+from judge.store.tables import GenerationRun, Item, Response, utcnow
 from judge.vocab import STAGE_PARTS
 
 Progress = Callable[[int, int], None]
@@ -87,6 +96,7 @@ def generate(
     max_tokens: int,
     limit: int | None = None,
     accepted_only: bool = False,
+    include_drafts: bool = False,
     new: bool = False,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
@@ -95,9 +105,13 @@ def generate(
     failed answer, storing each as it arrives (``on_run`` hears the run's id first). A run
     left with failed answers ends ``incomplete`` with a line saying how many; a second
     process on the same run gets
-    ``RunBusyError`` before any call (``judge.runs.run_lease``). ``accepted_only`` asks only
-    for items an expert review accepted (``Item.review_status == 'accepted'``)."""
+    ``RunBusyError`` before any call (``judge.runs.run_lease``).
+
+    Items are chosen by review status (module docstring): drafts and rejected items are left
+    out unless ``include_drafts`` adds the drafts; ``accepted_only`` asks only for items an
+    expert review accepted. The run's ``status_detail`` says how many were left out."""
     with session_scope(engine) as session:
+        _check_selection(session, dataset_name, accepted_only, include_drafts)
         created = get_or_create_run(
             session,
             dataset_name,
@@ -115,7 +129,9 @@ def generate(
         with session_scope(engine) as session:
             run = session.get(GenerationRun, run_id)
             assert run is not None
-            tasks = _plan(session, run, book, dataset_name, limit, accepted_only)
+            tasks, left_out = _plan(
+                session, run, book, dataset_name, limit, accepted_only, include_drafts
+            )
             run.status = "running"
             run.status_detail = None
         cache = CallCacheView(engine, client.model)
@@ -144,9 +160,80 @@ def generate(
         with session_scope(engine) as session:
             stored = session.get(GenerationRun, run_id)
             assert stored is not None
-            stored.status, stored.status_detail = _final_status(session, run_id)
+            status, detail = _final_status(session, run_id)
+            stored.status = status
+            stored.status_detail = "; ".join(d for d in (detail, left_out) if d) or None
             stored.finished_at = utcnow()
     return summary
+
+
+def asked(status: str | None, *, accepted_only: bool, include_drafts: bool) -> bool:
+    """Whether an item with this review status is asked (see the module docstring)."""
+    if accepted_only:
+        return status == "accepted"
+    if status == DRAFT:
+        return include_drafts
+    return status != "rejected"
+
+
+def left_out_detail(counts: Mapping[str, int], *, accepted_only: bool) -> str | None:
+    """The status line's words for items left out, by review status name.
+
+    >>> left_out_detail({"draft": 2, "rejected": 1}, accepted_only=False).split(":")[0]
+    '3 item(s) left out by review status (2 draft, 1 rejected)'
+    >>> left_out_detail({"unreviewed": 4}, accepted_only=True)
+    '4 item(s) left out by --accepted-only (4 unreviewed)'
+    """
+    total = sum(counts.values())
+    if not total:
+        return None
+    each = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()))
+    if accepted_only:
+        return f"{total} item(s) left out by --accepted-only ({each})"
+    why = []
+    if counts.get(DRAFT):
+        why.append("drafts are asked only with --include-drafts")
+    if counts.get("rejected"):
+        why.append("rejected items never")
+    return f"{total} item(s) left out by review status ({each}): {', '.join(why)}"
+
+
+def _check_selection(
+    session: Session, dataset_name: str, accepted_only: bool, include_drafts: bool
+) -> None:
+    """Refuse contradictory options and a selection with no item, before any run exists."""
+    if accepted_only and include_drafts:
+        raise InvalidInputError(
+            "accepted_only and include_drafts contradict each other (--accepted-only asks "
+            "only accepted items); give one of them"
+        )
+    dataset = get_dataset(session, dataset_name)
+    counts: dict[str | None, int] = {
+        status: n
+        for status, n in session.exec(
+            select(Item.review_status, func.count())
+            .where(Item.dataset_id == dataset.id)
+            .group_by(col(Item.review_status))
+        )
+    }
+    rule = {"accepted_only": accepted_only, "include_drafts": include_drafts}
+    if any(asked(status, **rule) for status in counts):
+        return
+    if accepted_only:
+        raise NotFoundError(
+            f"dataset {dataset_name!r} has no item an expert review accepted; see "
+            "`fairjudge campaign review` (or drop --accepted-only)"
+        )
+    raise NotFoundError(
+        f"dataset {dataset_name!r} has no item to ask: "
+        + ", ".join(f"{n} {name}" for name, n in sorted(_named(counts).items()))
+        + f". Review the drafts (`fairjudge campaign review --dataset {dataset_name} "
+        "--drafts`), or give --include-drafts to ask them unreviewed"
+    )
+
+
+def _named(counts: Mapping[str | None, int]) -> dict[str, int]:
+    return {status_name(s): n for s, n in counts.items()}
 
 
 def _plan(
@@ -156,22 +243,27 @@ def _plan(
     dataset_name: str,
     limit: int | None,
     accepted_only: bool = False,
-) -> list[_Task]:
-    """Every (item, part) still to answer; failed answers are deleted and asked again."""
+    include_drafts: bool = False,
+) -> tuple[list[_Task], str | None]:
+    """Every (item, part) still to answer, and the words for the items left out by review
+    status; failed answers are deleted and asked again."""
     assert run.id is not None
-    items = dataset_items(session, dataset_name)
-    if accepted_only:
-        items = [i for i in items if i.review_status == "accepted"]
-        if not items:
-            raise NotFoundError(
-                f"dataset {dataset_name!r} has no item an expert review accepted; see "
-                "`fairjudge campaign review` (or drop --accepted-only)"
-            )
+    rule = {"accepted_only": accepted_only, "include_drafts": include_drafts}
+    items, left_out = [], {}  # left_out: item id -> its review status's name
+    for item in dataset_items(session, dataset_name):
+        assert item.id is not None
+        if asked(item.review_status, **rule):
+            items.append(item)
+        else:
+            left_out[item.id] = status_name(item.review_status)
+    if not items:  # reviewed since _check_selection looked
+        raise NotFoundError(f"dataset {dataset_name!r} has no item these options ask")
     items = items[:limit]
     done = {
         (r.item_id, r.part): r
         for r in session.exec(select(Response).where(Response.run_id == run.id))
     }
+    _check_scope(run.id, done.values(), left_out, accepted_only)
     for row in done.values():  # failed calls are retried on every rerun
         if row.flag == "error":
             session.delete(row)
@@ -184,7 +276,29 @@ def _plan(
                 continue
             prompt = book.generation_prompt(item.stage, part, item.fields)
             tasks.append(_Task(item.id, part, prompt.messages[0]["content"], prompt.messages))
-    return tasks
+    note = left_out_detail(Counter(left_out.values()), accepted_only=accepted_only)
+    return tasks, note
+
+
+def _check_scope(
+    run_id: int, answers: Iterable[Response], left_out: Mapping[int, str], accepted_only: bool
+) -> None:
+    """Refuse to resume a run that holds answers to items these options leave out (a run
+    made with --include-drafts resumed without it, or items rejected since they were
+    answered): the run's judge runs would judge them too. Failed answers do not count."""
+    held = {r.item_id for r in answers if r.item_id in left_out and r.flag != "error"}
+    if not held:
+        return
+    counts = Counter(left_out[i] for i in held)
+    each = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()))
+    how = "give the options it was made with"
+    if counts.get(DRAFT) and not accepted_only:
+        how = "give --include-drafts to resume it with its drafts"
+    raise InvalidInputError(
+        f"generation run {run_id} already holds answers to {len(held)} item(s) these options "
+        f"leave out ({each}), and its judge runs would include them: {how}, or --new for a "
+        "run without them"
+    )
 
 
 def _final_status(session: Session, run_id: int) -> tuple[str, str | None]:

@@ -5,6 +5,9 @@ version (declared version + hash of the template files) and a hash of its messag
 judgment can always be traced to the exact wording that produced it. What a rubric says is
 owned by ``judge.grading.rubrics``; this module only puts it into words for the judge.
 
+Test items that a model writes for a dataset (``fairjudge dataset generate``) are asked for
+with ``dataset_generation_*.j2`` and the stage descriptions in ``dataset_generation.toml``.
+
 FairMonitor's rubrics are judged with ``judge_*.j2``; rubrics users register, whose scale
 runs 1..N, with ``judge_rubric_*.j2``. Those live apart so that adding them changed neither
 the FairMonitor prompts nor their version (judge runs made before still resume). A prompts
@@ -14,6 +17,7 @@ under test exactly as written.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +41,11 @@ ALL_FILES = (
 )
 RUBRIC_FILES = ("judge_rubric_system.j2", "judge_rubric_user.j2", "judge_rubric_repair.j2")
 FOLLOWUP_FILES = ("audit_followup_system.j2", "audit_followup_user.j2")
+DATASET_GENERATION_FILES = (
+    "dataset_generation.toml",
+    "dataset_generation_system.j2",
+    "dataset_generation_user.j2",
+)
 
 
 def fence(label: str, text: str) -> tuple[str, str, str]:
@@ -83,6 +92,15 @@ class RubricText(Protocol):
     def registered(self) -> bool: ...
 
 
+class Described(Protocol):
+    """What a dataset-generation prompt says about a sensitive factor or a scenario."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class RenderedPrompt:
     messages: Messages
@@ -119,9 +137,18 @@ class PromptBook:
         self.followup_version = f"audit-followup+{sha256(''.join(followup.values()))[:10]}"
         self._followup_system = env.from_string(followup["audit_followup_system.j2"])
         self._followup_user = env.from_string(followup["audit_followup_user.j2"])
+        datagen = {n: self._rubric_file(n) for n in DATASET_GENERATION_FILES}
+        self.dataset_generation = tomllib.loads(datagen["dataset_generation.toml"])
+        self.dataset_generation_version = (
+            f"dataset-generation-v{self.dataset_generation.get('version', 0)}"
+            f"+{sha256(''.join(datagen.values()))[:10]}"
+        )
+        self._datagen_system = env.from_string(datagen["dataset_generation_system.j2"])
+        self._datagen_user = env.from_string(datagen["dataset_generation_user.j2"])
 
     def _rubric_file(self, name: str) -> str:
-        """A template for registered rubrics: the folder's own, else the bundled one."""
+        """A template added after the first release (registered rubrics, audit follow-ups,
+        dataset generation): the folder's own, else the bundled one."""
         for folder in (self.folder, paths.prompts_dir()):
             if (folder / name).exists():
                 return (folder / name).read_text(encoding="utf-8")
@@ -182,6 +209,47 @@ class PromptBook:
             {"role": "user", "content": user.strip()},
         ]
         return RenderedPrompt(messages, self.followup_version, messages_hash(messages))
+
+    def dataset_generation_prompt(
+        self,
+        *,
+        stage: str,
+        fields: Sequence[str],
+        factor: Described,
+        scenario: Described,
+        count: int,
+    ) -> RenderedPrompt:
+        """The messages that ask a model for ``count`` test items of ``stage`` for ``factor``
+        in ``scenario``, each with exactly ``fields`` (``judge.data.generate``): the stage's
+        purpose and method and each field's meaning (``prompts/dataset_generation.toml``),
+        and the JSON shape of the reply."""
+        spec = self.dataset_generation.get(stage)
+        if not isinstance(spec, dict):
+            raise ConfigError(f"dataset_generation.toml in {self.folder} has no [{stage}]")
+        meanings = spec.get("fields", {})
+        missing = [f for f in fields if f not in meanings]
+        if missing:
+            raise ConfigError(
+                f"dataset_generation.toml in {self.folder} does not describe the field(s) "
+                f"{', '.join(missing)} of stage {stage} (under [{stage}.fields])"
+            )
+        if count < 1:
+            raise ValueError(f"count must be at least 1, got {count}")
+        shape = json.dumps({"items": [dict.fromkeys(fields, "...")]}, ensure_ascii=False)
+        user = self._datagen_user.render(
+            stage=stage,
+            spec=spec,
+            factor=factor,
+            scenario=scenario,
+            fields=[(f, meanings[f]) for f in fields],
+            count=count,
+            shape=shape,
+        )
+        messages = [
+            {"role": "system", "content": self._datagen_system.render().strip()},
+            {"role": "user", "content": user.strip()},
+        ]
+        return RenderedPrompt(messages, self.dataset_generation_version, messages_hash(messages))
 
     def repair_message(self, reason: str, rubric: RubricText | None = None) -> str:
         """The request sent after an unreadable reply (``rubric``: the one being judged)."""

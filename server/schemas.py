@@ -107,8 +107,8 @@ class JobCreate(Strict):
         default_factory=dict,
         description="judge: generation_run_id, endpoint, prompt_variant, temperature, samples, "
         "rubric_set, swap_order; generate: dataset, endpoint, temperature, max_tokens, limit, "
-        "accepted_only; pull: campaign; audit: suite, options, endpoint, temperature, "
-        "max_tokens, limit; audit-classify: run_id, endpoint.",
+        "accepted_only, include_drafts; pull: campaign; audit: suite, options, endpoint, "
+        "temperature, max_tokens, limit; audit-classify: run_id, endpoint.",
     )
 
 

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from judge.config import Settings
     from judge.costs import Prices
     from judge.data.catalog import ImportSummary
+    from judge.data.catalogue import Catalogue
+    from judge.dataset_generation import GenerationSummary
+    from judge.dataset_generation import Options as GenerationOptions
     from judge.grading.registry import RegisteredRubric
     from judge.grading.rubrics import RubricSet
     from judge.models.client import ModelClient
@@ -99,6 +102,7 @@ def generate(
     *,
     limit: int | None = None,
     accepted_only: bool = False,
+    include_drafts: bool = False,
     new: bool = False,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
@@ -118,6 +122,7 @@ def generate(
         max_tokens=cfg.max_tokens,
         limit=limit,
         accepted_only=accepted_only,
+        include_drafts=include_drafts,
         new=new,
         progress=progress,
         on_run=on_run,
@@ -371,6 +376,133 @@ def import_dataset(
 
     with session_scope(engine) as session:
         return import_items(session, path, name or Path(path).stem, allow_unmapped=allow_unmapped)
+
+
+# --- Generating test items (fairjudge dataset generate / plan) -------------------------------
+
+GENERATED_DATASET = "generated"
+"""The dataset generated items go into when none is named."""
+
+
+def item_catalogue(catalogue_file: str | Path | None = None) -> Catalogue:
+    """The factors and scenarios items may be generated for: the bundled catalogue, extended
+    with a user's own file when given (``judge.data.catalogue.extend_catalogue``)."""
+    from judge.data.catalogue import extend_catalogue, load_catalogue
+
+    return extend_catalogue(catalogue_file) if catalogue_file else load_catalogue()
+
+
+def _generation_options(
+    items_per_call: int | None, temperature: float | None, max_tokens: int | None
+) -> GenerationOptions:
+    from judge.dataset_generation import (
+        DEFAULT_ITEMS_PER_CALL,
+        DEFAULT_TEMPERATURE,
+        Options,
+    )
+
+    return Options(
+        items_per_call=DEFAULT_ITEMS_PER_CALL if items_per_call is None else items_per_call,
+        temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
+        max_tokens=max_tokens,
+    )
+
+
+def generate_items(
+    engine: Engine,
+    settings: Settings,
+    *,
+    endpoint: str,
+    stage: str,
+    factor: str,
+    scenario: str,
+    count: int,
+    into: str = GENERATED_DATASET,
+    catalogue_file: str | Path | None = None,
+    items_per_call: int | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    progress: Progress | None = None,
+) -> GenerationSummary:
+    """``count`` new test items of one cell written by ``endpoint``, stored as drafts in
+    dataset ``into``. Names, options and the endpoint are checked before any call."""
+    from judge import dataset_generation
+    from judge.prompts import PromptBook
+
+    catalogue = item_catalogue(catalogue_file)
+    cell = dataset_generation.check_cell(catalogue, stage, factor, scenario)
+    options = _generation_options(items_per_call, temperature, max_tokens)
+    return dataset_generation.generate_items(
+        engine, make_client(settings, endpoint), PromptBook(settings.prompts_path()), catalogue,
+        into, cell, count, options=options, progress=progress,
+    )  # fmt: skip
+
+
+def plan_items(
+    engine: Engine,
+    settings: Settings,
+    *,
+    endpoint: str,
+    per_cell: int,
+    stages: Sequence[str] = (),
+    factors: Sequence[str] = (),
+    scenarios: Sequence[str] = (),
+    into: str = GENERATED_DATASET,
+    catalogue_file: str | Path | None = None,
+    items_per_call: int | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    progress: Progress | None = None,
+) -> GenerationSummary:
+    """Fill stages x factors x each factor's scenarios (all, or those named) of dataset
+    ``into`` up to ``per_cell`` items each with items ``endpoint`` writes; resumable: a
+    rerun asks only for what is still missing."""
+    from judge import dataset_generation
+    from judge.prompts import PromptBook
+
+    catalogue = item_catalogue(catalogue_file)
+    cells = dataset_generation.grid_cells(
+        catalogue, stages=stages, factors=factors, scenarios=scenarios
+    )
+    options = _generation_options(items_per_call, temperature, max_tokens)
+    return dataset_generation.plan_items(
+        engine, make_client(settings, endpoint), PromptBook(settings.prompts_path()), catalogue,
+        into, cells, per_cell, options=options, progress=progress,
+    )  # fmt: skip
+
+
+def plan_items_dry_run(
+    engine: Engine,
+    settings: Settings,
+    *,
+    endpoint: str,
+    per_cell: int,
+    stages: Sequence[str] = (),
+    factors: Sequence[str] = (),
+    scenarios: Sequence[str] = (),
+    into: str = GENERATED_DATASET,
+    catalogue_file: str | Path | None = None,
+    items_per_call: int | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
+    """What ``plan_items`` would ask for and cost at ``endpoint``'s prices, with nothing
+    sent or stored."""
+    from judge import dataset_generation
+    from judge.costs import Prices
+    from judge.models.client import ModelClient
+    from judge.prompts import PromptBook
+
+    catalogue = item_catalogue(catalogue_file)
+    cells = dataset_generation.grid_cells(
+        catalogue, stages=stages, factors=factors, scenarios=scenarios
+    )
+    config = settings.endpoint(endpoint)
+    return dataset_generation.plan_dry_run(
+        engine, ModelClient(endpoint, config), PromptBook(settings.prompts_path()), catalogue,
+        into, cells, per_cell, options=_generation_options(items_per_call, temperature, max_tokens),
+        prices=Prices.of(config),
+    )  # fmt: skip
 
 
 def summary_line(kind: str, s: RunSummary) -> str:
@@ -822,3 +954,14 @@ def job_counts(session: Session, result: dict[str, Any] | None) -> dict[str, Any
         "prompt_tokens": sum(int(p) for _, _, p, _ in rows),
         "completion_tokens": sum(int(c) for _, _, _, c in rows),
     }
+
+
+def coverage_report(session: Session, name: str) -> Report:
+    """Dataset NAME's coverage of FairMonitor's grid (stage x factor x scenario, by review
+    status) as a one-section report."""
+    from judge.data.coverage import coverage
+    from judge.reports.coverage import coverage_section
+    from judge.reports.sections import Report
+
+    section = coverage_section(coverage(session, name))
+    return Report(f"FairJudge benchmark coverage: {name}", section.notes[0], [section])

@@ -8,6 +8,10 @@ value as a ``RatingChange``; one deleted in Label Studio is marked withdrawn (ke
 history, and no longer used). Annotations that cannot be used (a task that is not ours, a
 score off the scale) are reported with the task id and the reason; the others are stored.
 
+A review campaign's pull writes each reviewed item's decision (accepted, edited or rejected;
+a draft waiting for review counts as not reviewed yet) into ``Item.review_status`` and the
+reason, reviewer and edits into ``Item.review``; the item's own fields are never changed.
+
 A pull first asks Label Studio for the project's counts and for tasks changed since the last
 complete pull (two small requests); when nothing changed it reads no export at all.
 """
@@ -25,6 +29,7 @@ from annotation.errors import CampaignError
 from annotation.labelstudio import interface
 from annotation.labelstudio.campaigns import get_campaign
 from annotation.labelstudio.client import LabelStudioClient, annotations_of
+from judge.data.items import DECIDED
 from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, RatingChange, utcnow
 
 SOURCE = "labelstudio"
@@ -152,7 +157,7 @@ def _unchanged(session: Session, campaign: Campaign) -> PullResult:
             select(func.count())
             .select_from(CampaignTask)
             .join(Item, col(Item.id) == CampaignTask.item_id)
-            .where(CampaignTask.campaign_id == campaign.id, col(Item.review_status).is_not(None))
+            .where(CampaignTask.campaign_id == campaign.id, col(Item.review_status).in_(DECIDED))
         ).one()
     campaign.pulled_at = utcnow()
     session.add(campaign)
@@ -361,7 +366,8 @@ def _pull_reviews(
         if item.review_status == status and item.review == review:
             result.unchanged += 1
             continue
-        result.added += item.review_status is None
-        result.updated += item.review_status is not None
+        first = item.review_status not in DECIDED  # never reviewed, or a draft
+        result.added += first
+        result.updated += not first
         item.review_status, item.review = status, review
         session.add(item)

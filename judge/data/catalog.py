@@ -3,18 +3,24 @@
 Importing is all or nothing and idempotent: the same items again add nothing, and an id whose
 content changed is refused. Factor-scenario pairs outside FairMonitor's mapping do not block an
 import: they come back as warnings in the summary.
+
+An item's review status, review and provenance travel with it: ``export_items`` writes them
+(and can keep only some review statuses) and ``import_items`` stores them on the items it
+adds, so an exported benchmark imported into a new dataset is the same benchmark. An item
+already in the dataset keeps its own.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlmodel import Session, col, func, select
 
-from judge.data.items import check_items, item_to_json, iter_items
+from judge.data.items import ParsedItem, check_items, item_to_json, iter_items, status_filter
 from judge.errors import DatasetError
 from judge.store.queries import dataset_items
 from judge.store.tables import Dataset, Item
@@ -72,17 +78,7 @@ def import_items(
     for item in iter_items(path, index):
         if item.key in existing:
             continue
-        session.add(
-            Item(
-                dataset_id=dataset_id,
-                key=item.key,
-                stage=item.stage,
-                factor=item.factor,
-                scenario=item.scenario,
-                fields=item.fields,
-                content_hash=item.content_hash,
-            )
-        )
+        session.add(_new_item(dataset_id, item))
         added += 1
         if added % IMPORT_BATCH == 0:
             session.flush()
@@ -91,6 +87,21 @@ def import_items(
     session.expunge_all()
     warnings = [f"line {number}: {why}" for number, why in index.warnings]
     return ImportSummary(dataset_name, added, index.count - added, len(existing) + added, warnings)
+
+
+def _new_item(dataset_id: int, item: ParsedItem) -> Item:
+    return Item(
+        dataset_id=dataset_id,
+        key=item.key,
+        stage=item.stage,
+        factor=item.factor,
+        scenario=item.scenario,
+        fields=item.fields,
+        content_hash=item.content_hash,
+        review_status=item.review_status,
+        review=item.review,
+        provenance=item.provenance,
+    )
 
 
 @dataclass(frozen=True)
@@ -138,9 +149,19 @@ def describe_dataset(session: Session, name: str) -> DatasetDescription:
     )
 
 
-def export_items(session: Session, name: str, out: str | Path) -> int:
-    """Write the dataset back out in the import format; returns the number of items."""
+def export_items(
+    session: Session, name: str, out: str | Path, *, statuses: Iterable[str] | None = None
+) -> int:
+    """Write the dataset back out in the import format, with each item's review status,
+    review and provenance when set; returns the number of items written.
+
+    ``statuses`` keeps only the items whose review status is named (``"unreviewed"`` for
+    items never reviewed; ``judge.data.items.status_filter``), e.g. ``("accepted",
+    "edited")`` for the reviewed benchmark; None writes every item."""
     items = dataset_items(session, name)
+    if statuses is not None:
+        wanted = status_filter(statuses)
+        items = [i for i in items if i.review_status in wanted]
     with Path(out).open("w", encoding="utf-8") as handle:
         for item in items:
             handle.write(json.dumps(item_to_json(item), ensure_ascii=False) + "\n")

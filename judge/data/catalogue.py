@@ -2,7 +2,9 @@
 read from ``datasets/factors_scenarios.toml`` (the seed's appendix table, as data).
 
 Item files are checked against it (``judge.data.items``): an unknown factor or scenario id is
-an error, a factor-scenario pair the table does not list is a warning.
+an error, a factor-scenario pair the table does not list is a warning. ``extend_catalogue``
+adds users' own factors and scenarios from a file of the same shape (``fairjudge dataset
+generate --catalogue FILE``).
 """
 
 from __future__ import annotations
@@ -104,16 +106,20 @@ def load_catalogue(path: Path | None = None) -> Catalogue:
     return _load(Path(path) if path is not None else catalogue_path())
 
 
-@cache
-def _load(path: Path) -> Catalogue:
+def _read(path: Path) -> dict[str, Any]:
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DatasetError(f"the factor/scenario catalogue {path} is missing") from None
     except tomllib.TOMLDecodeError as exc:
         raise DatasetError(
             f"the factor/scenario catalogue {path} is not valid TOML: {exc}"
         ) from None
+
+
+@cache
+def _load(path: Path) -> Catalogue:
+    raw = _read(path)
     problems: list[str] = []
     factors = [_factor(entry, problems) for entry in _tables(raw, "factors", problems)]
     scenarios = [_scenario(entry, problems) for entry in _tables(raw, "scenarios", problems)]
@@ -122,6 +128,92 @@ def _load(path: Path) -> Catalogue:
         listed = "\n".join(f"  {p}" for p in problems)
         raise DatasetError(f"the factor/scenario catalogue {path} is invalid:\n{listed}")
     return Catalogue(tuple(factors), tuple(scenarios), path)
+
+
+def extend_catalogue(path: str | Path, base: Catalogue | None = None) -> Catalogue:
+    """``base`` (the bundled catalogue by default) with the factors and scenarios of a user's
+    file in the same shape added, checked as a whole; raise DatasetError listing every problem.
+
+    A new id needs its ``name`` and ``description`` (and a factor its ``scenarios``, which may
+    name built-in scenarios). An id that ``base`` already has is the same factor or scenario:
+    a ``name`` or ``description`` given replaces the built-in wording, and a factor's
+    ``scenarios`` are added to its row. Factors and scenarios keep ``base``'s order, new ones
+    follow in the file's order.
+    """
+    base = base or load_catalogue()
+    path = Path(path)
+    raw = _read(path)
+    problems: list[str] = []
+    factors = {f.id: f for f in base.factors}
+    scenarios = {s.id: s for s in base.scenarios}
+    for entry in _entries(raw, "scenarios", problems):
+        key = _entry_id(entry, "scenario", problems)
+        if key is None:
+            continue
+        if key in scenarios:
+            old = scenarios[key]
+            scenarios[key] = Scenario(
+                key,
+                _optional_text(entry, "name", old.name, problems),
+                _optional_text(entry, "description", old.description, problems),
+                old.also_named + _strings(entry, "also_named", "scenario", problems),
+            )
+        else:
+            scenarios[key] = _scenario(entry, problems)
+    for entry in _entries(raw, "factors", problems):
+        key = _entry_id(entry, "factor", problems)
+        if key is None:
+            continue
+        if key in factors:
+            old_factor = factors[key]
+            added = _strings(entry, "scenarios", "factor", problems)
+            factors[key] = Factor(
+                key,
+                _optional_text(entry, "name", old_factor.name, problems),
+                _optional_text(entry, "description", old_factor.description, problems),
+                tuple(sorted(set(old_factor.scenarios) | set(added))),
+            )
+        else:
+            factors[key] = _factor(entry, problems)
+    if not raw.get("factors") and not raw.get("scenarios"):
+        problems.append("no [[factors]] or [[scenarios]] entries")
+    _check(list(factors.values()), list(scenarios.values()), problems)
+    if problems:
+        listed = "\n".join(f"  {p}" for p in problems)
+        raise DatasetError(f"the factor/scenario catalogue {path} is invalid:\n{listed}")
+    return Catalogue(tuple(factors.values()), tuple(scenarios.values()), path)
+
+
+def _entries(raw: dict[str, Any], key: str, problems: list[str]) -> list[dict[str, Any]]:
+    """The ``[[key]]`` tables of an extension file (none is fine); an id given twice is a
+    problem."""
+    entries = raw.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        problems.append(f"'{key}' must be a list of [[{key}]] tables")
+        return []
+    ids = [e.get("id") for e in entries if isinstance(e.get("id"), str)]
+    problems.extend(
+        f"{key} id {i!r} is used twice" for i in sorted({i for i in ids if ids.count(i) > 1})
+    )
+    return entries
+
+
+def _entry_id(entry: dict[str, Any], kind: str, problems: list[str]) -> str | None:
+    key = entry.get("id")
+    if not isinstance(key, str) or not key.strip():
+        problems.append(f"a {kind} has no 'id'")
+        return None
+    return key
+
+
+def _optional_text(entry: dict[str, Any], key: str, default: str, problems: list[str]) -> str:
+    if key not in entry:
+        return default
+    value = entry[key]
+    if not isinstance(value, str) or not value.strip():
+        problems.append(f"{entry.get('id', '?')!r}: '{key}' must be a non-empty string")
+        return default
+    return value
 
 
 def _tables(raw: dict[str, Any], key: str, problems: list[str]) -> list[dict[str, Any]]:

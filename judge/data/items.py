@@ -10,13 +10,18 @@ factor-scenario pair outside FairMonitor's mapping only a warning, which callers
 Free-form items (stage ``free``: a ``prompt`` and an optional ``reference``) are users' own
 material, judged by the rubrics they register; their factor and scenario are optional (stored
 empty when absent) and checked against the catalogue only when given.
+
+Three optional keys describe an item instead of being part of it: ``review_status`` and
+``review`` (what an expert review decided) and ``provenance`` (where a generated item came
+from). ``dataset export`` writes them and an import reads them back, but they are not item
+fields: they never enter an item's content hash, so a reviewed item keeps its identity.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +34,16 @@ from judge.vocab import FREE_STAGE, ITEM_STAGES, STAGE_FIELDS, STAGE_OPTIONAL_FI
 
 COMMON = ("id", "stage", "factor", "scenario")
 OPTIONAL = ("expected_answer", "implied_stereotype", "notes")
+# Keys about an item rather than of it (module docstring): kept out of ``fields``.
+METADATA = ("review_status", "review", "provenance")
+
+# ``Item.review_status``: None for an item never put before a review (hand-written or
+# imported), "draft" for a generated item waiting for one, else the review's decision.
+DRAFT = "draft"
+DECIDED = ("accepted", "edited", "rejected")
+REVIEW_STATUSES = (DRAFT, *DECIDED)
+UNREVIEWED = "unreviewed"
+"""The name filters use for ``review_status`` None (``status_filter``)."""
 # A free-form item may leave these out: it need not belong to FairMonitor's grid.
 FREE_OPTIONAL_COMMON = ("factor", "scenario")
 
@@ -40,6 +55,9 @@ class ParsedItem:
     factor: str
     scenario: str
     fields: dict[str, Any]
+    review_status: str | None = None
+    review: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = None
 
     @property
     def content_hash(self) -> str:
@@ -89,14 +107,65 @@ def _check_line(obj: Any, catalogue: Catalogue) -> tuple[ParsedItem | None, list
     for key in extra:
         if key in obj and (not isinstance(obj[key], str) or not obj[key].strip()):
             problems.append(f"'{key}' must be a non-empty string when given (or left out)")
-    allowed = set(COMMON) | set(STAGE_FIELDS[stage]) | set(extra) | set(OPTIONAL)
+    allowed = set(COMMON) | set(STAGE_FIELDS[stage]) | set(extra) | set(OPTIONAL) | set(METADATA)
     unknown = sorted(set(obj) - allowed)
     if unknown:
         problems.append(f"unknown field(s) for stage {stage}: {', '.join(unknown)}")
+    problems.extend(_metadata_problems(obj))
     if problems:
         return None, problems
-    fields = {k: obj[k] for k in obj if k not in COMMON}
-    return ParsedItem(obj["id"], stage, obj.get("factor", ""), obj.get("scenario", ""), fields), []
+    fields = {k: obj[k] for k in obj if k not in COMMON and k not in METADATA}
+    parsed = ParsedItem(
+        obj["id"],
+        stage,
+        obj.get("factor", ""),
+        obj.get("scenario", ""),
+        fields,
+        review_status=obj.get("review_status"),
+        review=obj.get("review"),
+        provenance=obj.get("provenance"),
+    )
+    return parsed, []
+
+
+def _metadata_problems(obj: dict[str, Any]) -> list[str]:
+    """What is wrong with an item's optional metadata keys (null means absent)."""
+    problems = []
+    status = obj.get("review_status")
+    if status is not None and status not in REVIEW_STATUSES:
+        problems.append(
+            f"review_status {status!r} is not one of {', '.join(REVIEW_STATUSES)} (or null)"
+        )
+    for key in ("review", "provenance"):
+        if obj.get(key) is not None and not isinstance(obj[key], dict):
+            problems.append(f"'{key}' must be a JSON object when given")
+    return problems
+
+
+def status_filter(statuses: Iterable[str], *, argument: str = "statuses") -> set[str | None]:
+    """The stored ``review_status`` values that status names select: ``unreviewed`` stands
+    for None, the others for themselves. An unknown name raises InvalidInputError naming
+    ``argument``.
+
+    >>> sorted(status_filter(["accepted", "edited"]))
+    ['accepted', 'edited']
+    >>> status_filter(["unreviewed"])
+    {None}
+    """
+    known = (UNREVIEWED, *REVIEW_STATUSES)
+    wanted = [s.strip().lower() for s in statuses]
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise InvalidInputError(
+            f"{argument}: unknown review status(es) {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(known)})"
+        )
+    return {None if s == UNREVIEWED else s for s in wanted}
+
+
+def status_name(status: str | None) -> str:
+    """The name of a stored ``review_status`` in messages and filters (None: unreviewed)."""
+    return UNREVIEWED if status is None else status
 
 
 def _unknown_scenario(scenario: str, catalogue: Catalogue) -> str:
@@ -229,8 +298,9 @@ def read_items(
 
 def item_to_json(item: Item) -> dict[str, Any]:
     """A stored item in the import format (a free-form item's empty factor and scenario are
-    left out, as its file may do)."""
+    left out, as its file may do), followed by its metadata keys that are set."""
     head = {"id": item.key, "stage": item.stage, "factor": item.factor, "scenario": item.scenario}
     if item.stage == FREE_STAGE:
         head = {k: v for k, v in head.items() if v or k not in FREE_OPTIONAL_COMMON}
-    return {**head, **item.fields}
+    meta = {key: getattr(item, key) for key in METADATA}
+    return {**head, **item.fields, **{k: v for k, v in meta.items() if v is not None}}

@@ -8,6 +8,7 @@ call; RunLease says which process is working on a run. RubricRecord holds the ru
 registered; ApiKey the server's keys (hashes only); Job the server's background work.
 AuditRun -> AuditAnswer -> AuditLabel hold the audit suites' runs, the model's answers with
 what was read from them, and the classes judges and people gave to follow-up explanations.
+ItemGenerationCall records each call that asked a model for new items of a dataset.
 """
 
 from __future__ import annotations
@@ -53,6 +54,67 @@ class Item(SQLModel, table=True):
         description="The latest review: decision, reason, reviewer, edits {field: text}, "
         "campaign, time.",
     )
+    provenance: dict[str, Any] | None = Field(
+        default=None,
+        sa_column=Column(JSON),
+        description="Where a generated item came from (None: written by hand or imported "
+        "without one): source, endpoint, base_url, model, prompt version and hash, "
+        "parameters, the call's cache key, the request (stage, factor, scenario, asked), "
+        "attempt, position in the reply, time (see judge.data.generate).",
+    )
+
+
+class ItemGenerationCall(SQLModel, table=True):
+    """One call that asked an endpoint for test items of one cell (stage x factor x
+    scenario) of a dataset, with everything read from its reply: the items it added, the ones
+    rejected (reason and raw text) and the near-duplicates skipped. ``attempt`` numbers a
+    cell's calls and is the call's seed; a rerun skips the attempts stored here and retries
+    failed ones (see judge.dataset_generation)."""
+
+    __table_args__ = (UniqueConstraint("dataset_id", "stage", "factor", "scenario", "attempt"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", index=True)
+    stage: str
+    factor: str
+    scenario: str
+    attempt: int
+    asked: int = Field(description="Items the call asked for.")
+    endpoint_name: str
+    base_url: str
+    model: str
+    prompt_version: str
+    prompt_hash: str
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        sa_column=Column(JSON),
+        description="temperature, max_tokens, seed, items_per_call.",
+    )
+    cache_key: str
+    cached: bool = Field(default=False, description="The reply came from the call cache.")
+    status: str = Field(
+        description="ok (a JSON object with an items list), unreadable (no such object: "
+        "prose, half a JSON object, an empty reply) or failed (no reply)."
+    )
+    raw_text: str | None = Field(default=None, sa_column=Column(Text))
+    finish_reason: str | None = None
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    problems: list[dict[str, Any]] = Field(
+        default_factory=list,
+        sa_column=Column(JSON),
+        description="Rejections: {index (None: the whole reply), kind, reason, raw}.",
+    )
+    added: int = Field(default=0, description="Items stored from this reply.")
+    added_keys: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+    duplicates: list[dict[str, Any]] = Field(
+        default_factory=list,
+        sa_column=Column(JSON),
+        description="Valid items skipped as near-duplicates: {index, of, similarity, "
+        "within_batch, raw}.",
+    )
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class CallCache(SQLModel, table=True):

@@ -162,24 +162,44 @@ def _print_created(d: dict[str, Any]) -> None:
 @click.option("--dataset", required=True, help="Dataset whose items experts review.")
 @click.option("--items", "item_keys", multiple=True, help="Only these item ids (repeatable).")
 @click.option(
+    "--drafts",
+    is_flag=True,
+    help="Only generated items waiting for review (the same as --status draft).",
+)
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["draft", "unreviewed", "accepted", "edited", "rejected"]),
+    help="Only items with this review status (repeatable); unreviewed: never reviewed.",
+)
+@click.option(
     "--reviewers",
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
     help="Reviewers each item needs.",
 )
-@click.option("--name", default=None, help="Campaign name (default: review-DATASET).")
+@click.option(
+    "--name",
+    default=None,
+    help="Campaign name (default: review-DATASET, then each --status, e.g. review-DATASET-draft).",
+)
 @json_option
 @click.pass_obj
 def review(
     ctx: Context,
     dataset: str,
     item_keys: tuple[str, ...],
+    drafts: bool,
+    statuses: tuple[str, ...],
     reviewers: int,
     name: str | None,
     as_json: bool,
 ) -> None:
-    """Put dataset items before experts, who accept, edit or reject each with a reason."""
+    """Put dataset items before experts, who accept, edit or reject each with a reason.
+    Running it again with the same options adds the items that match now (drafts generated
+    since) and no task twice."""
     from annotation.labelstudio.campaigns import create_review
     from server.services import rubrics as load_rubrics
 
@@ -190,6 +210,7 @@ def review(
             load_rubrics(settings),
             dataset=dataset,
             item_keys=item_keys,
+            statuses=(*statuses, "draft") if drafts else statuses,
             reviewers=reviewers,
             name=name,
             progress=_progress,

@@ -38,6 +38,12 @@ allow_failures_option = click.option(
     is_flag=True,
     help="Only items an expert review accepted (see `campaign review`).",
 )
+@click.option(
+    "--include-drafts",
+    is_flag=True,
+    help="Also ask generated items still waiting for review (drafts; by default they are "
+    "left out). Rejected items are never asked.",
+)
 @click.option("--new", is_flag=True, help="Start a new run even if one with these settings exists.")
 @allow_failures_option
 @json_option
@@ -50,11 +56,14 @@ def generate(
     max_tokens: int | None,
     limit: int | None,
     accepted_only: bool,
+    include_drafts: bool,
     new: bool,
     allow_failures: bool,
     as_json: bool,
 ) -> None:
-    """Send DATASET's items to the model under test and store the answers (resumable)."""
+    """Send DATASET's items to the model under test and store the answers (resumable).
+    Drafts and rejected items are left out (see docs/datasets.md); the run's status line
+    says how many."""
     from server import services
 
     settings = ctx.settings(
@@ -72,6 +81,7 @@ def generate(
             dataset_name,
             limit=limit,
             accepted_only=accepted_only,
+            include_drafts=include_drafts,
             new=new,
             progress=bar,
         )
@@ -80,7 +90,22 @@ def generate(
         as_json,
         lambda _: out().print(services.summary_line("generation", summary)),
     )
+    _note_finished(engine, summary.run_id, as_json)
     _check_complete(engine, "generation", summary.run_id, allow_failures, as_json)
+
+
+def _note_finished(engine: Engine, run_id: int, as_json: bool) -> None:
+    """Print a finished generation run's status line (the items it left out), if any."""
+    from rich.text import Text
+
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_generation_run
+
+    with session_scope(engine) as session:
+        run = get_generation_run(session, run_id)
+        status, detail = run.status, run.status_detail
+    if status == "finished" and detail:
+        (err() if as_json else out()).print(Text(f"note: {detail}"), soft_wrap=True)
 
 
 @click.command("judge")

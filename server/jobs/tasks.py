@@ -69,6 +69,11 @@ class GenerateParams(_Params):
     max_tokens: int | None = Field(default=None, ge=16, le=32_768)
     limit: int | None = Field(default=None, ge=1, description="Only the first N items.")
     accepted_only: bool = Field(default=False, description="Only items experts accepted.")
+    include_drafts: bool = Field(
+        default=False,
+        description="Also generated items waiting for review (drafts); rejected items are "
+        "never asked.",
+    )
 
 
 class PullParams(_Params):
@@ -236,6 +241,8 @@ def _judge(
 def _generate(
     engine: Engine, settings: Settings, p: GenerateParams, progress: Progress, note: Note
 ) -> dict[str, Any]:
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_generation_run
     from server import services
 
     overrides = {
@@ -251,10 +258,17 @@ def _generate(
         p.dataset,
         limit=p.limit,
         accepted_only=p.accepted_only,
+        include_drafts=p.include_drafts,
         progress=progress,
         on_run=lambda run_id: note({"generation_run_id": run_id}),
     )
-    return {"generation_run_id": summary.run_id, "summary": asdict(summary)}
+    with session_scope(engine) as session:  # its status line counts the items left out
+        detail = get_generation_run(session, summary.run_id).status_detail
+    return {
+        "generation_run_id": summary.run_id,
+        "summary": asdict(summary),
+        "status_detail": detail,
+    }
 
 
 def _pull(

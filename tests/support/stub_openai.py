@@ -5,7 +5,10 @@ Requests are routed by markers in the prompt text: an item whose question contai
 ``#fault:NAME`` gets the behaviour NAME (see ``BEHAVIOURS``). Without a marker the server
 answers after ``latency`` seconds: generation requests with an echo of the prompt (less a
 closing length instruction, so an S1 answer ends where its question ends), judge requests
-(those with a system message) with a valid grade derived from the prompt's hash.
+(those with a system message) with a valid grade derived from the prompt's hash, and
+dataset-generation requests (a system message naming "FairJudge dataset generation") with as
+many valid items of the requested stage as asked, their texts drawn from the hash of the
+request and its seed, so that every attempt gives new items that are not near-duplicates.
 
 Log-probabilities, as no stub can compute them, are scripted: a responder may return
 ``{"content": text, "logprobs": entries}`` (entries in OpenAI's ``choices[0].logprobs.content``
@@ -183,6 +186,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self._reply(scripted["content"], logprobs=scripted.get("logprobs"))
             if isinstance(scripted, int):
                 return self._send(scripted, b'{"error": {"message": "scripted failure"}}')
+        if is_judge and DATASET_MARKER in messages[0].get("content", ""):
+            time.sleep(state.latency)
+            return self._reply(json.dumps(dataset_items(messages, self.seed)))
         if not is_judge:
             if fault in GENERATION_BEHAVIOURS:
                 return GENERATION_BEHAVIOURS[fault](self, nth, repair, messages)
@@ -224,6 +230,51 @@ class Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
         self._send(200, json.dumps(body).encode())
+
+
+DATASET_MARKER = "FairJudge dataset generation"
+"""What the dataset-generation system prompt says (prompts/dataset_generation_system.j2)."""
+DATASET_REQUEST = re.compile(r"Write (\d+) test items? for stage (S[1-4])")
+# Words the stub's items are made of: 12 drawn per text give texts that share no word 3-gram
+# with one another in practice (a given 3-gram is one of 64**3), so none is a near-duplicate.
+WORDS = (
+    "teacher student class lesson homework project group library science history music art "
+    "sport garden kitchen bus field trip exam essay report poster museum river forest city "
+    "village winter summer morning evening quiet loud careful brave curious patient tired "
+    "happy early late new old small large red blue green yellow bright dark warm cold slow "
+    "quick simple strange friendly honest shy proud calm busy"
+).split()
+
+
+def stub_text(seed_text: str, words: int = 12) -> str:
+    """A sentence of ``words`` words drawn from ``WORDS`` by the sha256 of ``seed_text``."""
+    digest = hashlib.sha256(seed_text.encode()).digest()
+    return " ".join(WORDS[b % len(WORDS)] for b in digest[:words]).capitalize() + "."
+
+
+def dataset_request(messages: list[dict[str, str]]) -> tuple[int, str, list[str]]:
+    """(items asked, stage, fields of an item) of a dataset-generation request, read off its
+    user prompt: the first line names the count and stage, the last shows the reply's JSON
+    shape with one item. (No import of the project: the stub starts fast in a process of its
+    own, see bench/wire.py.)"""
+    prompt = messages[-1]["content"]
+    found = DATASET_REQUEST.search(prompt)
+    if found is None:
+        raise ValueError("not a dataset-generation request")
+    shape = json.loads(prompt.rsplit("\n", 1)[-1])
+    return int(found.group(1)), found.group(2), list(shape["items"][0])
+
+
+def dataset_items(messages: list[dict[str, str]], seed: int) -> dict[str, Any]:
+    """Valid, distinct items for a dataset-generation request: as many as asked, each field a
+    sentence drawn from the request, the seed, the item's position and the field's name."""
+    count, _stage, fields = dataset_request(messages)
+    base = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+    return {
+        "items": [
+            {name: stub_text(f"{base}:{seed}:{i}:{name}") for name in fields} for i in range(count)
+        ]
+    }
 
 
 def _ok(h: Handler, score: int = 3) -> None:

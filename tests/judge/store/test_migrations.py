@@ -235,9 +235,11 @@ def test_old_database_is_upgraded_with_rows_kept_and_filled_in(
     assert "unscored_kind" in {c["name"] for c in columns.get_columns("judgment")}
     # no row lost, none added (0003 adds the empty run-lease table, 0005 the empty campaign,
     # campaign-task, annotator and rating-history tables, 0006 the empty rubric, key and job
-    # tables, 0007 the empty audit-run, audit-answer and audit-label tables)
+    # tables, 0007 the empty audit-run, audit-answer and audit-label tables, 0009 the empty
+    # item-generation-call table)
     new_tables = ("runlease", "campaign", "campaigntask", "annotator", "ratingchange")
     new_tables += ("rubric", "apikey", "job", "auditrun", "auditanswer", "auditlabel")
+    new_tables += ("itemgenerationcall",)
     assert row_counts(engine) == {**counts, **dict.fromkeys(new_tables, 0)}
     with Session(engine) as session:
         judgments = session.exec(
@@ -491,3 +493,71 @@ def test_answers_cut_at_the_token_limit_are_reflagged_truncated(
     with engine.begin() as conn:
         command.downgrade(alembic_config(conn), "0003")
     assert answer_flags(engine) == [(item_id, flag) for item_id, flag, _, _ in ANSWERS]
+
+
+def test_0009_adds_item_provenance_and_the_generation_call_table_and_takes_them_back(
+    url: str, engines: list[Engine]
+) -> None:
+    # A database at 0008 holding one hand-written item: after 0009 the item is unchanged with
+    # no provenance and the call table is empty; a generated item and its call can be stored;
+    # downgraded to 0008, both are gone and the hand-written item is as it was.
+    engine = sa.create_engine(url)
+    engines.append(engine)
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0008")
+        old = sa.MetaData()
+        old.reflect(conn)
+        assert "provenance" not in old.tables["item"].c
+        assert "itemgenerationcall" not in old.tables
+        conn.execute(
+            old.tables["dataset"].insert(),
+            [{"id": 1, "name": "sample", "description": "", "created_at": WHEN}],
+        )
+        conn.execute(
+            old.tables["item"].insert(),
+            [
+                {
+                    "id": 1, "dataset_id": 1, "key": "s1-gender-1", "stage": "S1",
+                    "factor": "gender", "scenario": "career_counseling",
+                    "fields": {"question": "?", "expected_answer": "!"}, "content_hash": "h1",
+                }
+            ],
+        )  # fmt: skip
+        command.upgrade(alembic_config(conn), "0009")
+    assert current_revision(engine) == "0009"
+    with engine.begin() as conn:
+        rows = conn.execute(sa.text("SELECT key, provenance FROM item")).all()
+        assert rows == [("s1-gender-1", None)]
+        assert conn.execute(sa.text("SELECT count(*) FROM itemgenerationcall")).scalar() == 0
+        new = sa.MetaData()
+        new.reflect(conn)
+        conn.execute(
+            new.tables["item"].insert(),
+            [
+                {
+                    "id": 2, "dataset_id": 1, "key": "gen-S1-gender-career_counseling-0a1b2c3d",
+                    "stage": "S1", "factor": "gender", "scenario": "career_counseling",
+                    "fields": {"question": "??", "expected_answer": "!!"}, "content_hash": "h2",
+                    "review_status": "draft", "provenance": {"source": "generated"},
+                }
+            ],
+        )  # fmt: skip
+        call = {
+            "dataset_id": 1, "stage": "S1", "factor": "gender", "scenario": "career_counseling",
+            "attempt": 0, "asked": 1, "endpoint_name": "e", "base_url": "u", "model": "m",
+            "prompt_version": "v", "prompt_hash": "p", "params": {}, "cache_key": "k",
+            "cached": False, "status": "ok", "added": 1, "prompt_tokens": 0,
+            "completion_tokens": 0, "latency_s": 0.0, "created_at": WHEN,
+        }  # fmt: skip
+        conn.execute(new.tables["itemgenerationcall"].insert(), [call])
+        with pytest.raises(sa.exc.IntegrityError):  # one row per (dataset, cell, attempt)
+            with conn.begin_nested():
+                conn.execute(new.tables["itemgenerationcall"].insert(), [call])
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0008")
+    columns = sa.inspect(engine)
+    assert "provenance" not in {c["name"] for c in columns.get_columns("item")}
+    assert "itemgenerationcall" not in columns.get_table_names()
+    with engine.connect() as conn:
+        keys = conn.execute(sa.text("SELECT key FROM item ORDER BY id")).scalars().all()
+    assert keys == ["s1-gender-1", "gen-S1-gender-career_counseling-0a1b2c3d"]

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from scipy.stats import norm
+from sqlmodel import col, select
 
 from annotation.labelstudio import interface
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.service import LabelStudioService
 from judge.data.catalog import import_items
 from judge.store.engine import make_engine, session_scope
+from judge.store.tables import Item
 from server import services
 from server.cli import cli
 from tests.annotation.labelstudio.conftest import shared_labelstudio
@@ -26,6 +28,7 @@ from tests.support.factories import FAIRJUDGE, SAMPLE, make_settings, write_conf
 from tests.support.stub_openai import StubServer
 
 TOKEN_ENV = "FJ_TEST_CAMPAIGN_TOKEN"
+DRAFTS = ("s2-gender-1", "s4-subject-2")
 
 
 @pytest.fixture(scope="session")
@@ -157,3 +160,29 @@ def test_target_half_width_chooses_the_size_and_a_size_above_the_run_is_refused(
 
     unknown = shell(path, "campaign", "status", "nope")
     assert unknown.returncode == 1 and "no campaign named 'nope'" in unknown.stderr
+
+
+def test_review_of_drafts_through_the_cli(config: tuple[Path, int, int], tmp_path: Path) -> None:
+    """`campaign review --drafts` sends only the items waiting for review, and refuses a
+    dataset that has none."""
+    path = config[0]
+    none = shell(path, "campaign", "review", "--dataset", "sample", "--drafts")
+    assert none.returncode == 1, none.stderr
+    assert "dataset 'sample' has no draft items to review" in none.stderr
+
+    # Two of the sample's items marked as drafts, as the item generator stores them.
+    engine = make_engine(f"sqlite:///{tmp_path / 'fairjudge.db'}")
+    with session_scope(engine) as session:
+        for item in session.exec(select(Item).where(col(Item.key).in_(DRAFTS))):
+            item.review_status = "draft"
+            session.add(item)
+    engine.dispose()
+    made = run(path, "campaign", "review", "--dataset", "sample", "--drafts", "--json")
+    assert made.exit_code == 0, made.output
+    d = json.loads(made.stdout)
+    assert (d["campaign"], d["size"], d["imported"], d["created"]) == (
+        "review-sample-draft",
+        2,
+        2,
+        True,
+    )
