@@ -25,6 +25,12 @@
 11. Judge trust (bench/trust.py): ``fairjudge judge-audit counterfactual`` on 2,000 judged
     answers against the stub (200 ms, concurrency 32), a whole command: ratio to the ideal
     (>= 0.9).
+12. Dataset generation (bench/generate.py): ``fairjudge dataset plan`` writing 1,000 items
+    with the stub as the item writer (200 ms, concurrency 32, 5 items a call), a whole
+    command: items per second as a ratio to the ideal; also 10,000 items, where start-up
+    weighs less.
+13. Dedupe (bench/dedupe.py): the near-duplicate pass over 12,632 item texts, in batches of
+    10 as a plan checks them and all at once (<= 30 s), with the planted duplicates found.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -50,6 +56,8 @@ from sqlmodel import Session, col, select
 
 from bench import wire
 from bench.audits import bench_audits
+from bench.dedupe import dedupe_bench
+from bench.generate import generate_bench
 from bench.labelstudio import bench_labelstudio
 from bench.server import bench_server
 from bench.trust import bench_trust
@@ -275,6 +283,11 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "server": bench_server,
     "audits": bench_audits,
     "trust": bench_trust,
+    "generate": lambda tmp: {
+        f"items_{n}": generate_bench(tmp / str(n), n=n, concurrency=32, latency=LATENCY)
+        for n in (1000, 10_000)
+    },
+    "dedupe": lambda tmp: dedupe_bench(),
 }
 
 
