@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -393,10 +395,16 @@ def _run(
         wave = _next_wave(states, prompts, k)
         if not wave:  # nothing to ask: no near-duplicate index to build
             return _finish(summary, states)
-        with CallWriter(engine, dataset_id, threshold=options.threshold) as writer:
+        # The writer's near-duplicate index needs scikit-learn (a second or more to import)
+        # and reads every item of the dataset: it is made on a thread of its own while the
+        # first calls are out, and waited for when their replies are to be stored.
+        with ThreadPoolExecutor(max_workers=1) as opener, ExitStack() as closing:
+            opening = opener.submit(CallWriter, engine, dataset_id, threshold=options.threshold)
+            closing.callback(_close_when_made, opening)
             while wave:
                 total += len(wave)
                 for batch in run_concurrently(wave, work, concurrency=client.config.concurrency):
+                    writer = opening.result()
                     # The calls that have arrived are stored together, in one transaction.
                     records = [(_record(client, options, c, o), r) for c, o, r in batch]
                     for (call, outcome, _), result in zip(
@@ -408,6 +416,16 @@ def _run(
                         progress(finished, total)
                 wave = _next_wave(states, prompts, k)
     return _finish(summary, states)
+
+
+def _close_when_made(opening: Future[CallWriter]) -> None:
+    """Close the writer once it is made; one that could not be made has nothing to close
+    (its error, if nobody asked for the writer, was not the reason the run stopped)."""
+    try:
+        writer = opening.result()
+    except Exception:
+        return
+    writer.close()
 
 
 def _finish(summary: GenerationSummary, states: dict[Cell, _CellState]) -> GenerationSummary:

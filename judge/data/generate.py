@@ -410,6 +410,10 @@ class CallWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give the writer's connection back."""
         self.conn.close()
 
     def store(self, call: CallRecord, reply: ReadReply | None) -> StoredCall:
