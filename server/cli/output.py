@@ -260,14 +260,20 @@ class PlainProgress:
         self.clock = clock
         self.started = clock()
         self._due = self.started + every
-        self._ended = False
+        self._ended_at: int | None = None
+        """The total whose end was said: said once, but again if more work is added later
+        (``dataset plan`` adds a round of calls for what replies left short)."""
 
     def __call__(self, done: int, total: int) -> None:
         now = self.clock()
-        if (now < self._due and done < total) or self._ended:
+        finished = done >= total
+        if finished and total == self._ended_at:
+            return
+        if now < self._due and not finished:
             return
         self._due = now + self.every
-        self._ended = done >= total  # the end is said once
+        if finished:
+            self._ended_at = total
         self.write(progress_line(self.label, done, total, now - self.started))
 
 

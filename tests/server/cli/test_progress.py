@@ -68,6 +68,14 @@ def test_plain_progress_writes_at_most_one_line_per_interval_and_one_at_the_end(
     progress(1000, 1000)
     progress(1000, 1000)
     assert lines[1:] == ["judging: 1,000/1,000 (100 %), 100.0/s, done in 10 s"]
+    # More work added after the end (a plan's second round of calls): its end is said too,
+    # once; in between, lines come every 5 s as before. 1,200 in 20 s = 60.0 a second.
+    clock.now = 112.0
+    progress(1100, 1200)
+    clock.now = 120.0
+    progress(1200, 1200)
+    progress(1200, 1200)
+    assert lines[2:] == ["judging: 1,200/1,200 (100 %), 60.0/s, done in 20 s"]
 
 
 def test_progress_is_plain_lines_off_a_terminal_and_nothing_when_quiet() -> None:
