@@ -10,7 +10,7 @@
 
 Revision ID: 0009
 Revises: 0008
-Create Date: 2026-11-24
+Create Date: 2026-11-23
 """
 
 from __future__ import annotations
