@@ -324,15 +324,29 @@ def plan_items(
 ) -> GenerationSummary:
     """Fill every cell of ``cells`` in ``dataset`` (created if new) up to ``per_cell`` items
     that are not rejected, asking only for the shortfall; resumable (module docstring)."""
-    if per_cell < 1:
-        raise InvalidInputError(f"--per-cell must be at least 1, got {per_cell}")
+    _check_per_cell(per_cell)
 
     def targets(have: dict[Cell, int]) -> dict[Cell, int]:
-        return {c: per_cell - have.get(c, 0) for c in cells if have.get(c, 0) < per_cell}
+        return shortfall(cells, per_cell, have)
 
     return _run(
         engine, client, book, catalogue, dataset, cells, targets, options or Options(), progress
     )
+
+
+def _check_per_cell(per_cell: int) -> None:
+    if per_cell < 1:
+        raise InvalidInputError(f"--per-cell must be at least 1, got {per_cell}")
+
+
+def shortfall(cells: Sequence[Cell], per_cell: int, have: dict[Cell, int]) -> dict[Cell, int]:
+    """The items each cell still needs to hold ``per_cell`` (cells already full left out).
+
+    >>> a, b = Cell("S1", "gender", "x"), Cell("S2", "gender", "x")
+    >>> shortfall([a, b], 3, {a: 1, b: 4}) == {a: 2}
+    True
+    """
+    return {c: per_cell - have.get(c, 0) for c in cells if have.get(c, 0) < per_cell}
 
 
 def _dataset_id(session: Session, name: str, *, create: bool) -> int | None:
@@ -533,8 +547,7 @@ def plan_dry_run(
     stored: the cells short of ``per_cell``, the first calls (as many as the shortfall
     needs), those the call cache answers, an estimate of the rest (``judge.costs``) and the
     most calls the run may make if replies are rejected."""
-    if per_cell < 1:
-        raise InvalidInputError(f"--per-cell must be at least 1, got {per_cell}")
+    _check_per_cell(per_cell)
     options = options or Options()
     k = options.items_per_call
     with session_scope(engine) as session:
@@ -545,7 +558,7 @@ def plan_dry_run(
         typical = _measured_reply_tokens(session, client.model)
     prompts = _Prompts(book, catalogue)
     cache = CallCacheView(engine, client.model)
-    wanted = {c: per_cell - have.get(c, 0) for c in cells if have.get(c, 0) < per_cell}
+    wanted = shortfall(cells, per_cell, have)
     first = cached = 0
     to_send = []
     for cell, need in wanted.items():

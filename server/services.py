@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from judge.costs import Prices
     from judge.data.catalog import ImportSummary
     from judge.data.catalogue import Catalogue
+    from judge.data.generate import Cell
     from judge.dataset_generation import GenerationSummary
     from judge.dataset_generation import Options as GenerationOptions
     from judge.grading.registry import RegisteredRubric
@@ -460,15 +461,27 @@ def plan_items(
     from judge import dataset_generation
     from judge.prompts import PromptBook
 
-    catalogue = item_catalogue(catalogue_file)
-    cells = dataset_generation.grid_cells(
-        catalogue, stages=stages, factors=factors, scenarios=scenarios
-    )
+    catalogue, cells = _plan_grid(catalogue_file, stages, factors, scenarios)
     options = _generation_options(items_per_call, temperature, max_tokens)
     return dataset_generation.plan_items(
         engine, make_client(settings, endpoint), PromptBook(settings.prompts_path()), catalogue,
         into, cells, per_cell, options=options, progress=progress,
     )  # fmt: skip
+
+
+def _plan_grid(
+    catalogue_file: str | Path | None,
+    stages: Sequence[str],
+    factors: Sequence[str],
+    scenarios: Sequence[str],
+) -> tuple[Catalogue, list[Cell]]:
+    """The catalogue (bundled, or extended by ``catalogue_file``) and the cells a plan
+    covers; unknown names are refused here, before any call."""
+    from judge.dataset_generation import grid_cells
+
+    catalogue = item_catalogue(catalogue_file)
+    cells = grid_cells(catalogue, stages=stages, factors=factors, scenarios=scenarios)
+    return catalogue, cells
 
 
 def plan_items_dry_run(
@@ -493,10 +506,7 @@ def plan_items_dry_run(
     from judge.models.client import ModelClient
     from judge.prompts import PromptBook
 
-    catalogue = item_catalogue(catalogue_file)
-    cells = dataset_generation.grid_cells(
-        catalogue, stages=stages, factors=factors, scenarios=scenarios
-    )
+    catalogue, cells = _plan_grid(catalogue_file, stages, factors, scenarios)
     config = settings.endpoint(endpoint)
     return dataset_generation.plan_dry_run(
         engine, ModelClient(endpoint, config), PromptBook(settings.prompts_path()), catalogue,
