@@ -11,7 +11,6 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -24,6 +23,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from judge import paths
+from judge.endpoint_url import check_base_url
 from judge.errors import ConfigError
 
 StructuredOutput = Literal["json_object_schema", "json_schema", "none"]
@@ -33,16 +33,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# Query parameters of a base_url that carry a secret.
-SECRETS = frozenset(
-    ["api_key", "apikey", "key", "token", "access_token", "secret", "password", "auth", "sig"]
-)
-
-
 class EndpointConfig(_Strict):
     """An OpenAI-compatible chat-completions endpoint."""
 
-    base_url: str = Field(description="Base URL of the API, ending in /v1.")
+    # A refused base_url may hold a key: pydantic must not quote it in its errors.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    base_url: str = Field(
+        description="Base URL of the API, ending in /v1; never a key (no user:key@, no "
+        "?key= or other credential parameter, no token-like path segment: use `api_key_env`). "
+        "Runs remember it: the same model at another URL is another run."
+    )
     model: str = Field(description="Model name sent with every request; checked against /models.")
     api_key_env: str = Field(
         default="",
@@ -97,20 +98,9 @@ class EndpointConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _no_secret_in_url(cls, url: str) -> str:
-        # The message never repeats the URL: it may hold a key, and keys are never printed.
-        parts = urlsplit(url)
-        if parts.username or parts.password:
-            raise ValueError(
-                "base_url must not hold a user name or key (user:key@host); put the key in an "
-                "environment variable and name it in api_key_env"
-            )
-        secret = [k for k, _ in parse_qsl(parts.query) if k.lower().replace("-", "_") in SECRETS]
-        if secret:
-            raise ValueError(
-                f"base_url must not hold a key (?{secret[0]}=...); put the key in an environment "
-                "variable and name it in api_key_env"
-            )
-        return url
+        # One rule for every way a base_url arrives (config file, overrides, job settings):
+        # judge.endpoint_url names the kind of secret found, never the URL or the secret.
+        return check_base_url(url)
 
     def api_key(self) -> str:
         """The key from the environment; a placeholder when the endpoint needs none."""
@@ -256,6 +246,9 @@ class ServerConfig(_Strict):
 
 class Settings(_Strict):
     """Everything FairJudge reads from its config file."""
+
+    # Its errors may be about a base_url holding a key: never quote the input.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     database_url: str = Field(
         default="sqlite:///fairjudge.db",

@@ -1,8 +1,9 @@
 """Sending items to the model under test and storing every answer.
 
-A generation run is identified by (dataset, endpoint, model, parameters, template version):
-asking for the same run again resumes it, and only the answers that are missing or failed
-are requested; everything already answered comes from the store or the call cache.
+A generation run is identified by (dataset, endpoint, its server's base URL, model, parameters,
+template version): asking for the same run again resumes it, and only the answers that are
+missing or failed are requested; everything already answered comes from the store or the
+call cache.
 
 Which items are asked follows their expert review (``Item.review_status``): by default every
 item except drafts waiting for review and rejected ones; ``include_drafts`` adds the drafts,
@@ -23,6 +24,7 @@ from sqlmodel import Session, col, func, select
 
 from judge.data.answers import classify_answer
 from judge.data.items import DRAFT, status_name
+from judge.endpoint_url import same_server
 from judge.errors import InvalidInputError, NotFoundError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
@@ -46,11 +48,12 @@ def get_or_create_run(
     max_tokens: int,
     new: bool = False,
 ) -> GenerationRun:
-    """The existing run with these exact settings (to resume it), or a new one."""
+    """The existing run with these exact settings at this server (to resume it), or a new
+    one: the same endpoint name and model at another base_url is another run."""
     dataset = get_dataset(session, dataset_name)
     assert dataset.id is not None
     if not new:
-        existing = session.exec(
+        candidates = session.exec(
             select(GenerationRun)
             .where(
                 GenerationRun.dataset_id == dataset.id,
@@ -61,9 +64,12 @@ def get_or_create_run(
                 GenerationRun.template_version == book.generation_version,
             )
             .order_by(col(GenerationRun.id).desc())
-        ).first()
-        if existing is not None:
-            return existing
+        )
+        # The server is part of the identity, compared in its normal form (judge.endpoint_url)
+        # so that a trailing slash or the host's case does not split a run.
+        for existing in candidates:
+            if same_server(existing.base_url, client.config.base_url):
+                return existing
     run = GenerationRun(
         dataset_id=dataset.id,
         endpoint_name=client.name,

@@ -220,6 +220,7 @@ class GenerationRunOut(BaseModel):
     id: int
     dataset: str
     endpoint: str
+    base_url: str = ""
     model: str
     temperature: float
     answers: int
@@ -232,6 +233,8 @@ class JudgeRunOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
     id: int
     generation_run: int
+    endpoint: str = ""
+    base_url: str = ""
     model: str
     prompt_variant: str
     temperature: float
@@ -262,6 +265,11 @@ class JudgmentOut(BaseModel):
     item_key: str
     rubric: str
     sample_index: int
+    position: str | None = Field(
+        default=None,
+        description="In a run judged in both orders: 'given' or 'swapped' (sample indices "
+        "n..2n-1 are the swapped repeats); null otherwise.",
+    )
     status: str
     score: int | None
     explanation: str | None

@@ -4,7 +4,8 @@ rubrics users registered; see ``judge.grading.registry``).
 Per item, rubric and sample: render the prompt, call the judge (cached), read the grade. An
 unreadable reply gets one repair request; if that fails too, the judgment is stored as
 *unscored* with its kind, the reason and both raw replies. A judge run is identified by its
-generation run and a hash of its settings, so asking again resumes it. A run with judgments
+generation run and a hash of its settings and its server (the endpoint's base URL), so asking
+again resumes it, and the same model name at another server is another run. A run with judgments
 that failed for reasons outside the judge's reply (calls that failed, answers missing) ends
 ``incomplete`` with a line saying how many and why; a rerun tries exactly those again. The
 rubric set is part of a run's identity, and each judgment records its rubric's version and
@@ -30,6 +31,7 @@ from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
 from judge.costs import Budget
+from judge.endpoint_url import identity_url
 from judge.errors import InvalidInputError
 from judge.grading.logprobs import ScoreDistribution, score_distribution
 from judge.grading.parsing import Grade, Scored, Unscored, UnscoredKind, parse_grade
@@ -55,11 +57,36 @@ def judge_config_hash(
     rubric_template_version: str = "",
     swap_order: bool = False,
 ) -> str:
-    """The judge run's identity. The built-in set adds nothing to the hashed settings (its
-    rubric file is in ``template_version`` already), so runs made before rubric sets existed
-    keep their hash and resume; any other set adds its name, each rubric's version and
-    definition hash, and the version of the templates registered rubrics use. Judging pairs
-    in both orders (``swap_order``) adds itself, so the runs of before keep their hash."""
+    """The judge run's identity: its settings (``settings_hash``) at its server. The same
+    model name at another base_url is another judge run (two servers' judgments never mix
+    in one run); cosmetic differences of the URL (``identity_url``) are the same run."""
+    settings = settings_hash(
+        client, config, template_version, rubrics, rubric_template_version, swap_order
+    )
+    return server_hash(settings, client.config.base_url)
+
+
+def server_hash(settings: str, base_url: str) -> str:
+    """A settings hash joined with the server it ran at. Judge runs made before the server
+    was part of their identity held ``settings`` alone; migration 0010 turned each into
+    this from the run's own stored base_url, so they resume at their own server."""
+    return content_hash({"settings": settings, "server": identity_url(base_url)})[:16]
+
+
+def settings_hash(
+    client: ModelClient,
+    config: JudgeConfig,
+    template_version: str,
+    rubrics: RubricSet | None = None,
+    rubric_template_version: str = "",
+    swap_order: bool = False,
+) -> str:
+    """The hash of a judge run's settings (no server). The built-in set adds nothing to the
+    hashed settings (its rubric file is in ``template_version`` already), so runs made
+    before rubric sets existed keep their hash and resume; any other set adds its name, each
+    rubric's version and definition hash, and the version of the templates registered
+    rubrics use. Judging pairs in both orders (``swap_order``) adds itself, so the runs of
+    before keep their hash."""
     body: dict[str, object] = {
         "model": client.model,
         "variant": config.prompt_variant,

@@ -68,6 +68,7 @@ class GenerationRunInfo:
     status: str
     created_at: str
     source: str = "generated"
+    base_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ class JudgeRunInfo:
     unscored: int
     status: str
     rubric_set: str = "fairmonitor"
+    endpoint: str = ""
+    base_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ def list_runs(
                 run.status,
                 run.created_at.isoformat(),
                 run.source,
+                run.base_url,
             )
         )
     judges = []
@@ -139,6 +143,8 @@ def list_runs(
                 counts.get("unscored", 0),
                 jrun.status,
                 jrun.rubric_set,
+                jrun.endpoint_name,
+                jrun.base_url,
             )
         )
     return RunListing(gens, judges)
