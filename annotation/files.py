@@ -168,8 +168,17 @@ class FileAgreement:
         return out
 
     def coefficient_groups(self) -> dict[str, dict[str, Coefficient]]:
-        """The single coefficients by report part (human_vs_human, judge_vs_human, grouped)."""
-        out = {"human_vs_human": self.human_vs_human.alphas}
+        """The single coefficients by report part (human_vs_human, human_pairs: Cohen's kappa
+        of every pair of raters, judge_vs_human, grouped)."""
+        hh = self.human_vs_human
+        out = {
+            "human_vs_human": {**hh.alphas, "fleiss_kappa": hh.fleiss_kappa},
+            "human_pairs": {
+                f"{name} ({pair.raters[0]}, {pair.raters[1]})": c
+                for pair in hh.pairwise
+                for name, c in pair.coefficients.items()
+            },
+        }
         if self.judge is not None:
             out["judge_vs_human"] = self.judge.agreement.coefficients
             if self.judge.grouped is not None:

@@ -1,5 +1,6 @@
 """How reliability results are shown: the "Judge reliability" section of a judge run's report,
-the CLI's tables (FairMonitor's Table 3 layout) and the formatting of one coefficient.
+the CLI's tables (FairMonitor's Table 3 layout, and the humans' agreement among themselves) and
+the formatting of one coefficient.
 
 Figures are described (``AgreementPlot``), not drawn: ``judge.reports.render`` draws them. An
 undefined coefficient shows its reason ("n/a (constant ratings: ...)"), never a bare "n/a".
@@ -8,6 +9,7 @@ undefined coefficient shows its reason ("n/a (constant ratings: ...)"), never a 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from sqlmodel import Session, select
@@ -16,12 +18,26 @@ from annotation.files import FileAgreement
 from annotation.reliability import JudgeReliability, RunReliability, run_reliability
 from judge.reports.sections import AgreementPlot, Figure, Section, Table
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
+from judge.stats.raters import RaterAgreement
 from judge.store.queries import get_judge_run
 from judge.store.tables import HumanRating
 
 SECTION_TITLE = "Judge reliability"
 SHOWN = ("pearson", "spearman", "kendall", "kappa_quadratic", "mean_difference")
 CLI_COEFFICIENTS = ("spearman", "pearson", "kappa_quadratic")
+# Among humans: (JSON key, column heading); pairwise Cohen's kappa by weighting.
+HUMAN_COEFFICIENTS = (
+    ("alpha_nominal", "alpha (nominal)"),
+    ("alpha_ordinal", "alpha (ordinal)"),
+    ("alpha_interval", "alpha (interval)"),
+    ("alpha_ratio", "alpha (ratio)"),
+    ("fleiss_kappa", "Fleiss kappa"),
+)
+PAIR_COEFFICIENTS = (
+    ("kappa", "kappa"),
+    ("kappa_linear", "kappa (linear)"),
+    ("kappa_quadratic", "kappa (quadratic)"),
+)
 NOTE = (
     "values with bootstrap 95 % CIs; human alpha is the agreement humans reach among "
     "themselves (the ceiling)"
@@ -99,6 +115,29 @@ def reliability_tables(result: RunReliability) -> list[Table]:
     return tables
 
 
+def _human_cells(agreement: RaterAgreement) -> list[str]:
+    found = {**agreement.alphas, "fleiss_kappa": agreement.fleiss_kappa}
+    return [fmt(found.get(key)) for key, _ in HUMAN_COEFFICIENTS]
+
+
+def human_tables(result: RunReliability, suffix: str = "") -> list[Table]:
+    """The humans among themselves, per rubric: Krippendorff's alphas and Fleiss' kappa, then
+    Cohen's kappa for every pair of raters (unweighted, linear, quadratic)."""
+    overall, pairs = [], []
+    for rubric, entry in result.rubrics.items():
+        hh = entry.human_vs_human
+        overall.append([rubric, str(entry.n_rated_items), str(hh.n_raters), *_human_cells(hh)])
+        for pair in hh.pairwise:
+            cells = [fmt(pair.coefficients.get(key)) for key, _ in PAIR_COEFFICIENTS]
+            pairs.append([rubric, f"{pair.raters[0]} / {pair.raters[1]}", str(pair.n), *cells])
+    head = ["rubric", "n items", "raters", *(title for _, title in HUMAN_COEFFICIENTS)]
+    pair_head = ["rubric", "raters", "n", *(title for _, title in PAIR_COEFFICIENTS)]
+    return [
+        Table(f"Agreement among humans [95 % CI]{suffix}", head, overall),
+        Table(f"Pairwise kappa among humans [95 % CI]{suffix}", pair_head, pairs, key_columns=2),
+    ]
+
+
 def readings(result: RunReliability) -> list[str]:
     """One plain-language line per rubric x judge configuration, and for a campaign that drew
     items unequally, the inclusion-weighted estimates beside the unweighted ones."""
@@ -156,10 +195,12 @@ def reliability_section(
     result = run_reliability(session, run.generation_run_id, options=options)
     rows: list[dict[str, Any]] = []
     figures: list[Figure] = []
+    humans: dict[str, Any] = {}
     for rubric, entry in result.rubrics.items():
         mine = entry.judge(judge_run_id)
         if mine is None:
             continue
+        humans[rubric] = entry.human_vs_human.to_dict()
         rows.append(
             {
                 "rubric": rubric,
@@ -180,11 +221,13 @@ def reliability_section(
         columns,
         [[str(row[c]) for c in columns] for row in rows],
     )
+    shown = {rubric: result.rubrics[rubric] for rubric in humans}
+    payload = {"rows": rows, "human_vs_human": humans, "n_bootstrap": options.n_bootstrap}
     return Section(
         title=SECTION_TITLE,
         json_key="agreement",
-        payload={"rows": rows, "n_bootstrap": options.n_bootstrap, "note": NOTE},
-        tables=[table],
+        payload={**payload, "note": NOTE},
+        tables=[table, *human_tables(replace(result, rubrics=shown))],
         figures=figures,
         notes=[f"{NOTE}; {options.n_bootstrap} bootstrap resamples."],
     )

@@ -1,8 +1,10 @@
-"""Agreement among raters: Krippendorff's alpha, pairwise kappa, each rater against the rest
-and each rater against the judge, on a raters x items matrix with missing ratings allowed.
+"""Agreement among raters: Krippendorff's alpha, Fleiss' kappa, pairwise kappa, each rater
+against the rest and each rater against the judge, on a raters x items matrix with missing
+ratings allowed.
 
-Point estimates come from krippendorff (alpha) and ``judge.stats.pairs`` (kappa, correlations);
-confidence intervals from an item bootstrap. Undefined coefficients are NaN with their reason
+Point estimates come from krippendorff (alpha), ``judge.stats.fleiss`` and
+``judge.stats.pairs`` (Cohen's kappa, correlations); confidence intervals from an item
+bootstrap. Undefined coefficients are NaN with their reason
 and one ``UndefinedWarning`` each unless ``warn=False``, as in ``judge.stats.pairs``.
 """
 
@@ -27,12 +29,16 @@ from judge.stats.coefficient import (
     check_options,
     warn_undefined,
 )
+from judge.stats.fleiss import fleiss_kappa
 from judge.stats.matrix import RatingMatrix, column_means
 from judge.stats.pairs import LABELS, as_scores, check_labels, pair_agreement
 
-Level = Literal["nominal", "ordinal", "interval"]
-LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval")
-PAIRWISE = ("kappa", "kappa_quadratic")
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+# Ratio treats the scale's numbers as amounts from a true zero: a disagreement weighs
+# ((c - k) / (c + k))^2, so 1 vs 2 counts more than 4 vs 5.
+LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
+PAIRWISE = ("kappa", "kappa_linear", "kappa_quadratic")  # among humans
+JUDGE_PER_ANNOTATOR = ("kappa", "kappa_quadratic")
 VS_REST = ("pearson", "spearman", "kappa_quadratic", "mean_difference")
 
 
@@ -75,14 +81,16 @@ class PerRaterAgreement:
 class RaterAgreement:
     """Agreement among human raters: the ceiling a judge is compared with."""
 
-    alphas: dict[str, Coefficient]  # alpha_nominal, alpha_ordinal, alpha_interval
+    alphas: dict[str, Coefficient]  # alpha_nominal, alpha_ordinal, alpha_interval, alpha_ratio
     n_raters: int
     pairwise: list[RaterPairAgreement]
     per_annotator: list[PerRaterAgreement]
+    fleiss_kappa: Coefficient
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **{k: c.to_dict() for k, c in self.alphas.items()},
+            "fleiss_kappa": self.fleiss_kappa.to_dict(),
             "n_raters": self.n_raters,
             "pairwise_kappa": [p.to_dict() for p in self.pairwise],
             "per_annotator": [p.to_dict() for p in self.per_annotator],
@@ -90,6 +98,7 @@ class RaterAgreement:
 
     def named(self) -> Iterator[tuple[str, Coefficient]]:
         yield from self.alphas.items()
+        yield "fleiss_kappa", self.fleiss_kappa
         for pair in self.pairwise:
             yield from pair.named()
         for entry in self.per_annotator:
@@ -131,7 +140,8 @@ def krippendorff_alphas(
     labels: Sequence[int] = LABELS,
     warn: bool = True,
 ) -> dict[str, Coefficient]:
-    """Krippendorff's alpha (nominal, ordinal, interval) among raters, missing ratings allowed.
+    """Krippendorff's alpha (nominal, ordinal, interval, ratio) among raters, missing ratings
+    allowed.
 
     The value domain is the scale's ``labels`` (1-5 unless given) and any other value rated
     (a rating that is itself a mean).
@@ -171,7 +181,8 @@ def pairwise_kappa(
     labels: Sequence[int] = LABELS,
     warn: bool = True,
 ) -> list[RaterPairAgreement]:
-    """Cohen's kappa (unweighted and quadratic) for every pair of raters on shared items."""
+    """Cohen's kappa (unweighted, linear and quadratic weights) for every pair of raters on
+    shared items."""
     compare = partial(_compare, keep=PAIRWISE, options=check_options(options), labels=labels)
     out = []
     for a, b in combinations(range(len(matrix.raters)), 2):
@@ -213,13 +224,15 @@ def human_vs_human(
     labels: Sequence[int] = LABELS,
     warn: bool = True,
 ) -> RaterAgreement:
-    """Agreement among human raters: alphas (with CIs), pairwise kappa, each rater vs the rest."""
+    """Agreement among human raters: alphas and Fleiss' kappa (with CIs), pairwise kappa, each
+    rater vs the rest."""
     shared: dict[str, Any] = {"options": options, "labels": labels, "warn": False}
     result = RaterAgreement(
         krippendorff_alphas(matrix, **shared),
         len(matrix.raters),
         pairwise_kappa(matrix, **shared),
         annotator_vs_rest(matrix, **shared),
+        fleiss_kappa(matrix, options=options, labels=labels),
     )
     if warn:
         warn_undefined(result.named())
@@ -236,7 +249,9 @@ def kappa_per_annotator(
 ) -> list[PerRaterAgreement]:
     """Cohen's kappa of the judge against each annotator on that annotator's items; ``judge``
     holds one score per item of ``matrix``."""
-    compare = partial(_compare, keep=PAIRWISE, options=check_options(options), labels=labels)
+    compare = partial(
+        _compare, keep=JUDGE_PER_ANNOTATOR, options=check_options(options), labels=labels
+    )
     scores = as_scores(judge, "judge", labels)
     if scores.size != len(matrix.items):
         raise ValueError(

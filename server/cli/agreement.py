@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 
 
 def print_reliability(result: RunReliability) -> None:
-    """FairMonitor's Table 3 for three coefficients, then one reading per rubric x judge."""
+    """FairMonitor's Table 3 for three coefficients, the humans' agreement among themselves
+    (alphas, Fleiss' kappa, pairwise kappa), then one reading per rubric x judge."""
     from rich.text import Text
 
-    from annotation.sections import readings, reliability_tables
+    from annotation.sections import human_tables, readings, reliability_tables
 
-    for t in reliability_tables(result):
+    suffix = f" (run {result.generation_run})"
+    for t in [*reliability_tables(result), *human_tables(result, suffix)]:
         report_table(t)
     for line in readings(result):
         out().print(Text(line))

@@ -150,7 +150,7 @@ def test_reliability_from_the_store_matches_direct_computation(
         base = services.full_report(session, judge_run, with_reliability=False)
     assert section is not None and section.title == "Judge reliability"
     assert section.json_key == "agreement"
-    assert set(section.payload) == {"rows", "n_bootstrap", "note"}
+    assert set(section.payload) == {"rows", "human_vs_human", "n_bootstrap", "note"}
     assert section.payload["n_bootstrap"] == 100
     (row,) = section.payload["rows"]  # one rated rubric: ICS
     assert row["rubric"] == "ICS" and row["n"] == 18

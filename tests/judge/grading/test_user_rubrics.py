@@ -384,8 +384,12 @@ def test_the_builtin_set_keeps_its_identity_and_records_rubric_versions(
     with Session(engine) as session:
         jrun = session.exec(select(JudgeRun)).one()
         judgment = session.exec(select(Judgment)).one()
-    assert (jrun.rubric_set, jrun.config_hash) == ("fairmonitor", old_hash)
-    assert judgment.rubric_version == "fairmonitor-v2"  # rubrics.toml says version = 2
+    # Since migration 0010 the identity also holds the server: the sha256 of the sorted JSON
+    # {"server": base URL, "settings": the hash above}, cut to 16 characters.
+    server = {"server": settings.endpoint("test").base_url, "settings": old_hash}
+    with_server = hashlib.sha256(json.dumps(server, sort_keys=True).encode()).hexdigest()[:16]
+    assert (jrun.rubric_set, jrun.config_hash) == ("fairmonitor", with_server)
+    assert judgment.rubric_version == "fairmonitor-v3"  # rubrics.toml says version = 3
     assert judgment.rubric_hash == canonical_hash(ics_definition)
 
 

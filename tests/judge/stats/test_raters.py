@@ -17,7 +17,8 @@ from judge.stats.matrix import RatingMatrix
 from judge.stats.raters import human_vs_human, kappa_per_annotator, krippendorff_alphas
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", the 4-observer x 12-unit
-# example with missing values. Published: nominal 0.743, ordinal 0.815, interval 0.849.
+# example with missing values. Published: nominal 0.743, ordinal 0.815, interval 0.849,
+# ratio 0.797.
 K2011 = {
     "A": [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
     "B": [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
@@ -43,6 +44,7 @@ def test_krippendorff_published_example() -> None:
     assert round(alphas["alpha_nominal"].value, 3) == 0.743
     assert round(alphas["alpha_ordinal"].value, 3) == 0.815
     assert round(alphas["alpha_interval"].value, 3) == 0.849
+    assert round(alphas["alpha_ratio"].value, 3) == 0.797
     # Unit 12 has a single rating and cannot be paired: 11 units count.
     assert alphas["alpha_interval"].n == 11
     assert alphas["alpha_interval"].ci_low <= 0.849 <= alphas["alpha_interval"].ci_high
@@ -53,12 +55,33 @@ def test_krippendorff_published_example() -> None:
     assert ab.n == 9 and ab.coefficients["kappa"].value == pytest.approx(expected)
     kappa = ab.to_dict()["kappa"]
     assert kappa["ci_low"] <= expected <= kappa["ci_high"]
+    # Linear and quadratic weights, the same way (scikit-learn's weights= argument).
+    for name, weights in (("kappa_linear", "linear"), ("kappa_quadratic", "quadratic")):
+        weighted = cohen_kappa_score(
+            K2011["A"][:9], K2011["B"][:9], labels=[1, 2, 3, 4, 5], weights=weights
+        )
+        assert ab.coefficients[name].value == pytest.approx(weighted), name
+    # Fleiss' kappa over the 11 units rated at least twice, by hand from the table above
+    # (ratings per unit, categories 1-5): P_i per unit, then shares n_ik / r_i per unit.
+    units = [[1, 1, 1], [2, 3, 2, 2], [3, 3, 3, 3], [3, 3, 3, 3], [2, 2, 2, 2], [1, 2, 3, 4]]
+    units += [[4, 4, 4, 4], [1, 1, 2, 1], [2, 2, 2, 2], [5, 5, 5], [1, 1]]
+    agree, shares = [], []
+    for ratings in units:
+        r = len(ratings)
+        n_k = [ratings.count(k) for k in range(1, 6)]
+        agree.append(sum(c * (c - 1) for c in n_k) / (r * (r - 1)))
+        shares.append([c / r for c in n_k])
+    p_e = sum(p**2 for p in np.mean(shares, axis=0))
+    fleiss = (np.mean(agree) - p_e) / (1 - p_e)
+    assert result.fleiss_kappa.value == pytest.approx(fleiss) and result.fleiss_kappa.n == 11
     assert {e.rater for e in result.per_annotator} == set("ABCD")
-    # The JSON keeps its shape: alphas, n_raters, pairwise_kappa, per_annotator.
+    # The JSON keeps its shape: alphas, Fleiss' kappa, n_raters, pairwise_kappa, per_annotator.
     assert list(result.to_dict()) == [
         "alpha_nominal",
         "alpha_ordinal",
         "alpha_interval",
+        "alpha_ratio",
+        "fleiss_kappa",
         "n_raters",
         "pairwise_kappa",
         "per_annotator",
@@ -94,7 +117,7 @@ def test_constant_ratings_make_alpha_undefined_with_the_reason() -> None:
     assert [str(w.message) for w in caught] == [
         f"alpha_{level} is undefined for these data (constant ratings: every rating is 4); "
         "reported as NaN"
-        for level in ("nominal", "ordinal", "interval")
+        for level in ("nominal", "ordinal", "interval", "ratio")
     ]
     assert all(math.isnan(c.value) and c.n == 2 for c in alphas.values())
     single = RatingMatrix.from_long([1, 2], ["A", "B"], [3, 4])  # no item has two ratings
@@ -103,15 +126,15 @@ def test_constant_ratings_make_alpha_undefined_with_the_reason() -> None:
 
 
 def test_human_vs_human_warns_once_per_undefined_coefficient() -> None:
-    # Two raters, each gives every item 3. Undefined: the three alphas, the pair's two kappas,
-    # and for each rater vs the rest Pearson, Spearman (constant) and quadratic kappa (one
-    # shared category); the mean difference (0) is defined.
+    # Two raters, each gives every item 3. Undefined: the four alphas, Fleiss' kappa, the
+    # pair's three kappas, and for each rater vs the rest Pearson, Spearman (constant) and
+    # quadratic kappa (one shared category); the mean difference (0) is defined.
     matrix = RatingMatrix.from_long([1, 2, 3, 1, 2, 3], list("AAABBB"), [3] * 6)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = human_vs_human(matrix, options=BootstrapOptions(n_bootstrap=0))
     undefined = [name for name, c in result.named() if c.undefined_reason]
-    assert len(caught) == len(undefined) == 3 + 2 + 2 * 3
+    assert len(caught) == len(undefined) == 4 + 1 + 3 + 2 * 3
     assert all(w.category is UndefinedWarning for w in caught)
 
 
@@ -125,7 +148,7 @@ def test_summeval_alpha_with_missing_ratings(
     ours = human_vs_human(matrix, options=BootstrapOptions(n_bootstrap=50))
     # Independent path: pandas pivot -> krippendorff directly.
     pivot = experts.pivot(index="rater", columns="item", values="score")
-    for level in ("nominal", "ordinal", "interval"):
+    for level in ("nominal", "ordinal", "interval", "ratio"):
         direct = krippendorff.alpha(
             reliability_data=pivot.to_numpy(),
             level_of_measurement=level,
