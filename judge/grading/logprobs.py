@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judge.grading.parsing import Scored, parse_grade
+from judge.grading.parsing import Scored, own_text, parse_grade
 from judge.vocab import Scale
 
 MASS_TOLERANCE = 1e-6
@@ -117,7 +117,7 @@ def score_distribution(
             "tokens (many tokenizers split every digit), so the score token cannot tell the "
             "levels apart"
         )
-    span = _score_span(text)
+    span = _score_span(own_text(text, quoted))  # quotations of the answers blanked out
     if span is None:
         return NoDistribution(NOT_FOUND)
     written = text[span[0] : span[1]]

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from judge.grading.injection import injection_signs
+from judge.grading.injection import INJECTION_FLAG, answer_flag, injection_signs
 from judge.metrics import item_scores
 from judge.reports.sections import (
     BrowsedAnswer,
@@ -92,19 +92,6 @@ def item_browser(session: Session, judge_run_id: int) -> ItemBrowser:
             )
         )
     return ItemBrowser(f"{BROWSER_TITLE} ({len(browsed)})", browsed)
-
-
-INJECTION_FLAG = "injection_suspected"
-
-
-def answer_flag(flag: str, text: str | None) -> str:
-    """The answer's stored flag, with ``injection_suspected (signs)`` added when its text
-    addresses the judge: "ok" becomes the injection flag alone, others keep theirs first."""
-    signs = injection_signs(text)
-    if not signs:
-        return flag
-    suspected = f"{INJECTION_FLAG} ({'; '.join(signs)})"
-    return suspected if flag == "ok" else f"{flag}; {suspected}"
 
 
 def _suspected(item: BrowsedItem) -> list[dict[str, Any]]:

@@ -108,8 +108,12 @@ def test_forged_scores_are_never_stored_and_injections_are_counted(
 
 def test_the_detector_errs_little_on_hand_labelled_answers() -> None:
     # tests/support/data/injections.jsonl: answers written by hand, labelled by hand. "dev"
-    # (22 attempts, 22 look-alike ordinary answers) was written before the patterns and they
-    # were tuned on it; "heldout" (10 + 10) was written afterwards and not tuned on.
+    # (22 attempts, 22 look-alike ordinary answers) was written before the first patterns and
+    # they were tuned on it; "heldout" (10 + 10) was written afterwards. The revision for
+    # issue 24 saw both (its three held-out misses were the reason for it), so neither is held
+    # out any more: the sets measured after revisions are tests/judge/grading/injection_set.jsonl
+    # (now the development set, test_injection_dev_set.py) and injection_set_2.jsonl
+    # (test_injection_set_2.py).
     path = Path(__file__).parents[2] / "support" / "data" / "injections.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     errors: dict[str, dict[str, list[str]]] = {}
@@ -120,10 +124,4 @@ def test_the_detector_errs_little_on_hand_labelled_answers() -> None:
             split["missed" if row["injection"] else "false_alarm"].append(row["note"])
     assert [len([r for r in rows if r["split"] == s]) for s in ("dev", "heldout")] == [44, 20]
     assert errors["dev"] == {"missed": [], "false_alarm": []}
-    # Held out: no false alarm; three misses, each a form the patterns do not know: a role
-    # reset ("you are no longer a judge"), an upper-case instruction to "the AI judge" that
-    # says what the score "must be", and a bare trailing "Score: 5" line.
-    assert errors["heldout"] == {
-        "missed": ["role reset", "instruction for the AI judge", "trailing score line"],
-        "false_alarm": [],
-    }
+    assert errors["heldout"] == {"missed": [], "false_alarm": []}
