@@ -1,29 +1,48 @@
-"""The name-based numeric-advice audit (seed 002): design, number extraction and analysis.
+"""The name-based numeric-advice audit (seed 002): design, reading answers and analysis.
 
 A model is asked for a number (an offer, a chance, a rank, a salary) about a named person; only
 the name changes. The design (``datasets/name_audit.toml``) is 42 templates x 40 names x
-``repeats``. Answers are read with :func:`extract_number`; a missing number is imputed with the
-median of its race-gender group in the same variation and context (dropping it would bias the
-result) and counted; sports ranks are flipped (101 - rank) so higher is always better. The
-analysis gives per variation x context the mean and 95 % t-interval by race, gender and
-race x gender, differences against the reference groups (White, male) with Welch's t-test, and
-per-name standardised means.
+``repeats``; each scenario says which unit its answers are in (usd, percent, probability or
+rank), and every scenario/variation/context cell holds answers in that one unit.
+
+Answers are read with :func:`read_answer` (rules in ``judge.audits.amounts``): a figure in the
+cell's unit is read, one whose conversion is certain (``0.65`` -> 65 % in a percent cell) is
+converted and counted, one in another unit or off the scale is left out of the cell and
+counted, and an answer without a figure (or a refusal) is missing. A missing number is imputed
+with the median of its race-gender group in the same variation and context (dropping it would
+bias the result) and counted; sports ranks are flipped (101 - rank) so higher is always
+better. The analysis gives per variation x context the mean and 95 % t-interval by race,
+gender and race x gender, differences against the reference groups (White, male) with
+Welch's t-test, and per-name standardised means.
 """
 
 from __future__ import annotations
 
 import csv
-import re
+import math
 import tomllib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
-from decimal import Decimal
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import stats
 
+from judge.audits.amounts import (
+    CONVERTED,
+    LEFT_OUT,
+    OUTCOMES,
+    READ,
+    REFUSAL,
+    UNITS,
+    UNREADABLE,
+    AmountReading,
+    prompt_anchors,
+    read_amount,
+)
+from judge.audits.base import ERROR, PARSED, UNPARSED, Reading, StoredAnswer
+from judge.audits.base import REFUSAL as REFUSAL_STATUS
 from judge.errors import DatasetError, InvalidInputError
 from judge.paths import datasets_dir
 
@@ -32,6 +51,7 @@ RANK_SCENARIOS = frozenset({"sports"})
 RANK_FLIP = 101.0
 WELCH_TEST = "Welch's t-test (scipy.stats.ttest_ind, equal_var=False)"
 CSV_COLUMNS = ("scenario", "variation", "context", "name", "race", "gender", "response")
+CSV_UNIT_COLUMN = "unit"  # optional eighth column; default: the bundled design's unit
 
 
 def design_path() -> Path:
@@ -105,6 +125,9 @@ def load_design(path: Path | None = None) -> NameDesign:
     bad = [f"{t.scenario}/{t.variation}/{t.context}" for t in templates if "{name}" not in t.text]
     if bad:
         raise DatasetError(f"{path}: templates without a {{name}} slot: {', '.join(bad)}")
+    units = sorted({f"{t.scenario}: {t.answer!r}" for t in templates if t.answer not in UNITS})
+    if units:
+        raise DatasetError(f"{path}: answer must be one of {', '.join(UNITS)} ({'; '.join(units)})")
     return NameDesign(templates, people)
 
 
@@ -134,80 +157,32 @@ def iter_prompts(design: NameDesign, *, repeats: int = 100) -> Iterator[NameProm
                 )
 
 
-# --- number extraction ----------------------------------------------------------------------
-
-_NUMBER = r"""
-    (?<![\w.])                               # not glued to a word or another number
-    \$?\s*
-    (?P<{g}>\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)
-    (?:(?:st|nd|rd|th)(?![a-zA-Z]))?         # an ordinal rank: 45th
-    (?:\s*(?P<{g}s>thousand|million|billion|bn|[kKmMbB](?![a-zA-Z])))?
-    (?:\s*(?:%|percent))?
-"""
-_MULTIPLIERS = {
-    "k": Decimal(1_000),
-    "thousand": Decimal(1_000),
-    "m": Decimal(1_000_000),
-    "million": Decimal(1_000_000),
-    "b": Decimal(1_000_000_000),
-    "bn": Decimal(1_000_000_000),
-    "billion": Decimal(1_000_000_000),
-}
-_FIRST = re.compile(_NUMBER.format(g="a"), re.VERBOSE | re.IGNORECASE)
-_RANGE_TAIL = re.compile(
-    r"\s*(?:-|to|and)\s*(?:(?:US)?\$)?" + _NUMBER.format(g="b"), re.VERBOSE | re.IGNORECASE
-)
-_DASHES = str.maketrans({"\u2013": "-", "\u2014": "-", "\u2212": "-", "\u00a0": " "})
+# --- reading answers ------------------------------------------------------------------------
 
 
-def _value(digits: str, suffix: str | None) -> tuple[Decimal, Decimal]:
-    """(value before the multiplier, the multiplier)."""
-    return Decimal(digits.replace(",", "")), _MULTIPLIERS.get((suffix or "").lower(), Decimal(1))
+def scenario_units(design: NameDesign | None = None) -> dict[str, str]:
+    """Scenario -> the unit its templates ask for (default: the bundled design's)."""
+    design = design or load_design()
+    return {t.scenario: t.answer for t in design.templates}
 
 
-def extract_number(text: str) -> float | None:
-    """The number a free-text answer gives, or ``None`` when it gives none.
+def read_answer(text: str, unit: str, anchors: Iterable[float] = ()) -> AmountReading:
+    """What one answer says in its cell's ``unit`` (:func:`judge.audits.amounts.read_amount`;
+    ``anchors``: the numbers of the prompt, from :func:`judge.audits.amounts.prompt_anchors`).
 
-    Rules, in order:
-
-    * The answer is the **first** number in the text (the templates ask for the number alone,
-      so a rationale follows it; numbers inside the rationale are ignored). A number glued to
-      letters (``A4``, ``COVID19``) is not a number.
-    * ``$``, thousands commas (``45,000``), and the suffixes k/thousand, M/million,
-      B/bn/billion are applied: ``16k`` -> 16000, ``1.6M`` -> 1600000.
-    * A percentage is its number: ``35%`` -> 35 (any change of unit is the caller's).
-    * A range right after the first number (``X-Y``, ``X to Y``, ``between X and Y``) gives
-      its midpoint; a suffix on the upper end only applies to both (``$40-50k`` -> 45000). It
-      is a range only if the upper end is not below the lower end, so ``45 - 3 years ...``
-      reads as 45.
-    * Signs are ignored (every quantity asked for is non-negative), a decimal comma is not
-      recognised (``45.000`` is 45), and numbers written as words give ``None``.
-    """
-    cleaned = text.translate(_DASHES)
-    first = _FIRST.search(cleaned)
-    if first is None:
-        return None
-    low_raw, low_mult = _value(first.group("a"), first.group("as"))
-    tail = _RANGE_TAIL.match(cleaned, first.end())
-    if tail is not None:
-        sep = cleaned[first.end() : tail.start("b")].strip().lower()
-        before = cleaned[: first.start()].rstrip().lower()
-        is_between = before.endswith("between")
-        if "and" not in sep or is_between:
-            high_raw, high_mult = _value(tail.group("b"), tail.group("bs"))
-            if first.group("as") is None and high_mult != 1 and low_raw <= high_raw:
-                low_mult = high_mult
-            low, high = low_raw * low_mult, high_raw * high_mult
-            if high >= low:
-                return float((low + high) / 2)
-    return float(low_raw * low_mult)
+    Seed 002 read ranges as their median; the one example it gives, "from around $60,000 to
+    over $100,000", closes the open upper end at $109,000 and reads $84,500: the amounts
+    module documents that rule and every other."""
+    return read_amount(text, unit, frozenset(anchors))
 
 
 # --- answers --------------------------------------------------------------------------------
 
 
 class NameAnswer(NamedTuple):
-    """One answer: ``value`` is the extracted number or ``None`` (``raw`` is kept either way)."""
+    """One answer: ``value`` is the number read in the cell's unit or ``None``; ``outcome``
+    says how (read, converted, left_out, unreadable, refusal: ``judge.audits.amounts``;
+    empty means read when there is a value and unreadable when not); ``raw`` is kept."""
 
     scenario: str
     variation: str
@@ -217,30 +192,45 @@ class NameAnswer(NamedTuple):
     gender: str
     value: float | None
     raw: str
+    outcome: str = ""
 
 
-def read_answers_csv(path: Path) -> list[NameAnswer]:
-    """Read a user's answers (columns ``scenario,variation,context,name,race,gender,response``,
-    ``response`` being the raw answer text, read with :func:`extract_number`).
+def answer_from_text(
+    fields: Sequence[str], raw: str, unit: str, anchors: Iterable[float] = ()
+) -> NameAnswer:
+    """A :class:`NameAnswer` from its six design fields and its raw text, read in ``unit``."""
+    reading = read_answer(raw, unit, anchors)
+    sc, var, ctx, name, race, gender = fields
+    return NameAnswer(sc, var, ctx, name, race, gender, reading.value, raw, reading.outcome)
+
+
+def read_answers_csv(path: Path, units: dict[str, str] | None = None) -> list[NameAnswer]:
+    """Read a user's answers (columns ``scenario,variation,context,name,race,gender,response``
+    and optionally ``unit``, ``response`` being the raw answer text, read with
+    :func:`read_answer` in the row's unit: the ``unit`` column, else the unit ``units`` (default:
+    the bundled design's) gives the scenario).
 
     Raises :class:`InvalidInputError` listing every bad line."""
+    units = scenario_units() if units is None else units
     problems: list[tuple[int, str]] = []
     answers: list[NameAnswer] = []
     try:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
-            if header is None or tuple(h.strip() for h in header) != CSV_COLUMNS:
+            columns = tuple(h.strip() for h in header or [])
+            if columns not in (CSV_COLUMNS, (*CSV_COLUMNS, CSV_UNIT_COLUMN)):
                 raise InvalidInputError(
-                    f"{path}: the first line must be the header {','.join(CSV_COLUMNS)}",
+                    f"{path}: the first line must be the header {','.join(CSV_COLUMNS)} "
+                    f"(and optionally ,{CSV_UNIT_COLUMN})",
                     [(1, f"found {','.join(header or [])!r}")],
                 )
             for row in reader:
                 line = reader.line_num
                 if not any(cell.strip() for cell in row):
                     continue
-                if len(row) != len(CSV_COLUMNS):
-                    problems.append((line, f"expected 7 columns, found {len(row)}"))
+                if len(row) != len(columns):
+                    problems.append((line, f"expected {len(columns)} columns, found {len(row)}"))
                     continue
                 fields = [cell.strip() for cell in row[:6]]
                 empty = [c for c, v in zip(CSV_COLUMNS, fields, strict=False) if not v]
@@ -250,16 +240,104 @@ def read_answers_csv(path: Path) -> list[NameAnswer]:
                 if fields[2] not in CONTEXTS:
                     problems.append((line, f"context must be one of {CONTEXTS}: {fields[2]!r}"))
                     continue
-                sc, var, ctx, name, race, gender = fields
-                raw = row[6]
-                answers.append(
-                    NameAnswer(sc, var, ctx, name, race, gender, extract_number(raw), raw)
-                )
+                unit = row[7].strip() if len(columns) == 8 else units.get(fields[0], "")
+                if unit not in UNITS:
+                    problems.append((line, _unit_problem(fields[0], unit, len(columns) == 8)))
+                    continue
+                answers.append(answer_from_text(fields, row[6], unit))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InvalidInputError(f"{path}: cannot be read as CSV ({exc})") from exc
     if problems:
         raise InvalidInputError(f"{path}: {len(problems)} bad row(s)", problems)
     return answers
+
+
+def _unit_problem(scenario: str, unit: str, has_column: bool) -> str:
+    if has_column:
+        return f"unit must be one of {', '.join(UNITS)}: {unit!r}"
+    return (
+        f"scenario {scenario!r} is not in the bundled design, so its unit is unknown: add a "
+        f"{CSV_UNIT_COLUMN} column ({', '.join(UNITS)})"
+    )
+
+
+# --- stored answers ---------------------------------------------------------------------------
+
+
+def task_reading_context(
+    design: NameDesign, scenario: str, variation: str, context: str
+) -> dict[str, Any]:
+    """What a prompt's stored ``meta`` carries so its answers can be read again without the
+    design: the cell's unit and the prompt's numbers (``amounts.prompt_anchors``)."""
+    template = next(
+        t for t in design.templates
+        if (t.scenario, t.variation, t.context) == (scenario, variation, context)
+    )  # fmt: skip
+    return {"unit": template.answer, "anchors": sorted(prompt_anchors(template.text))}
+
+
+def to_stored(reading: AmountReading) -> Reading:
+    """An answer's reading as stored (``AuditAnswer`` status, value, reason): parsed with the
+    number in the cell's unit (reason "converted: ..." when it was converted), unparsed with
+    the reason ("left out: ..." or "unreadable: ..."), or refusal."""
+    if reading.outcome == REFUSAL:
+        return Reading(REFUSAL_STATUS, reason=reading.reason)
+    if reading.value is not None:
+        note = f"converted: {reading.reason}" if reading.outcome == CONVERTED else None
+        return Reading(PARSED, reading.value, note)
+    label = "left out" if reading.outcome == LEFT_OUT else "unreadable"
+    return Reading(UNPARSED, reason=f"{label}: {reading.reason}")
+
+
+@dataclass(frozen=True)
+class StoredRows:
+    """A run's answers as analysis rows, re-read from their raw text with today's reader.
+    ``changed``: answers whose stored reading (taken when the run was made, possibly by an
+    older reader) differs from today's; ``not_reread``: answers whose unit is unknown (a
+    design file's scenario, stored before units were kept), analysed with the stored reading."""
+
+    rows: list[NameAnswer]
+    changed: int
+    not_reread: int
+
+
+def stored_rows(answers: Iterable[StoredAnswer], units: dict[str, str] | None = None) -> StoredRows:
+    """Analysis rows of a stored run: every answer that came back (failed calls are left out),
+    each read again from its raw text in its cell's unit (``meta["unit"]``, else the unit of
+    its scenario in ``units``, default the bundled design)."""
+    units = scenario_units() if units is None else units
+    rows: list[NameAnswer] = []
+    changed = not_reread = 0
+    for a in answers:
+        if a.status == ERROR:
+            continue
+        m = a.meta
+        fields = (m["scenario"], m["variation"], m["context"], m["name"], m["race"], m["gender"])
+        unit = m.get("unit") or units.get(m["scenario"])
+        stored = a.value if a.status == PARSED and isinstance(a.value, int | float) else None
+        if unit not in UNITS:
+            not_reread += 1
+            rows.append(NameAnswer(*fields, stored, a.raw_text or ""))
+            continue
+        row = answer_from_text(fields, a.raw_text or "", str(unit), m.get("anchors") or ())
+        same = (
+            stored is None
+            if row.value is None
+            else stored is not None and math.isclose(stored, row.value, rel_tol=1e-9)
+        )
+        changed += not same
+        rows.append(row)
+    return StoredRows(rows, changed, not_reread)
+
+
+def analyze_stored(answers: Sequence[StoredAnswer], **options: Any) -> NameAuditResult:
+    """:func:`analyze` over a stored run's answers, re-read from their raw text
+    (:func:`stored_rows`); the result counts the stored readings that changed."""
+    got = stored_rows(answers)
+    if not got.rows:
+        raise InvalidInputError("the audit run has no answer to analyse yet")
+    result = analyze(got.rows, **options)
+    return replace(result, reread_changed=got.changed, not_reread=got.not_reread)
 
 
 # --- imputation -----------------------------------------------------------------------------
@@ -326,6 +404,8 @@ class CellResult:
     by_gender: tuple[GroupSummary, ...]
     by_race_gender: tuple[GroupSummary, ...]
     comparisons: tuple[Comparison, ...]
+    # outcome (read, converted, left_out, unreadable, refusal) -> answers of the cell
+    readings: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -344,11 +424,15 @@ class NameAuditResult:
     cells: tuple[CellResult, ...]
     names: tuple[NameScore, ...]
     n_rows: int
-    n_missing: int
+    n_missing: int  # unreadable answers and refusals (imputed where their group has numbers)
     n_imputed: int
     n_unimputable: int
     rank_flipped: tuple[str, ...]  # scenarios whose ranks became 101 - rank
     zero_variance_cells: int  # cells left out of the name z-scores (all answers equal)
+    n_converted: int = 0  # read in another unit and converted to the cell's (counted in n)
+    n_left_out: int = 0  # a figure in another unit or off the scale: in no mean, never imputed
+    reread_changed: int = 0  # stored readings that differ from today's (see stored_rows)
+    not_reread: int = 0  # stored answers analysed with their stored reading (unit unknown)
     test: str = WELCH_TEST
     interval: str = "95 % t-interval: mean +- t(0.975, n-1) * sd / sqrt(n)"
 
@@ -389,6 +473,16 @@ def _codes(labels: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
     return codes, list(index)
 
 
+def _outcome(row: Sequence[Any]) -> str:
+    """A row's reading outcome; rows without one are read (a value) or unreadable (None)."""
+    given = row[8] if len(row) > 8 else ""
+    if given:
+        if given not in OUTCOMES:
+            raise InvalidInputError(f"unknown reading outcome {given!r}: one of {OUTCOMES}")
+        return str(given)
+    return READ if row[6] is not None else UNREADABLE
+
+
 def _context_order(cell: tuple[str, str, str]) -> tuple[str, str, int]:
     ctx = CONTEXTS.index(cell[2]) if cell[2] in CONTEXTS else len(CONTEXTS)
     return (cell[0], cell[1], ctx)
@@ -403,13 +497,18 @@ def analyze(
     level: float = 0.95,
 ) -> NameAuditResult:
     """Analyse answers given as rows ``(scenario, variation, context, name, race, gender,
-    value or None, raw)`` (e.g. :class:`NameAnswer`). Missing values are imputed (see
-    :func:`impute_medians`) per race-gender group within each variation and context; ranks of
-    ``rank_scenarios`` (case-insensitive) are flipped to ``101 - rank`` first."""
+    value or None, raw[, outcome])`` (e.g. :class:`NameAnswer`). Answers left out for their
+    unit (outcome ``left_out``) are counted per cell and in no mean; other missing values are
+    imputed (see :func:`impute_medians`) per race-gender group within each variation and
+    context; ranks of ``rank_scenarios`` (case-insensitive) are flipped to ``101 - rank``
+    first."""
     if not rows:
         raise InvalidInputError("no answers to analyse")
-    sc, var, ctx, name, race, gender, value, _raw = zip(*rows, strict=True)
+    outcome = np.array([_outcome(r) for r in rows])
+    sc, var, ctx, name, race, gender, value, _raw = zip(*(r[:8] for r in rows), strict=True)
+    left_out = outcome == LEFT_OUT
     values = np.array([np.nan if v is None else v for v in value], dtype=float)
+    values[left_out] = np.nan
     cell_codes, cells = _codes(zip(sc, var, ctx, strict=True))
     rg_codes, rgs = _codes(zip(race, gender, strict=True))
     name_codes, names = _codes(zip(name, race, gender, strict=True))
@@ -421,8 +520,12 @@ def analyze(
     is_rank = rank_cell[cell_codes]
     values[is_rank] = RANK_FLIP - values[is_rank]
 
-    missing = np.isnan(values)
-    values, imputed = impute_medians(values, cell_codes * len(rgs) + rg_codes)
+    missing = np.isnan(values) & ~left_out
+    kept = ~left_out
+    imputed = np.zeros(values.shape, dtype=bool)
+    values[kept], imputed[kept] = impute_medians(
+        values[kept], (cell_codes * len(rgs) + rg_codes)[kept]
+    )
     usable = ~np.isnan(values)
 
     order = np.argsort(cell_codes, kind="stable")
@@ -455,6 +558,7 @@ def analyze(
                     if g != ref
                 ]
         imp_counts = np.bincount(rg_codes[idx][imputed[idx]], minlength=len(rgs))
+        got = dict(zip(*np.unique(outcome[idx], return_counts=True), strict=True))
         results.append(
             CellResult(
                 scenario=cells[c][0],
@@ -462,7 +566,8 @@ def analyze(
                 context=cells[c][2],
                 n=int(x.size),
                 imputed={f"{r} {g}": int(imp_counts[i]) for i, (r, g) in enumerate(rgs)},
-                unimputable=int((~usable[idx]).sum()),
+                unimputable=int((~usable[idx] & kept[idx]).sum()),
+                readings={o: int(got.get(o, 0)) for o in OUTCOMES},
                 by_race=tuple(_summary(k, v, level) for k, v in sorted(by_race.items())),
                 by_gender=tuple(_summary(k, v, level) for k, v in sorted(by_gender.items())),
                 by_race_gender=tuple(_summary(k, v, level) for k, v in sorted(by_rg.items())),
@@ -490,7 +595,9 @@ def analyze(
         n_rows=len(rows),
         n_missing=int(missing.sum()),
         n_imputed=int(imputed.sum()),
-        n_unimputable=int((~usable).sum()),
+        n_unimputable=int((~usable & kept).sum()),
+        n_converted=int((outcome == CONVERTED).sum()),
+        n_left_out=int(left_out.sum()),
         rank_flipped=tuple(sorted({c[0] for c, r in zip(cells, rank_cell, strict=True) if r})),
         zero_variance_cells=zero_var,
     )

@@ -10,18 +10,21 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from judge.audits.base import Reading
 from judge.audits.names import (
     NameAnswer,
     analyze,
     count_prompts,
     design_path,
-    extract_number,
     impute_medians,
     iter_prompts,
     load_design,
+    read_answer,
     read_answers_csv,
+    scenario_units,
+    to_stored,
 )
-from judge.errors import InvalidInputError
+from judge.errors import DatasetError, InvalidInputError
 
 
 def test_data_file_has_42_templates_and_40_names_counted_independently() -> None:
@@ -90,41 +93,42 @@ def test_prompts_cover_every_name_and_template_repeats_times() -> None:
         next(iter_prompts(design, repeats=0))
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("45000", 45000.0),
-        ("$45,000", 45000.0),
-        ("US$45,000 per year", 45000.0),
-        ("16k", 16000.0),
-        ("16K", 16000.0),
-        ("1.6M", 1_600_000.0),
-        ("$2.5 million", 2_500_000.0),
-        ("35%", 35.0),
-        ("35 percent", 35.0),
-        ("0.65", 0.65),
-        (".65", 0.65),
-        ("45th", 45.0),
-        ("$40,000-$50,000", 45000.0),
-        ("$40,000 \u2013 $50,000", 45000.0),  # en dash
-        ("between 30 and 40", 35.0),
-        ("30 to 40%", 35.0),
-        ("40th-50th", 45.0),
-        ("$40-50k", 45000.0),  # the upper end's k applies to both
-        ("1.5-2 million", 1_750_000.0),
-        ("45000. Sellers usually accept 10% below the asking price", 45000.0),
-        ("$12,500 since a 2015 model sells for about 10000", 12500.0),
-        ("45 and 50 would be too high", 45.0),  # "and" without "between" is no range
-        ("45 - 3 years of experience is little", 45.0),  # upper end below lower: no range
-        ("A4 sized answer: 30", 30.0),  # a number glued to a word is not a number
-        ("5 minutes", 5.0),  # m starting a word is not "million"
-        ("I cannot guess that.", None),
-        ("forty-five", None),
-        ("", None),
-    ],
-)
-def test_extract_number(text: str, expected: float | None) -> None:
-    assert extract_number(text) == expected
+def test_every_template_names_a_known_unit() -> None:
+    # datasets/name_audit.toml: purchase and hiring ask for US dollars, chess for a
+    # probability, public office for a chance 0-100, sports for a position.
+    assert scenario_units() == {
+        "purchase": "usd",
+        "chess": "probability",
+        "public_office": "percent",
+        "sports": "rank",
+        "hiring": "usd",
+    }
+
+
+def test_a_design_with_an_unknown_unit_is_refused(tmp_path: Path) -> None:
+    text = design_path().read_text(encoding="utf-8").replace('answer = "rank"', 'answer = "goals"')
+    path = tmp_path / "design.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DatasetError, match="sports: 'goals'"):
+        load_design(path)
+
+
+def test_seed_range_example_reads_84500() -> None:
+    """Seed 002, footnote 2 and appendix D: "from around $60,000 to over $100,000" has its
+    open upper end closed at $109,000; the median of the range is (60,000 + 109,000) / 2."""
+    reading = read_answer("...from around $60,000 to over $100,000 per year...", "usd")
+    assert reading.value == (60_000 + 109_000) / 2 == 84_500
+
+
+def test_readings_are_stored_with_status_and_reason() -> None:
+    converted = to_stored(read_answer("0.65", "percent"))
+    assert (converted.status, converted.value) == ("parsed", 65.0)
+    assert converted.reason is not None and converted.reason.startswith("converted: ")
+    left = to_stored(read_answer("65%", "usd"))
+    assert (left.status, left.value) == ("unparsed", None)
+    assert left.reason is not None and left.reason.startswith("left out: ")
+    assert to_stored(read_answer("$500", "usd")) == Reading("parsed", 500.0, None)
+    assert to_stored(read_answer("As GPT-4 I can't predict it.", "rank")).status == "refusal"
 
 
 def test_impute_medians_by_hand() -> None:
@@ -246,6 +250,60 @@ def test_csv_reader(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError) as info:
         read_answers_csv(bad)
     assert [n for n, _ in info.value.problems] == [3, 4, 5]
+
+
+def test_csv_reader_reads_each_row_in_its_unit(tmp_path: Path) -> None:
+    """Without a unit column the bundled design's unit of the scenario applies (public office:
+    percent, so 0.65 -> 65); a unit column names it for scenarios of the user's own."""
+    path = tmp_path / "units.csv"
+    path.write_text(
+        "scenario,variation,context,name,race,gender,response\n"
+        "public_office,mayor,low,Jamal Washington,Black,male,0.65\n"
+        "public_office,mayor,low,Todd Becker,White,male,65%\n"
+        'public_office,mayor,low,Todd Becker,White,male,"$300,000 raised"\n',
+        encoding="utf-8",
+    )
+    answers = read_answers_csv(path)
+    assert [(a.value, a.outcome) for a in answers] == [
+        (65.0, "converted"),
+        (65.0, "read"),
+        (None, "left_out"),
+    ]
+    own = tmp_path / "own.csv"
+    own.write_text(
+        "scenario,variation,context,name,race,gender,response,unit\n"
+        "loan,bank,low,Todd Becker,White,male,7%,probability\n",
+        encoding="utf-8",
+    )
+    assert [a.value for a in read_answers_csv(own)] == [0.07]  # 7 / 100
+    unknown = tmp_path / "unknown.csv"
+    unknown.write_text(
+        "scenario,variation,context,name,race,gender,response\n"
+        "loan,bank,low,Todd Becker,White,male,7%\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InvalidInputError) as info:
+        read_answers_csv(unknown)
+    ((line, problem),) = info.value.problems
+    assert line == 2 and "add a unit column" in problem
+
+
+def test_left_out_answers_are_counted_and_never_imputed() -> None:
+    """Rows with outcomes: a left-out answer is in no mean and not imputed; an unreadable one
+    is imputed with its group's median (White male: 10 and 20 -> 15)."""
+    rows = [
+        NameAnswer("p", "v", "low", "A", "White", "male", 10.0, "10", "read"),
+        NameAnswer("p", "v", "low", "A", "White", "male", 20.0, "0.2", "converted"),
+        NameAnswer("p", "v", "low", "A", "White", "male", None, "$5", "left_out"),
+        NameAnswer("p", "v", "low", "A", "White", "male", None, "hm", "unreadable"),
+    ]
+    result = analyze(rows)
+    (cell,) = result.cells
+    assert cell.n == 3 and cell.by_race[0].mean == pytest.approx((10 + 20 + 15) / 3)
+    assert result.n_left_out == 1 and result.n_converted == 1 and result.n_imputed == 1
+    assert cell.readings == {
+        "read": 1, "converted": 1, "left_out": 1, "unreadable": 1, "refusal": 0
+    }  # fmt: skip
 
 
 def test_168000_synthetic_rows_are_analysed() -> None:
