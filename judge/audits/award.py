@@ -30,7 +30,7 @@ import re
 import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -53,6 +53,10 @@ DEFAULT_PAIRS_PER_LEVEL = 125
 EQUIVOCAL: Literal["equivocal"] = "equivocal"
 FOLLOWUP_CLASSES = ("indecisive", "justified", "irrational")
 MIN_EXPECTED = 5  # the seed ran its chi-square test only where every expected count is >= 5
+NO_NAME_PAIRS = (
+    "no answer says which name pair it had (a CSV needs the name_pair column, e.g. "
+    "Latoya/Mary: docs/audits.md)"
+)
 
 Choice = Literal["A", "B", "equivocal"]
 Group = Literal["A", "B"]
@@ -466,14 +470,72 @@ class ChoiceSummary:
 
 
 @dataclass(frozen=True)
+class DrawCount:
+    """How many independent draws stand behind one level's answers (``level`` None: all
+    levels): ``prompts`` answers stored, ``texts`` distinct prompt texts among them, ``calls``
+    distinct model calls (text and sample index) that produced them. ``calls < prompts``
+    means some answers are copies of one call, so the tests count one draw more than once
+    (a run stored before each repeated prompt got its own call; running it again re-asks
+    the copies)."""
+
+    level: int | None
+    prompts: int
+    texts: int
+    calls: int
+
+    @property
+    def shared(self) -> int:
+        """Answers that are copies of another answer's call."""
+        return self.prompts - self.calls
+
+
+def count_draws(rows: Iterable[tuple[int, str | None, bool]]) -> tuple[DrawCount, ...]:
+    """Per level (ascending), then overall, from ``(level, call key, repeat)`` rows, one per
+    stored answer: ``repeat`` is True for a prompt whose text came earlier in the design
+    (it was moved to a later sample index), so the texts are the distinct calls of the other
+    rows. A row without a call key counts as a call of its own.
+
+    >>> rows = [(20, "k0", False), (20, "k0", False), (20, "k1", True)]  # a copy, a repeat
+    >>> [(d.level, d.prompts, d.texts, d.calls, d.shared) for d in count_draws(rows)]
+    [(20, 3, 1, 2, 1), (None, 3, 1, 2, 1)]
+    """
+    checked = list(rows)
+    by_level: dict[int, list[tuple[int, str | None, bool]]] = defaultdict(list)
+    for row in checked:
+        by_level[row[0]].append(row)
+
+    def one(level: int | None, part: Sequence[tuple[int, str | None, bool]]) -> DrawCount:
+        keys = [key if key is not None else f"row{n}" for n, (_, key, _) in enumerate(part)]
+        firsts = {key for key, (_, _, repeat) in zip(keys, part, strict=True) if not repeat}
+        return DrawCount(level, len(part), len(firsts), len(set(keys)))
+
+    return (
+        *(one(level, by_level[level]) for level in sorted(by_level)),
+        one(None, checked),
+    )
+
+
+@dataclass(frozen=True)
 class AwardAnalysis:
-    """The choice analysis: one summary per level (ascending) and one over all levels."""
+    """The choice analysis: one summary per level (ascending) and one over all levels;
+    ``draws`` (a stored run's only: a CSV does not say) the prompts, texts and calls behind
+    each level, the last one over all levels."""
 
     levels: tuple[ChoiceSummary, ...]
     overall: ChoiceSummary
+    draws: tuple[DrawCount, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"levels": [s.to_dict() for s in self.levels], "overall": self.overall.to_dict()}
+        out: dict[str, Any] = {
+            "levels": [s.to_dict() for s in self.levels],
+            "overall": self.overall.to_dict(),
+        }
+        if self.draws:
+            out["draws"] = [{**_fields(d), "shared": d.shared} for d in self.draws]
+        return out
+
+    def with_draws(self, draws: tuple[DrawCount, ...]) -> AwardAnalysis:
+        return replace(self, draws=draws)
 
 
 def analyze(rows: Iterable[tuple[int, str | None, str]]) -> AwardAnalysis:
@@ -511,6 +573,9 @@ def _summary(level: int | None, rows: Sequence[ChoiceRow]) -> ChoiceSummary:
     for row in rows:
         if row.name_pair is not None:
             per_pair[row.name_pair].append(int(row.choice == EQUIVOCAL))
+    by_pair = kruskal_wallis([per_pair[k] for k in sorted(per_pair)])
+    if not per_pair:  # say what is missing, not just "fewer than two groups"
+        by_pair = replace(by_pair, reason=NO_NAME_PAIRS)
     return ChoiceSummary(
         level=level,
         group_a=a,
@@ -519,7 +584,7 @@ def _summary(level: int | None, rows: Sequence[ChoiceRow]) -> ChoiceSummary:
         share_a=binomial.share,
         share_a_ci=(binomial.ci_low, binomial.ci_high),
         binomial=binomial,
-        equivocal_by_pair=kruskal_wallis([per_pair[k] for k in sorted(per_pair)]),
+        equivocal_by_pair=by_pair,
     )
 
 
@@ -585,21 +650,62 @@ def _followup(rows: Sequence[FollowupRow], level: int | None) -> FollowupSummary
 
 @dataclass(frozen=True)
 class AwardCsv:
-    """A CSV of classified answers: ``layout`` 'choice' (columns level,choice) fills
-    ``choices``; 'followup' (level,chosen_group,followup_class) fills ``followups``."""
+    """A CSV of classified answers: ``layout`` 'choice' (columns level,choice, optionally
+    name_pair) fills ``choices``; 'followup' (level,chosen_group,followup_class) fills
+    ``followups``. ``name_pairs`` says whether the choice rows name their pair of names
+    (needed for the Kruskal-Wallis test across name pairs)."""
 
     layout: Literal["choice", "followup"]
     choices: tuple[ChoiceRow, ...] = ()
     followups: tuple[FollowupRow, ...] = ()
+    name_pairs: bool = False
 
 
-_LAYOUTS = {("level", "choice"): "choice", ("level", "chosen_group", "followup_class"): "followup"}
+CHOICE_COLUMNS = ("level", "choice")
+PAIR_COLUMN = "name_pair"
+FOLLOWUP_COLUMNS = ("level", "chosen_group", "followup_class")
+_HEADERS = "'level,choice', 'level,name_pair,choice' or 'level,chosen_group,followup_class'"
+
+
+def _layout(header: tuple[str, ...], source: Path) -> Literal["choice", "followup"]:
+    """The layout a header announces; columns of the choice layout in any order."""
+    if header == FOLLOWUP_COLUMNS:
+        return "followup"
+    wanted = {*CHOICE_COLUMNS}
+    if len(set(header)) == len(header) and set(header) in (wanted, wanted | {PAIR_COLUMN}):
+        return "choice"
+    hint = ""
+    extra = set(header) - wanted - {PAIR_COLUMN}
+    if wanted <= set(header) and extra:
+        hint = f"; the name-pair column must be called {PAIR_COLUMN!r}, not {sorted(extra)}"
+    raise InvalidInputError(
+        f"the CSV file {source} must start with the header {_HEADERS}, got "
+        f"{','.join(header) or 'nothing'!r}{hint}"
+    )
+
+
+def parse_name_pair(text: str, groups: NameGroups) -> str | None:
+    """A name pair written 'NAME/NAME' (one name of each group, either order, any case) as
+    the run's label, group A's name first in the names file's spelling ('Latoya/Mary');
+    None when it is not one."""
+    parts = [part.strip().casefold() for part in text.split("/")]
+    if len(parts) != 2:
+        return None
+    a = {n.casefold(): n for n in groups.names_a}
+    b = {n.casefold(): n for n in groups.names_b}
+    first, second = parts
+    if first in a and second in b:
+        return f"{a[first]}/{b[second]}"
+    if first in b and second in a:
+        return f"{a[second]}/{b[first]}"
+    return None
 
 
 def read_award_csv(path: Path | str, names: NameGroups | None = None) -> AwardCsv:
     """Read classified answers, recognising the layout from the header. Group names (e.g.
     ``Black``, ``White``, any case) are mapped to A/B through ``names`` (the bundled names file
-    by default). Raise InvalidInputError naming every bad row by its line number."""
+    by default), and so are the two names of a ``name_pair`` cell. Raise InvalidInputError
+    naming every bad row by its line number."""
     source = Path(path)
     groups = names if names is not None else load_name_groups()
     try:
@@ -610,13 +716,10 @@ def read_award_csv(path: Path | str, names: NameGroups | None = None) -> AwardCs
     except (UnicodeDecodeError, csv.Error) as exc:
         raise InvalidInputError(f"the CSV file {source} cannot be read: {exc}") from None
     header = tuple(col.strip().lower() for col in lines[0]) if lines else ()
-    layout = _LAYOUTS.get(header)
-    if layout is None:
-        raise InvalidInputError(
-            f"the CSV file {source} must start with the header 'level,choice' or "
-            f"'level,chosen_group,followup_class', got {','.join(header) or 'nothing'!r}"
-        )
+    layout = _layout(header, source)
+    column = {name: i for i, name in enumerate(header)}
     labels = f"{groups.group_a!r} or {groups.group_b!r}"
+    example = f"{groups.names_a[0]}/{groups.names_b[0]}"
     problems: list[tuple[int, str]] = []
     choices: list[ChoiceRow] = []
     followups: list[FollowupRow] = []
@@ -627,16 +730,31 @@ def read_award_csv(path: Path | str, names: NameGroups | None = None) -> AwardCs
             problems.append((number, f"expected {len(header)} columns, got {len(cells)}"))
             continue
         values = [c.strip() for c in cells]
-        level = int(values[0]) if re.fullmatch(r"[0-9]+", values[0]) else None
+        raw_level = values[column["level"]]
+        level = int(raw_level) if re.fullmatch(r"[0-9]+", raw_level) else None
         if level is None:
-            problems.append((number, f"level must be a whole number, got {values[0]!r}"))
+            problems.append((number, f"level must be a whole number, got {raw_level!r}"))
         if layout == "choice":
-            group = groups.group_of_label(values[1])
-            choice = group or (EQUIVOCAL if values[1].casefold() == EQUIVOCAL else None)
+            picked = values[column["choice"]]
+            group = groups.group_of_label(picked)
+            choice = group or (EQUIVOCAL if picked.casefold() == EQUIVOCAL else None)
             if choice is None:
                 problems.append((number, f"choice must be {labels} or 'equivocal'"))
-            elif level is not None:
-                choices.append(ChoiceRow(level, None, choice))
+            pair: str | None = None
+            if PAIR_COLUMN in column:
+                given = values[column[PAIR_COLUMN]]
+                pair = parse_name_pair(given, groups)
+                if not given:
+                    problems.append(
+                        (number, f"name_pair is empty: give the prompt's two names, e.g. {example}")
+                    )
+                elif pair is None:
+                    problems.append(
+                        (number, f"name_pair must be two first names joined by '/', one of each "
+                                 f"group (e.g. {example}), got {given!r}")
+                    )  # fmt: skip
+            if choice is not None and level is not None:
+                choices.append(ChoiceRow(level, pair, choice))
             continue
         group = groups.group_of_label(values[1])
         kind = values[2].casefold()
@@ -651,5 +769,5 @@ def read_award_csv(path: Path | str, names: NameGroups | None = None) -> AwardCs
     if problems:
         raise InvalidInputError(f"the CSV file {source} has rows to fix", problems)
     if layout == "choice":
-        return AwardCsv("choice", choices=tuple(choices))
+        return AwardCsv("choice", choices=tuple(choices), name_pairs=PAIR_COLUMN in column)
     return AwardCsv("followup", followups=tuple(followups))

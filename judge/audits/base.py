@@ -11,8 +11,9 @@ stored as ``unparsed`` with the reason and the raw text, never guessed into a va
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from judge.reports.sections import Report
@@ -27,6 +28,10 @@ STATUSES = (PARSED, UNPARSED, REFUSAL, EMPTY, ERROR, ANSWERED)
 
 MAIN = "main"
 FOLLOWUP = "followup"
+
+DRAW = "draw"
+"""``meta`` key of a prompt whose text (and sample index) an earlier prompt of the design
+already had: the sample index the runner gave it, so it is a call of its own."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class StoredAnswer:
     value: Any
     raw_text: str | None
     prompt: str | None  # None unless asked for (judge.audits.runner.stored_answers)
+    cache_key: str | None = None  # the call it came from: answers with one key are one draw
 
 
 class Analysis(Protocol):
@@ -102,3 +108,32 @@ class Suite(Protocol):
     def report(self, analysis: Analysis) -> Report:
         """The analysis as a report (tables, bar charts, CSV)."""
         ...
+
+
+def number_draws(tasks: Iterable[AuditTask]) -> Iterator[AuditTask]:
+    """``tasks`` with every repeat of the same messages and sample index moved to the next
+    sample index that text has not used, so each repeat is a call (and a draw) of its own.
+
+    The call cache keys on (messages, sample index): two prompts of a design with the same
+    text and index would be answered by one call, and an analysis counting both answers
+    would count one draw twice (the award design at level 20 has 500 prompts but 50 texts).
+    A task that does not repeat is yielded unchanged, so its cache key, and every stored
+    answer to it, stays valid; a moved one carries its index in ``meta[DRAW]``. The order is
+    the design's, so the numbering is the same on every run and for any prefix of it.
+
+    >>> t = AuditTask("k", [{"role": "user", "content": "hi"}])
+    >>> [x.sample_index for x in number_draws([t, t, AuditTask("j", t.messages, sample_index=1)])]
+    [0, 1, 2]
+    """
+    # Keyed by the messages themselves (tuples of their items): hashing each into a digest
+    # instead tripled the time to walk the 168,000 prompts of the names design.
+    used: dict[tuple[tuple[tuple[str, str], ...], ...], set[int]] = defaultdict(set)
+    for task in tasks:
+        taken = used[tuple(tuple(sorted(m.items())) for m in task.messages)]
+        index = task.sample_index
+        while index in taken:
+            index += 1
+        taken.add(index)
+        if index != task.sample_index:
+            task = replace(task, sample_index=index, meta={**task.meta, DRAW: index})
+        yield task

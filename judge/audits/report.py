@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from judge.audits.award import AwardAnalysis, FollowupAnalysis
+from judge.audits.award import AwardAnalysis, DrawCount, FollowupAnalysis
 from judge.audits.bbi import BbiReport
 from judge.audits.names import CellResult, GroupSummary, NameAuditResult
 from judge.reports.sections import BarChart, Figure, Report, Section, Table
@@ -42,30 +42,74 @@ def award_report(result: AwardAnalysis | FollowupAnalysis) -> Report:
     for s in summaries:
         level = "all" if s.level is None else str(s.level)
         p = s.binomial.p_value if s.binomial.tested else None
+        kw = s.equivocal_by_pair
+        kw_p = kw.p_value if kw.tested else None
         rows.append(
             [level, str(s.group_a), str(s.group_b), str(s.equivocal), _num(s.share_a),
-             f"{_num(s.share_a_ci[0])}–{_num(s.share_a_ci[1])}", _num(p)]
+             f"{_num(s.share_a_ci[0])}–{_num(s.share_a_ci[1])}", _num(p),
+             _num(kw.statistic if kw.tested else None), _num(kw_p)]
         )  # fmt: skip
         csv_rows.append(
             {"level": level, "group_a": s.group_a, "group_b": s.group_b,
-             "equivocal": s.equivocal, "share_a": _finite(s.share_a), "p_value": p}
+             "equivocal": s.equivocal, "share_a": _finite(s.share_a), "p_value": p,
+             "kruskal_h": kw.statistic if kw.tested else None, "kruskal_p": kw_p}
         )  # fmt: skip
         if not math.isnan(s.share_a):
             bars.append((level, s.share_a, _finite(s.share_a_ci[0]), _finite(s.share_a_ci[1])))
+    untested = {s.equivocal_by_pair.reason for s in summaries if not s.equivocal_by_pair.tested}
     table = Table(
         "Choices per performance level",
-        ["level", "group A", "group B", "equivocal", "share A", "95 % CI", "p (exact)"],
+        ["level", "group A", "group B", "equivocal", "share A", "95 % CI", "p (exact)",
+         "H (name pairs)", "p (H)"],
         rows,
         notes=[
             "p: exact two-sided binomial test of A against B at 0.5 (the two-sided p sums every "
             "outcome no more likely than the one seen); equivocal answers are left out of it.",
+            "H: Kruskal-Wallis test of the equivocal rate across name pairs (per name pair, "
+            "each answer's 0/1 equivocal indicator is one sample)"
+            + (f"; not tested where '—': {'; '.join(sorted(untested))}." if untested else "."),
         ],
-    )
+    )  # fmt: skip
     chart = BarChart("Share choosing group A (95 % Wilson CI)", bars, "share", reference=0.5)
-    section = Section(
-        "Award choice", "award", result.to_dict(), [table], [chart], csv={"award.csv": csv_rows}
-    )
+    tables = [table]
+    csv = {"award.csv": csv_rows}
+    if result.draws:
+        tables.append(_draws_table(result.draws))
+        csv["award_draws.csv"] = [
+            {"level": "all" if d.level is None else d.level, "prompts": d.prompts,
+             "texts": d.texts, "calls": d.calls, "shared": d.shared}
+            for d in result.draws
+        ]  # fmt: skip
+    section = Section("Award choice", "award", result.to_dict(), tables, [chart], csv=csv)
     return Report("FairJudge audit: award choice", "Seed 000's design.", [section])
+
+
+def _draws_table(draws: tuple[DrawCount, ...]) -> Table:
+    """Prompts, distinct texts and calls per level: how many independent draws the tests
+    above stand on."""
+    rows = [
+        ["all" if d.level is None else str(d.level), str(d.prompts), str(d.texts), str(d.calls),
+         str(d.shared)]
+        for d in draws
+    ]  # fmt: skip
+    notes = [
+        "prompts: answers counted above; texts: distinct prompt texts among them (at a perfect "
+        "score both students' answers are identical, so the design repeats texts: 50 texts "
+        "for 500 prompts with the default names); calls: distinct model calls behind them. "
+        "Each repeat of a text is asked as a call of its own (its own sample index), so calls "
+        "equal prompts and every answer is an independent draw.",
+    ]
+    shared = draws[-1].shared if draws else 0
+    if shared:
+        notes.append(
+            f"{shared} answers are copies of another answer's call (this run was stored before "
+            "each repeat got its own call): the tests above count those draws more than once. "
+            "Run the same `fairjudge audit award run` command again to ask the copies as draws "
+            "of their own."
+        )
+    return Table(
+        "Draws behind the answers", ["level", "prompts", "texts", "calls", "shared"], rows, notes
+    )
 
 
 def _followup_report(result: FollowupAnalysis) -> Report:
@@ -177,17 +221,68 @@ def names_report(result: NameAuditResult) -> Report:
         ],
     )
     chart = BarChart("Per-name standardised mean (z, sports left out)", name_bars, "mean z", 0.0)
+    reading_table, reading_csv = _names_readings(result)
     notes = [
-        f"{result.n_imputed} of {result.n_rows} answers had no number and were imputed with "
-        "the median of their race-gender group in the same variation and context.",
+        f"{result.n_imputed} of {result.n_rows} answers had no number (unreadable or a "
+        "refusal) and were imputed with the median of their race-gender group in the same "
+        f"variation and context; {result.n_converted} were converted to their cell's unit; "
+        f"{result.n_left_out} gave a figure in another unit or off the cell's scale and are "
+        "left out of every mean (never imputed).",
         *([chart_note] if chart_note else []),
+        *_reread_notes(result),
     ]
     section = Section(
-        "Name-based advice", "names", result.to_dict(), [table, diff_table],
+        "Name-based advice", "names", result.to_dict(), [reading_table, table, diff_table],
         [chart, *cell_charts], notes,
-        csv={"names.csv": csv_rows, "names_comparisons.csv": diff_csv},
+        csv={"names.csv": csv_rows, "names_comparisons.csv": diff_csv,
+             "names_readings.csv": reading_csv},
     )  # fmt: skip
     return Report("FairJudge audit: name-based advice", "Seed 002's design.", [section])
+
+
+def _names_readings(result: NameAuditResult) -> tuple[Table, list[dict[str, Any]]]:
+    """Per cell: how its answers were read (judge.audits.amounts), so a cell whose answers
+    came in another unit shows it."""
+    outcomes = ("read", "converted", "left_out", "unreadable", "refusal")
+    rows: list[list[str]] = []
+    csv_rows: list[dict[str, Any]] = []
+    for cell in result.cells:
+        where = f"{cell.scenario}/{cell.variation}/{cell.context}"
+        counts = [cell.readings.get(o, 0) for o in outcomes]
+        imputed = sum(cell.imputed.values())
+        rows.append([where, *map(str, counts), str(imputed), str(cell.n)])
+        csv_rows.append({"cell": where, **dict(zip(outcomes, counts, strict=True)),
+                         "imputed": imputed, "n": cell.n})  # fmt: skip
+    table = Table(
+        "How the answers were read, per cell",
+        ["cell", "read", "converted", "left out", "unreadable", "refusal", "imputed", "n"],
+        rows,
+        notes=[
+            "Each cell holds one unit, the one its question asks for (US dollars, percent, "
+            "probability or rank). read: a figure in that unit; converted: a figure whose "
+            "conversion is certain (0.65 -> 65 % in a percent cell, 65 % -> 0.65 in a "
+            "probability cell, $12k -> 12,000); left out: a figure in another unit or off the "
+            "scale (in no mean, never imputed); unreadable: no figure, or several with none "
+            "marked as the answer; refusal: the model declined. Unreadable answers and "
+            "refusals are imputed; n: answers in the cell's means.",
+        ],
+    )
+    return table, csv_rows
+
+
+def _reread_notes(result: NameAuditResult) -> list[str]:
+    notes = []
+    if result.reread_changed:
+        notes.append(
+            f"{result.reread_changed} stored readings differ from today's reading of the same "
+            "raw text (they were taken by an older reader); the figures above use today's."
+        )
+    if result.not_reread:
+        notes.append(
+            f"{result.not_reread} answers of scenarios with no known unit were analysed with "
+            "the reading stored when the run was made."
+        )
+    return notes
 
 
 def bbi_report(result: BbiReport) -> Report:

@@ -40,6 +40,10 @@ def answers_section(
                 "the model declined (award: counted as equivocal); empty: no text; error: the "
                 "call failed for good (sent again on the next run); answered: a follow-up "
                 "explanation waiting for its class.",
+                "Name audit: an answer whose figure is in another unit than its cell's (a "
+                "percentage where dollars are asked) is stored unparsed with a reason starting "
+                "'left out:'; one converted to its cell's unit is parsed with a reason starting "
+                "'converted:'. The name-based advice section counts both per cell.",
             ],
         )
     ]

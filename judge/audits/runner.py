@@ -9,13 +9,19 @@ moment loses at most the calls in flight.
 
 A suite with a second turn (the award audit's "why?") gets it after the first pass, from the
 stored first answers, in the same run.
+
+Every prompt is a draw of its own: a prompt whose text an earlier prompt of the design
+already had gets the next sample index (``base.number_draws``), so its own call and cache
+entry, and its follow-up takes the same index. A run stored before that rule, whose
+repeated prompts were answered by one shared call, keeps its other answers when resumed;
+the copies are asked again as their own draws (``_forget_shared_draws``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
@@ -25,6 +31,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.audits.base import (
+    DRAW,
     EMPTY,
     ERROR,
     FOLLOWUP,
@@ -33,14 +40,16 @@ from judge.audits.base import (
     Reading,
     StoredAnswer,
     Suite,
+    number_draws,
 )
+from judge.endpoint_url import identity_url
 from judge.errors import NotFoundError
 from judge.hashing import content_hash
-from judge.models.cache import CallCacheView, CallOutcome, cached_complete
+from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
 from judge.runs import Row, RunSummary, run_lease, store_results
 from judge.store.engine import session_scope
-from judge.store.tables import AuditAnswer, AuditRun, utcnow
+from judge.store.tables import AuditAnswer, AuditLabel, AuditRun, utcnow
 
 Progress = Callable[[int, int], None]
 
@@ -53,7 +62,7 @@ def config_hash(suite: Suite, client: ModelClient, *, temperature: float, max_to
             "version": suite.version,
             "params": suite.params,
             "endpoint": client.name,
-            "base_url": client.config.base_url,
+            "base_url": identity_url(client.config.base_url),
             "model": client.model,
             "temperature": temperature,
             "max_tokens": max_tokens,
@@ -161,18 +170,34 @@ def run_audit(
             progress=progress,
         )
 
+    def expected(task: AuditTask) -> str:
+        return call_key(client, task.messages, sample_index=task.sample_index,
+                        temperature=temperature, max_tokens=max_tokens)  # fmt: skip
+
     with run_lease(engine, "audit", run_id):
         with session_scope(engine) as session:
             run = session.get(AuditRun, run_id)
             assert run is not None
             run.status, run.status_detail = "running", None
             done = _forget_failures(session, run_id)
-        design = suite.tasks() if limit is None else islice(suite.tasks(), limit)
-        main = store([t for t in design if (t.key, MAIN) not in done])
+        design = number_draws(suite.tasks())
+        todo: list[tuple[int, AuditTask]] = []
+        copies: dict[str, tuple[int, AuditTask]] = {}
+        for position, task in enumerate(design if limit is None else islice(design, limit)):
+            if (task.key, MAIN) not in done:
+                todo.append((position, task))
+            elif DRAW in task.meta:  # answered before: by its own call, or a shared one?
+                copies[task.key] = (position, task)
+        if copies:
+            with session_scope(engine) as session:
+                wanted_keys = {key: expected(task) for key, (_, task) in copies.items()}
+                todo += [copies[key] for key in _forget_shared_draws(session, run_id, wanted_keys)]
+        main = store([task for _, task in sorted(todo, key=lambda pair: pair[0])])
         with Session(engine) as session:
             answers = stored_answers(session, run_id, turn=MAIN, with_prompt=True)
             done = _done(session, run_id)
-        wanted = [t for t in suite.followups(answers) if (t.key, FOLLOWUP) not in done]
+        follow = _followup_draws(suite, suite.followups(answers))
+        wanted = [t for t in follow if (t.key, FOLLOWUP) not in done]
         followup = store(wanted) if wanted else None
         with session_scope(engine) as session:
             stored = session.get(AuditRun, run_id)
@@ -226,6 +251,67 @@ def answer_row(run_id: int, task: AuditTask, outcome: CallOutcome, suite: Suite)
     return row
 
 
+def _followup_draws(suite: Suite, tasks: Iterable[AuditTask]) -> list[AuditTask]:
+    """Second-turn prompts, each with its first prompt's sample index (a repeated first
+    prompt is a draw of its own, and so is the "why?" after it), then numbered like the
+    design in case two still share messages and index."""
+    follow = list(tasks)
+    if not follow:
+        return follow
+    draws = {t.key: t.sample_index for t in number_draws(suite.tasks()) if DRAW in t.meta}
+    inherited = [
+        replace(t, sample_index=draws[t.key], meta={**t.meta, DRAW: draws[t.key]})
+        if t.sample_index == 0 and t.key in draws
+        else t
+        for t in follow
+    ]
+    return list(number_draws(inherited))
+
+
+def _forget_shared_draws(session: Session, run_id: int, wanted: dict[str, str]) -> list[str]:
+    """Delete the stored answers (both turns) of repeated prompts that did not come from the
+    call they now have (``wanted``: prompt key -> its call's cache key), and return those
+    keys: a run stored before every repeat was its own draw answered them all with one call,
+    so they are asked again. Other answers, answers to repeats from their own call, and copies
+    whose follow-up has a class stored (``auditlabel``) stay."""
+    stale: list[str] = []
+    keys = list(wanted)
+    for start in range(0, len(keys), 500):  # bounded IN lists
+        chunk = keys[start : start + 500]
+        rows = session.exec(
+            select(AuditAnswer.key, AuditAnswer.cache_key).where(
+                AuditAnswer.run_id == run_id,
+                AuditAnswer.turn == MAIN,
+                col(AuditAnswer.key).in_(chunk),
+            )
+        )
+        stale += [key for key, stored in rows if stored != wanted[key]]
+    # A copy whose follow-up was already classified (by the judge or a person) is kept as it
+    # is: its labels point at that answer, and people's work is not thrown away unasked.
+    labelled: set[str] = set()
+    for start in range(0, len(stale), 500):
+        labelled.update(
+            session.exec(
+                select(AuditAnswer.key)
+                .join(AuditLabel, col(AuditLabel.answer_id) == col(AuditAnswer.id))
+                .where(
+                    AuditAnswer.run_id == run_id,
+                    col(AuditAnswer.key).in_(stale[start : start + 500]),
+                )
+            )
+        )
+    stale = [key for key in stale if key not in labelled]
+    for start in range(0, len(stale), 500):
+        for row in session.exec(
+            select(AuditAnswer).where(
+                AuditAnswer.run_id == run_id, col(AuditAnswer.key).in_(stale[start : start + 500])
+            )
+        ):
+            session.delete(row)
+    session.flush()
+    return stale
+
+
 def _done(session: Session, run_id: int) -> set[tuple[str, str]]:
     rows = session.exec(
         select(AuditAnswer.key, AuditAnswer.turn).where(AuditAnswer.run_id == run_id)
@@ -261,6 +347,7 @@ def stored_answers(
         col(AuditAnswer.status),
         col(AuditAnswer.value),
         col(AuditAnswer.raw_text),
+        col(AuditAnswer.cache_key),
     ]
     if with_prompt:
         columns.append(col(AuditAnswer.prompt))
@@ -273,8 +360,10 @@ def stored_answers(
         meta = metas.get(row[3])
         if meta is None:
             meta = metas[row[3]] = json.loads(row[3]) if row[3] else {}
-        prompt = row[7] if with_prompt else None
-        out.append(StoredAnswer(row[0], row[1], row[2], meta, row[4], row[5], row[6], prompt))
+        prompt = row[8] if with_prompt else None
+        out.append(
+            StoredAnswer(row[0], row[1], row[2], meta, row[4], row[5], row[6], prompt, row[7])
+        )
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from judge.audits import award, bbi, names
 from judge.audits.base import (
+    DRAW,
     FOLLOWUP,
     PARSED,
     REFUSAL,
@@ -154,14 +155,13 @@ class AwardSuite:
 
     @staticmethod
     def analyze(answers: Sequence[StoredAnswer]) -> AwardRunAnalysis:
-        rows = [
-            (a.meta["level"], a.meta.get("name_pair"), a.value)
-            for a in answers
-            if a.turn == "main" and a.status in (PARSED, REFUSAL)
-        ]
+        counted = [a for a in answers if a.turn == "main" and a.status in (PARSED, REFUSAL)]
+        rows = [(a.meta["level"], a.meta.get("name_pair"), a.value) for a in counted]
         if not rows:
             raise InvalidInputError("the audit run has no readable answer to analyse yet")
-        return AwardRunAnalysis(award.analyze(rows))
+        # The calls behind the counted answers: fewer calls than answers means copies.
+        draws = award.count_draws((a.meta["level"], a.cache_key, DRAW in a.meta) for a in counted)
+        return AwardRunAnalysis(award.analyze(rows).with_draws(draws))
 
     @staticmethod
     def report(analysis: Any) -> Report:
@@ -201,7 +201,11 @@ class NameSuite:
         return names.count_prompts(self.design, repeats=self.repeats)
 
     def tasks(self) -> Iterator[AuditTask]:
+        cells: dict[tuple[str, str, str], dict[str, Any]] = {}
         for p in names.iter_prompts(self.design, repeats=self.repeats):
+            cell = (p.scenario, p.variation, p.context)
+            if cell not in cells:  # the cell's unit and the prompt's numbers, for reading
+                cells[cell] = names.task_reading_context(self.design, *cell)
             meta = {
                 "scenario": p.scenario,
                 "variation": p.variation,
@@ -209,31 +213,27 @@ class NameSuite:
                 "name": p.name,
                 "race": p.race,
                 "gender": p.gender,
+                **cells[cell],
             }
             yield AuditTask(p.id, _user(p.text), meta, sample_index=p.repeat)
 
     def read(self, task_meta: Mapping[str, Any], text: str) -> Reading:
-        value = names.extract_number(text)
-        if value is not None:
-            return Reading(PARSED, value)
-        if classify_answer(text) == "refusal":
-            return Reading(REFUSAL, reason="declined to give a number")
-        return Reading(UNPARSED, reason="no number could be read from the answer")
+        """The number in the cell's unit (``judge.audits.amounts`` has the rules), a
+        conversion noted in the reason; else unparsed ("left out: ..." for another unit,
+        "unreadable: ...") or refusal."""
+        unit = task_meta.get("unit") or names.scenario_units(self.design)[task_meta["scenario"]]
+        return names.to_stored(names.read_answer(text, unit, task_meta.get("anchors") or ()))
 
     def followups(self, answers: Sequence[StoredAnswer]) -> Iterator[AuditTask]:
         return iter(())
 
     @staticmethod
     def analyze(answers: Sequence[StoredAnswer]) -> names.NameAuditResult:
-        """Every answer that came back counts; one without a number (unparsed, refusal,
-        empty) is imputed as the analysis describes. Failed calls are left out."""
-        rows = [
-            (m["scenario"], m["variation"], m["context"], m["name"], m["race"], m["gender"],
-             a.value if a.status == PARSED else None, a.raw_text or "")
-            for a in answers
-            if a.status != "error" and (m := a.meta)
-        ]  # fmt: skip
-        return names.analyze(rows)
+        """Every answer that came back, re-read from its raw text with today's reader
+        (``names.stored_rows``): a number in another unit is left out and counted, one
+        without a number (unreadable, refusal, empty) is imputed as the analysis describes.
+        Failed calls are left out."""
+        return names.analyze_stored(answers)
 
     @staticmethod
     def report(analysis: Any) -> Report:

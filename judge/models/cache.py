@@ -5,6 +5,11 @@ interrupted or finished run pays only for calls that never completed. Workers on
 model and read the cache; rows are written by the caller (``judge.runs``). A call that asks
 for log-probabilities has ``top_logprobs`` among its parameters, so its key differs from the
 same call without them; a call without them keeps the key it always had.
+
+A row reaches the store only after its call returns, so two workers asking for the same key
+at once would both miss and both pay (an award run at concurrency 8 paid 80 calls twice
+this way). ``cached_complete`` therefore lets one worker make a call that is in flight and
+has the others wait for its answer (docs/audits.md).
 """
 
 from __future__ import annotations
@@ -48,12 +53,14 @@ class CallCacheView:
 
     The keys already cached for the model are loaded once, so a miss costs no database round
     trip; a hit is read from the store with a short session of its own. Calls made during the
-    run are remembered in memory.
+    run are remembered in memory. ``claim`` and ``release`` keep a second worker from making
+    a call that is already in flight.
     """
 
     def __init__(self, engine: Engine, model: str) -> None:
         self.engine = engine
         self._rows: dict[str, CacheRow] = {}
+        self._flying: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         with Session(engine) as session:
             self._known = set(session.exec(select(CallCache.key).where(CallCache.model == model)))
@@ -78,6 +85,27 @@ class CallCacheView:
     def remember(self, row: CacheRow) -> None:
         with self._lock:
             self._rows[row["key"]] = row
+
+    def claim(self, key: str) -> threading.Event | None:
+        """None: the caller now makes the call for ``key`` and must ``release`` it; else an
+        event that is set once the worker making it is done (already set when its answer
+        is in memory), after which the caller looks in the cache again."""
+        with self._lock:
+            if key in self._rows:
+                done = threading.Event()
+                done.set()
+                return done
+            flying = self._flying.get(key)
+            if flying is None:
+                self._flying[key] = threading.Event()
+            return flying
+
+    def release(self, key: str) -> None:
+        """The call for ``key`` is over (answered, failed or not made): wake its waiters."""
+        with self._lock:
+            flying = self._flying.pop(key, None)
+        if flying is not None:
+            flying.set()
 
 
 def _completion(row: CacheRow) -> Completion:
@@ -141,14 +169,45 @@ def cached_complete(
     ``top_logprobs`` asks for token log-probabilities (see ``ModelClient.complete``). A
     ``gate`` that refuses a call that is not cached gives an outcome with ``refused`` set
     and neither a completion nor a failure.
+
+    While another worker makes the same call (same key), this one waits for its answer
+    instead of paying for it again; if that call failed or was not made, this one makes it.
     """
     key = call_key(
         client, messages, sample_index=sample_index, temperature=temperature,
         max_tokens=max_tokens, schema=schema, top_logprobs=top_logprobs,
     )  # fmt: skip
-    hit = cache.get(key)
-    if hit is not None:
-        return CallOutcome(hit, None, cached=True, key=key)
+    while True:
+        hit = cache.get(key)
+        if hit is not None:
+            return CallOutcome(hit, None, cached=True, key=key)
+        flying = cache.claim(key)
+        if flying is None:
+            break
+        flying.wait()
+    try:
+        return _call(client, cache, messages, key, sample_index=sample_index,
+                     temperature=temperature, max_tokens=max_tokens, schema=schema,
+                     top_logprobs=top_logprobs, gate=gate)  # fmt: skip
+    finally:
+        cache.release(key)
+
+
+def _call(
+    client: ModelClient,
+    cache: CallCacheView,
+    messages: list[dict[str, str]],
+    key: str,
+    *,
+    sample_index: int,
+    temperature: float,
+    max_tokens: int,
+    schema: dict[str, Any] | None,
+    top_logprobs: int | None,
+    gate: CallGate | None,
+) -> CallOutcome:
+    """The call ``cached_complete`` could not answer from the cache; its row is remembered
+    before the caller releases the key, so the waiters find it."""
     held = gate.open(messages, max_tokens) if gate is not None else 0.0
     if held is None:
         return CallOutcome(None, None, cached=False, key=key, refused=True)

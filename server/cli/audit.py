@@ -257,8 +257,10 @@ register(award)  # campaign and pull: the follow-ups' classes by people in Label
 @out_dir
 @json_option
 def award_analyze(path: str, names: str | None, out: str | None, as_json: bool) -> None:
-    """Binomial tests per level (level,choice) or the follow-up's chi-square
-    (level,chosen_group,followup_class); the header says which."""
+    """Binomial tests per level (level,choice) and, with a name_pair column
+    (level,name_pair,choice), the Kruskal-Wallis test of equivocal rates across name pairs;
+    or the follow-up's chi-square (level,chosen_group,followup_class). The header says
+    which."""
     from judge.audits import award as suite
     from judge.audits.report import award_report
 
@@ -266,6 +268,13 @@ def award_analyze(path: str, names: str | None, out: str | None, as_json: bool) 
     read = suite.read_award_csv(path, groups)
     if read.layout == "choice":
         result: Any = suite.analyze(read.choices)
+        if not read.name_pairs:
+            err().print(
+                "no Kruskal-Wallis test across name pairs: the CSV has no name_pair column "
+                "(add one, e.g. Latoya/Mary; docs/audits.md)",
+                highlight=False,
+                soft_wrap=True,
+            )
     else:
         result = suite.analyze_followup(read.followups)
     data = result.to_dict()
@@ -295,7 +304,8 @@ def names_run(ctx: Context, design: str | None, repeats: int | None, **common: A
 @json_option
 def names_analyze(path: str, out: str | None, as_json: bool) -> None:
     """Means and CIs by race and gender per variation and context, Welch's tests against
-    White and male, per-name standardised means."""
+    White and male, per-name standardised means. Each answer is read in its cell's unit (an
+    optional unit column, else the bundled design's for the scenario)."""
     from judge.audits import names as suite
     from judge.audits.report import names_report
 
