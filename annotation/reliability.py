@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 
 from annotation.errors import RatingsError
 from judge.errors import NotFoundError
-from judge.metrics import aggregate
+from judge.metrics import aggregate, sample_slot
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
 from judge.stats.levels import SelfConsistency, items_needed, self_consistency
 from judge.stats.matrix import RatingMatrix
@@ -70,7 +70,7 @@ class JudgeReliability:
     weighted: dict[str, Coefficient] = field(default_factory=dict)
     weighted_note: str = ""
     # The judge's own checks it failed on this rubric (judge.trust.section.flags):
-    # "self-preference", "counterfactual (names)", "order", "length".
+    # "self-preference", "counterfactual (names)", "order (inconsistent, recency)", "length".
     checks: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,21 +150,28 @@ class RunReliability:
 
 def judge_label(run: JudgeRun) -> str:
     samples = f", {run.samples} samples ({run.aggregation})" if run.samples > 1 else ""
-    return f"{run.model} {run.prompt_variant} T={run.temperature:g}{samples}"
+    orders = ", both orders" if run.swap_order else ""
+    return f"{run.model} {run.prompt_variant} T={run.temperature:g}{samples}{orders}"
 
 
 def _judge_scores(
     session: Session, run: JudgeRun, rubric: str
-) -> tuple[dict[int, float], dict[int, list[float]]]:
-    """Per item: the combined judge score, and its sample scores."""
-    samples: dict[int, list[float]] = defaultdict(list)
+) -> tuple[dict[int, float], dict[tuple[int, str], list[float]]]:
+    """Per item: the combined judge score (every sample, of both orders in a run judged in
+    both, as the run's item scores); and per item and order the sample scores, whose
+    repeats measure self-consistency (the order effect is measured apart, not counted as
+    the judge disagreeing with itself)."""
+    scores: dict[int, list[float]] = defaultdict(list)
+    samples: dict[tuple[int, str], list[float]] = defaultdict(list)
     for j in session.exec(
         select(Judgment).where(Judgment.judge_run_id == run.id, Judgment.rubric == rubric)
     ):
         if j.status == "scored" and j.score is not None:
-            samples[j.item_id].append(float(j.score))
+            scores[j.item_id].append(float(j.score))
+            order = sample_slot(j.sample_index, j.position, run.samples).order or ""
+            samples[(j.item_id, order)].append(float(j.score))
     combined = {}
-    for item_id, values in samples.items():
+    for item_id, values in scores.items():
         value = aggregate([int(v) for v in values], run.aggregation)
         if value is not None:
             combined[item_id] = float(value)

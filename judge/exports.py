@@ -1,9 +1,12 @@
 """A judge run's rows as flat files, for analysis outside FairJudge: every judgment and every
 answer it judged, as CSV and/or JSON Lines.
 
-``judgments.*`` has one row per judgment (one judge sample for one item and rubric), joined
+``judgments.*`` has one row per judgment (one judge sample for one item and rubric; in a run
+judged in both orders, ``position`` says which order and ``repeat`` which sample of it), joined
 with its item (key, stage, factor, scenario) and the texts and flags of the item's answers
-(``answer`` for S1/S4, ``answer_A`` and ``answer_B`` for S2/S3, each with a ``_flag`` column).
+(``answer`` for S1/S4, ``answer_A`` and ``answer_B`` for S2/S3, each with a ``_flag`` column:
+the stored flag, with ``injection_suspected (signs)`` added, as in the item browser, when the
+answer addresses the judge).
 ``answers.*`` has one row per answer of the judged generation run. Nothing is summarised or
 dropped: an unscored judgment keeps its kind, reason and raw replies.
 
@@ -25,6 +28,8 @@ from typing import IO, Any
 from sqlmodel import Session, col, select
 
 from judge.errors import ConfigError
+from judge.grading.injection import answer_flag
+from judge.metrics import sample_slot
 from judge.store.queries import get_judge_run, responses_by_item
 from judge.store.tables import Item, Judgment, Response
 from judge.vocab import STAGE_PARTS
@@ -51,6 +56,8 @@ JUDGMENT_COLUMNS = [
     *ITEM_COLUMNS,
     "rubric",
     "sample_index",
+    "position",
+    "repeat",
     "status",
     "score",
     "unscored_kind",
@@ -156,7 +163,9 @@ def judgment_rows(session: Session, judge_run_id: int) -> Iterator[dict[str, Any
         for part in PARTS:
             response = parts.get(part)
             texts[answer_column(part)] = response.raw_text if response else None
-            texts[f"{answer_column(part)}_flag"] = response.flag if response else None
+            texts[f"{answer_column(part)}_flag"] = (
+                answer_flag(response.flag, response.raw_text) if response else None
+            )
         yield {
             "judgment_id": j.id,
             "judge_run": judge_run_id,
@@ -164,6 +173,10 @@ def judgment_rows(session: Session, judge_run_id: int) -> Iterator[dict[str, Any
             **_item_fields(item),
             "rubric": j.rubric,
             "sample_index": j.sample_index,
+            # a run judged in both orders stores a pair's swapped samples after its given
+            # ones (indices n..2n-1): position names the order, repeat the sample within it
+            "position": j.position,
+            "repeat": sample_slot(j.sample_index, j.position, run.samples).repeat,
             "status": j.status,
             "score": j.score,
             "unscored_kind": j.unscored_kind,
@@ -203,7 +216,7 @@ def answer_rows(session: Session, generation_run_id: int) -> Iterator[dict[str, 
             "part": r.part,
             "prompt": r.prompt,
             "answer": r.raw_text,
-            "flag": r.flag,
+            "flag": answer_flag(r.flag, r.raw_text),
             "error": r.error,
             "finish_reason": r.finish_reason,
             "prompt_tokens": r.prompt_tokens,

@@ -1,13 +1,20 @@
 """The judge's agreement with itself across samples, as a report section (runs with
-samples > 1, with or without human ratings)."""
+samples > 1, with or without human ratings).
+
+In a run judged in both orders (``--swap-order``) a pair rubric's item has ``samples`` repeats
+in each order. Its repeats are compared only within one order: each (item, order) is one row
+of the grid, so the order effect (reported apart, under order bias) does not count as the
+judge disagreeing with itself."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from sqlmodel import Session, col, select
+from sqlalchemy import select as columns
+from sqlmodel import Session, col
 
+from judge.metrics import sample_slot
 from judge.reports.sections import Section, Table
 from judge.stats.levels import self_consistency
 from judge.store.queries import get_judge_run
@@ -21,20 +28,25 @@ def self_consistency_section(session: Session, judge_run_id: int) -> Section | N
     jrun = get_judge_run(session, judge_run_id)
     if jrun.samples < 2:
         return None
-    rows = session.exec(
-        select(Judgment.item_id, Judgment.rubric, Judgment.sample_index, Judgment.score)
-        .where(Judgment.judge_run_id == judge_run_id)
-        .order_by(col(Judgment.item_id), col(Judgment.rubric), col(Judgment.sample_index))
-    ).all()
+    rows = [
+        (item, rubric, sample_slot(sample, position, jrun.samples), score)
+        for item, rubric, sample, position, score in session.execute(
+            columns(
+                col(Judgment.item_id), col(Judgment.rubric), col(Judgment.sample_index),
+                col(Judgment.position), col(Judgment.score),
+            ).where(col(Judgment.judge_run_id) == judge_run_id)
+        )
+    ]  # fmt: skip
     payload: dict[str, Any] = {}
     table_rows = []
     for rubric in sorted({r for _, r, _, _ in rows}):
-        keys = sorted({i for i, r, _, _ in rows if r == rubric})
+        # one row per item and order: repeats of one order are the judge's self-agreement
+        keys = sorted({(i, slot.order or "") for i, r, slot, _ in rows if r == rubric})
         index = {k: n for n, k in enumerate(keys)}
         grid = np.full((len(keys), jrun.samples), np.nan)
-        for item, r, sample, score in rows:
+        for item, r, slot, score in rows:
             if r == rubric and score is not None:
-                grid[index[item], sample] = score
+                grid[index[(item, slot.order or "")], slot.repeat] = score
         result = self_consistency(grid, warn=False)  # an undefined alpha keeps its reason
         payload[rubric] = result.to_dict()
         alpha = result.alpha_ordinal
@@ -58,6 +70,13 @@ def self_consistency_section(session: Session, judge_run_id: int) -> Section | N
                 f"Judge self-consistency over {jrun.samples} samples",
                 ["rubric", "items", "alpha (ordinal) across samples", "items whose samples differ"],
                 table_rows,
+                [
+                    "Judged in both orders: a pair rubric's item counts once per order, and "
+                    "only repeats of the same order are compared (the order effect is under "
+                    "order bias)."
+                ]
+                if jrun.swap_order
+                else [],
             )
         ],
     )

@@ -202,6 +202,8 @@ def _judge_settings(session: Session, jrun: JudgeRun) -> dict[str, Any]:
         "temperature": jrun.temperature,
         "samples": jrun.samples,
         "aggregation": jrun.aggregation,
+        # both orders: each pair rubric has 2 x samples judgments per item (see order bias)
+        "swap_order": jrun.swap_order,
         "max_tokens": jrun.max_tokens,
         "template_versions": template_versions,
         "status": jrun.status,
