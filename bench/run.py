@@ -23,8 +23,9 @@
     peak RSS (<= 1 GB); then the same 168,000 prompts sent by ``audit names run`` to the stub
     and ``audit show`` of the stored run, timed the same way.
 11. Judge trust (bench/trust.py): ``fairjudge judge-audit counterfactual`` on 2,000 judged
-    answers against the stub (200 ms, concurrency 32), a whole command: ratio to the ideal
-    (>= 0.9).
+    answers against the stub (200 ms, concurrency 32), a whole command: ratio to the ideal,
+    beside ``fairjudge judge``'s ratio on the same answers in the same run (target: the
+    audit's >= 0.9 of judge's).
 12. Dataset generation (bench/generate.py): ``fairjudge dataset plan`` writing 1,000 items
     with the stub as the item writer (200 ms, concurrency 32, 5 items a call), a whole
     command: items per second as a ratio to the ideal; also 10,000 items, where start-up

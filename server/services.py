@@ -273,9 +273,9 @@ def full_report(
         + (
             "answers imported from elsewhere"
             if grun.source == "imported"
-            else f"{grun.endpoint_name}, temperature {grun.temperature:g}"
+            else f"{grun.endpoint_name} at {grun.base_url}, temperature {grun.temperature:g}"
         )
-        + f"), judged by {jrun.model} ({jrun.prompt_variant} prompt, "
+        + f"), judged by {jrun.model} at {jrun.base_url} ({jrun.prompt_variant} prompt, "
         f"temperature {jrun.temperature:g}). Run status: {jrun.status}"
         + (f" ({jrun.status_detail})" if jrun.status_detail else "")
         + "."
@@ -304,6 +304,7 @@ def counterfactual_audit(
     or all; ``swaps_file``: a swap list of the user's own) with the run's own endpoint and
     settings; resumable. Everything is checked before any call: the swap list, the kinds,
     that the run scored something and that its judge can be reproduced."""
+    from judge.endpoint_url import check_same_server
     from judge.grading.counterfactual import load_swaps
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
@@ -315,8 +316,12 @@ def counterfactual_audit(
     chosen = swaps.select(kinds)
     with session_scope(engine) as session:
         jrun = get_judge_run(session, judge_run_id)
-        endpoint = jrun.endpoint_name
+        endpoint, judged_at = jrun.endpoint_name, jrun.base_url
         rubric_set = rubrics(settings, session, judge_run_id=judge_run_id)
+    # The copy must be judged by the same server as the run, or the comparison mixes two.
+    check_same_server(
+        f"judge run {judge_run_id}", judged_at, endpoint, settings.endpoint(endpoint).base_url
+    )
     return run_counterfactual(
         engine, make_client(settings, endpoint), PromptBook(settings.prompts_path()),
         rubric_set, judge_run_id, kinds, chosen, limit=limit, progress=progress,
@@ -329,15 +334,21 @@ def diagnostics_report(
     *,
     tolerance: float = 0.0,
     settings: Settings | None = None,
+    margin: float | None = None,
 ) -> Report:
-    """The "judge diagnostics" of one judge run alone (``judge-audit show``)."""
+    """The "judge diagnostics" of one judge run alone (``judge-audit show``); ``margin``:
+    the counterfactual equivalence margin in score points (default 0.25)."""
     from judge.reports.sections import Report
     from judge.store.queries import get_judge_run
+    from judge.trust.directional import MARGIN
     from judge.trust.section import diagnostics_section
 
     jrun = get_judge_run(session, judge_run_id)
     prices = run_prices(settings, jrun.endpoint_name)
-    section = diagnostics_section(session, judge_run_id, tolerance=tolerance, prices=prices)
+    section = diagnostics_section(
+        session, judge_run_id, tolerance=tolerance, prices=prices,
+        margin=MARGIN if margin is None else margin,
+    )  # fmt: skip
     return Report(
         title=f"FairJudge judge diagnostics: judge run {judge_run_id} ({jrun.model})",
         intro=(section.notes[0] + " " if section.payload["self_preference"] else "")

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from judge.errors import InvalidInputError
 from judge.paths import datasets_dir
@@ -116,6 +117,67 @@ class Swapped:
     @property
     def changed(self) -> bool:
         return bool(self.changes)
+
+
+_KNOWN_SIDES = {
+    # kind: (first pair as the bundled list writes it, names of its two columns)
+    "gender": (("he", "she"), ("male", "female")),
+    "names": (("Latoya", "Mary"), ("Black-associated names", "White-associated names")),
+    "race": (("Black", "White"), ("Black", "White")),
+}
+
+
+def sides(kind: str, swaps: Sequence[Swap]) -> tuple[str, str]:
+    """What a kind's two columns stand for: side A is the first word of every pair, side B
+    the second ("male" and "female" for the bundled gender pairs). A list of one's own gets
+    names from its first pair ("he side") unless it starts like the bundled list; reversed
+    columns get reversed names, so a label never claims the wrong group.
+
+    >>> sides("gender", load_swaps().select(["gender"]))
+    ('male', 'female')
+    >>> sides("gender", [Swap("gender", "she", "he")])
+    ('female', 'male')
+    >>> sides("colour", [Swap("colour", "red", "blue")])
+    ("'red' side", "'blue' side")
+    """
+    first = next((s for s in swaps if s.kind == kind), None)
+    if first is None:
+        raise ValueError(f"no swap of kind {kind!r}")
+    known = _KNOWN_SIDES.get(kind)
+    if known is not None:
+        pair, names = known
+        if (first.a, first.b) == pair:
+            return names
+        if (first.b, first.a) == pair:
+            return names[1], names[0]
+    return f"{first.a!r} side", f"{first.b!r} side"
+
+
+def net_toward_b(
+    changes: Iterable[tuple[str, str, int] | list[Any]], swaps: Sequence[Swap], kind: str
+) -> int | None:
+    """Words of ``kind`` swapped from side A to side B minus those swapped from B to A, over
+    recorded changes (``[before, after, count]``, any case form); None when no word of
+    ``kind`` was swapped. Positive: the copy moved toward side B; 0: as many each way.
+
+    >>> g = [Swap("gender", "he", "she"), Swap("gender", "his", "her")]
+    >>> net_toward_b([("He", "She", 2), ("her", "his", 1)], g, "gender")
+    1
+    >>> net_toward_b([("Mary", "Latoya", 1)], g, "gender") is None
+    True
+    """
+    side: dict[str, int] = {}
+    for s in swaps:
+        if s.kind == kind:
+            side[s.a.casefold()], side[s.b.casefold()] = -1, 1
+    net, seen = 0, False
+    for before, after, count in changes:
+        a, b = side.get(str(before).casefold()), side.get(str(after).casefold())
+        if a is None or b is None or a == b:
+            continue
+        seen = True
+        net += int(count) * b  # b = +1: moved onto side B
+    return net if seen else None
 
 
 def _forms(word: str, other: str) -> list[tuple[str, str]]:

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.errors import InvalidInputError
-from judge.grading.counterfactual import Swap, swap_text
+from judge.grading.counterfactual import Swap, load_swaps, swap_text
 from judge.hashing import content_hash
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run, get_judge_run
@@ -174,6 +174,9 @@ def make_copy(
                 "items_copied": copied,
                 "items_skipped": skipped,
                 "swaps": dict(counts.most_common()),
+                # the pairs themselves: which word is on which side, for reading each
+                # copied answer's direction later (not part of the identity above)
+                "pairs": [[s.kind, s.a, s.b] for s in swaps],
             },
             finished_at=utcnow(),
         )
@@ -183,6 +186,20 @@ def make_copy(
             row["run_id"] = run.id
         session.connection().execute(insert(Response.__table__), rows)  # type: ignore[attr-defined]
         return _copy_of(run, created=True)
+
+
+def copy_swaps(d: dict[str, Any] | None) -> tuple[Swap, ...] | None:
+    """The pairs a copy was made with: recorded in its derivation, or for a copy made before
+    they were recorded, the bundled list's pairs of its kinds if their hash matches; None
+    when they cannot be known (a list of one's own, since changed)."""
+    d = d or {}
+    if d.get("pairs"):
+        return tuple(Swap(str(k), str(a), str(b)) for k, a, b in d["pairs"])
+    try:
+        bundled = load_swaps().select(d.get("swap_kinds", ()))
+    except InvalidInputError:
+        return None
+    return bundled if swaps_hash(bundled) == d.get("swaps_sha256") else None
 
 
 _COPIED = ("id", "item_id", "part", "prompt", "raw_text", "flag", "error", "finish_reason")

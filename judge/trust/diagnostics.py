@@ -2,15 +2,18 @@
 
 - ``counterfactual``: the judge run's scores beside the scores the same settings gave a
   counterfactual copy of the answers (``judge.trust.copies``), paired per item and rubric.
-- ``order``: in a run judged in both orders, each pair's score as given beside its score with
-  the two texts exchanged, paired per item, rubric and sample.
+- ``order``: in a run judged in both orders, position consistency and preference fairness
+  (Shi et al.) and the mean score change, per pair rubric (``judge.trust.position``).
 - ``length``: per rubric, Spearman's correlation between the answer's length in words and
   the judge's score, beside the same correlation for human ratings where people rated.
 - ``self_preference``: whether the judge model is the model under test.
 
 Paired shifts use ``judge.stats.tests.paired_shift`` (share changed, mean difference with a
-bootstrap CI, Wilcoxon signed-rank). A rubric is *flagged* when its mean shift's CI excludes 0
-and the mean's size exceeds the tolerance (default 0: any shift the CI says is real).
+bootstrap CI, Wilcoxon signed-rank). A counterfactual copy is tested by swap direction
+(``judge.trust.directional``: oriented differences, exact sign-flip tests, Holm's correction
+over every row of the judge run's copies, equivalence when nothing is flagged); its per-rubric
+shift (both directions together) is descriptive. The order check flags a rubric when its mean
+shift's CI excludes 0 and the mean's size exceeds the tolerance.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,11 +29,22 @@ from scipy import stats
 from sqlalchemy import select as columns
 from sqlmodel import Session, col, select
 
+from judge.grading.counterfactual import Swap, net_toward_b
+from judge.grading.counterfactual import sides as side_names
 from judge.metrics import aggregate
 from judge.stats.tests import PairedShift, paired_shift
 from judge.store.queries import get_generation_run, get_judge_run
 from judge.store.tables import GenerationRun, HumanRating, Item, JudgeRun, Judgment, Response
-from judge.trust.copies import Copy, _copy_of, find_copies
+from judge.trust.copies import Copy, _copy_of, copy_swaps, find_copies
+from judge.trust.directional import (
+    ALPHA,
+    MARGIN,
+    DirectionRow,
+    PairScore,
+    correct,
+    pair_rows,
+)
+from judge.trust.position import OrderResult, order_bias
 
 LEVEL = 0.95
 N_BOOTSTRAP = 2000
@@ -98,10 +112,16 @@ class CounterfactualResult:
     status: str | None  # the copy's judge run status
     tolerance: float
     rubrics: list[RubricShift]
+    directions: list[DirectionRow] = field(default_factory=list)
+    sides: dict[str, tuple[str, str]] = field(default_factory=dict)  # kind -> (A, B)
+    direction_note: str | None = None  # why directions are unknown, when they are
+    alpha: float = ALPHA
+    margin: float = MARGIN
 
     @property
     def flagged(self) -> list[str]:
-        return [r.rubric for r in self.rubrics if r.flagged]
+        """Scopes (rubrics, "all rubrics") with a flagged row, in the rows' order."""
+        return list(dict.fromkeys(r.scope for r in self.directions if r.flagged))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,7 +134,13 @@ class CounterfactualResult:
             "items_skipped": self.copy.items_skipped,
             "swaps": self.copy.swaps,
             "tolerance": self.tolerance,
+            "alpha": self.alpha,
+            "equivalence_margin": self.margin,
+            "correction": "holm",
+            "sides": {k: {"A": a, "B": b} for k, (a, b) in self.sides.items()},
+            "direction_note": self.direction_note,
             "flagged": self.flagged,
+            "directions": [r.to_json() for r in self.directions],
             "rubrics": [r.to_json() for r in self.rubrics],
         }
 
@@ -156,24 +182,47 @@ def counterfactual(
     *,
     copy_run_id: int | None = None,
     tolerance: float = 0.0,
+    alpha: float = ALPHA,
+    margin: float = MARGIN,
     level: float = LEVEL,
     n_bootstrap: int = N_BOOTSTRAP,
     top: int = TOP_MOVES,
 ) -> list[CounterfactualResult]:
-    """The counterfactual comparison of every copy of a judge run (or of one copy)."""
+    """The counterfactual comparison of every copy of a judge run (or of one copy), tested
+    by swap direction with one Holm correction over all the copies' rows (the family the
+    report shows); ``margin``: the equivalence margin in score points."""
     jrun = get_judge_run(session, judge_run_id)
     copies = [c for c in find_copies(session, judge_run_id) if copy_run_id in (None, c.id)]
     results = []
     before = _scores(session, judge_run_id, jrun.aggregation)
+    bound = _bound(before)
     for copy_run in copies:
         copy = _copy_of(copy_run, created=False)
         judged = copy_judge_run(session, jrun, copy.run_id)
         rubrics: list[RubricShift] = []
+        rows: list[DirectionRow] = []
+        sides: dict[str, tuple[str, str]] = {}
+        note = None
         if judged is not None and judged.id is not None:
             after = _scores(session, judged.id, jrun.aggregation)
             rubrics = _compare(
                 session, jrun, copy.run_id, before, after, tolerance, level, n_bootstrap, top
             )
+            swaps = copy_swaps(copy_run.derivation)
+            if swaps is None:
+                note = (
+                    "directions unknown: this copy was made from a swap list of one's own "
+                    "before copies recorded their pairs; make the copy again to test them"
+                )
+            else:
+                changes = _changes(session, copy.run_id)
+                for kind in copy.swap_kinds:
+                    sides[kind] = side_names(kind, swaps)
+                    pairs = _directed(before, after, changes, swaps, kind)
+                    rows += pair_rows(
+                        kind, sides[kind], pairs, alpha=alpha, margin=margin, level=level,
+                        n_bootstrap=n_bootstrap, bound=bound,
+                    )  # fmt: skip
         results.append(
             CounterfactualResult(
                 judge_run_id,
@@ -182,9 +231,68 @@ def counterfactual(
                 judged.status if judged is not None else None,
                 tolerance,
                 rubrics,
+                rows,
+                sides,
+                note,
+                alpha,
+                margin,
             )
         )
-    return results
+    return _corrected(results, alpha, tolerance)
+
+
+def _corrected(
+    results: list[CounterfactualResult], alpha: float, tolerance: float
+) -> list[CounterfactualResult]:
+    """Holm's correction over every row of every copy; a rubric's (descriptive) shift is
+    marked flagged when one of its rows is."""
+    rows = [r for result in results for r in result.directions]
+    sides = {k: v for result in results for k, v in result.sides.items()}
+    fixed = iter(correct(rows, sides, alpha=alpha, tolerance=tolerance))
+    out = []
+    for result in results:
+        mine = [next(fixed) for _ in result.directions]
+        hit = {r.scope for r in mine if r.flagged}
+        shifts = [replace(s, flagged=s.rubric in hit) for s in result.rubrics]
+        out.append(replace(result, directions=mine, rubrics=shifts))
+    return out
+
+
+def _bound(scores: dict[tuple[int, str], float | None]) -> float:
+    """The largest score change possible: 4 on the 1-5 scale, more on a wider scale seen."""
+    seen = [s for s in scores.values() if s is not None]
+    return max(4.0, max(seen) - min(seen)) if seen else 4.0
+
+
+def _changes(session: Session, copy_run_id: int) -> dict[int, list[list[Any]]]:
+    """Item -> every swap recorded in its copied answer parts ([before, after, count])."""
+    out: dict[int, list[list[Any]]] = defaultdict(list)
+    for item_id, extra in session.execute(
+        columns(col(Response.item_id), col(Response.extra)).where(
+            col(Response.run_id) == copy_run_id
+        )
+    ):
+        out[item_id] += (extra or {}).get("swapped", [])
+    return dict(out)
+
+
+def _directed(
+    before: dict[tuple[int, str], float | None],
+    after: dict[tuple[int, str], float | None],
+    changes: dict[int, list[list[Any]]],
+    swaps: Sequence[Swap],
+    kind: str,
+) -> list[PairScore]:
+    """The scored pairs of the items whose copy swapped a word of ``kind``, each with its
+    net direction (+1 toward side B, -1 toward A, 0 mixed)."""
+    out = []
+    for (item_id, rubric), new in sorted(after.items()):
+        old = before.get((item_id, rubric))
+        net = net_toward_b(changes.get(item_id, []), swaps, kind)
+        if old is None or new is None or net is None:
+            continue
+        out.append(PairScore(item_id, rubric, (net > 0) - (net < 0), old, new))
+    return out
 
 
 def _compare(
@@ -214,9 +322,9 @@ def _compare(
         )
         moved = sorted((p for p in pairs if p[2] != p[1]), key=lambda p: (-abs(p[2] - p[1]), p[0]))
         moves = _moves(session, jrun.generation_run_id, copy_run_id, rubric, moved[:top])
-        out.append(
-            RubricShift(rubric, shift, unpaired.get(rubric, 0), flagged(shift, tolerance), moves)
-        )
+        # flagged is set from the directional rows (``_corrected``): both directions pooled,
+        # this shift can cancel, so it is shown but never decides a flag
+        out.append(RubricShift(rubric, shift, unpaired.get(rubric, 0), False, moves))
     return out
 
 
@@ -251,25 +359,6 @@ def _moves(
     ]
 
 
-@dataclass(frozen=True)
-class OrderResult:
-    judge_run_id: int
-    tolerance: float
-    rubrics: list[RubricShift]
-
-    @property
-    def flagged(self) -> list[str]:
-        return [r.rubric for r in self.rubrics if r.flagged]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "judge_run_id": self.judge_run_id,
-            "tolerance": self.tolerance,
-            "flagged": self.flagged,
-            "rubrics": [r.to_json() for r in self.rubrics],
-        }
-
-
 def order(
     session: Session,
     judge_run_id: int,
@@ -278,36 +367,12 @@ def order(
     level: float = LEVEL,
     n_bootstrap: int = N_BOOTSTRAP,
 ) -> OrderResult | None:
-    """Scores as given beside scores with the pair's texts exchanged (swapped minus given),
-    per rubric; None for a run not judged in both orders."""
-    jrun = get_judge_run(session, judge_run_id)
-    if not jrun.swap_order:
-        return None
-    given: dict[tuple[str, int, int], int | None] = {}
-    swapped: dict[tuple[str, int, int], int | None] = {}
-    for item_id, rubric, sample, position, status, score in session.execute(
-        columns(
-            col(Judgment.item_id), col(Judgment.rubric), col(Judgment.sample_index),
-            col(Judgment.position), col(Judgment.status), col(Judgment.score),
-        ).where(col(Judgment.judge_run_id) == judge_run_id, col(Judgment.position).is_not(None))
-    ):  # fmt: skip
-        value = score if status == "scored" else None
-        if position == "given":
-            given[(rubric, item_id, sample)] = value
-        else:
-            swapped[(rubric, item_id, sample - jrun.samples)] = value
-    rubrics = []
-    for rubric in sorted({k[0] for k in given} | {k[0] for k in swapped}):
-        keys = sorted({k for k in given if k[0] == rubric} | {k for k in swapped if k[0] == rubric})
-        pairs = [(given.get(k), swapped.get(k)) for k in keys]
-        both = [(a, b) for a, b in pairs if a is not None and b is not None]
-        shift = paired_shift(
-            [a for a, _ in both], [b for _, b in both], level=level, n_bootstrap=n_bootstrap
-        )
-        rubrics.append(
-            RubricShift(rubric, shift, len(pairs) - len(both), flagged(shift, tolerance))
-        )
-    return OrderResult(judge_run_id, tolerance, rubrics)
+    """Position consistency, preference fairness and the mean score change (swapped minus
+    given) per pair rubric (``judge.trust.position``); None for a run not judged in both
+    orders."""
+    return order_bias(
+        session, judge_run_id, tolerance=tolerance, level=level, n_bootstrap=n_bootstrap
+    )
 
 
 @dataclass(frozen=True)

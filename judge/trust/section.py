@@ -12,7 +12,7 @@ from judge.costs import Prices, RunCost, Usage, judge_run_cost
 from judge.reports.sections import BarChart, Figure, Section, Table
 from judge.stats.tests import PairedShift
 from judge.store.queries import get_judge_run
-from judge.trust import diagnostics
+from judge.trust import diagnostics, directional, position_view
 from judge.trust.diagnostics import (
     CounterfactualResult,
     LengthRow,
@@ -20,6 +20,7 @@ from judge.trust.diagnostics import (
     OrderResult,
     RubricShift,
 )
+from judge.trust.directional import DirectionRow
 
 SECTION_TITLE = "Judge diagnostics"
 TEXT_SHOWN = 600
@@ -79,12 +80,58 @@ def _answers(texts: dict[str, str]) -> str:
     return "\n".join(f"{part}: {_short(text)}" for part, text in sorted(texts.items()))
 
 
+def direction_cells(r: DirectionRow) -> list[str]:
+    """kind, rubric, comparison, pairs, changed, mean [CI], p, Holm p, flag, equivalence."""
+    mean = "n/a" if r.mean != r.mean else f"{r.mean:+.2f}"
+    if r.n and r.ci_low == r.ci_low:
+        mean += f" [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+    p = f"{r.p_value:.3g}" if r.p_value is not None else "n/a"
+    if not r.tested:
+        p += f" (not tested: {r.reason})" if r.reason else " (not tested)"
+    adjusted = f"{r.p_adjusted:.3g}" if r.p_adjusted is not None else ""
+    flag = f"FLAGGED: {r.finding}" if r.flagged else ""
+    return [r.kind, r.scope, r.label, str(r.n), str(r.changed), mean, p, adjusted, flag,
+            r.equivalence]  # fmt: skip
+
+
+def direction_table(results: list[CounterfactualResult]) -> Table:
+    """Every copy's rows by swap kind, scope and direction, with the method in the notes."""
+    head = ["swaps", "rubric", "comparison", "pairs", "changed", "mean [95 % CI]", "p"]
+    head += ["p (Holm)", "flag", "equivalence"]
+    rows = [direction_cells(r) for result in results for r in result.directions]
+    notes: list[str] = []
+    for result in results:
+        for kind, (a, b) in result.sides.items():
+            notes.append(f"{kind}: side A is {a}, side B is {b} (the swap list's two columns).")
+        if result.direction_note:
+            notes.append(f"{', '.join(result.copy.swap_kinds)}: {result.direction_note}.")
+        notes += directional.summary(result.directions, result.margin, result.alpha)
+    if results:
+        r0 = results[0]
+        notes.append(
+            "A pair's direction is the net number of the kind's words its copy moved toward "
+            "side B (minus those moved toward A) over the item's whole answer; pairs with as "
+            "many each way are 'mixed' and not tested. Oriented mean: score of the side-B "
+            "version minus the side-A version (negative: the judge favours A). 'all rubrics' "
+            "takes one value per item (its mean over rubrics). p: exact sign-flip permutation "
+            f"test; Holm's correction over every tested row; flagged at {r0.alpha:g}. A row "
+            "whose changed pairs are too few to reach that level is not tested. Equivalence: "
+            f"two one-sided tests that the shift lies within +-{r0.margin:g} points."
+        )
+    return Table("Counterfactual swaps by direction", head, rows, notes, 3)
+
+
 def counterfactual_tables(results: list[CounterfactualResult]) -> list[Table]:
-    """The shift per copy and rubric, and the largest moves with both answers."""
+    """The rows by direction, the shift per copy and rubric (both directions together), and
+    the largest moves with both answers."""
     head = ["swaps", "rubric", "pairs", "score changed", "mean change [95 % CI]", "Wilcoxon p"]
     head += ["unpaired", "flag"]
     rows, moves = [], []
-    notes = []
+    notes = [
+        "Both directions together: a judge preferring one side's words moves the scores up "
+        "one way and down the other, so this mean can cancel. It is shown for reference; the "
+        "flags come from the table by direction."
+    ]
     for result in results:
         kinds = ", ".join(result.copy.swap_kinds)
         if result.copy_judge_run_id is None or not result.rubrics:
@@ -105,9 +152,11 @@ def counterfactual_tables(results: list[CounterfactualResult]) -> list[Table]:
             f"skipped (nothing to swap); copy judged as judge run {result.copy_judge_run_id} "
             f"({result.status})."
         )
-    tables = [
+    directed = [r for r in results if r.directions or r.direction_note]
+    tables = [direction_table(directed)] if directed else []
+    tables.append(
         Table("Counterfactual swaps: score change (copy minus original)", head, rows, notes, 2)
-    ]
+    )
     if moves:
         tables.append(
             Table(
@@ -121,25 +170,8 @@ def counterfactual_tables(results: list[CounterfactualResult]) -> list[Table]:
 
 
 def order_table(result: OrderResult) -> Table:
-    head = [
-        "rubric",
-        "pairs",
-        "score changed",
-        "mean change [95 % CI]",
-        "Wilcoxon p",
-        "unpaired",
-        "flag",
-    ]
-    rows = [[r.rubric, *shift_cells(r.shift), str(r.unpaired), _flag(r)] for r in result.rubrics]
-    return Table(
-        "Order (position) bias: score with the pair's texts exchanged minus as given",
-        head,
-        rows,
-        [
-            "This run judged every pair in both orders; its item scores (and the stage "
-            "metrics above) combine both orders."
-        ],
-    )
+    """The order check's table (``judge.trust.position_view``)."""
+    return position_view.order_table(result)
 
 
 def length_table(rows: list[LengthRow]) -> Table:
@@ -216,9 +248,11 @@ def diagnostics_section(
     *,
     tolerance: float = 0.0,
     prices: Prices | None = None,
+    margin: float = directional.MARGIN,
 ) -> Section:
     """Self-preference, counterfactual copies, order, length and cost for one judge run
-    (cost in money only with ``prices``, the judge endpoint's)."""
+    (cost in money only with ``prices``, the judge endpoint's; ``margin``: the
+    counterfactual equivalence margin in score points)."""
     get_judge_run(session, judge_run_id)  # a missing run is an error, not an empty section
     notes: list[str] = []
     selfpref = diagnostics.self_preference(session, judge_run_id)
@@ -227,17 +261,24 @@ def diagnostics_section(
     tables: list[Table] = []
     figures: list[Figure] = []
     payload: dict[str, Any] = {"self_preference": selfpref is not None, "tolerance": tolerance}
-    results = diagnostics.counterfactual(session, judge_run_id, tolerance=tolerance)
+    results = diagnostics.counterfactual(session, judge_run_id, tolerance=tolerance, margin=margin)
     payload["counterfactual"] = [r.to_json() for r in results]
+    payload["equivalence_margin"] = margin
     if results:
         tables += counterfactual_tables(results)
         for r in results:
-            if r.rubrics:
+            oriented = [d for d in r.directions if d.direction == directional.ORIENTED and d.n]
+            if oriented:
                 figures.append(
-                    _shift_bars(
-                        f"Counterfactual ({', '.join(r.copy.swap_kinds)}): mean score change",
-                        r.rubrics,
-                    )
+                    BarChart(
+                        f"Counterfactual ({', '.join(r.copy.swap_kinds)}): side B minus side A",
+                        [
+                            (f"{d.kind} {d.scope}", d.mean, _finite(d.ci_low), _finite(d.ci_high))
+                            for d in oriented
+                        ],
+                        "oriented score difference (B version minus A version)",
+                        reference=0.0,
+                    )  # fmt: skip
                 )
     else:
         notes.append(
@@ -249,9 +290,7 @@ def diagnostics_section(
     payload["order"] = order.to_json() if order else None
     if order is not None:
         tables.append(order_table(order))
-        figures.append(
-            _shift_bars("Order: mean score change when the pair is exchanged", order.rubrics)
-        )
+        figures.append(position_view.order_figure(order))
     else:
         notes.append(
             "Order bias not measured: judge with --swap-order to judge every pair in both orders."
@@ -297,8 +336,8 @@ def flags(
     tolerance: float = 0.0,
     computed: tuple[Any, Any, Any] | None = None,
 ) -> dict[str, list[str]]:
-    """Rubric -> the checks its judge failed ("counterfactual (names)", "order", "length");
-    the key "*" holds run-wide marks ("self-preference")."""
+    """Rubric -> the checks its judge failed ("counterfactual (names)", "order (recency)",
+    "length"); the key "*" holds run-wide marks ("self-preference")."""
     if computed is None:
         computed = (
             diagnostics.counterfactual(session, judge_run_id, tolerance=tolerance),
@@ -310,11 +349,24 @@ def flags(
     if diagnostics.self_preference(session, judge_run_id):
         out["*"].append("self-preference")
     for r in results:
-        for rubric in r.flagged:
-            out[rubric].append(f"counterfactual ({', '.join(r.copy.swap_kinds)})")
+        # one mark per kind and rubric ("counterfactual (gender: favours male)"), the
+        # oriented finding first, the per-direction ones only without it; a flag on all
+        # rubrics pooled is run-wide
+        found: dict[tuple[str, str], list[DirectionRow]] = defaultdict(list)
+        for row in r.directions:
+            if row.flagged:
+                found[(row.kind, row.scope)].append(row)
+        for (kind, scope), hits in found.items():
+            oriented = [h for h in hits if h.direction == directional.ORIENTED]
+            what = "; ".join(str(h.finding) for h in (oriented or hits))
+            if scope == directional.ALL_RUBRICS:
+                out["*"].append(f"counterfactual ({kind}, all rubrics: {what})")
+            else:
+                out[scope].append(f"counterfactual ({kind}: {what})")
     if order is not None:
-        for rubric in order.flagged:
-            out[rubric].append("order")
+        for row in order.rubrics:
+            if row.flagged:
+                out[row.rubric].append(f"order ({', '.join(row.reasons)})")
     for row in lengths:
         if row.flagged:
             out[row.rubric].append("length")

@@ -26,7 +26,16 @@ tolerance_option = click.option(
     type=click.FloatRange(min=0),
     default=0.0,
     show_default=True,
-    help="Flag a rubric whose mean score change exceeds this (and whose CI excludes 0).",
+    help="Flag only a shift whose mean size exceeds this (besides being significant).",
+)
+margin_option = click.option(
+    "--margin",
+    type=click.FloatRange(min=0, min_open=True),
+    default=0.25,
+    show_default=True,
+    help="Counterfactual equivalence margin in score points: a row not flagged is called "
+    "'no shift larger than MARGIN' when two one-sided tests rule out a larger one, "
+    "'inconclusive' otherwise.",
 )
 out_option = click.option(
     "--out",
@@ -60,6 +69,7 @@ def judge_audit() -> None:
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N items with a swap.")
 @tolerance_option
+@margin_option
 @click.option(
     "--allow-failures",
     is_flag=True,
@@ -70,8 +80,8 @@ def judge_audit() -> None:
 @click.pass_obj
 def counterfactual(
     ctx: Context, judge_run_id: int, swap: tuple[str, ...], swaps_file: str | None,
-    limit: int | None, tolerance: float, allow_failures: bool, out_dir: str | None,
-    as_json: bool,
+    limit: int | None, tolerance: float, margin: float, allow_failures: bool,
+    out_dir: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Judge a copy of RUN's answers with only sensitive words swapped, with RUN's own judge
     and settings, and report per rubric how the scores moved (resumable)."""
@@ -89,7 +99,7 @@ def counterfactual(
         )  # fmt: skip
     with session_scope(engine) as session:
         report = services.diagnostics_report(
-            session, judge_run_id, tolerance=tolerance, settings=settings
+            session, judge_run_id, tolerance=tolerance, settings=settings, margin=margin
         )
         copy_run = get_judge_run(session, done.judge_run_id)
         status, detail = copy_run.status, copy_run.status_detail
@@ -109,12 +119,14 @@ def counterfactual(
 @judge_audit.command()
 @judge_run_option
 @tolerance_option
+@margin_option
 @out_option
 @json_option
 @click.pass_obj
 def show(
-    ctx: Context, judge_run_id: int, tolerance: float, out_dir: str | None, as_json: bool
-) -> None:
+    ctx: Context, judge_run_id: int, tolerance: float, margin: float, out_dir: str | None,
+    as_json: bool,
+) -> None:  # fmt: skip
     """RUN's judge diagnostics from the store (nothing is sent)."""
     from judge.store.engine import session_scope
     from server import services
@@ -122,7 +134,7 @@ def show(
     settings = ctx.settings()
     with session_scope(ctx.engine(settings)) as session:
         report = services.diagnostics_report(
-            session, judge_run_id, tolerance=tolerance, settings=settings
+            session, judge_run_id, tolerance=tolerance, settings=settings, margin=margin
         )
     _show(report, out_dir, as_json)
 

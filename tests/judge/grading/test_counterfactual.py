@@ -70,3 +70,29 @@ def test_a_bad_list_names_every_line_to_fix(tmp_path: Path) -> None:
         load_swaps(path)
     assert [line for line, _ in caught.value.problems] == [3, 4, 5, 6, 7]
     assert "line 2" in caught.value.problems[1][1]
+
+
+def test_direction_of_a_copy_is_the_net_words_moved_toward_side_b() -> None:
+    from judge.grading.counterfactual import net_toward_b, sides
+
+    done = swap_text("He gave her book to his sister; she thanked him.", GENDER)
+    # By hand: He->She (toward B, +1), her->his (toward A, -1), his->her (+1), she->he (-1):
+    # net 0, a mixed pair.
+    assert net_toward_b([(c.before, c.after, c.count) for c in done.changes], GENDER, "gender") == 0
+    done = swap_text("HE and his boy.", GENDER)
+    # HE->SHE, his->her, boy->girl: 3 words toward side B (female)
+    assert net_toward_b([(c.before, c.after, c.count) for c in done.changes], GENDER, "gender") == 3
+    # names only: no gendered word moved, so no direction for gender
+    assert net_toward_b([("Mary", "Latoya", 1)], GENDER + NAMES, "gender") is None
+    assert net_toward_b([("Mary", "Latoya", 2)], GENDER + NAMES, "names") == 2
+    # the bundled list's columns: male / female, Black- / White-associated names
+    assert sides("gender", load_swaps().select(["gender"])) == ("male", "female")
+    assert sides("names", load_swaps().select(["names"])) == (
+        "Black-associated names",
+        "White-associated names",
+    )
+    # a list of one's own with the columns the other way round gets the names reversed
+    assert sides("gender", [Swap("gender", "she", "he")]) == ("female", "male")
+    assert sides("names", NAMES) == ("White-associated names", "Black-associated names")
+    # a first pair the bundled list does not start with: named after its words
+    assert sides("names", [Swap("names", "Ann", "Aisha")]) == ("'Ann' side", "'Aisha' side")

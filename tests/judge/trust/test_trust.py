@@ -123,7 +123,17 @@ def test_a_consistent_shift_is_flagged_and_reaches_the_reliability_flags(
         # every pair moves 4 -> 2: mean -2, every bootstrap resample -2, so the CI is [-2, -2]
         assert ics.shift.mean_difference == -2 and ics.shift.ci_high == -2
         assert ics.flagged
-        assert flags(session, first.run_id)["ICS"] == ["counterfactual (gender, names, race)"]
+        # Every copy moved Mary (side B of the names pairs) to Latoya (side A): the oriented
+        # difference (B version minus A version) is 4 - 2 = +2 on all 8 items, so the judge
+        # favours side B; exact sign-flip p = 2 / 2**8 = 0.0078 (scipy.stats.binomtest(8, 8)
+        # gives the same), the only tested row (no gendered or group word to swap), so Holm
+        # leaves it as it is. The mark names the kind and the side (it used to list the
+        # copy's kinds only: "counterfactual (gender, names, race)").
+        (row,) = [r for r in result.directions if r.tested]
+        assert row.p_value == pytest.approx(2 / 2**8) and row.p_adjusted == row.p_value
+        assert flags(session, first.run_id)["ICS"] == [
+            "counterfactual (names: favours the White-associated names side)"
+        ]
         # a tolerance above the shift's size lifts the flag
         (lenient,) = diagnostics.counterfactual(session, first.run_id, tolerance=2.5)
         assert not lenient.rubrics[0].flagged

@@ -31,8 +31,11 @@ def test_counterfactual_audit_and_show_through_the_cli(
 ) -> None:
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
-        keys = sorted(session.exec(select(Item.key).where(Item.stage == "S1")).all())[:6]
-    texts = [f"Mary did the work for item {i}, and she did it well." for i in range(6)]
+        keys = sorted(session.exec(select(Item.key).where(Item.stage == "S1")).all())[:8]
+    # 8 answers, not 6: with two swap kinds the audit tests by direction with Holm's
+    # correction over both kinds, and 6 consistent pairs (exact p 2 / 2**6 = 0.031 each,
+    # doubled by Holm) are too few to flag; 8 give 2 / 2**8 = 0.0078, 0.0156 after Holm.
+    texts = [f"Mary did the work for item {i}, and she did it well." for i in range(8)]
     rows = [{"item_id": k, "part": "answer", "text": t} for k, t in zip(keys, texts, strict=True)]
     done = import_responses(engine, "sample", rows, model="writer")
     with StubServer(responder=by_name) as stub:
@@ -46,13 +49,13 @@ def test_counterfactual_audit_and_show_through_the_cli(
         )  # fmt: skip
         assert audit.returncode == 0, audit.stderr
     data = json.loads(audit.stdout)
-    # 6 answers, each "Mary ... she" -> "Latoya ... he": 6 copied, none skipped
-    assert data["copy"]["items_copied"] == 6 and data["copy"]["items_skipped"] == 0
-    assert data["copy"]["swaps"] == {"Mary -> Latoya": 6, "she -> he": 6}
+    # 8 answers, each "Mary ... she" -> "Latoya ... he": 8 copied, none skipped
+    assert data["copy"]["items_copied"] == 8 and data["copy"]["items_skipped"] == 0
+    assert data["copy"]["swaps"] == {"Mary -> Latoya": 8, "she -> he": 8}
     (result,) = data["judge_diagnostics"]["counterfactual"]
     (ics,) = result["rubrics"]
-    # every score 4 -> 2 by the stub's rule: a shift of exactly -2 on 6 pairs, flagged
-    assert (ics["pairs"], ics["changed"], ics["mean_difference"]) == (6, 6, -2.0)
+    # every score 4 -> 2 by the stub's rule: a shift of exactly -2 on 8 pairs, flagged
+    assert (ics["pairs"], ics["changed"], ics["mean_difference"]) == (8, 8, -2.0)
     assert result["flagged"] == ["ICS"]
     assert "Judge diagnostics" in (tmp_path / "rep" / "report.html").read_text()
 
