@@ -6,7 +6,9 @@ thread (``ResultWriter``): the results that have arrived are inserted in one tra
 one connection, then their slots are freed. A call starts only while fewer than
 ``concurrency`` calls are started and not yet committed, so a process killed at any moment
 (``kill -9``) leaves at most ``concurrency`` paid calls unstored: a rerun pays for those and
-nothing else.
+nothing else. An interrupt (Ctrl-C, SIGTERM) does better: the workers are stopped without
+waiting for the calls in flight, the results that have come back are stored, and the run's
+lease is freed, so the process ends at once and the same command can be run again.
 
 Rows travel as plain dicts and are written with SQLAlchemy Core ``INSERT``s (one statement
 per table per commit), not as ORM objects: at 160 results a second the ORM's unit of work
@@ -16,11 +18,11 @@ was a quarter of the client's CPU (docs/performance.md).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
@@ -56,42 +58,127 @@ def run_concurrently(
     in batches: each batch holds every result that had arrived when the caller asked.
 
     Only a bounded window of tasks is submitted at a time, so an interrupt leaves little
-    work in flight and memory stays flat for any number of tasks. Finished futures arrive
-    on a queue, so waiting costs the same for any window size.
+    work in flight and memory stays flat for any number of tasks. However the generator
+    ends (done, an error, an interrupt, ``close()``), its workers are stopped without
+    waiting for the calls they are in (see ``_Workers``).
     """
-    arrived: SimpleQueue[Future[R]] = SimpleQueue()
-    window = max(2 * concurrency, concurrency + 4)
-    iterator = iter(tasks)
-    pending = 0
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        try:
-            exhausted = False
-            while True:
-                while not exhausted and pending < window:
-                    task = next(iterator, _END)
-                    if task is _END:
-                        exhausted = True
-                        break
-                    future = pool.submit(work, task)  # type: ignore[arg-type]
-                    future.add_done_callback(arrived.put)
-                    pending += 1
-                if not pending:
-                    return
-                batch = [arrived.get().result()]
-                pending -= 1
-                while True:
-                    try:
-                        batch.append(arrived.get_nowait().result())
-                    except Empty:
-                        break
-                    pending -= 1
-                yield batch
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    run = _Run(tasks, work, concurrency)
+    try:
+        while (batch := run.next_batch()) is not None:
+            yield batch
+    finally:
+        run.stop()
 
 
 _END: Any = object()
+
+WAIT_SLICE_S = 0.1
+"""How long the calling thread blocks at a time while it waits for a result: the longest an
+interrupt can go unseen."""
+
+
+class _Workers:
+    """``n`` daemon threads calling ``work`` on the tasks put to them; each outcome
+    (``(True, result)`` or ``(False, exception)``) goes on ``done``.
+
+    Not a ``ThreadPoolExecutor``: Python joins its threads when the interpreter exits,
+    whatever ``shutdown(wait=False)`` said, so one call in flight (an HTTP call may run to
+    its timeout, times its retries) would hold an interrupted command open for minutes.
+    These threads are abandoned instead: once stopped, one busy in a call ends after it,
+    and a process that exits does not wait for them. Workers only call models and read
+    the cache, so abandoning them loses nothing stored.
+    """
+
+    def __init__(self, work: Callable[[Any], Any], n: int) -> None:
+        self._work, self._n = work, n
+        self._todo: SimpleQueue[Any] = SimpleQueue()
+        self.done: SimpleQueue[tuple[bool, Any]] = SimpleQueue()
+        self._stopped = threading.Event()
+        self._threads = 0
+
+    def submit(self, task: Any) -> None:
+        if self._threads < self._n:  # started as needed, like ThreadPoolExecutor's
+            threading.Thread(target=self._loop, name="run-worker", daemon=True).start()
+            self._threads += 1
+        self._todo.put(task)
+
+    def stop(self) -> None:
+        """Start no more tasks; idle workers end now, busy ones after their call."""
+        self._stopped.set()
+        for _ in range(self._threads):
+            self._todo.put(_END)
+
+    def _loop(self) -> None:
+        while True:
+            task = self._todo.get()
+            if task is _END or self._stopped.is_set():
+                return
+            try:
+                outcome: tuple[bool, Any] = (True, self._work(task))
+            except BaseException as exc:  # handed to the calling thread, raised there
+                outcome = (False, exc)
+            self.done.put(outcome)
+
+
+class _Run:
+    """The calling thread's side of ``run_concurrently``: keeps a window of tasks
+    submitted, hands out results in batches, and after a stop gives the results that had
+    already arrived (so an interrupted pass can still store them)."""
+
+    def __init__(self, tasks: Iterable[Any], work: Callable[[Any], Any], concurrency: int):
+        self._tasks = iter(tasks)
+        self._workers = _Workers(work, concurrency)
+        self._window = max(2 * concurrency, concurrency + 4)
+        self._pending = 0
+        self._exhausted = False
+
+    def next_batch(self) -> list[Any] | None:
+        """Every result that has arrived, waiting for one if none has; None when done."""
+        while not self._exhausted and self._pending < self._window:
+            task = next(self._tasks, _END)
+            if task is _END:
+                self._exhausted = True
+                break
+            self._workers.submit(task)
+            self._pending += 1
+        if not self._pending:
+            return None
+        batch = [self._result(self._next_outcome())]
+        batch.extend(self.arrived())
+        return batch
+
+    def _next_outcome(self) -> tuple[bool, Any]:
+        # Waiting in slices, not at once: a signal that comes between the last check of
+        # the interpreter and the start of a blocking wait does not interrupt that wait,
+        # so Ctrl-C would be seen only when the next result came (never, from an endpoint
+        # that hangs). Between two slices Python runs the signal's handler.
+        while True:
+            try:
+                return self._workers.done.get(timeout=WAIT_SLICE_S)
+            except Empty:
+                continue
+
+    def arrived(self, *, drop_failures: bool = False) -> list[Any]:
+        """The results that have arrived and were not handed out yet, without waiting; a
+        task that raised raises here, or with ``drop_failures`` is left out."""
+        batch: list[Any] = []
+        while True:
+            try:
+                outcome = self._workers.done.get_nowait()
+            except Empty:
+                return batch
+            if outcome[0] or not drop_failures:
+                batch.append(self._result(outcome))
+
+    def stop(self) -> None:
+        self._workers.stop()
+
+    def _result(self, outcome: tuple[bool, Any]) -> Any:
+        self._pending -= 1
+        ok, value = outcome
+        if not ok:
+            raise value
+        return value
 
 
 @dataclass(frozen=True)
@@ -143,7 +230,12 @@ def store_results(
     with its new cache rows as it arrives, before the call that frees its slot may start.
     ``label`` names the column the summary counts rows by ('flag', 'status'). A task whose
     work gives no row (a cost budget stopped it) stores its paid calls in the cache only,
-    and is counted as ``not_made``."""
+    and is counted as ``not_made``.
+
+    However the pass ends early (Ctrl-C, SIGTERM, a cancelled job, an error), the workers
+    are stopped first, then the results that had already arrived are stored, and only then
+    does the exception go on: nothing waits for a call still in flight (docs/judging.md,
+    "Interrupting a run")."""
     flags: dict[str, int] = {}
     calls = cached = attempts = finished = 0
     slots = _Slots(concurrency)
@@ -156,27 +248,71 @@ def store_results(
             slots.give_back()
             raise
 
-    batches = run_concurrently(tasks, gated, concurrency=concurrency)
-    with engine.connect() as conn:
-        writer = ResultWriter(conn, table)
-        try:
-            for batch in batches:
+    def count(batch: list[tuple[Row | None, list[CallOutcome]]]) -> None:
+        nonlocal calls, cached, attempts, finished
+        for row, outcomes in batch:
+            for outcome in outcomes:
+                cached += outcome.cached
+                calls += not outcome.cached
+                attempts += outcome.attempts
+            name = NOT_MADE if row is None else row[label]
+            flags[name] = flags.get(name, 0) + 1
+        finished += len(batch)
+
+    run = _Run(tasks, gated, concurrency)
+    writing: list[tuple[Row | None, list[CallOutcome]]] = []  # a batch not yet committed
+    try:
+        with engine.connect() as conn:
+            writer = ResultWriter(conn, table)
+            while (batch := run.next_batch()) is not None:
+                writing = batch
                 writer.add_all(batch)
+                writing = []
                 slots.give_back(len(batch))
-                for row, outcomes in batch:
-                    for outcome in outcomes:
-                        cached += outcome.cached
-                        calls += not outcome.cached
-                        attempts += outcome.attempts
-                    name = NOT_MADE if row is None else row[label]
-                    flags[name] = flags.get(name, 0) + 1
-                finished += len(batch)
+                count(batch)
                 if progress:
                     progress(finished, len(tasks))
-        finally:
-            slots.stopped.set()  # first, so workers waiting for a slot let the pool close
-            batches.close()
+    except BaseException:
+        # Stop before anything else: a worker waiting for a slot, or about to start a call,
+        # must not (the old order, stopping after the pool's exit, hung forever).
+        slots.stopped.set()
+        run.stop()
+        _store_arrived(engine, table, writing, run)
+        raise
+    finally:
+        slots.stopped.set()
+        run.stop()
     return RunSummary(run_id, len(tasks), calls, cached, attempts, flags)
+
+
+def _store_arrived(
+    engine: Engine,
+    table: Table,
+    unsure: list[tuple[Row | None, list[CallOutcome]]],
+    run: _Run,
+) -> None:
+    """Store what had come back when a pass was cut short: the batch whose transaction the
+    interrupt broke (``unsure``: rolled back, or committed just before) and the results
+    that had arrived since (paid calls: a rerun would pay for them again).
+
+    On a fresh connection, the old one's state being unknown. A batch stored again meets
+    the table's unique key (every results table has one), which says it was committed.
+    Best effort: a failure here must not hide why the pass ended; a result being handed
+    over at the very instant of an interrupt may be lost, as with ``kill -9`` (its call is
+    paid again by the rerun)."""
+    try:
+        with engine.connect() as conn:
+            writer = ResultWriter(conn, table)
+            if unsure:
+                try:
+                    writer.add_all(unsure)
+                except IntegrityError:  # it had been committed
+                    pass
+            arrived = run.arrived(drop_failures=True)
+            if arrived:
+                writer.add_all(arrived)
+    except Exception:  # the database may be why the pass ended
+        return
 
 
 class ResultWriter:
@@ -206,33 +342,63 @@ class ResultWriter:
         """Store result rows (None: none) and their new cache rows; durable when this
         returns."""
         rows: list[Row] = []
-        cache_rows: list[Mapping[str, Any]] = []
+        cache_rows: dict[str, Mapping[str, Any]] = {}
         for row, outcomes in results:
             if row is not None:
                 rows.append(row)
             for outcome in outcomes:
                 for new in outcome.new_rows:
                     if new["key"] not in self._cache_keys:
-                        self._cache_keys.add(new["key"])
-                        cache_rows.append(new)
-        try:
-            with self.conn.begin():
-                self._insert(cache_rows, rows)
-        except IntegrityError:
-            keys = [r["key"] for r in cache_rows]
-            with self.conn.begin():
-                have = set(
-                    self.conn.execute(
-                        select(CallCache.key).where(col(CallCache.key).in_(keys))  # type: ignore[call-overload]
-                    ).scalars()
-                )
-                self._insert([r for r in cache_rows if r["key"] not in have], rows)
+                        cache_rows.setdefault(new["key"], new)
+        with interrupts_held():
+            try:
+                with self.conn.begin():
+                    self._insert(list(cache_rows.values()), rows)
+            except IntegrityError:
+                with self.conn.begin():
+                    have = set(
+                        self.conn.execute(
+                            select(CallCache.key).where(col(CallCache.key).in_(list(cache_rows)))  # type: ignore[call-overload]
+                        ).scalars()
+                    )
+                    self._insert([r for k, r in cache_rows.items() if k not in have], rows)
+            # Only once committed: a batch rolled back may be stored again.
+            self._cache_keys.update(cache_rows)
 
     def _insert(self, cache_rows: list[Mapping[str, Any]], rows: list[Row]) -> None:
         if cache_rows:
             self.conn.execute(self._insert_cache, cache_rows)
         if rows:
             self.conn.execute(self._insert_rows, rows)
+
+
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM off for the block (one transaction) and deliver them, to
+    whatever handler the process had, as soon as it ends.
+
+    An interrupt raised inside the database driver is worse than one a moment later: with
+    SQLite, KeyboardInterrupt raised from inside an ``INSERT`` makes SQLAlchemy give the
+    connection up without a rollback, and the statement left open keeps the write lock
+    until the traceback is freed, so the cleanup that follows (storing what arrived,
+    freeing the lease) waits for the 30 s busy timeout. Only the main thread receives
+    signals, so elsewhere (a job worker's thread) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda got, _: held.append(got)) for sig in HELD_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            # None: a handler set outside Python, which cannot be put back; the default.
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for got in held:  # the first one's handler usually raises, ending the loop
+            signal.raise_signal(got)
 
 
 class RunBusyError(FairJudgeError):
@@ -262,20 +428,30 @@ def run_lease(
     engine: Engine, kind: str, run_id: int, *, seconds: float = LEASE_SECONDS
 ) -> Iterator[Holder]:
     """Hold the lease on one run for the block (``kind``: 'generation' or 'judge'), renewing
-    it from a heartbeat thread; raise ``RunBusyError`` at once if a live process holds it."""
+    it from a heartbeat thread; raise ``RunBusyError`` at once if a live process holds it.
+    However the block ends (an interrupt included), the heartbeat stops and the lease row
+    is deleted, so the same command can be run again at once."""
     me = Holder.me()
-    _claim(engine, kind, run_id, me, seconds)
     done = threading.Event()
-    beat = threading.Thread(
-        target=_heartbeat, args=(engine, kind, run_id, me, seconds, done), daemon=True
-    )
-    beat.start()
+    beat: threading.Thread | None = None
     try:
+        # Inside the try: an interrupt that lands just after the lease row is written
+        # must still free it.
+        with interrupts_held():
+            _claim(engine, kind, run_id, me, seconds)
+        beat = threading.Thread(
+            target=_heartbeat, args=(engine, kind, run_id, me, seconds, done), daemon=True
+        )
+        beat.start()
         yield me
     finally:
         done.set()
-        beat.join(timeout=5)
-        with Session(engine) as session:
+        if beat is not None and beat.is_alive():  # an interrupt may have come before it ran
+            # Not waited for long: a beat still writing after our delete updates no row
+            # (it matches on our token), so it cannot bring the lease back.
+            beat.join(timeout=1)
+        # No row of ours (refused, or never written): a no-op.
+        with interrupts_held(), Session(engine) as session:
             session.execute(delete(RunLease).where(*_mine(kind, run_id, me)))
             session.commit()
 

@@ -8,8 +8,11 @@ import the domain packages inside their functions, so ``fairjudge --help`` stays
 
 from __future__ import annotations
 
+import _thread
+import os
 import signal
 import sys
+import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
@@ -135,8 +138,37 @@ EXIT_UNEXPECTED = 70  # EX_SOFTWARE in sysexits.h
 EXIT_INTERRUPTED = 130
 
 
+INTERRUPT_BACKSTOP_S = 20.0
+"""After Ctrl-C or SIGTERM, how long the command may take to store the results that have
+arrived and release its lease (normally well under a second) before it is ended anyway,
+still with exit 130: no stuck thread, lock or database can keep it open for good. Longer
+than ``demo`` may take to stop its model server (15 s)."""
+
+_interrupted: list[int] = []  # the signals received so far
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
+    """SIGINT and SIGTERM alike. The first raises KeyboardInterrupt in the main thread, so
+    the command's cleanup runs (results stored, lease released; judge.runs) and ``main``
+    exits 130, and arms the backstop; a second one ends the process at once (a lease left
+    behind by a dead process on this host is taken over by the next run at once).
+
+    The handler is installed here rather than in judge/runs.py: only the process's entry
+    point owns its signals (a library cannot, off the main thread, and gunicorn installs
+    its own), and this module owns the exit codes."""
+    if _interrupted:
+        os._exit(EXIT_INTERRUPTED)
+    _interrupted.append(signum)
+    # A raw thread, not threading.Thread: starting one of those takes a lock of the
+    # threading module that the interrupted main thread may be holding at this instant.
+    _thread.start_new_thread(_exit_later, (INTERRUPT_BACKSTOP_S,))
     raise KeyboardInterrupt
+
+
+def _exit_later(seconds: float) -> None:
+    time.sleep(seconds)
+    os.write(2, b"interrupted: cleanup took too long; stopping now\n")
+    os._exit(EXIT_INTERRUPTED)
 
 
 def _fail(state: Context, message: str, code: int) -> None:
@@ -152,6 +184,7 @@ def main() -> None:
     error the user can fix is one line and exit 1, a run with results missing exits 3, an
     interrupt (Ctrl-C or SIGTERM) says that finished work is kept and exits 130, and
     anything else is one line and exit 70. Tracebacks are shown only with ``--debug``."""
+    signal.signal(signal.SIGINT, _raise_interrupt)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     state = Context()
     try:
