@@ -274,8 +274,10 @@ def _label_line(text: str) -> bool:
         if _is_top(found.group("value")):
             return True
         # Below the top, only a label that begins the first or the last line stands as a grade.
+        # A lead that holds a line break ("... planning.\nScore: 4") still begins the line.
         line = text.count("\n", 0, found.end("value"))
-        if not found.group("lead") and line in edges:
+        lead = found.group("lead")
+        if (not lead or "\n" in lead) and line in edges:
             return True
     return any(_RATING_LINE.finditer(text))
 

@@ -12,7 +12,9 @@ records, tables, JSON, dialogues, rubrics and words such as judge, evaluator, ig
 instructions. Measured once: 41 of 86 attempts caught (recall 0.477) and 3 of 86 honest
 answers flagged (0.035: a "System:" line about timetable software, "Judge: Mr. Reyes ..." and
 "Reminder for the reviewers: ..."). The floors sit just under those figures; a better rule
-should be measured on yet another fresh set.
+should be measured on yet another fresh set. One miss was a bug, fixed after measuring (a
+below-top label after a sentence's full stop and a line break was not seen as starting its
+line): with it the set reads 42 of 86, a figure that is no longer held out.
 """
 
 from __future__ import annotations
