@@ -16,3 +16,15 @@ class LabelStudioError(FairJudgeError):
 
 class CampaignError(InvalidInputError):
     """A campaign request or a pulled annotation is invalid; ``problems`` lists the details."""
+
+
+class TaskProblemsError(CampaignError):
+    """Annotations a pull could not store; ``problems`` lists (Label Studio task id, reason)
+    pairs, shown as ``task 123: reason`` (the id Label Studio shows on the task's page)."""
+
+    def __init__(self, message: str, problems: list[tuple[int, str]]) -> None:
+        shown = "\n".join(f"  task {n}: {why}" for n, why in problems[:50])
+        if len(problems) > 50:
+            shown += f"\n  ... and {len(problems) - 50} more"
+        super().__init__(f"{message}\n{shown}" if problems else message)
+        self.problems = problems

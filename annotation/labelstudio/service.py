@@ -258,7 +258,8 @@ class LabelStudioService:
 
     ``venv`` (or ``config.venv``) overrides where the server's virtual environment lives
     (default ``home/venv``): the tests share one across test sessions while each keeps its data
-    in a fresh folder.
+    in a fresh folder. Relative folders are taken from the working directory (``load_settings``
+    has already made a config file's own relative paths absolute against its folder).
     """
 
     def __init__(
@@ -269,9 +270,13 @@ class LabelStudioService:
         venv: str | Path | None = None,
     ) -> None:
         self.config = config
-        self.home = Path(config.home) if config.home else Path(state_dir) / "labelstudio"
+        # Absolute from here on: the server runs with its home as working directory, where
+        # a relative executable would not be found and a relative data folder would be
+        # read as home/home/data.
+        home = Path(config.home) if config.home else Path(state_dir) / "labelstudio"
+        self.home = home.expanduser().absolute()
         chosen = venv or config.venv
-        self.venv = Path(chosen) if chosen else self.home / "venv"
+        self.venv = Path(chosen).expanduser().absolute() if chosen else self.home / "venv"
         self.data_dir = self.home / "data"
         self.user_home = self.home / "user-home"
         self.admin_file = self.home / "admin.json"

@@ -89,7 +89,7 @@ def _print_created(d: dict[str, Any]) -> None:
 def award_pull(ctx: Context, run_id: int, project_id: int, as_json: bool) -> None:
     """Store each person's class of RUN's follow-ups from the Label Studio project (source
     human:<e-mail>); pulling again adds nothing, a changed choice replaces the stored one."""
-    from annotation.errors import CampaignError
+    from annotation.errors import TaskProblemsError
     from annotation.labelstudio.audit_campaign import pull_followup_labels
     from server.services import labelstudio
 
@@ -112,7 +112,7 @@ def award_pull(ctx: Context, run_id: int, project_id: int, as_json: bool) -> Non
             highlight=False,
         )
     if result.problems:
-        raise CampaignError(
+        raise TaskProblemsError(
             f"{len(result.problems)} annotation(s) of project {project_id} could not be stored "
             "(the rest were); fix them in Label Studio and pull again:",
             result.problems,

@@ -348,5 +348,5 @@ def test_campaign_and_pull_through_the_cli(
     )  # fmt: skip
     # (`fairjudge` prints the error; CliRunner hands the exception back instead.)
     assert isinstance(bad.exception, CampaignError)
-    assert f"line {tasks[0]['id']}: " in str(bad.exception)
+    assert f"task {tasks[0]['id']}: " in str(bad.exception)  # Label Studio's task id
     assert "'undecided' is not one of" in str(bad.exception)
