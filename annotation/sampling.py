@@ -2,8 +2,9 @@
 and how many items a target precision needs.
 
 Every design is a simple random sample without replacement inside strata whose sizes are
-fixed before anything is drawn, so each item's first-order inclusion probability is exactly
-``n_h / N_h`` (drawn / population of its stratum). Agreement computed on the sample is then
+fixed before the items are drawn, so each item's first-order inclusion probability is
+``n_h / N_h`` (drawn / population of its stratum), with ``n_h`` the stratum's expected count
+when a tie made it random (see below). Agreement computed on the sample is then
 weighted back to the whole run with ``judge.stats.weighted`` (weights ``1 / probability``).
 
 Strategies (``STRATEGIES``):
@@ -14,8 +15,10 @@ Strategies (``STRATEGIES``):
   and small factor x stage cells are represented. Every non-empty stratum first gets
   ``min_per_stratum`` items (default 1, or all of it if smaller); the rest of the sample is
   shared in proportion to the strata's sizes by largest remainder, never more than a stratum
-  holds. If the minimum does not fit, it is lowered (down to 0, plain proportional
-  allocation) and a note says so: strata left with 0 items cannot be represented.
+  holds. If the sample is too small to give every stratum its minimum, each stratum gets one
+  item fewer than the minimum and the items left go, one each, to strata drawn at random
+  (every stratum short of its minimum has the same chance): the *shortfall*, which strata got
+  less than the minimum, is in the notes and in ``Sample.shortfall``.
 - ``disagreement``: over-samples items whose judge samples disagree. An item's disagreement is
   the largest range (max - min) over its rubrics of its scored samples; it is *disagreeing*
   when that is at least ``min_range`` (default 1: any two samples differ), *agreeing*
@@ -30,6 +33,17 @@ An item's *judge score level* (for ``stratified``): the mean of each rubric's sc
 averaged over its rubrics, then put on the nearest whole score with halves going up (ICS
 samples 3 and 4 -> 3.5 -> level 4; TCS 4, PCS 3, ETCS 3 -> 3.33 -> level 3). An item with
 no scored sample at all is at level ``unscored``.
+
+Ties are broken at random with the seed, never by stratum name: when the last items of an
+allocation could go to several strata with exactly the same claim (equal remainders, or the
+strata short of their minimum), they go to strata drawn at random. A stratum's *expected*
+count is then fractional (3 items for 4 tied strata: 3/4 each), and every item's inclusion
+probability is its stratum's expected count over its size: the probability of being drawn
+over the seeds, which is what 1 / weight must be for the weighted estimates. A stratum that
+got no item in this sample (``Sample.empty_strata``) is not represented in it, whatever its
+chance was: the notes name such strata and the share of the run they hold. The tie-break
+draws use their own stream, seeded with ``(seed, 1)``, so the items drawn inside a stratum
+depend only on the seed and the counts (breaking a tie takes nothing from the items' stream).
 
 Sizes: an ``int`` is a count of items, a ``float`` in (0, 1] a fraction of the run, rounded to
 the nearest count with halves going up (0.2 of 72 items = 14.4 -> 14). The same units, size,
@@ -46,7 +60,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
@@ -64,8 +78,9 @@ DISAGREEING, AGREEING, UNMEASURED = "disagreeing", "agreeing", "unmeasured"
 # With no pilot, the rho to plan for (see size_for_half_width). It is an assumption, not an
 # estimate: the judge's own scores say nothing about how well people will agree with them.
 # 0.5 lies between the judge-human rhos FairMonitor reports for its weakest rubric (SBAS, about
-# 0.41) and for ICS (about 0.80). The planned n grows as |rho| falls (rho = 0 needs the most:
-# 385 items for a half-width of 0.1), so plan with a smaller rho if the judge may agree less.
+# 0.41) and for ICS (about 0.80). The planned n grows as |rho| falls towards 0 (for a
+# half-width of 0.1: 277 items at 0.5, 385 at 0, at most 388 near 0.08), so plan with a
+# smaller rho if the judge may agree less.
 PLANNING_RHO = 0.5
 
 
@@ -98,20 +113,35 @@ class Drawn:
 class Sample:
     """The drawn items (sorted by id), the design that drew them, and each stratum's
     (population, drawn) counts. ``strategy`` is the design actually used (``random`` after a
-    fallback); ``notes`` say in words what the user should know about it."""
+    fallback); ``notes`` say in words what the user should know about it.
+
+    ``expected`` is each stratum's expected count over the seeds (equal to the drawn count
+    unless a tie was broken at random); ``shortfall`` maps each stratum that got fewer items
+    than ``min_per_stratum`` asked for to (wanted, drawn)."""
 
     strategy: str
     drawn: list[Drawn]
     population: int
     strata: dict[str, tuple[int, int]]
     notes: list[str] = field(default_factory=list)
+    expected: dict[str, float] = field(default_factory=dict)
+    shortfall: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def empty_strata(self) -> list[str]:
+        """The strata no item was drawn from, in stratum order."""
+        return [k for k, (_, d) in self.strata.items() if d == 0]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "strategy": self.strategy,
             "population": self.population,
             "size": len(self.drawn),
-            "strata": {k: {"population": p, "drawn": d} for k, (p, d) in self.strata.items()},
+            "strata": {
+                k: {"population": p, "drawn": d, "expected": self.expected.get(k, float(d))}
+                for k, (p, d) in self.strata.items()
+            },
+            "shortfall": {k: {"wanted": w, "drawn": d} for k, (w, d) in self.shortfall.items()},
             "drawn": [
                 {
                     "item_id": d.item_id,
@@ -188,7 +218,8 @@ def draw(
     units: Sequence[Unit], strategy: str, size: int | float, seed: int, **options: Any
 ) -> Sample:
     """Draw a sample of ``units`` with ``strategy`` (``STRATEGIES``); ``size`` as in
-    ``resolve_size``; ``seed`` (an integer >= 0) seeds numpy's default generator.
+    ``resolve_size``; ``seed`` (an integer >= 0) seeds numpy's default generator (and, as
+    ``(seed, 1)``, the one that breaks ties).
 
     Options: ``min_per_stratum`` (int >= 0, default 1) for ``stratified``; ``oversample``
     (>= 1, default 3) and ``min_range`` (int >= 1, default 1) for ``disagreement``.
@@ -213,42 +244,93 @@ def draw(
     if repeated:
         raise CampaignError(f"items appear more than once: {repeated[:10]}")
     n = resolve_size(size, len(ordered))
-    rng = np.random.default_rng(int(seed))
-    return _DESIGNS[strategy](ordered, n, rng, options)
+    rngs = _Rngs(np.random.default_rng(int(seed)), np.random.default_rng([int(seed), 1]))
+    return _DESIGNS[strategy](ordered, n, rngs, options)
 
 
-def _random(units: list[Unit], n: int, rng: np.random.Generator, _: Mapping[str, Any]) -> Sample:
-    return _stratified_draw("random", {ALL: units}, [n], rng, [])
+@dataclass(frozen=True)
+class _Rngs:
+    """The generator that draws items inside strata, and a separate one for tie-breaks (so
+    breaking a tie does not change which items a stratum's draw picks)."""
+
+    items: np.random.Generator
+    ties: np.random.Generator
 
 
-def _stratified(
-    units: list[Unit], n: int, rng: np.random.Generator, options: Mapping[str, Any]
-) -> Sample:
+@dataclass
+class _Allocation:
+    """Items per stratum: ``counts`` in this sample, ``expected`` over the seeds (they differ
+    only where a tie was broken at random)."""
+
+    counts: list[int]
+    expected: list[Fraction]
+
+    @classmethod
+    def start(cls, base: list[int]) -> _Allocation:
+        return cls(list(base), [Fraction(b) for b in base])
+
+    def add(self, h: int, k: int) -> None:
+        self.counts[h] += k
+        self.expected[h] += k
+
+    def share(self, tied: list[int], k: int, rng: np.random.Generator) -> None:
+        """One more item to each of ``k`` strata drawn at random among ``tied``: each of them
+        gets it with probability k / len(tied)."""
+        if k <= 0:
+            return
+        for h in tied:
+            self.expected[h] += Fraction(k, len(tied))
+        chosen = tied if k >= len(tied) else [tied[i] for i in rng.choice(len(tied), k, False)]
+        for h in chosen:
+            self.counts[h] += 1
+
+
+def _random(units: list[Unit], n: int, rngs: _Rngs, _: Mapping[str, Any]) -> Sample:
+    return _stratified_draw("random", {ALL: units}, _Allocation.start([n]), rngs.items, [])
+
+
+def _stratified(units: list[Unit], n: int, rngs: _Rngs, options: Mapping[str, Any]) -> Sample:
     minimum = _whole(options, "min_per_stratum", default=1, lowest=0)
     strata = _group(units, lambda u: f"score {score_level(u)} / {u.stage} / {u.factor}")
-    sizes = [len(m) for m in strata.values()]
-    notes: list[str] = []
+    names, sizes = list(strata), [len(m) for m in strata.values()]
+    wanted = [min(minimum, s) for s in sizes]
     floor = minimum
     while sum(min(floor, s) for s in sizes) > n:
         floor -= 1
+    allocation = _Allocation.start([min(floor, s) for s in sizes])
+    notes: list[str] = []
     if floor < minimum:
+        # The minimum does not fit: every stratum gets one fewer, and the items left go one
+        # each to strata short of the minimum, all with the same chance (never by name).
+        short = [h for h, s in enumerate(sizes) if s > floor]
+        allocation.share(short, n - sum(allocation.counts), rngs.ties)
+    else:
+        _proportional(allocation, sizes, [Fraction(s) for s in sizes], n, rngs.ties)
+    shortfall = {
+        names[h]: (w, c)
+        for h, (w, c) in enumerate(zip(wanted, allocation.counts, strict=True))
+        if c < w
+    }
+    if shortfall:
+        # Strata left with no item are named in the empty-strata note below; name here only
+        # those that got some items but fewer than the minimum.
+        partly = [f"{k} ({d} of {w})" for k, (w, d) in shortfall.items() if d > 0]
+        listed = f": {', '.join(partly[:10])}" if partly else ""
+        more = f" and {len(partly) - 10} more" if len(partly) > 10 else ""
         notes.append(
             f"{n} items cannot give {minimum} to each of the {len(sizes)} strata: "
-            f"the minimum per stratum was lowered to {floor}"
+            f"{len(shortfall)} got fewer, drawn at random with the seed (each stratum short "
+            f"of the minimum had the same chance){listed}{more}"
         )
-    counts = _allocate(sizes, [Fraction(s) for s in sizes], n, [min(floor, s) for s in sizes])
-    empty = sum(c == 0 for c in counts)
+    empty = [names[h] for h, c in enumerate(allocation.counts) if c == 0]
     if empty:
-        notes.append(
-            f"{empty} of {len(sizes)} strata got no item: their items have inclusion "
-            "probability 0, so weighted estimates cannot speak for them"
-        )
-    return _stratified_draw("stratified", strata, counts, rng, notes)
+        table = {k: (s,) for k, s in zip(names, sizes, strict=True)}
+        notes.append(empty_strata_note(table, empty, drawn=True))
+    sample = _stratified_draw("stratified", strata, allocation, rngs.items, notes)
+    return replace(sample, shortfall=shortfall)
 
 
-def _disagreement(
-    units: list[Unit], n: int, rng: np.random.Generator, options: Mapping[str, Any]
-) -> Sample:
+def _disagreement(units: list[Unit], n: int, rngs: _Rngs, options: Mapping[str, Any]) -> Sample:
     oversample = options.get("oversample", 3)
     if (
         isinstance(oversample, bool)
@@ -263,7 +345,7 @@ def _disagreement(
             "disagreement sampling needs several judge samples per item, and no item of this "
             "run has two scored samples of one rubric: a simple random sample was drawn instead"
         )
-        return _stratified_draw("random", {ALL: units}, [n], rng, [note])
+        return _stratified_draw("random", {ALL: units}, _Allocation.start([n]), rngs.items, [note])
 
     def kind(u: Unit) -> str:
         d = found[u.item_id]
@@ -275,14 +357,16 @@ def _disagreement(
     weights = [
         Fraction(s) * (rate if k == DISAGREEING else 1) for k, s in zip(strata, sizes, strict=True)
     ]
-    counts = _allocate(sizes, weights, n, [0] * len(sizes))
+    allocation = _Allocation.start([0] * len(sizes))
+    _proportional(allocation, sizes, weights, n, rngs.ties)
     said = ", ".join(
-        f"{k} {c} of {s} ({c / s:.2f})" for k, s, c in zip(strata, sizes, counts, strict=True)
+        f"{k} {c} of {s} ({c / s:.2f})"
+        for k, s, c in zip(strata, sizes, allocation.counts, strict=True)
     )
     notes = [f"disagreeing items drawn at {oversample:g} times the others' rate: {said}"]
     if DISAGREEING not in strata:
         notes.append(f"no item's judge samples differ by {min_range} or more")
-    return _stratified_draw("disagreement", strata, counts, rng, notes)
+    return _stratified_draw("disagreement", strata, allocation, rngs.items, notes)
 
 
 def _whole(options: Mapping[str, Any], name: str, *, default: int, lowest: int) -> int:
@@ -292,7 +376,7 @@ def _whole(options: Mapping[str, Any], name: str, *, default: int, lowest: int) 
     return int(value)
 
 
-_Design = Callable[[list[Unit], int, np.random.Generator, Mapping[str, Any]], Sample]
+_Design = Callable[[list[Unit], int, _Rngs, Mapping[str, Any]], Sample]
 _DESIGNS: dict[str, _Design] = {
     "random": _random,
     "stratified": _stratified,
@@ -313,12 +397,18 @@ def _group(units: list[Unit], key: Callable[[Unit], str]) -> dict[str, list[Unit
     return dict(sorted(groups.items()))
 
 
-def _allocate(sizes: list[int], weights: list[Fraction], n: int, base: list[int]) -> list[int]:
-    """``base`` plus the rest of ``n`` shared in proportion to ``weights`` by largest
+def _proportional(
+    allocation: _Allocation,
+    sizes: list[int],
+    weights: list[Fraction],
+    n: int,
+    rng: np.random.Generator,
+) -> None:
+    """Add to ``allocation`` the rest of ``n`` shared in proportion to ``weights`` by largest
     remainder, never more than ``sizes``. A stratum whose share would fill it is filled and
-    the rest shared again among the others. Exact fractions: ties are real ties, broken
-    towards the larger weight, then the earlier stratum."""
-    counts = list(base)
+    the rest shared again among the others. Exact fractions, so ties are real ties: the last
+    items go to strata drawn at random among those whose remainder equals the cut-off."""
+    counts = allocation.counts
     left = n - sum(counts)
     while left > 0:
         open_ = [h for h, (c, s) in enumerate(zip(counts, sizes, strict=True)) if c < s]
@@ -328,34 +418,70 @@ def _allocate(sizes: list[int], weights: list[Fraction], n: int, base: list[int]
         if full:
             for h in full:
                 left -= sizes[h] - counts[h]
-                counts[h] = sizes[h]
+                allocation.add(h, sizes[h] - counts[h])
             continue
         for h in open_:
-            counts[h] += math.floor(quota[h])
+            allocation.add(h, math.floor(quota[h]))
         rest = left - sum(math.floor(q) for q in quota.values())
-        by_remainder = sorted(open_, key=lambda h: (-(quota[h] % 1), -weights[h], h))
-        for h in by_remainder[:rest]:
-            counts[h] += 1
+        if rest:
+            remainder = {h: quota[h] % 1 for h in open_}
+            cut = sorted(remainder.values(), reverse=True)[rest - 1]
+            above = [h for h in open_ if remainder[h] > cut]
+            for h in above:
+                allocation.add(h, 1)
+            tied = [h for h in open_ if remainder[h] == cut]
+            allocation.share(tied, rest - len(above), rng)
         left = 0
-    return counts
 
 
 def _stratified_draw(
     strategy: str,
     strata: dict[str, list[Unit]],
-    counts: list[int],
+    allocation: _Allocation,
     rng: np.random.Generator,
     notes: list[str],
 ) -> Sample:
-    """A simple random sample of ``counts[h]`` items from each stratum, in stratum order."""
+    """A simple random sample of ``allocation.counts[h]`` items from each stratum, in stratum
+    order; an item's inclusion probability is its stratum's expected count over its size."""
     drawn: list[Drawn] = []
     table: dict[str, tuple[int, int]] = {}
-    for (name, members), count in zip(strata.items(), counts, strict=True):
+    expected: dict[str, float] = {}
+    for (name, members), count, mean in zip(
+        strata.items(), allocation.counts, allocation.expected, strict=True
+    ):
         table[name] = (len(members), count)
+        expected[name] = float(mean)
+        probability = float(mean / len(members))
         picks = rng.choice(len(members), size=count, replace=False)
-        drawn += [Drawn(members[i].item_id, count / len(members), name) for i in picks]
+        drawn += [Drawn(members[i].item_id, probability, name) for i in picks]
     drawn.sort(key=lambda d: d.item_id)
-    return Sample(strategy, drawn, sum(len(m) for m in strata.values()), table, notes)
+    total = sum(len(m) for m in strata.values())
+    return Sample(strategy, drawn, total, table, notes, expected)
+
+
+def empty_strata_note(
+    strata: Mapping[str, Sequence[int]], empty: Sequence[str], *, drawn: bool = False
+) -> str:
+    """One line naming the ``empty`` strata (of ``strata``: name -> (population, ...)) and the
+    share of the run they hold, "" when there are none. ``drawn``: they got no item in the
+    sample (else: none of their items was rated).
+
+    >>> print(empty_strata_note({"a": (6, 2), "b": (2, 0)}, ["b"]))
+    1 of 2 strata have no rated item: b (2 items); they hold 2 of 8 items (25 %) of the run
+    """
+    if not empty:
+        return ""
+    total = sum(int(v[0]) for v in strata.values())
+    held = sum(int(strata[k][0]) for k in empty)
+    named = ", ".join(
+        f"{k} ({strata[k][0]} item{'' if strata[k][0] == 1 else 's'})" for k in empty[:10]
+    )
+    more = f" and {len(empty) - 10} more" if len(empty) > 10 else ""
+    what = "got no item in this sample" if drawn else "have no rated item"
+    return (
+        f"{len(empty)} of {len(strata)} strata {what}: {named}{more}; they hold {held} of "
+        f"{total} items ({100 * held / total:.0f} %) of the run"
+    )
 
 
 @dataclass(frozen=True)
@@ -379,10 +505,14 @@ class SizePlan:
 
 
 def spearman_half_width(n: int, rho: float, *, confidence: float = 0.95) -> float:
-    """Half the width of the Fisher-z confidence interval of Spearman's rho at ``n`` items.
+    """The half-width of the Fisher-z confidence interval of Spearman's rho at ``n`` items:
+    the distance from rho to the farther end of the interval.
 
     z = atanh(rho), se = sqrt((1 + rho^2 / 2) / (n - 3)) (Bonett & Wright 2000, Psychometrika
     65(1), 23-28), interval tanh(z -+ q se) with q the normal quantile of ``confidence``.
+    Back on the rho scale the interval is lopsided: for rho > 0 it reaches farther below rho
+    than above, so "rho within W on each side" is a bound on the lower side, and half of the
+    interval's width (the mean of the two sides) would promise less than it says.
 
     >>> round(spearman_half_width(100, 0.0), 4)
     0.1964
@@ -392,7 +522,7 @@ def spearman_half_width(n: int, rho: float, *, confidence: float = 0.95) -> floa
     q = NormalDist().inv_cdf(0.5 + confidence / 2)  # the standard library's, as exact as scipy's
     z = math.atanh(rho)
     se = math.sqrt((1 + rho * rho / 2) / (n - 3))
-    return (math.tanh(z + q * se) - math.tanh(z - q * se)) / 2
+    return max(math.tanh(z + q * se) - rho, rho - math.tanh(z - q * se))
 
 
 def size_for_half_width(
@@ -403,14 +533,15 @@ def size_for_half_width(
     confidence: float = 0.95,
 ) -> SizePlan:
     """The smallest n (at least 4) whose ``confidence`` interval of Spearman's rho between the
-    judge and the humans has a half-width of at most ``half_width`` (``spearman_half_width``).
+    judge and the humans reaches at most ``half_width`` from rho on each side
+    (``spearman_half_width``).
 
     ``rho`` is the expected correlation: a pilot campaign's (``size_from_pilot``), or, when
     None, the planning value ``PLANNING_RHO`` (0.5), an assumption the plan says it made.
 
     >>> plan = size_for_half_width(0.1)
     >>> plan.n, plan.rho, plan.rho_source
-    (246, 0.5, 'planning value')
+    (277, 0.5, 'planning value')
     """
     if (
         isinstance(half_width, bool)
@@ -450,8 +581,9 @@ def size_for_half_width(
         "given": "as given",
     }.get(source, f"as in {source}")
     reason = (
-        f"{high} rated items give Spearman's rho a {confidence:.0%} interval of half-width "
-        f"{reached:.4f} (target {hw:g}) if the judge-human rho is {value:.2f}, {basis} "
+        f"{high} rated items give Spearman's rho a {confidence:.0%} interval reaching at most "
+        f"{reached:.4f} from rho on either side (target {hw:g}) if the judge-human rho is "
+        f"{value:.2f}, {basis} "
         "(Fisher's z with the Bonett-Wright 2000 variance)."
     )
     return SizePlan(high, value, source, reached, reason)

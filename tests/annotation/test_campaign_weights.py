@@ -141,3 +141,54 @@ def test_annotators_worth_a_look() -> None:
     assert "much faster" in flags["d"] and "same score" not in flags["d"]
     assert "agrees with the others less" in flags["e"]
     assert flags["a"] == flags["b"] == ""
+
+
+def test_the_weighted_estimate_names_the_strata_it_cannot_stand_for(
+    engine: Engine, judged: tuple[int, int]
+) -> None:
+    gen_run, judge_run = judged
+    with Session(engine) as s:
+        items = sorted(
+            {j.item_id for j in s.exec(select(Judgment).where(Judgment.judge_run_id == judge_run))}
+        )
+        dataset_id = s.exec(select(Item.dataset_id)).first()
+    # A stratified design as `campaign create` stores it (stratum -> [population, drawn]):
+    # s1 16 items, 4 drawn (p 1/4); s2 12 items, 6 drawn (p 1/2); s3 5 items, none drawn;
+    # s4 2 items, 1 drawn but not rated yet. By hand: s3 and s4 have no rated item and hold
+    # 5 + 2 = 7 of the 35 items, 20 % of the run.
+    strata = {"s1": [16, 4], "s2": [12, 6], "s3": [5, 0], "s4": [2, 1]}
+    stratum = {i: ("s1" if n < 4 else "s2" if n < 10 else "s4") for n, i in enumerate(items[:11])}
+    probability = {"s1": 0.25, "s2": 0.5, "s4": 0.5}
+    with session_scope(engine) as session:
+        campaign = Campaign(
+            name="gaps", kind="rating", dataset_id=dataset_id or 0, generation_run_id=gen_run,
+            judge_run_id=judge_run, rubrics=["ICS"], strategy="stratified", population=35,
+            size=11, annotators=1, ls_url="http://x", design={"strata": strata},
+        )  # fmt: skip
+        session.add(campaign)
+        session.flush()
+        for n, (i, k) in enumerate(stratum.items()):
+            session.add(
+                CampaignTask(
+                    campaign_id=campaign.id, item_id=i, task_key=f"gaps:{i}", stratum=k,
+                    inclusion_probability=probability[k],
+                )
+            )  # fmt: skip
+            if k != "s4":
+                session.add(
+                    HumanRating(
+                        generation_run_id=gen_run, item_id=i, rubric="ICS", rater="r1",
+                        score=float(1 + (n * 3) % 5), source="labelstudio",
+                        campaign_id=campaign.id,
+                    )
+                )  # fmt: skip
+    with Session(engine) as s:
+        found = run_reliability(s, gen_run, options=BootstrapOptions(n_bootstrap=0))
+    entry = found.rubrics["ICS"].judges[0]
+    assert entry.n == 10 and entry.weighted
+    assert entry.weighted_note.endswith(
+        "; in campaign gaps, 2 of 4 strata have no rated item: s3 (5 items), s4 (2 items); "
+        "they hold 7 of 35 items (20 %) of the run"
+    )
+    (line,) = [line for line in readings(found) if "weighted (the whole run)" in line]
+    assert "s3 (5 items), s4 (2 items)" in line

@@ -18,6 +18,7 @@ from annotation.sampling import (
     Unit,
     disagreement,
     draw,
+    empty_strata_note,
     resolve_size,
     score_level,
     size_for_half_width,
@@ -174,18 +175,133 @@ def test_stratified_fills_a_stratum_and_shares_the_rest_again() -> None:
     assert sample.strata == {A: (6, 4), B: (3, 3), C: (2, 2), D: (1, 1)}
 
 
-def test_stratified_lowers_the_minimum_when_it_does_not_fit() -> None:
-    # n = 3 cannot give 1 to 4 strata: plain proportional allocation. Quotas 3*6/12 = 1.5,
-    # 0.75, 0.5, 0.25 -> whole parts A 1; the 2 left go to the largest remainders: B (0.75),
-    # then A (0.5, tied with C, broken towards the larger stratum). Counts 2, 1, 0, 0.
+def test_stratified_gives_the_minimum_at_random_when_it_does_not_fit() -> None:
+    # n = 3 cannot give 1 to each of 4 strata: every stratum drops to 0 and the 3 items go to
+    # 3 of the 4 strata drawn at random, each with chance 3/4. Expected counts 3/4 each, so
+    # inclusion probabilities (3/4) / size: A 1/8, B 1/4, C 3/8, D 3/4.
     sample = draw(hand_built_run(), "stratified", 3, seed=0)
-    assert sample.strata == {A: (6, 2), B: (3, 1), C: (2, 0), D: (1, 0)}
-    assert "lowered to 0" in sample.notes[0]
-    assert "2 of 4 strata got no item" in sample.notes[1]
-    # A minimum of 2 does not fit in 6 (2 + 2 + 2 + 1 = 7): lowered to 1, as in the hand case.
-    lowered = draw(hand_built_run(), "stratified", 6, seed=0, min_per_stratum=2)
-    assert lowered.strata == {A: (6, 2), B: (3, 2), C: (2, 1), D: (1, 1)}
-    assert "lowered to 1" in lowered.notes[0]
+    assert sample.expected == {A: 0.75, B: 0.75, C: 0.75, D: 0.75}
+    assert sorted(d for _, d in sample.strata.values()) == [0, 1, 1, 1]
+    stated = {A: 1 / 8, B: 1 / 4, C: 3 / 8, D: 3 / 4}
+    for d in sample.drawn:
+        assert d.inclusion_probability == pytest.approx(stated[d.stratum])
+    (empty,) = sample.empty_strata
+    assert sample.shortfall == {empty: (1, 0)}
+    assert "3 items cannot give 1 to each of the 4 strata: 1 got fewer" in sample.notes[0]
+    assert sample.notes[1].startswith(f"1 of 4 strata got no item in this sample: {empty} (")
+    # Over 2000 seeds each stratum misses out in about 1/4 of them (within 5 binomial standard
+    # errors, 0.048), and each item is drawn as often as its stated probability says.
+    draws = 2000
+    missed: Counter[str] = Counter()
+    for seed in range(draws):
+        missed.update(draw(hand_built_run(), "stratified", 3, seed).empty_strata)
+    for name in (A, B, C, D):
+        assert missed[name] / draws == pytest.approx(0.25, abs=5 * math.sqrt(0.25 * 0.75 / draws))
+    seen = frequencies(hand_built_run(), "stratified", 3, draws)
+    stratum_of = {i: A for i in range(1, 7)} | {i: B for i in range(7, 10)} | {10: C, 11: C, 12: D}
+    for item, name in stratum_of.items():
+        p = stated[name]
+        assert seen[item] == pytest.approx(p, abs=5 * math.sqrt(p * (1 - p) / draws))
+
+
+def test_a_minimum_of_two_that_does_not_fit_is_shared_at_random() -> None:
+    # min 2, n = 6 over 6, 3, 2, 1 items: 2 + 2 + 2 + 1 = 7 > 6, so each stratum gets 1 (D is
+    # then full) and the 2 left go to 2 of A, B and C at random: expected A 1 + 2/3 = 5/3,
+    # B 5/3, C 5/3, D 1; probabilities 5/18, 5/9, 5/6 and 1.
+    sample = draw(hand_built_run(), "stratified", 6, seed=0, min_per_stratum=2)
+    assert sample.expected == pytest.approx({A: 5 / 3, B: 5 / 3, C: 5 / 3, D: 1.0})
+    stated = {A: 5 / 18, B: 5 / 9, C: 5 / 6, D: 1.0}
+    for d in sample.drawn:
+        assert d.inclusion_probability == pytest.approx(stated[d.stratum])
+    ((short, (wanted, got)),) = sample.shortfall.items()
+    assert short in (A, B, C) and (wanted, got) == (2, 1)
+    assert "1 got fewer, drawn at random with the seed" in sample.notes[0]
+    assert f"{short} (1 of 2)" in sample.notes[0] and len(sample.notes) == 1  # none empty
+
+
+def test_tied_remainders_go_to_strata_drawn_at_random() -> None:
+    # Strata of 5, 2, 2 and 2 items, n = 6: 1 each first, then 2 shared in proportion to size
+    # (5, 2, 2, 2 of 11): 0.91, 0.36, 0.36, 0.36. No whole parts; the largest remainder gives
+    # one to the 5-item stratum, and the last item is tied three ways: each of the 2-item
+    # strata gets it with chance 1/3. Expected counts 2, 4/3, 4/3, 4/3: probabilities
+    # 2/5 and 2/3.
+    units = [Unit(i, "S1", "gender", {"ICS": [3]}) for i in range(1, 6)]
+    units += [Unit(10 * s + i, "S1", "gender", {"ICS": [s]}) for s in (1, 2, 5) for i in range(2)]
+    names = ["score 1 / S1 / gender", "score 2 / S1 / gender", "score 5 / S1 / gender"]
+    sample = draw(units, "stratified", 6, seed=0)
+    assert sample.expected == pytest.approx(
+        {"score 3 / S1 / gender": 2.0} | {k: 4 / 3 for k in names}
+    )
+    assert sorted(sample.strata[k][1] for k in names) == [1, 1, 2]
+    for d in sample.drawn:
+        assert d.inclusion_probability == pytest.approx(2 / 5 if d.stratum[6] == "3" else 2 / 3)
+    # 3000 seeds: each tied stratum gets its second item in about a third of them (5 binomial
+    # standard errors: 0.043); by name the score 1 stratum would win every time.
+    draws = 3000
+    second: Counter[str] = Counter()
+    for seed in range(draws):
+        strata = draw(units, "stratified", 6, seed).strata
+        second.update(k for k in names if strata[k][1] == 2)
+    for k in names:
+        assert second[k] / draws == pytest.approx(1 / 3, abs=5 * math.sqrt(2 / 9 / draws))
+
+
+def issue_run() -> list[Unit]:
+    """Issue 25's shape: more strata than the sample has items. 5 score levels x 3 stages x 2
+    factors, one item each: 30 strata, and a sample of 12."""
+    levels = [(s, st, f) for s in range(1, 6) for st in ("S1", "S2", "S3") for f in ("a", "b")]
+    return [Unit(i, st, f, {"ICS": [s]}) for i, (s, st, f) in enumerate(levels, start=1)]
+
+
+def test_high_score_strata_are_not_always_left_out() -> None:
+    # Issue 25: ties went to the first strata by name, and names start with the score, so
+    # with 12 items for 30 one-item strata the score 3, 4 and 5 strata got none for every
+    # seed (measured on the previous sampler: 200 of 200 seeds). Now each stratum is one of
+    # the 12 chosen in 12/30 = 0.4 of the seeds: over 400 seeds within 5 binomial standard
+    # errors (0.12). The strata of one score level chosen in a seed are hypergeometric (6 of
+    # the 30 strata, 12 chosen): mean 2.4, variance 12 x 0.2 x 0.8 x 18/29 = 1.19; over 400
+    # seeds a level gets 960 items, standard error sqrt(400 x 1.19) = 21.8, 5 of them 109.
+    draws, units = 400, issue_run()
+    got: Counter[str] = Counter()
+    for seed in range(draws):
+        sample = draw(units, "stratified", 12, seed)
+        assert len(sample.drawn) == 12 and len(sample.empty_strata) == 18
+        assert all(d.inclusion_probability == pytest.approx(0.4) for d in sample.drawn)
+        got.update(k for k, (_, d) in sample.strata.items() if d == 1)
+    assert len(got) == 30  # every stratum was drawn in some seed
+    for k in got:
+        assert got[k] / draws == pytest.approx(0.4, abs=5 * math.sqrt(0.4 * 0.6 / draws))
+    for level in "12345":
+        total = sum(n for k, n in got.items() if k.startswith(f"score {level} "))
+        assert total == pytest.approx(960, abs=109)
+
+
+def test_empty_strata_are_named_with_their_share_of_the_run() -> None:
+    sample = draw(issue_run(), "stratified", 12, seed=5)
+    empty = sample.empty_strata
+    # 18 empty strata of 1 item each: 18 of 30 items, 60 %; the first 10 are named.
+    note = sample.notes[-1]
+    assert note.startswith(f"18 of 30 strata got no item in this sample: {empty[0]} (1 item), ")
+    assert note.endswith("and 8 more; they hold 18 of 30 items (60 %) of the run")
+    assert sample.shortfall == {k: (1, 0) for k in empty}
+    assert sample.to_dict()["shortfall"][empty[0]] == {"wanted": 1, "drawn": 0}
+    # By hand: strata "a" 6 items, "b" 2, "c" 3; b and c empty hold 5 of 11 items, 45 %.
+    table = {"a": (6, 2), "b": (2, 0), "c": (3, 0)}
+    assert empty_strata_note(table, ["b", "c"]) == (
+        "2 of 3 strata have no rated item: b (2 items), c (3 items); they hold 5 of 11 items "
+        "(45 %) of the run"
+    )
+    assert empty_strata_note(table, []) == ""
+
+
+def test_a_draw_without_ties_is_numpys_choice_for_the_seed() -> None:
+    # The tie-breaks use their own stream: the items of a stratum are still exactly what
+    # numpy's default generator for the seed picks (here one stratum, a simple random sample).
+    units = run_of(72)
+    picks = np.random.default_rng(7).choice(72, size=14, replace=False)
+    assert [d.item_id for d in draw(units, "random", 14, seed=7).drawn] == sorted(
+        units[i].item_id for i in picks
+    )
 
 
 def test_weighting_a_stratified_sample_recovers_the_population_mean() -> None:
@@ -267,12 +383,21 @@ def test_one_sample_per_item_falls_back_to_a_random_sample() -> None:
 # --- sample size for a target half-width -------------------------------------------------------
 
 
-def half_width(n: int, rho: float) -> float:
+def reach(n: int, rho: float) -> tuple[float, float]:
     """Written out again from Bonett & Wright (2000): z = atanh(rho), var = (1 + rho^2/2) /
-    (n - 3), interval tanh(z -+ 1.96 se), half of its width."""
+    (n - 3), interval tanh(z -+ 1.96 se); how far it reaches below and above rho."""
     q = norm.ppf(0.975)
     se = math.sqrt((1 + rho**2 / 2) / (n - 3))
-    return (math.tanh(math.atanh(rho) + q * se) - math.tanh(math.atanh(rho) - q * se)) / 2
+    z = math.atanh(rho)
+    return rho - math.tanh(z - q * se), math.tanh(z + q * se) - rho
+
+
+def closed_form(target: float, rho: float) -> int:
+    """The farther side is the one towards 0 (tanh is flattest away from 0), so for rho >= 0
+    the plan needs tanh(z - q se) >= rho - W, i.e. se <= (atanh(rho) - atanh(rho - W)) / q:
+    n = ceil(3 + (1 + rho^2/2) q^2 / (atanh(rho) - atanh(rho - W))^2); |rho| for rho < 0."""
+    r, q = abs(rho), norm.ppf(0.975)
+    return math.ceil(3 + (1 + r**2 / 2) * q**2 / (math.atanh(r) - math.atanh(r - target)) ** 2)
 
 
 @pytest.mark.parametrize(
@@ -280,16 +405,48 @@ def half_width(n: int, rho: float) -> float:
 )
 def test_planned_n_is_the_smallest_that_reaches_the_target(target: float, rho: float) -> None:
     plan = size_for_half_width(target, rho)
-    assert half_width(plan.n, rho) <= target < half_width(plan.n - 1, rho)
-    assert plan.half_width == pytest.approx(half_width(plan.n, rho))
+    assert max(reach(plan.n, rho)) <= target < max(reach(plan.n - 1, rho))
+    assert plan.half_width == pytest.approx(max(reach(plan.n, rho)))
+    assert plan.n == closed_form(target, rho)
     assert plan.rho == rho
-    # Bonett & Wright's first-order planning formula, n = 4 (1 + rho^2/2)(1 - rho^2)^2
-    # (z / w)^2 + 3 with w the full width, is a large-sample one: for targets up to 0.2 it
-    # lands within 2 % of the exact search (at 0.5 it is 5 % off: 14.7 against 14).
-    w = 2 * target
-    first_order = 4 * (1 + rho**2 / 2) * (1 - rho**2) ** 2 * (norm.ppf(0.975) / w) ** 2 + 3
-    assert plan.n == pytest.approx(first_order, rel=0.02 if target <= 0.2 else 0.05)
     assert size_for_half_width(target, -rho).n == plan.n  # the interval of -rho is a mirror
+
+
+def test_the_planning_value_needs_277_items_not_246() -> None:
+    # Issue 25: "--target-half-width 0.1" at rho = 0.5 planned 246 items, the n at which half
+    # of the interval's width is 0.1 (0.09987); but that interval reaches 0.1065 below rho.
+    # By hand: atanh(0.5) = 0.549306, atanh(0.4) = 0.423649, difference 0.125657;
+    # 1.125 x 1.959964^2 = 4.321641; 4.321641 / 0.125657^2 = 273.70; + 3 = 276.70 -> 277.
+    below, above = reach(246, 0.5)
+    assert (below + above) / 2 == pytest.approx(0.09987, abs=1e-5) and below > 0.106
+    assert reach(277, 0.5)[0] <= 0.1 < reach(276, 0.5)[0]
+    assert 3 + 4.321641 / 0.125657**2 == pytest.approx(276.70, abs=0.01)
+    plan = size_for_half_width(0.1)
+    assert (plan.n, plan.rho, plan.rho_source) == (277, PLANNING_RHO, "planning value")
+    assert plan.reason.startswith("277 rated items") and "assumed" in plan.reason
+    assert "at most 0.0999 from rho on either side" in plan.reason
+
+
+def test_simulated_spearman_spreads_below_rho_as_planned() -> None:
+    # A check that does not use the formula: 20,000 samples of n bivariate normal pairs whose
+    # Spearman rho is 0.5 (Pearson r = 2 sin(pi rho / 6), Pearson 1907). The 2.5th percentile
+    # of the sample rho lies farther below 0.5 than the 97.5th lies above it (the lopsided
+    # interval), more than 0.1 below at n = 246 and at most 0.1 below at n = 277. Measured
+    # with this seed: 0.1036 and 0.0975 below, 0.0909 and 0.0867 above (a percentile's
+    # standard error here is about 0.001).
+    rng = np.random.default_rng(2025)
+    r = 2 * math.sin(math.pi * 0.5 / 6)
+    spread = {}
+    for n in (246, 277):
+        x = rng.standard_normal((20_000, n))
+        y = r * x + math.sqrt(1 - r * r) * rng.standard_normal((20_000, n))
+        rx = x.argsort(1).argsort(1) - (n - 1) / 2  # centred ranks (no ties in normal data)
+        ry = y.argsort(1).argsort(1) - (n - 1) / 2
+        rho = (rx * ry).sum(1) / (rx**2).sum(1)  # both rank vectors have the same spread
+        low, high = np.quantile(rho, [0.025, 0.975])
+        spread[n] = (0.5 - low, high - 0.5)
+    assert spread[246][0] > 0.1 >= spread[277][0]
+    assert spread[277][0] - spread[277][1] > 0.005
 
 
 def test_planned_n_at_rho_zero_has_a_closed_form() -> None:
@@ -297,13 +454,6 @@ def test_planned_n_at_rho_zero_has_a_closed_form() -> None:
     # exactly when n >= 3 + (1.96 / atanh(W))^2: for W = 0.1, 3 + 381.58 -> 385.
     q = norm.ppf(0.975)
     assert size_for_half_width(0.1, 0.0).n == math.ceil(3 + (q / math.atanh(0.1)) ** 2) == 385
-
-
-def test_without_a_pilot_the_planning_rho_is_assumed_and_said() -> None:
-    plan = size_for_half_width(0.1)
-    assert (plan.rho, plan.rho_source) == (PLANNING_RHO, "planning value")
-    assert plan.n == 246  # by the search in half_width above: 0.09987 at 246, 0.10007 at 245
-    assert plan.reason.startswith("246 rated items") and "assumed" in plan.reason
 
 
 def test_a_pilot_gives_rho() -> None:
