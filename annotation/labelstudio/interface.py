@@ -22,9 +22,11 @@ selects (``visibleWhen`` = region/choice selected or unselected), never from tas
   lacks renders as nothing;
 - each rubric's score levels are *dynamic choices* (``<Choices value="$fj_levels_X">``): the
   task lists the levels of its own rubrics and an empty list for the others, so a rubric the
-  task lacks shows no buttons. Each level's visible text is the full definition ("3 — Partial
-  overlap: ...") and its ``alias`` is the number, which Label Studio stores in the result
-  instead of the visible value;
+  task lacks shows no buttons. A rubric of N levels (built-in: 5; registered: 2 to 10) offers
+  N choices. Each level's visible text is the full definition ("3 — Partial overlap: ...")
+  and its ``alias`` is the number, which Label Studio stores in the result instead of the
+  visible value; a pulled score must be one of the numbers its task offered
+  (``offered_scales``);
 - a rubric's optional rationale box appears once a score is chosen for it
   (``visibleWhen="choice-selected"``), so no empty boxes are shown for absent rubrics;
 - scores are therefore not ``required`` (a required control with no options would block every
@@ -43,7 +45,7 @@ from typing import Any
 from annotation.errors import CampaignError
 from judge.data.items import OPTIONAL
 from judge.grading.rubrics import Rubric
-from judge.vocab import SCALE, STAGE_FIELDS, STAGES
+from judge.vocab import SCALE, STAGE_FIELDS, STAGES, Scale
 
 TASK_KEY = "fj_task"  # our id of a task, carried in its data (dedupe on re-import)
 SCORE = "score"
@@ -213,9 +215,10 @@ def task_data(
 
 
 def level_options(rubric: Rubric) -> list[dict[str, str]]:
-    """The dynamic choices of a rubric's score: the full definition shown, the number stored."""
+    """The dynamic choices of a rubric's score, one per level of its scale (1..N): the full
+    definition shown, the number stored."""
     options = []
-    for number, level in zip(SCALE.labels, rubric.levels, strict=True):
+    for number, level in zip(rubric.scale.labels, rubric.levels, strict=True):
         if _DATA_REF.search(level):
             # Label Studio would replace "$word" in a choice's value with task data.
             raise CampaignError(f"rubric {rubric.name}: level {number} contains '$': {level!r}")
@@ -260,13 +263,33 @@ def _strings(value: Any, where: str) -> Iterable[tuple[str, str]]:
             yield from _strings(inner, f"{where}[{index}]")
 
 
+def offered_scales(data: Mapping[str, Any]) -> dict[str, Scale]:
+    """Rubric name -> the scale of the score choices a rating task offered (its
+    ``fj_levels_<RUBRIC>`` aliases), for the rubrics the task carries: what a pulled score
+    must lie on, whatever a later version of the rubric says."""
+    scales: dict[str, Scale] = {}
+    for name in data.get("fj_rubrics") or []:
+        options = data.get(f"fj_levels_{name}")
+        try:
+            numbers = sorted(int(str(o["alias"])) for o in options or [])
+            scales[str(name)] = Scale.of(numbers)
+        except (KeyError, TypeError, ValueError):
+            continue  # not choices this module wrote: the default scale checks the score
+    return scales
+
+
 def parse_rating(
-    result: Sequence[Mapping[str, Any]], *, expected: Collection[str] | None = None
+    result: Sequence[Mapping[str, Any]],
+    *,
+    expected: Collection[str] | None = None,
+    scales: Mapping[str, Scale] | None = None,
 ) -> dict[str, RatingValue]:
     """Rubric name -> rating read from one annotation's ``result`` list.
 
     With ``expected`` (the task's ``fj_rubrics``), a rubric left unscored or one the task does
-    not carry is an error too. Every problem raises CampaignError naming the control.
+    not carry is an error too. A score must lie on its rubric's scale in ``scales`` (see
+    ``offered_scales``), FairMonitor's 1-5 for a rubric not in it. Every problem raises
+    CampaignError naming the control.
     """
     scores: dict[str, int] = {}
     rationales: dict[str, str] = {}
@@ -276,7 +299,8 @@ def parse_rating(
         if kind == SCORE:
             if rubric in scores:
                 raise CampaignError(f"{name}: scored twice in one annotation")
-            scores[rubric] = _score(name, _values(entry, "choices", name))
+            own = (scales or {}).get(rubric, SCALE)
+            scores[rubric] = _score(name, _values(entry, "choices", name), own)
         else:
             text = _joined(_values(entry, "textarea", name))
             if text:
@@ -294,7 +318,7 @@ def parse_rating(
     return {r: RatingValue(s, rationales.get(r)) for r, s in scores.items()}
 
 
-def _score(name: str, choices: list[Any]) -> int:
+def _score(name: str, choices: list[Any], scale: Scale = SCALE) -> int:
     if len(choices) != 1:
         raise CampaignError(f"{name}: expected exactly one choice, got {len(choices)}")
     raw = choices[0]
@@ -302,8 +326,8 @@ def _score(name: str, choices: list[Any]) -> int:
     if isinstance(raw, bool) or not re.fullmatch(r"[+-]?\d+", text):
         raise CampaignError(f"{name}: choice {raw!r} is not a whole-number score")
     score = int(text)
-    if score not in SCALE:
-        raise CampaignError(f"{name}: score {score} is outside {SCALE}")
+    if score not in scale:
+        raise CampaignError(f"{name}: score {score} is outside {scale}")
     return score
 
 

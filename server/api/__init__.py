@@ -92,6 +92,7 @@ def register(app: OpenAPI) -> None:
         jobs,
         judgments,
         keys,
+        ratings,
         reports,
         responses,
         rubrics,
@@ -111,6 +112,7 @@ def register(app: OpenAPI) -> None:
         judgments,
         reports,
         rubrics,
+        ratings,
         campaigns,
         audits,
     ):

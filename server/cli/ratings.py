@@ -53,25 +53,49 @@ def ratings() -> None:
     "--run", "run_id", type=int, required=True, help="Generation run the ratings are for."
 )
 @click.option("--replace", is_flag=True, help="Overwrite changed scores instead of refusing.")
-@scale_option
+@click.option(
+    "--scale",
+    type=ScaleType(),
+    default=None,
+    metavar="SCALE",
+    help="How FILE writes scores, when not as the rubric's level numbers: e.g. "
+    "poor,fair,good for a rubric of three levels (coded 1, 2, 3). It must have as many "
+    "levels as each rubric FILE rates. Default: each rubric's own scale (1-5 for "
+    "FairMonitor's rubrics, 1..N for a registered rubric of N levels).",
+)
+@click.option(
+    "--batch",
+    metavar="NAME",
+    help="The import batch the ratings belong to (default: 'default'); importing the same "
+    "rows into the same batch again changes nothing.",
+)
 @json_option
 @click.pass_obj
 def ratings_import(
-    ctx: Context, file: str, run_id: int, replace: bool, scale: Scale, as_json: bool
+    ctx: Context,
+    file: str,
+    run_id: int,
+    replace: bool,
+    scale: Scale | None,
+    batch: str | None,
+    as_json: bool,
 ) -> None:
-    """Import FILE (CSV: item_id,rubric,rater,score[,rationale]); all or nothing. FairMonitor's
-    rubrics are 1-5, so `agreement --run` compares ratings on that scale."""
-    from annotation.ratings import import_ratings
+    """Import FILE (CSV: item_id,rubric,rater,score[,rationale]); all or nothing.
+
+    Every bad line is named. A rubric is a built-in one or one registered with `rubrics add`,
+    and each score lies on its rubric's scale."""
+    from annotation.ratings import import_ratings, rating_rubrics
     from judge.store.engine import session_scope
     from server.services import rubrics
 
     settings = ctx.settings()
     with session_scope(ctx.engine(settings)) as session:
+        applicable = rating_rubrics(session, rubrics(settings))
         summary = import_ratings(
-            session, file, run_id, rubrics(settings), replace=replace, scale=scale
+            session, file, run_id, applicable, replace=replace, scale=scale, batch=batch
         )
     emit(
-        {**asdict(summary), "scale": str(scale)},
+        {**asdict(summary), "scale": "each rubric's own" if scale is None else str(scale)},
         as_json,
         lambda s: out().print(
             f"run {s['run']}: {s['added']} ratings added, {s['unchanged']} unchanged, "

@@ -1,0 +1,53 @@
+"""``/api/v1/ratings``: human ratings collected outside Label Studio, in batches.
+
+The same import as ``fairjudge ratings import`` (``annotation.ratings.import_rating_rows``):
+built-in and registered rubrics, each score on its rubric's scale, all or nothing, with the
+CLI's messages (a bad row is named by its position in ``rows``, from 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app
+
+from judge.errors import InvalidInputError
+from server import services
+from server.api import blueprint
+from server.db import get_session
+from server.schemas import RatingsIn, RatingsOut
+
+bp = blueprint("ratings", __name__, "ratings")
+
+
+@bp.post("/ratings", responses={201: RatingsOut, 200: RatingsOut})
+def import_ratings(body: RatingsIn) -> Any:
+    """Import human ratings of a generation run's answers, all or nothing.
+
+    At most 5,000 rows; each score on its rubric's scale (built-in or registered). Every bad
+    row is reported and nothing is stored; ratings already stored with the same score are
+    counted as unchanged (201 when some were added, else 200)."""
+    from annotation.ratings import DEFAULT_BATCH, import_rating_rows, rating_rubrics
+    from judge.vocab import Scale
+
+    scale = None
+    if body.scale is not None:
+        try:
+            scale = Scale.parse(body.scale)
+        except ValueError as exc:
+            raise InvalidInputError(f"scale: {exc}".replace("--scale ", "")) from None
+    session = get_session()
+    batch = body.batch or DEFAULT_BATCH
+    rubrics = rating_rubrics(session, services.rubrics(current_app.config["SETTINGS"]))
+    rows = [(n, row.model_dump()) for n, row in enumerate(body.rows, start=1)]
+    done = import_rating_rows(
+        session, rows, body.generation_run, rubrics, replace=body.replace, scale=scale, batch=batch
+    )
+    session.commit()
+    out = {
+        **{k: getattr(done, k) for k in ("run", "added", "unchanged", "replaced")},
+        **{k: getattr(done, k) for k in ("raters", "items")},
+        "batch": batch,
+        "scale": "each rubric's own" if scale is None else str(scale),
+    }
+    return RatingsOut.model_validate(out).model_dump(mode="json"), 201 if done.added else 200
