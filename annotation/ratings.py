@@ -1,17 +1,26 @@
 """Human ratings in long format: reading CSV files and importing them into the store.
 
 A ratings file has the header ``item_id,rubric,rater,score`` and optionally ``rationale``;
-``item_id`` is the item's id in its dataset. Import is all or nothing: any bad line (unknown
-item, a rubric the item's stage is not judged with, a score off the scale, 1-5 unless another
-``Scale`` is given, a repeated rating) rejects the whole file with every problem listed.
-Re-importing adds nothing; a changed score is refused unless ``replace`` is set.
+``item_id`` is the item's id in its dataset. The rubric is a built-in one (FairMonitor's, 1-5)
+or one registered with ``fairjudge rubrics add`` (its latest version), and each score lies on
+that rubric's own scale: 1..N for a rubric of N levels. Import is all or nothing: any bad line
+(unknown item, unknown rubric, a rubric the item's stage is not judged with, a score off the
+rubric's scale, a repeated rating) rejects the whole file with every problem listed by line.
+Ratings are stored in an import batch (``batch``, "default" unless given; the store's scope
+``import:<batch>``), apart from any campaign's ratings of the same answers. Re-importing into
+the same batch adds nothing; a changed score is refused unless ``replace`` is set.
+
+``import_rating_rows`` is the same import for rows that did not come from a file (the API's
+``POST /api/v1/ratings``): one validation, the same messages, problems numbered by row.
 """
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session, col, select
 
@@ -19,10 +28,12 @@ from annotation.errors import RatingsError
 from judge.data.items import text_lines
 from judge.grading.rubrics import RubricSet
 from judge.store.queries import get_generation_run
+from judge.store.rating_scope import import_scope
 from judge.store.tables import HumanRating, Item, Response
 from judge.vocab import SCALE, Scale
 
 RATING_COLUMNS = ("item_id", "rubric", "rater", "score")
+DEFAULT_BATCH = "default"  # the import batch of every import that names none
 
 
 def read_csv_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
@@ -113,6 +124,42 @@ class RatingsImport:
     items: int
 
 
+class RatingRowsError(RatingsError):
+    """Ratings were refused; ``problems`` lists ``(number, reason)``, the number being the
+    line of a file or the position of a row in a batch (from 1), as ``unit`` says."""
+
+    def __init__(
+        self, message: str, problems: list[tuple[int, str]] | None = None, *, unit: str = "line"
+    ) -> None:
+        super().__init__(message)  # formats nothing: the problems are listed below
+        self.problems = problems or []
+        if self.problems:
+            shown = "\n".join(f"  {unit} {n}: {why}" for n, why in self.problems[:50])
+            if len(self.problems) > 50:
+                shown += f"\n  ... and {len(self.problems) - 50} more"
+            self.args = (f"{message}\n{shown}",)
+
+
+def rating_rubrics(session: Session, builtin: RubricSet) -> RubricSet:
+    """The rubrics people may rate with: ``builtin`` (FairMonitor's) and the latest version of
+    every rubric registered with ``fairjudge rubrics add``. Ratings are keyed by rubric name,
+    so the latest version decides a registered rubric's scale."""
+    from judge.grading.registry import list_registered
+
+    chosen = dict(builtin.rubrics)
+    for registered in list_registered(session):
+        chosen.setdefault(registered.name, registered.rubric)
+    return RubricSet(builtin.version, chosen, "built-in and registered")
+
+
+def registered_scales(session: Session) -> dict[str, Scale]:
+    """Registered rubric name -> the scale of its latest version (1..N for N levels): what
+    its ratings and judge scores lie on."""
+    from judge.grading.registry import list_registered
+
+    return {r.name: r.rubric.scale for r in list_registered(session)}
+
+
 def import_ratings(
     session: Session,
     path: str | Path,
@@ -121,10 +168,47 @@ def import_ratings(
     *,
     replace: bool = False,
     source: str = "import",
-    scale: Scale = SCALE,
+    scale: Scale | None = None,
+    batch: str | None = None,
 ) -> RatingsImport:
-    """Import a ratings file for a generation run; all or nothing. Scores must lie within
-    ``scale`` (FairMonitor's rubrics, and so a judge run's scores, are 1-5)."""
+    """Import a ratings file for a generation run; all or nothing, problems named by line.
+
+    ``rubrics`` are the rubrics ratings may name (``rating_rubrics``: built-in and
+    registered); each score must lie on its rubric's scale. ``scale``, when given, says how
+    the file writes scores (named levels such as ``poor,fair,good``) and must have the same
+    levels as every rubric the file rates."""
+    rows = read_csv_rows(path, RATING_COLUMNS)
+    return import_rating_rows(
+        session,
+        rows,
+        generation_run_id,
+        rubrics,
+        replace=replace,
+        source=source,
+        scale=scale,
+        batch=batch or DEFAULT_BATCH,
+        where=str(path),
+        unit="line",
+    )
+
+
+def import_rating_rows(
+    session: Session,
+    rows: Sequence[tuple[int, Mapping[str, Any]]],
+    generation_run_id: int,
+    rubrics: RubricSet,
+    *,
+    replace: bool = False,
+    source: str = "import",
+    scale: Scale | None = None,
+    batch: str = DEFAULT_BATCH,
+    where: str = "the batch",
+    unit: str = "row",
+) -> RatingsImport:
+    """``import_ratings`` for (number, row) pairs, each row holding ``item_id``, ``rubric``,
+    ``rater``, ``score`` and optionally ``rationale`` (numbers are read as their text); the
+    problems name each row by ``unit`` and its number."""
+    rows = [(n, {k: "" if v is None else str(v) for k, v in row.items()}) for n, row in rows]
     run = get_generation_run(session, generation_run_id)
     items = {i.key: i for i in session.exec(select(Item).where(Item.dataset_id == run.dataset_id))}
     answered = set(
@@ -137,7 +221,8 @@ def import_ratings(
     )
     problems: list[tuple[int, str]] = []
     parsed: dict[tuple[int, str, str], tuple[float, str | None, int]] = {}
-    for number, row in read_csv_rows(path, RATING_COLUMNS):
+    mismatched: set[str] = set()  # rubrics whose scale --scale contradicts (said once)
+    for number, row in rows:
         key, rubric, rater = (row.get(c, "").strip() for c in ("item_id", "rubric", "rater"))
         rubric = rubric.upper()
         item = items.get(key)
@@ -147,29 +232,38 @@ def import_ratings(
         if item.id not in answered:
             problems.append((number, f"item {key!r} has no answer in run {generation_run_id}"))
             continue
-        if rubric not in rubrics.for_stage(item.stage):
-            problems.append(
-                (
-                    number,
-                    f"rubric {rubric!r} does not apply to {item.stage} item "
-                    f"{key!r} (use {', '.join(rubrics.for_stage(item.stage))})",
-                )
-            )
+        wrong = _rubric_problem(rubrics, rubric, item.stage, key)
+        if wrong:
+            problems.append((number, wrong))
             continue
         if not rater:
             problems.append((number, "rater is empty"))
             continue
+        own = rubrics[rubric].scale
+        if scale is not None and scale.labels != own.labels:
+            if rubric not in mismatched:
+                mismatched.add(rubric)
+                problems.append(
+                    (
+                        number,
+                        f"rubric {rubric} is rated {own} ({len(own.labels)} levels), not on "
+                        f"the given scale {scale}; leave the scale out or give one of "
+                        f"{len(own.labels)} levels",
+                    )
+                )
+            continue
         try:
-            score = parse_score(row.get("score"), scale)
+            score = parse_score(row.get("score"), scale or own)
         except ValueError as exc:
-            problems.append((number, str(exc)))
+            problems.append((number, f"rubric {rubric}: {exc}"))
             continue
         ident = (item.id, rubric, rater)  # type: ignore[assignment]
         if ident in parsed:
             problems.append(
                 (
                     number,
-                    f"rater {rater!r} already rated {key!r} / {rubric} on line {parsed[ident][2]}",
+                    f"rater {rater!r} already rated {key!r} / {rubric} on {unit} "
+                    f"{parsed[ident][2]}",
                 )
             )
             continue
@@ -177,7 +271,10 @@ def import_ratings(
     existing = {
         (r.item_id, r.rubric, r.rater): r
         for r in session.exec(
-            select(HumanRating).where(HumanRating.generation_run_id == generation_run_id)
+            select(HumanRating).where(
+                HumanRating.generation_run_id == generation_run_id,
+                HumanRating.scope == import_scope(batch),
+            )
         )
     }
     if not replace:
@@ -192,8 +289,10 @@ def import_ratings(
             if (i, rb, rater) in existing and existing[(i, rb, rater)].score != score
         ]
     if problems:
-        raise RatingsError(
-            f"{path} was not imported; fix these lines and try again:", sorted(problems)
+        raise RatingRowsError(
+            f"{where} was not imported; fix these {unit}s and try again:",
+            sorted(problems),
+            unit=unit,
         )
     added = unchanged = replaced = 0
     for (item_id, rubric, rater), (score, rationale, _) in parsed.items():
@@ -208,6 +307,7 @@ def import_ratings(
                     score=score,
                     rationale=rationale,
                     source=source,
+                    scope=import_scope(batch),
                 )
             )
             added += 1
@@ -225,3 +325,20 @@ def import_ratings(
         len({r for _, _, r in parsed}),
         len({i for i, _, _ in parsed}),
     )
+
+
+def _rubric_problem(rubrics: RubricSet, rubric: str, stage: str, key: str) -> str | None:
+    """Why ``rubric`` cannot rate an item of ``stage`` (None when it can): unknown, or made for
+    other stages; the message names the rubrics that would do."""
+    fitting = rubrics.for_stage(stage)
+    if fitting:
+        use = f"rubrics for {stage} items: {', '.join(fitting)}"
+    else:
+        use = f"no rubric rates {stage} items yet: register one with `fairjudge rubrics add`"
+    if not rubric:
+        return f"rubric is empty ({use})"
+    if rubric not in rubrics.rubrics:
+        return f"unknown rubric {rubric!r} ({use})"
+    if rubric not in fitting:
+        return f"rubric {rubric!r} does not apply to {stage} item {key!r} ({use})"
+    return None

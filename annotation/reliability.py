@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from sqlmodel import Session, col, select
 
+from annotation.coverage import uncovered_strata_note
 from annotation.errors import RatingsError
 from judge.errors import NotFoundError
 from judge.metrics import aggregate, sample_slot
@@ -37,7 +39,8 @@ from judge.stats.weighted import (
     weighted_spearman,
 )
 from judge.store.queries import get_generation_run
-from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, JudgeRun, Judgment
+from judge.store.rating_scope import IMPORT, RatingSelection, select_ratings
+from judge.store.tables import Campaign, CampaignTask, HumanRating, JudgeRun, Judgment
 from judge.trust.section import flags as trust_flags
 from judge.vocab import SCALE, Scale
 
@@ -111,6 +114,7 @@ class RubricReliability:
     n_ratings: int
     human_vs_human: RaterAgreement
     judges: list[JudgeReliability]
+    scale: Scale = SCALE  # the rubric's own: 1-5 built-in, 1..N for a registered rubric
 
     def judge(self, judge_run_id: int) -> JudgeReliability | None:
         return next((j for j in self.judges if j.judge_run == judge_run_id), None)
@@ -120,6 +124,7 @@ class RubricReliability:
             "n_rated_items": self.n_rated_items,
             "n_raters": self.n_raters,
             "n_ratings": self.n_ratings,
+            "scale": str(self.scale),
             "human_vs_human": self.human_vs_human.to_dict(),
             "judges": [j.to_dict() for j in self.judges],
         }
@@ -135,10 +140,18 @@ class RunReliability:
     target_half_width: float
     rubrics: dict[str, RubricReliability]
     scale: Scale = SCALE
+    # Which campaigns / import batches the ratings came from (judge.store.rating_scope), and
+    # why no whole-run (weighted) estimate was made when none was ("" when one was, or when
+    # the campaign drew every item with the same probability).
+    ratings_used: dict[str, Any] = field(default_factory=dict)
+    ratings_note: str = ""
+    weighted_absent: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "generation_run": self.generation_run,
+            "ratings_used": dict(self.ratings_used),
+            "weighted_absent": self.weighted_absent,
             "human_score": self.human_score,
             "n_bootstrap": self.options.n_bootstrap,
             "seed": self.options.seed,
@@ -217,8 +230,8 @@ def _check_scale(what: str, values: list[float], scale: Scale) -> None:
     if outside:
         raise RatingsError(
             f"{len(outside)} of {what} lie outside the {scale} scale (e.g. {outside[0]:g}); "
-            f"a judge run's rubrics are {SCALE}: set ratings on another scale against a judge "
-            "with `fairjudge agreement compute --scale`"
+            f"the rubric's ratings and judge scores are {scale}: set ratings on another scale "
+            "against a judge with `fairjudge agreement compute --scale`"
         )
 
 
@@ -273,15 +286,21 @@ def _judge_entry(
         judge_points=jx.tolist(),
         human_points=hy.tolist(),
         self_consistency=consistency,
-        **_weighted(items, jx, hy, probabilities),
+        **_weighted(items, jx, hy, probabilities, session),
     )
 
 
 def _weighted(
-    items: list[int], jx: np.ndarray, hy: np.ndarray, probabilities: dict[int, float] | None
+    items: list[int],
+    jx: np.ndarray,
+    hy: np.ndarray,
+    probabilities: dict[int, float] | None,
+    session: Session | None = None,
 ) -> dict[str, Any]:
     """Estimates weighted by 1 / inclusion probability, when every rated item has one and
-    they are not all equal (equal probabilities give the unweighted values)."""
+    they are not all equal (equal probabilities give the unweighted values). The note names
+    the design's strata with no rated item (``annotation.coverage``): the estimate cannot
+    stand for them."""
     if not probabilities or any(i not in probabilities for i in items):
         return {}
     p = np.array([probabilities[i] for i in items])
@@ -297,23 +316,45 @@ def _weighted(
         "weighted_note": (
             "weighted by 1 / inclusion probability, estimating the whole judge run (the "
             f"campaign drew items unequally; effective sample size {effective_size(w):.0f} "
-            f"of {len(items)})"
+            f"of {len(items)})" + _uncovered(session, {i: probabilities[i] for i in items})
         ),
     }
 
 
-def inclusion_probabilities(session: Session, generation_run_id: int) -> dict[int, float]:
-    """Item -> the probability with which its campaign drew it, for rating campaigns on the
-    generation run; an item in several campaigns keeps none (its probability is not one
-    design's)."""
-    found: dict[int, list[float]] = defaultdict(list)
-    for item_id, p in session.exec(
+def _uncovered(session: Session | None, probabilities: dict[int, float]) -> str:
+    note = uncovered_strata_note(session, probabilities) if session is not None else ""
+    return f"; {note}" if note else ""
+
+
+def inclusion_probabilities(
+    session: Session, selection: RatingSelection
+) -> tuple[dict[int, float], str]:
+    """Item -> the probability with which the campaign drew it, when every rating used comes
+    from one rating campaign; otherwise no probabilities and the reason, for the output (a
+    probability belongs to one campaign's design: ratings of several campaigns, or imported
+    ones, have no single design to weight by)."""
+    imported = [s.name for s in selection.used if s.scope.startswith(IMPORT)]
+    if imported:
+        hint = "; pass --campaign NAME to use one campaign's" if selection.campaign_ids else ""
+        return {}, (
+            f"no whole-run (weighted) estimate: ratings from {', '.join(imported)} were "
+            f"imported, not drawn by a campaign's design{hint}"
+        )
+    if len(selection.used) > 1:
+        names = ", ".join(s.name for s in selection.used)
+        return {}, (
+            f"no whole-run (weighted) estimate: the ratings come from several campaigns "
+            f"({names}), whose sampling designs cannot be combined; pass --campaign NAME "
+            "to use one campaign's ratings and its weights"
+        )
+    if not selection.used:
+        return {}, ""
+    found = session.exec(
         select(CampaignTask.item_id, CampaignTask.inclusion_probability)
         .join(Campaign, col(Campaign.id) == CampaignTask.campaign_id)
-        .where(Campaign.generation_run_id == generation_run_id, Campaign.kind == "rating")
-    ):
-        found[item_id].append(p)
-    return {i: ps[0] for i, ps in found.items() if len(ps) == 1}
+        .where(Campaign.id == selection.campaign_ids[0], Campaign.kind == "rating")
+    ).all()
+    return {int(i): float(p) for i, p in found}, ""
 
 
 def run_reliability(
@@ -324,19 +365,28 @@ def run_reliability(
     human: str = "mean",
     target_half_width: float = 0.1,
     scale: Scale = SCALE,
+    campaigns: Sequence[str] = (),
 ) -> RunReliability:
-    """Agreement per rubric x judge run of a generation run, with the human ceiling, on
-    ``scale`` (the rubrics' 1-5 unless given). Stored ratings or judge scores outside it raise
-    ``RatingsError`` (ratings imported on another scale cannot be set against a 1-5 judge)."""
+    """Agreement per rubric x judge run of a generation run, with the human ceiling, on each
+    rubric's scale: a registered rubric's 1..N, the built-ins' ``scale`` (1-5 unless given).
+    Stored ratings or judge scores outside it raise ``RatingsError``.
+
+    ``campaigns`` names the campaigns (or ``import:BATCH``) whose ratings count; without it
+    every campaign and batch of the run counts, the newest winning where several rated the
+    same item, rubric and rater (``judge.store.rating_scope``)."""
     get_generation_run(session, generation_run_id)
-    ratings = session.exec(
-        select(HumanRating, Item.key)
-        .join(Item)
-        .where(
-            HumanRating.generation_run_id == generation_run_id,
-            col(HumanRating.withdrawn_at).is_(None),
-        )
-    ).all()
+    # Ratings of a campaign's gold items test the annotators; they were chosen, not drawn,
+    # so they stay out of agreement (annotation.labelstudio.gold).
+    from annotation.labelstudio.gold import gold_pairs
+
+    gold = gold_pairs(session, generation_run_id)
+    selection = select_ratings(
+        session,
+        generation_run_id,
+        campaigns,
+        skip=lambda r: (r.campaign_id, r.item_id) in gold,
+    )
+    ratings = selection.ratings
     if not ratings:
         raise NotFoundError(
             f"run {generation_run_id} has no human ratings yet; import them with "
@@ -347,10 +397,14 @@ def run_reliability(
         .where(JudgeRun.generation_run_id == generation_run_id)
         .order_by(col(JudgeRun.id))
     ).all()
-    probabilities = inclusion_probabilities(session, generation_run_id)
+    probabilities, weighted_absent = inclusion_probabilities(session, selection)
+    # A registered rubric of N levels is rated and judged 1..N; built-ins on ``scale``.
+    from annotation.ratings import registered_scales
+
+    own_scales = registered_scales(session)
     checks = {run.id: trust_flags(session, run.id) for run in judge_runs if run.id is not None}
     by_rubric: dict[str, list[HumanRating]] = defaultdict(list)
-    for rating, _ in ratings:
+    for rating in ratings:
         by_rubric[rating.rubric].append(rating)
     rubrics: dict[str, RubricReliability] = {}
     for rubric in sorted(by_rubric):
@@ -361,8 +415,9 @@ def run_reliability(
         human_scores = dict(
             zip((int(i) for i in matrix.items), matrix.item_scores(human), strict=True)
         )
-        _check_scale(f"the ratings of rubric {rubric}", [r.score for r in rows], scale)
-        ceiling = human_vs_human(matrix, options=options, labels=scale.labels, warn=False)
+        own = own_scales.get(rubric, scale)
+        _check_scale(f"the ratings of rubric {rubric}", [r.score for r in rows], own)
+        ceiling = human_vs_human(matrix, options=options, labels=own.labels, warn=False)
         judges = [
             replace(
                 _judge_entry(
@@ -374,7 +429,7 @@ def run_reliability(
                     ceiling,
                     options,
                     target_half_width,
-                    scale,
+                    own,
                     probabilities,
                 ),
                 checks=[*checks[run.id].get("*", []), *checks[run.id].get(rubric, [])],
@@ -383,6 +438,16 @@ def run_reliability(
             if run.id is not None
         ]
         rubrics[rubric] = RubricReliability(
-            rubric, len(matrix.items), len(matrix.raters), len(rows), ceiling, judges
+            rubric, len(matrix.items), len(matrix.raters), len(rows), ceiling, judges, own
         )
-    return RunReliability(generation_run_id, human, options, target_half_width, rubrics, scale)
+    return RunReliability(
+        generation_run_id,
+        human,
+        options,
+        target_half_width,
+        rubrics,
+        scale,
+        ratings_used=selection.to_dict(),
+        ratings_note=selection.describe(),
+        weighted_absent=weighted_absent,
+    )

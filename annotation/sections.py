@@ -9,6 +9,7 @@ undefined coefficient shows its reason ("n/a (constant ratings: ...)"), never a 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -140,8 +141,10 @@ def human_tables(result: RunReliability, suffix: str = "") -> list[Table]:
 
 def readings(result: RunReliability) -> list[str]:
     """One plain-language line per rubric x judge configuration, and for a campaign that drew
-    items unequally, the inclusion-weighted estimates beside the unweighted ones."""
-    lines = []
+    items unequally, the inclusion-weighted estimates beside the unweighted ones. First which
+    campaigns or import batches the ratings came from, and why there is no whole-run
+    (weighted) estimate when the ratings cannot have one."""
+    lines = [line for line in (result.ratings_note, result.weighted_absent) if line]
     for rubric, entry in result.rubrics.items():
         for j in entry.judges:
             lines.append(f"{rubric} / {j.label}: {j.reading}")
@@ -182,17 +185,22 @@ def agreement_plot(rubric: str, judge: JudgeReliability) -> AgreementPlot | None
 
 
 def reliability_section(
-    session: Session, judge_run_id: int, *, options: BootstrapOptions = DEFAULT_OPTIONS
+    session: Session,
+    judge_run_id: int,
+    *,
+    options: BootstrapOptions = DEFAULT_OPTIONS,
+    campaigns: Sequence[str] = (),
 ) -> Section | None:
     """The "Judge reliability" section of one judge run's report; None without human ratings
-    for its generation run."""
+    for its generation run. ``campaigns`` picks the campaigns (or ``import:BATCH``) whose
+    ratings count (``annotation.reliability.run_reliability``); the section says which did."""
     run = get_judge_run(session, judge_run_id)
     has_ratings = session.exec(
         select(HumanRating.id).where(HumanRating.generation_run_id == run.generation_run_id)
     ).first()
     if has_ratings is None:
         return None
-    result = run_reliability(session, run.generation_run_id, options=options)
+    result = run_reliability(session, run.generation_run_id, options=options, campaigns=campaigns)
     rows: list[dict[str, Any]] = []
     figures: list[Figure] = []
     humans: dict[str, Any] = {}
@@ -222,12 +230,21 @@ def reliability_section(
         [[str(row[c]) for c in columns] for row in rows],
     )
     shown = {rubric: result.rubrics[rubric] for rubric in humans}
-    payload = {"rows": rows, "human_vs_human": humans, "n_bootstrap": options.n_bootstrap}
+    payload = {
+        "rows": rows,
+        "human_vs_human": humans,
+        "n_bootstrap": options.n_bootstrap,
+        "ratings_used": result.ratings_used,
+        "weighted_absent": result.weighted_absent,
+    }
     return Section(
         title=SECTION_TITLE,
         json_key="agreement",
         payload={**payload, "note": NOTE},
         tables=[table, *human_tables(replace(result, rubrics=shown))],
         figures=figures,
-        notes=[f"{NOTE}; {options.n_bootstrap} bootstrap resamples."],
+        notes=[
+            f"{NOTE}; {options.n_bootstrap} bootstrap resamples.",
+            *(line for line in (result.ratings_note, result.weighted_absent) if line),
+        ],
     )

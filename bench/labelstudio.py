@@ -3,7 +3,11 @@ them (whole ``fairjudge campaign`` commands, timed from outside):
 
 - push: ``campaign create`` of 12,632 tasks (FairMonitor's item count; target <= 30 s);
 - pull: ``campaign pull`` of 3 annotators x 2,234 items (the seed's human sample; target
-  <= 30 s), then the same pull again with nothing new (target <= 5 s).
+  <= 30 s), then the same pull again with nothing new (target <= 5 s);
+- scoped: a second campaign of the same size over the same judge run (another seed, so it
+  shares about a sixth of its items with the first) is pulled after the first: ratings are
+  scoped by campaign, so it adds its own ratings and touches none of the first's (the
+  benchmark counts the first campaign's ratings before and after, and the history rows).
 
 The 6,702 annotations are not clicked in one by one (Label Studio has no bulk annotation
 endpoint, and one call takes ~80 ms): the benchmark imports the pull campaign's tasks with
@@ -119,19 +123,23 @@ def bench_labelstudio(
         admin = LabelStudioClient(found.url, found.token)
         people = {email: admin.create_user(email) for email in PEOPLE}
         engine = make_engine(f"sqlite:///{tmp / 'wire.db'}")  # the store wire.prepare made
-        with session_scope(engine) as session:
-            create_campaign(
-                session,
-                _Annotated(found.url, found.token, people),
-                load_rubrics(paths.prompts_dir()),
-                judge_run_id=1,
-                size=n_pull,
-                seed=3,
-                name="pull",
-            )
-        engine.dispose()
+        for name, seed in (("pull", 3), ("overlap", 4)):
+            with session_scope(engine) as session:
+                create_campaign(
+                    session,
+                    _Annotated(found.url, found.token, people),
+                    load_rubrics(paths.prompts_dir()),
+                    judge_run_id=1,
+                    size=n_pull,
+                    seed=seed,
+                    name=name,
+                )
         pull = wire.timed([*cli, "campaign", "pull", "pull"])
         again = wire.timed([*cli, "campaign", "pull", "pull"])
+        before = _scoped_counts(engine)
+        overlap = wire.timed([*cli, "campaign", "pull", "overlap"])
+        after = _scoped_counts(engine)
+        engine.dispose()
     finally:
         service.stop()
     return {
@@ -143,4 +151,39 @@ def bench_labelstudio(
         "pull_said": pull.stdout.strip(),
         "pull_again_wall_s": round(again.wall_s, 2),
         "pull_again_said": again.stdout.strip(),
+        "overlap_pull_wall_s": round(overlap.wall_s, 2),
+        "overlap_said": overlap.stdout.strip(),
+        "shared_items": after["shared_items"],
+        "first_campaign_ratings_before_after": [before["pull"], after["pull"]],
+        "history_rows_after": after["history"],
     }
+
+
+def _scoped_counts(engine: Any) -> dict[str, int]:
+    """Ratings per campaign, items both campaigns hold, and history rows: the second
+    campaign's pull must leave the first's ratings and the history as they were."""
+    from sqlmodel import Session, func, select
+
+    from judge.store.tables import Campaign, CampaignTask, HumanRating, RatingChange
+
+    with Session(engine) as s:
+        ids = dict(s.exec(select(Campaign.name, Campaign.id)).all())
+        count = {
+            name: s.exec(
+                select(func.count())
+                .select_from(HumanRating)
+                .where(HumanRating.campaign_id == ids.get(name))
+            ).one()
+            for name in ("pull", "overlap")
+        }
+        items = [
+            {
+                t
+                for t in s.exec(
+                    select(CampaignTask.item_id).where(CampaignTask.campaign_id == ids[n])
+                )
+            }
+            for n in ("pull", "overlap")
+        ]
+        history = s.exec(select(func.count()).select_from(RatingChange)).one()
+    return {**count, "shared_items": len(items[0] & items[1]), "history": history}

@@ -8,7 +8,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 
 from judge.data.responses import MAX_BATCH_ROWS, ResponseRow
 from server.jobs.tasks import TASKS, AuditParams
@@ -291,7 +299,20 @@ class JudgmentQuery(PageQuery):
     item: str | None = Field(default=None, max_length=500, description="The item's key.")
 
 
-class CsvQuery(Strict):
+class RatingScopeQuery(Strict):
+    """Which human ratings agreement uses (docs/annotation.md, "Ratings belong to their
+    campaign")."""
+
+    campaign: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="A campaign's name, or import:BATCH, whose ratings count (repeat the "
+        "parameter for several); without it every campaign and import batch of the run counts, "
+        "the newest winning per rater, item and rubric.",
+    )
+
+
+class CsvQuery(RatingScopeQuery):
     table: str | None = Field(
         default=None, max_length=100, description="Which CSV of the report (default: the first)."
     )
@@ -338,6 +359,59 @@ class ResponsesOut(BaseModel):
     created_run: bool
     dataset: str
     model: str
+
+
+# -- human ratings --------------------------------------------------------------------------
+
+
+class RatingRow(Strict):
+    """One person's rating of one item's answer with one rubric (the columns of a ratings
+    file, docs/annotation.md)."""
+
+    item_id: str = Field(max_length=500, description="The item's id in its dataset.")
+    rubric: str = Field(
+        max_length=100, description="A built-in rubric or one registered (case ignored)."
+    )
+    rater: str = Field(max_length=200, description="Who rated: any stable name.")
+    score: StrictInt | StrictFloat | StrictStr = Field(
+        description="On the rubric's scale (1..N for N levels); a mean of ratings is allowed, "
+        "and with a named `scale` a level's name."
+    )
+    rationale: str | None = Field(default=None, max_length=20_000)
+
+
+class RatingsIn(Strict):
+    """A batch of human ratings for a generation run's answers, stored all or nothing with
+    the validation and messages of `fairjudge ratings import` (problems named by row, from
+    1); a re-sent batch adds nothing."""
+
+    generation_run: int = Field(ge=1, le=MAX_ID)
+    rows: list[RatingRow] = Field(min_length=1, max_length=MAX_BATCH_ROWS)
+    replace: bool = Field(default=False, description="Overwrite changed scores, not refuse.")
+    scale: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="How the rows write scores when not as level numbers (e.g. "
+        "'poor,fair,good' for a rubric of three levels); default: each rubric's own scale.",
+    )
+    batch: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The import batch the ratings belong to (default 'default', as for "
+        "`ratings import`); the same rows sent to the same batch again change nothing.",
+    )
+
+
+class RatingsOut(BaseModel):
+    run: int = Field(description="The generation run.")
+    added: int
+    unchanged: int
+    replaced: int
+    raters: int
+    items: int
+    batch: str
+    scale: str = Field(description="The scale given, or: each rubric's own.")
 
 
 # -- rubrics --------------------------------------------------------------------------------

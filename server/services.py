@@ -236,6 +236,7 @@ def full_report(
     *,
     with_reliability: bool = True,
     settings: Settings | None = None,
+    campaigns: Sequence[str] = (),
 ) -> Report:
     """The one report of a judge run, used by the CLI, the API and the demo: stage metrics,
     the judge's self-consistency (several samples), its reliability (human ratings) and the
@@ -256,7 +257,7 @@ def full_report(
     if consistency is not None:
         sections.append(consistency)
     if with_reliability:
-        reliability = reliability_section(session, judge_run_id)
+        reliability = reliability_section(session, judge_run_id, campaigns=campaigns)
         if reliability is not None:
             sections.append(reliability)
     prices = run_prices(settings, jrun.endpoint_name)
@@ -861,13 +862,16 @@ def run_metrics(session: Session, judge_run_id: int) -> dict[str, Any]:
     }
 
 
-def run_agreement(session: Session, judge_run_id: int) -> dict[str, Any]:
+def run_agreement(
+    session: Session, judge_run_id: int, *, campaigns: Sequence[str] = ()
+) -> dict[str, Any]:
     """Judge-human and human-human agreement for a judge run's answers (the reliability
-    section of its report); NotFoundError when no human ratings exist yet."""
+    section of its report) on the ratings of ``campaigns`` (every campaign's when empty);
+    NotFoundError when no human ratings exist yet."""
     from annotation.sections import reliability_section
     from judge.errors import NotFoundError
 
-    section = reliability_section(session, judge_run_id)
+    section = reliability_section(session, judge_run_id, campaigns=campaigns)
     if section is None:
         raise NotFoundError(
             f"judge run {judge_run_id} has no human ratings to compare with; run a campaign "
@@ -927,14 +931,9 @@ def create_campaign(
     plan = None if target_half_width is None else plan_size(session, target_half_width, pilot=pilot)
     if plan is not None and "progress" in options:
         options["progress"](plan.reason)
+    # Any rubric the judge run applied, built-in or registered, of any number of levels: the
+    # interface offers each rubric's own levels and pulls check scores against them.
     applied = rubrics(settings, session, judge_run_id=options["judge_run_id"])
-    for rubric in applied:
-        if len(rubric.levels) != 5:
-            # The labelling interface, ratings and agreement assume the 1-5 scale for now.
-            raise InvalidInputError(
-                f"rubric {rubric.name} has {len(rubric.levels)} levels; campaigns rate "
-                "rubrics of 5 levels (1-5) only, so far"
-            )
     result = create(session, client, applied, size_plan=plan, **options)
     return result, None if plan is None else plan.reason
 

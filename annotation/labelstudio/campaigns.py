@@ -28,6 +28,16 @@ from sqlmodel import Session, col, select
 from annotation.errors import CampaignError
 from annotation.labelstudio import interface
 from annotation.labelstudio.client import LabelStudioClient, annotations_of
+from annotation.labelstudio.quality import (
+    MIN_KAPPA,
+    OFFSET_MARGIN,
+    Agreement,
+    GoldAccuracy,
+    Offsets,
+    agreement,
+    gold_accuracy,
+    offset,
+)
 from judge.data.items import status_filter, status_name
 from judge.errors import NotFoundError
 from judge.grading.rubrics import Rubric, RubricSet
@@ -42,6 +52,7 @@ from judge.store.tables import (
 )
 
 if TYPE_CHECKING:  # annotation.sampling (scipy.stats) is imported where a sample is drawn
+    from annotation.labelstudio.gold import GoldRow
     from annotation.sampling import SizePlan, Unit
 
 Progress = Callable[[str], None]
@@ -119,11 +130,15 @@ def population(
 def _check_rubrics(rubric_set: RubricSet, rubrics: Sequence[str]) -> tuple[str, ...]:
     if not rubrics:
         return tuple(rubric_set.rubrics)
-    names = tuple(r.upper() for r in rubrics)
+    names = tuple(r.strip().upper() for r in rubrics)
     unknown = [r for r in names if r not in rubric_set.rubrics]
     if unknown:
+        # A campaign rates what its judge run judged, built-in or registered: a rubric the
+        # run did not apply has no judge scores to set the ratings against.
         raise CampaignError(
-            f"unknown rubric(s) {', '.join(unknown)} (known: {', '.join(rubric_set.rubrics)})"
+            f"unknown rubric(s) {', '.join(unknown)} for this judge run, which applied "
+            f"{', '.join(rubric_set.rubrics)}; to rate another rubric, judge the answers with "
+            "it first (`fairjudge judge GENERATION_RUN --rubrics NAME,...`)"
         )
     return names
 
@@ -145,7 +160,7 @@ class CreateResult:
         out: dict[str, Any] = {
             "campaign": c.name,
             "created": self.created,
-            "strategy": c.strategy,
+            "strategy": strategy_label(c),
             "population": c.population,
             "size": c.size,
             "annotators": c.annotators,
@@ -154,6 +169,8 @@ class CreateResult:
             "imported": self.imported,
             "already_there": self.already_there,
             "strata": c.design.get("strata", {}),
+            "shortfall": c.design.get("shortfall", {}),
+            "gold_items": len(c.design.get("gold", {})),
             "notes": self.notes,
         }
         if self.size_plan is not None:
@@ -169,6 +186,22 @@ class CreateResult:
 
 def default_name(judge_run_id: int, strategy: str, seed: int) -> str:
     return f"run{judge_run_id}-{strategy}-seed{seed}"
+
+
+# Why a design can fall back to another (asked, used): the sampler's note says it at length.
+FALLBACK_REASONS = {
+    ("disagreement", "random"): "the judge drew one sample per item, so no disagreement to use"
+}
+
+
+def strategy_label(campaign: Campaign) -> str:
+    """The design that drew the campaign's items, as lists and status show it: its strategy,
+    or for a design that fell back, ``random (fell back from disagreement: why)``."""
+    asked = campaign.design.get("asked_strategy")
+    if not asked or asked == campaign.strategy:
+        return campaign.strategy
+    why = FALLBACK_REASONS.get((str(asked), campaign.strategy), "see the campaign's notes")
+    return f"{campaign.strategy} (fell back from {asked}: {why})"
 
 
 def plan_size(
@@ -196,12 +229,20 @@ def _pilot_pairs(session: Session, campaign: Campaign) -> tuple[list[float], lis
     """(judge, human) per rated item x rubric of a campaign: the mean of the judge's scored
     samples and the mean of the live human ratings."""
     human: dict[tuple[int, str], list[float]] = defaultdict(list)
+    gold = set(
+        session.exec(
+            select(CampaignTask.item_id).where(
+                CampaignTask.campaign_id == campaign.id, CampaignTask.stratum == "gold"
+            )
+        )
+    )
     for r in session.exec(
         select(HumanRating).where(
             HumanRating.campaign_id == campaign.id, col(HumanRating.withdrawn_at).is_(None)
         )
     ):
-        human[(r.item_id, r.rubric)].append(r.score)
+        if r.item_id not in gold:  # gold items test the annotators; they were not drawn
+            human[(r.item_id, r.rubric)].append(r.score)
     judge: dict[tuple[int, str], list[int]] = defaultdict(list)
     for j in session.exec(
         select(Judgment).where(
@@ -230,9 +271,11 @@ def create_campaign(
     strategy: str = "random",
     size_plan: SizePlan | None = None,
     name: str | None = None,
+    gold: Sequence[GoldRow] = (),
     progress: Progress = _quiet,
 ) -> CreateResult:
-    """Draw the sample, create the project and import its tasks; idempotent (see module)."""
+    """Draw the sample, create the project and import its tasks; idempotent (see module).
+    ``gold`` (annotation.labelstudio.gold) adds gold items, kept out of the draw."""
     if annotators < 1:
         raise CampaignError("--annotators must be at least 1")
     name = name or default_name(judge_run_id, strategy, seed)
@@ -240,6 +283,8 @@ def create_campaign(
     if existing is not None:
         _same_request(existing, judge_run_id, strategy, seed, annotators)
         result = CreateResult(existing, False, 0, 0)
+        if gold:
+            _add_gold(session, rubric_set, existing, gold)
     else:
         result = _new_campaign(
             session,
@@ -253,6 +298,7 @@ def create_campaign(
             seed=seed,
             strategy=strategy,
             size_plan=size_plan,
+            gold_rows=gold,
         )
     _ensure_project(session, client, rubric_set, result.campaign, progress)
     result.imported, result.already_there = _push_tasks(
@@ -265,7 +311,9 @@ def _same_request(
     campaign: Campaign, judge_run_id: int, strategy: str, seed: int, annotators: int
 ) -> None:
     asked = (judge_run_id, strategy, seed, annotators)
-    held = (campaign.judge_run_id, campaign.strategy, campaign.seed, campaign.annotators)
+    # A design that fell back is stored as the one used; the same request still matches it.
+    held_strategy = campaign.design.get("asked_strategy") or campaign.strategy
+    held = (campaign.judge_run_id, held_strategy, campaign.seed, campaign.annotators)
     if asked != held:
         raise CampaignError(
             f"campaign {campaign.name!r} already exists with judge run {held[0]}, strategy "
@@ -286,7 +334,9 @@ def _new_campaign(
     seed: int,
     strategy: str,
     size_plan: SizePlan | None,
+    gold_rows: Sequence[GoldRow] = (),
 ) -> CreateResult:
+    from annotation.labelstudio.gold import resolve_gold, store_gold
     from annotation.sampling import draw
 
     run = get_judge_run(session, judge_run_id)
@@ -296,6 +346,19 @@ def _new_campaign(
             f"judge run {judge_run_id} has no answered items for rubric(s) "
             f"{', '.join(_check_rubrics(rubric_set, rubrics))}"
         )
+    # Gold items are checked before anything is stored, and kept out of the draw.
+    gold = (
+        resolve_gold(session, rubric_set, found.rubrics, _dataset_of(session, found), gold_rows)
+        if gold_rows
+        else {}
+    )
+    if gold:
+        kept = [u for u in found.units if u.item_id not in gold]
+        if not kept:
+            raise CampaignError(
+                "every item humans can rate is a gold item; nothing is left to draw"
+            )
+        found = Population(kept, found.rubrics, found.excluded)
     sample = draw(found.units, strategy, size if size is not None else 0.2, seed)
     item_dataset = session.get(Item, found.units[0].item_id)
     assert item_dataset is not None
@@ -305,13 +368,21 @@ def _new_campaign(
             f"{found.excluded} item(s) of the run have no answer humans can rate with these "
             "rubrics and were left out of the population"
         )
+    if gold:
+        notes.append(f"{len(gold)} gold item(s) added outside the sample")
     used = sorted(
         {r for names in found.rubrics.values() for r in names}, key=list(rubric_set.rubrics).index
     )
     design: dict[str, Any] = {
         "strata": {k: list(v) for k, v in sample.strata.items()},
         "notes": notes,
+        # Each stratum's expected draw (it differs from the drawn count where a tie was
+        # broken at random) and the strata that got fewer items than the design's minimum.
+        "expected": dict(sample.expected),
+        "shortfall": {k: list(v) for k, v in sample.shortfall.items()},
     }
+    if sample.strategy != strategy:  # e.g. disagreement fell back to random: say what was used
+        design["asked_strategy"] = strategy
     if size_plan is not None:
         design["size_plan"] = {
             "n": size_plan.n,
@@ -327,7 +398,7 @@ def _new_campaign(
         generation_run_id=run.generation_run_id,
         judge_run_id=judge_run_id,
         rubrics=used,
-        strategy=strategy,
+        strategy=sample.strategy,
         seed=seed,
         population=sample.population,
         size=len(sample.drawn),
@@ -352,7 +423,46 @@ def _new_campaign(
             )
         )
     session.commit()
+    if gold:
+        store_gold(session, campaign, gold)
     return CreateResult(campaign, True, 0, 0, size_plan, notes)
+
+
+def _dataset_of(session: Session, found: Population) -> int:
+    item = session.get(Item, found.units[0].item_id)
+    assert item is not None
+    return item.dataset_id
+
+
+def _add_gold(
+    session: Session, rubric_set: RubricSet, campaign: Campaign, rows: Sequence[GoldRow]
+) -> int:
+    """Check gold rows against the campaign's rateable items and store them; the number of
+    gold tasks added."""
+    from annotation.labelstudio.gold import resolve_gold, store_gold
+
+    if campaign.kind != "rating" or campaign.judge_run_id is None:
+        raise CampaignError(f"campaign {campaign.name!r} is not a rating campaign: no gold items")
+    found = population(session, campaign.judge_run_id, rubric_set, campaign.rubrics)
+    gold = resolve_gold(session, rubric_set, found.rubrics, campaign.dataset_id, rows)
+    return store_gold(session, campaign, gold)
+
+
+def add_gold(
+    session: Session,
+    client: LabelStudioClient,
+    rubric_set: RubricSet,
+    name: str,
+    rows: Sequence[GoldRow],
+    progress: Progress = _quiet,
+) -> tuple[int, int]:
+    """Add gold items to an existing rating campaign and send their tasks to Label Studio;
+    (gold tasks added, tasks imported). The same file again adds nothing."""
+    campaign = get_campaign(session, name)
+    added = _add_gold(session, rubric_set, campaign, rows)
+    _ensure_project(session, client, rubric_set, campaign, progress)
+    imported, _ = _push_tasks(session, client, rubric_set, campaign, progress)
+    return added, imported
 
 
 def _rubrics_of(rubric_set: RubricSet, names: Iterable[str]) -> list[Rubric]:
@@ -504,10 +614,29 @@ def blind_check(session: Session, client: LabelStudioClient, name: str) -> int:
 @dataclass
 class AnnotatorProgress:
     email: str
-    done: int
+    done: int  # complete annotations: every rubric of the task scored
     skipped: int
     median_lead_time_s: float | None
     flags: list[str] = field(default_factory=list)
+    incomplete: int = 0  # annotations that leave a rubric of their task unscored
+    unreadable: int = 0  # annotations whose result cannot be read (reported by the pull)
+    offset: Offsets | None = None  # mean differences from each other annotator
+    agreement: Agreement | None = None  # quadratic-weighted kappa with the others
+    gold: GoldAccuracy | None = None  # accuracy on the campaign's gold items
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "email": self.email,
+            "done": self.done,
+            "incomplete": self.incomplete,
+            "unreadable": self.unreadable,
+            "skipped": self.skipped,
+            "median_lead_time_s": self.median_lead_time_s,
+            "offset": self.offset.to_dict() if self.offset else None,
+            "agreement": self.agreement.to_dict() if self.agreement else None,
+            "gold": self.gold.to_dict() if self.gold else None,
+            "flags": self.flags,
+        }
 
 
 @dataclass
@@ -518,32 +647,43 @@ class CampaignStatus:
     short: dict[str, int]  # item key -> distinct ratings, for items below the campaign's N
     rated_twice: list[tuple[str, str]]  # (annotator, item key)
     skipped_items: dict[str, int]  # item key -> skips
+    # item key -> "annotator: rubric(s) left unscored", for incomplete annotations
+    incomplete: dict[str, list[str]] = field(default_factory=dict)
+    gold_items: int = 0
+    thresholds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         c = self.campaign
         return {
             "campaign": c.name,
             "kind": c.kind,
+            "strategy": strategy_label(c),
             "tasks": self.tasks,
             "needed_per_item": c.annotators,
-            "annotators": [
-                {
-                    "email": a.email,
-                    "done": a.done,
-                    "skipped": a.skipped,
-                    "median_lead_time_s": a.median_lead_time_s,
-                    "flags": a.flags,
-                }
-                for a in self.annotators
-            ],
+            "gold_items": self.gold_items,
+            "thresholds": self.thresholds,
+            "annotators": [a.to_dict() for a in self.annotators],
             "items_short": self.short,
+            "items_incomplete": self.incomplete,
             "rated_twice": [list(p) for p in self.rated_twice],
             "skipped_items": self.skipped_items,
         }
 
 
-def campaign_status(session: Session, client: LabelStudioClient, name: str) -> CampaignStatus:
-    """Progress read live from Label Studio (nothing is stored)."""
+def campaign_status(
+    session: Session,
+    client: LabelStudioClient,
+    name: str,
+    *,
+    offset_margin: float = OFFSET_MARGIN,
+    min_kappa: float = MIN_KAPPA,
+) -> CampaignStatus:
+    """Progress read live from Label Studio (nothing is stored). An annotation that leaves a
+    rubric of its task unscored is incomplete, not done; annotators are flagged by
+    ``_flag`` (offset beyond ``offset_margin`` levels, kappa with the others below
+    ``min_kappa``), and their accuracy on gold items is shown."""
+    from annotation.labelstudio.gold import gold_of
+
     campaign = get_campaign(session, name)
     assert campaign.id is not None
     tasks = session.exec(select(CampaignTask).where(CampaignTask.campaign_id == campaign.id)).all()
@@ -564,6 +704,9 @@ def campaign_status(session: Session, client: LabelStudioClient, name: str) -> C
     lead: dict[str, list[float]] = defaultdict(list)
     seen: Counter[tuple[str, str]] = Counter()
     scores: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+    incomplete: Counter[str] = Counter()
+    unreadable: Counter[str] = Counter()
+    incomplete_items: dict[str, list[str]] = defaultdict(list)
     for task in exported:
         key = keys.get(str(task.get("data", {}).get(interface.TASK_KEY, "")))
         if key is None:
@@ -576,34 +719,60 @@ def campaign_status(session: Session, client: LabelStudioClient, name: str) -> C
                 skipped_items[key] += 1
                 continue
             seen[(who, key)] += 1
-            raters[key].add(who)
-            done[who] += 1
             if ann.get("lead_time") is not None:
                 lead[who].append(float(ann["lead_time"]))
             if campaign.kind == "rating":
                 try:
-                    for rubric, value in interface.parse_rating(ann.get("result", [])).items():
-                        scores[who][(key, rubric)] = float(value.score)
+                    values = interface.parse_rating(
+                        ann.get("result", []),
+                        scales=interface.offered_scales(task.get("data", {})),
+                    )
                 except CampaignError:
-                    pass
-    people = sorted(set(done) | set(skipped))
+                    unreadable[who] += 1
+                    continue
+                for rubric, value in values.items():
+                    scores[who][(key, rubric)] = float(value.score)
+                wanted = task.get("data", {}).get("fj_rubrics") or []
+                missing = [r for r in wanted if r not in values]
+                if missing:  # the scores it has still count above; the task is not done
+                    incomplete[who] += 1
+                    incomplete_items[key].append(f"{who}: {', '.join(missing)} unscored")
+                    continue
+            raters[key].add(who)
+            done[who] += 1
+    people = sorted(set(done) | set(skipped) | set(incomplete) | set(unreadable))
     progress = [
         AnnotatorProgress(
             p,
             done[p],
             skipped[p],
             statistics.median(lead[p]) if lead[p] else None,
+            incomplete=incomplete[p],
+            unreadable=unreadable[p],
         )
         for p in people
     ]
-    _flag(progress, scores)
+    _flag(progress, scores, offset_margin=offset_margin, min_kappa=min_kappa)
+    gold = gold_of(campaign)
+    for p in progress:
+        p.gold = gold_accuracy(scores[p.email], gold)
     short = {
         key: len(raters.get(key, set()))
         for key in sorted(keys.values())
         if len(raters.get(key, set())) < campaign.annotators
     }
     twice = sorted(p for p, n in seen.items() if n > 1)
-    return CampaignStatus(campaign, len(tasks), progress, short, twice, dict(skipped_items))
+    return CampaignStatus(
+        campaign,
+        len(tasks),
+        progress,
+        short,
+        twice,
+        dict(skipped_items),
+        dict(incomplete_items),
+        len(gold),
+        {"offset_margin": offset_margin, "min_kappa": min_kappa},
+    )
 
 
 CONSTANT_MIN = 5  # ratings before "always the same score" is worth a flag
@@ -612,11 +781,18 @@ AGREEMENT_GAP = 0.3  # Spearman below the others' own mean pairwise Spearman by 
 
 
 def _flag(
-    progress: list[AnnotatorProgress], scores: dict[str, dict[tuple[str, str], float]]
+    progress: list[AnnotatorProgress],
+    scores: dict[str, dict[tuple[str, str], float]],
+    *,
+    offset_margin: float = OFFSET_MARGIN,
+    min_kappa: float = MIN_KAPPA,
 ) -> None:
     """Mark annotators worth a look: one who gives a single score to everything, one far
     faster than the rest, one who agrees with the others much less than they agree among
-    themselves (Spearman on shared ratings)."""
+    themselves (Spearman on shared ratings), one harsher or more lenient than the others by
+    more than ``offset_margin`` levels with 95 % confidence, one whose quadratic-weighted
+    kappa with every other annotator is below ``min_kappa`` (annotation.labelstudio.quality). The
+    offset and kappa are kept on each annotator, flagged or not, for the status to show."""
     from scipy.stats import spearmanr
 
     def rho(a: str, b: str) -> float | None:
@@ -658,6 +834,23 @@ def _flag(
                     f"agrees with the others less than they agree among themselves "
                     f"(mean Spearman {own:.2f} against {rest:.2f})"
                 )
+        p.offset = offset(scores, p.email)
+        side = p.offset.side(offset_margin) if p.offset is not None else 0
+        if p.offset is not None and side:
+            near = p.offset.closest
+            p.flags.append(
+                f"{'harsher' if side < 0 else 'more lenient'} than each of the "
+                f"{len(p.offset.pairs)} other annotator(s) by more than {offset_margin:g} "
+                f"levels (closest, {near.other}: {near.mean:+.2f}, 95 % CI "
+                f"{near.ci_low:+.2f} to {near.ci_high:+.2f}, {near.n_items} shared items)"
+            )
+        p.agreement = agreement(scores, p.email)
+        if p.agreement is not None and p.agreement.kappa < min_kappa:
+            p.flags.append(
+                f"low agreement with each of the {p.agreement.n_annotators} other "
+                f"annotator(s) (best quadratic-weighted kappa {p.agreement.kappa:.2f} < "
+                f"{min_kappa:g}, with {p.agreement.other} on {p.agreement.n_ratings} ratings)"
+            )
 
 
 # --- list and export -------------------------------------------------------------------------
@@ -677,7 +870,7 @@ def list_campaigns(session: Session) -> list[dict[str, Any]]:
                 "kind": c.kind,
                 "judge_run": c.judge_run_id,
                 "dataset": c.dataset_id,
-                "strategy": c.strategy,
+                "strategy": strategy_label(c),
                 "size": c.size,
                 "population": c.population,
                 "annotators": c.annotators,

@@ -30,6 +30,7 @@ from annotation.labelstudio import interface
 from annotation.labelstudio.campaigns import get_campaign
 from annotation.labelstudio.client import LabelStudioClient, annotations_of
 from judge.data.items import DECIDED
+from judge.store.rating_scope import campaign_scope
 from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, RatingChange, utcnow
 
 SOURCE = "labelstudio"
@@ -45,6 +46,11 @@ class PullResult:
     skipped: int = 0  # annotations cancelled ("skipped") in Label Studio
     problems: list[tuple[int, str]] = field(default_factory=list)  # (task id, reason)
     rated_twice: list[tuple[str, str]] = field(default_factory=list)  # (rater, item key)
+    # (task id, "rater: leaves X unscored"): annotations stored without the rubrics they
+    # leave out (the scores they have are stored; the task is not complete)
+    incomplete: list[tuple[int, str]] = field(default_factory=list)
+    # (author, editor, item key): annotations last changed by someone other than their author
+    cross_edited: list[tuple[str, str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +62,10 @@ class PullResult:
             "skipped": self.skipped,
             "problems": [{"task": t, "reason": r} for t, r in self.problems],
             "rated_twice": [{"rater": r, "item": k} for r, k in self.rated_twice],
+            "incomplete": [{"task": t, "reason": r} for t, r in self.incomplete],
+            "cross_edited": [
+                {"author": a, "editor": e, "item": k} for a, e, k in self.cross_edited
+            ],
         }
 
 
@@ -96,7 +106,7 @@ def pull_campaign(session: Session, client: LabelStudioClient, name: str) -> Pul
     counts = client.project_counts(campaign.ls_project_id)
     if _nothing_new(session, client, campaign, counts):
         return _unchanged(session, campaign)
-    exported = client.export_tasks(campaign.ls_project_id)
+    exported = client.export_tasks(campaign.ls_project_id, tasks=counts["tasks"])
     users = client.users()
     tasks = {
         t.task_key: (t, key)
@@ -118,7 +128,10 @@ def pull_campaign(session: Session, client: LabelStudioClient, name: str) -> Pul
         MARK: {
             **counts,
             "updated_at": max(marks) if len(marks) == len(exported) and marks else None,
-            "problems": len(result.problems),
+            # Incomplete annotations too: the next pull reads them again and says so again.
+            "problems": len(result.problems) + len(result.incomplete),
+            # Reported again by a pull that finds nothing new, so both say the same.
+            "skipped_seen": result.skipped,
         },
     }
     session.add(campaign)
@@ -162,7 +175,10 @@ def _unchanged(session: Session, campaign: Campaign) -> PullResult:
     campaign.pulled_at = utcnow()
     session.add(campaign)
     session.commit()
-    return PullResult(campaign.name, unchanged=int(live))
+    mark = campaign.design.get(MARK, {})
+    # A mark written before "skipped_seen" existed has Label Studio's own count of the project.
+    skipped = int(mark.get("skipped_seen", mark.get("skipped", 0)))
+    return PullResult(campaign.name, unchanged=int(live), skipped=skipped)
 
 
 def _read(
@@ -171,9 +187,16 @@ def _read(
     users: dict[int, str],
     tasks: dict[str, tuple[CampaignTask, str]],
     result: PullResult,
+    held: set[tuple[int, str]] | None = None,
 ) -> list[tuple[dict[str, Any], CampaignTask, str, str, dict[str, Any]]]:
     """(annotation, campaign task, item key, rater, task data) for each usable annotation;
-    the latest one when a rater annotated a task twice."""
+    the latest one when a rater annotated a task twice.
+
+    An annotation last changed by someone other than its author (Label Studio Community lets
+    any project member edit anyone's annotation) is held out and reported: its values are
+    neither the author's nor the editor's own rating. Its (item id, author) pair goes into
+    ``held`` so the author's stored rating stays as it was until the author submits the
+    annotation again (which makes them its last editor)."""
     latest: dict[
         tuple[str, str], tuple[dict[str, Any], CampaignTask, str, str, dict[str, Any]]
     ] = {}
@@ -195,6 +218,20 @@ def _read(
             rater = users.get(user) if isinstance(user, int) else None
             if rater is None:
                 result.problems.append((task_id, f"annotation {ann.get('id')} has no known author"))
+                continue
+            editor = ann.get("updated_by")
+            if isinstance(editor, int) and editor != user:
+                by = users.get(editor, f"user {editor}")
+                result.cross_edited.append((rater, by, item_key))
+                result.problems.append(
+                    (
+                        task_id,
+                        f"annotation {ann.get('id')} by {rater} was last changed by {by}: "
+                        f"held out until {rater} submits it again",
+                    )
+                )
+                if held is not None:
+                    held.add((ours.item_id, rater))
                 continue
             pair = (rater, item_key)
             if pair in latest:
@@ -218,9 +255,17 @@ def _pull_ratings(
     # (item, rater) pairs with an annotation whose ratings could not be read: their stored
     # ratings are left as they are (reported, not withdrawn).
     unreadable: set[tuple[int, str]] = set()
-    for ann, task, item_key, rater, data in _read(campaign, exported, users, tasks, result):
+    read = _read(campaign, exported, users, tasks, result, unreadable)
+    for ann, task, item_key, rater, data in read:
         try:
-            values = interface.parse_rating(ann.get("result", []), expected=data.get("fj_rubrics"))
+            # A rubric left unscored is not an error here: the scores given are stored and the
+            # annotation is reported incomplete. A rubric the task lacks is one.
+            scales = interface.offered_scales(data)  # a rubric's own scale, as offered
+            values = interface.parse_rating(ann.get("result", []), scales=scales)
+            wanted = list(data.get("fj_rubrics") or values)
+            extra = sorted(set(values) - set(wanted))
+            if extra:
+                raise CampaignError(f"annotation scores {', '.join(extra)}, which the task lacks")
             unknown = sorted(set(values) - set(campaign.rubrics))
             if unknown:
                 raise CampaignError(f"rubric(s) {', '.join(unknown)} are not in the campaign")
@@ -228,6 +273,15 @@ def _pull_ratings(
             result.problems.append((int(task.ls_task_id or 0), f"{rater}: {exc}"))
             unreadable.add((task.item_id, rater))
             continue
+        missing = [r for r in wanted if r not in values]
+        if missing:
+            result.incomplete.append(
+                (
+                    int(task.ls_task_id or 0),
+                    f"{rater} left {', '.join(missing)} unscored on item {item_key}"
+                    + ("; the other rubric(s) were stored" if values else ""),
+                )
+            )
         for rubric, value in values.items():
             pulled.append(
                 _Pulled(
@@ -243,13 +297,18 @@ def _pull_ratings(
                     float(ann["lead_time"]) if ann.get("lead_time") is not None else None,
                 )
             )
-    ours = {t.item_id for t, _ in tasks.values()}  # filtered here: no IN list of 10,000s
+    # Only this campaign's own ratings: another campaign over the same answers keeps its own
+    # rows (and history), whichever was pulled last.
+    assert campaign.id is not None
+    scope = campaign_scope(campaign.id)
     stored = {
         (r.item_id, r.rubric, r.rater): r
         for r in session.exec(
-            select(HumanRating).where(HumanRating.generation_run_id == campaign.generation_run_id)
+            select(HumanRating).where(
+                HumanRating.generation_run_id == campaign.generation_run_id,
+                HumanRating.scope == scope,
+            )
         )
-        if r.item_id in ours
     }
     seen: set[int] = set()
     now = utcnow()
@@ -264,6 +323,7 @@ def _pull_ratings(
                 score=p.score,
                 rationale=p.rationale,
                 source=SOURCE,
+                scope=scope,
                 created_at=p.created_at or now,
                 campaign_id=campaign.id,
                 annotation_id=p.annotation_id,
@@ -273,8 +333,8 @@ def _pull_ratings(
             session.add(row)
             result.added += 1
         else:
-            # Same values: unchanged, even when the rating came from another campaign on the
-            # same answers or another annotation of the same person (it keeps its origin).
+            # Same values: unchanged, even when they now come from another annotation of the
+            # same person in this campaign (the row keeps its origin).
             same = (
                 row.score == p.score and row.rationale == p.rationale and row.withdrawn_at is None
             )
@@ -296,12 +356,11 @@ def _pull_ratings(
                 row.score, row.rationale = p.score, p.rationale
                 row.updated_at, row.lead_time_s = p.updated_at, p.lead_time_s
                 row.annotation_id, row.withdrawn_at = p.annotation_id, None
-                row.campaign_id, row.source = campaign.id, SOURCE
                 session.add(row)
                 result.updated += 1
         seen.add(id(row))
     for row in stored.values():
-        if row.campaign_id != campaign.id or row.withdrawn_at is not None or id(row) in seen:
+        if row.withdrawn_at is not None or id(row) in seen:
             continue
         if (row.item_id, row.rater) in unreadable:
             continue

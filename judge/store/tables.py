@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Text, UniqueConstraint, event
 from sqlmodel import Field, SQLModel
 
 
@@ -287,9 +287,19 @@ class HumanRating(SQLModel, table=True):
     Ratings pulled from Label Studio carry their campaign and annotation id; an annotation
     edited there updates the row (the old value goes to RatingChange) and one deleted there
     sets ``withdrawn_at`` instead of deleting the row. Withdrawn ratings are not used.
+
+    A rating belongs to its ``scope``: ``campaign:<id>`` for one pulled from a campaign,
+    ``import:<batch>`` for one imported from a CSV file. Two campaigns (or a campaign and an
+    import) over the same answers keep separate rows, so pulling one never touches the
+    other's ratings or history; ``judge.store.rating_scope`` decides which count when several
+    scopes rated the same item.
     """
 
-    __table_args__ = (UniqueConstraint("generation_run_id", "item_id", "rubric", "rater"),)
+    __table_args__ = (
+        UniqueConstraint(
+            "generation_run_id", "item_id", "rubric", "rater", "scope", name="uq_humanrating_scope"
+        ),
+    )
     id: int | None = Field(default=None, primary_key=True)
     generation_run_id: int = Field(foreign_key="generationrun.id", index=True)
     item_id: int = Field(foreign_key="item.id", index=True)
@@ -298,6 +308,10 @@ class HumanRating(SQLModel, table=True):
     score: float
     rationale: str | None = Field(default=None, sa_column=Column(Text))
     source: str = Field(default="import", description="import (a CSV file) or labelstudio")
+    scope: str = Field(
+        default="",
+        description="campaign:<campaign id> or import:<batch name>: the ratings it belongs with.",
+    )
     created_at: datetime = Field(default_factory=utcnow)
     campaign_id: int | None = Field(
         default=None, index=True, description="The campaign it was pulled from (a Campaign id)."
@@ -310,6 +324,16 @@ class HumanRating(SQLModel, table=True):
     withdrawn_at: datetime | None = Field(
         default=None, description="When the pull found the annotation deleted in Label Studio."
     )
+
+
+@event.listens_for(HumanRating, "before_insert")
+def _default_scope(_mapper: Any, _connection: Any, rating: HumanRating) -> None:
+    """A rating stored without a scope gets its campaign's, or the default import batch's (the
+    scope revision 0011 gives such rows), so the unique key always tells scopes apart."""
+    if not rating.scope:
+        rating.scope = (
+            f"campaign:{rating.campaign_id}" if rating.campaign_id is not None else "import:default"
+        )
 
 
 class RatingChange(SQLModel, table=True):

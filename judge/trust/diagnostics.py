@@ -34,7 +34,8 @@ from judge.grading.counterfactual import sides as side_names
 from judge.metrics import aggregate
 from judge.stats.tests import PairedShift, paired_shift
 from judge.store.queries import get_generation_run, get_judge_run
-from judge.store.tables import GenerationRun, HumanRating, Item, JudgeRun, Judgment, Response
+from judge.store.rating_scope import select_ratings
+from judge.store.tables import GenerationRun, Item, JudgeRun, Judgment, Response
 from judge.trust.copies import Copy, _copy_of, copy_swaps, find_copies
 from judge.trust.directional import (
     ALPHA,
@@ -423,13 +424,10 @@ def length(
     lengths = answer_lengths(session, jrun.generation_run_id)
     scores = _scores(session, judge_run_id, jrun.aggregation)
     human: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for item_id, rubric, score in session.execute(
-        columns(col(HumanRating.item_id), col(HumanRating.rubric), col(HumanRating.score)).where(
-            col(HumanRating.generation_run_id) == jrun.generation_run_id,
-            col(HumanRating.withdrawn_at).is_(None),
-        )
-    ):
-        human[(item_id, rubric)].append(score)
+    # One rating per person, item and rubric: the rule agreement uses when several campaigns
+    # or import batches rated the same item (judge.store.rating_scope).
+    for rating in select_ratings(session, jrun.generation_run_id).ratings:
+        human[(rating.item_id, rating.rubric)].append(rating.score)
     rows = []
     for rubric in sorted({r for _, r in scores}):
         judged = [

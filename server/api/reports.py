@@ -9,29 +9,30 @@ from flask import Response, current_app
 from server import services
 from server.api import blueprint
 from server.db import get_session
-from server.schemas import CsvQuery, RunPath
+from server.schemas import CsvQuery, RatingScopeQuery, RunPath
 
 bp = blueprint("reports", __name__, "reports")
 
 
-def _report(run_id: int) -> Any:
-    """The run's report, its cost at the prices the server's config gives its endpoint."""
+def _report(run_id: int, campaigns: list[str]) -> Any:
+    """The run's report, its cost at the prices the server's config gives its endpoint; its
+    agreement on the ratings of ``campaigns`` (every campaign's when empty)."""
     settings = current_app.config["SETTINGS"]
-    return services.full_report(get_session(), run_id, settings=settings)
+    return services.full_report(get_session(), run_id, settings=settings, campaigns=campaigns)
 
 
 @bp.get("/judge-runs/<int:run_id>/report.json")
-def report_json(path: RunPath) -> Any:
+def report_json(path: RunPath, query: RatingScopeQuery) -> Any:
     """The report's data (what report.json holds)."""
-    return _report(path.run_id).to_json()
+    return _report(path.run_id, query.campaign).to_json()
 
 
 @bp.get("/judge-runs/<int:run_id>/report.html")
-def report_html(path: RunPath) -> Any:
+def report_html(path: RunPath, query: RatingScopeQuery) -> Any:
     """The report as one self-contained HTML page, plots included."""
     from judge.reports.render import html
 
-    return Response(html(_report(path.run_id)), mimetype="text/html")
+    return Response(html(_report(path.run_id, query.campaign)), mimetype="text/html")
 
 
 @bp.get("/judge-runs/<int:run_id>/report.csv")
@@ -39,7 +40,7 @@ def report_csv(path: RunPath, query: CsvQuery) -> Any:
     """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv)."""
     from judge.reports.render import csv_table
 
-    report = _report(path.run_id)
+    report = _report(path.run_id, query.campaign)
     name, text = csv_table(report, query.table)
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
     return Response(text, mimetype="text/csv", headers=headers)

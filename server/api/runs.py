@@ -13,6 +13,7 @@ from server.schemas import (
     GenerationRunOut,
     JudgeRunOut,
     PageQuery,
+    RatingScopeQuery,
     ResponseOut,
     RunPath,
 )
@@ -64,6 +65,7 @@ def metrics(path: RunPath) -> Any:
 
 
 @bp.get("/judge-runs/<int:run_id>/agreement")
-def agreement(path: RunPath) -> Any:
-    """Judge-human and human-human agreement for the run's answers (needs human ratings)."""
-    return services.run_agreement(get_session(), path.run_id)
+def agreement(path: RunPath, query: RatingScopeQuery) -> Any:
+    """Judge-human and human-human agreement for the run's answers (needs human ratings), on
+    the ratings of the campaigns named (every campaign's when none is)."""
+    return services.run_agreement(get_session(), path.run_id, campaigns=query.campaign)

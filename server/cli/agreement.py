@@ -22,6 +22,15 @@ from server.cli.output import (
 )
 from server.cli.ratings import scale_option
 
+campaign_option = click.option(
+    "--campaign",
+    "campaigns",
+    multiple=True,
+    metavar="NAME",
+    help="Use only this campaign's ratings (repeatable; import:BATCH for an imported batch). "
+    "Default: every campaign and batch, the newest winning per rater, item and rubric.",
+)
+
 if TYPE_CHECKING:
     from annotation.reliability import RunReliability
     from judge.vocab import Scale
@@ -72,7 +81,8 @@ def write_agreement(result: RunReliability, out_dir: str) -> list[Path]:
     type=float,
     default=0.1,
     show_default=True,
-    help="CI half-width used to estimate how many items to rate.",
+    help="Half the CI's width (upper minus lower bound, over 2) to aim for when estimating "
+    "how many items to rate.",
 )
 @click.option(
     "--out",
@@ -80,6 +90,7 @@ def write_agreement(result: RunReliability, out_dir: str) -> list[Path]:
     type=click.Path(file_okay=False),
     help="Also write agreement.json and plots here.",
 )
+@campaign_option
 @json_option
 @click.pass_context
 def agreement(
@@ -90,9 +101,14 @@ def agreement(
     human_score: str,
     target_half_width: float,
     out_dir: str | None,
+    campaigns: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Judge reliability: every judge run of a generation run against the human ratings."""
+    """Judge reliability: every judge run of a generation run against the human ratings.
+
+    Without --campaign every campaign and import batch of the run counts; where several
+    rated the same item and rubric by the same person, the newest campaign's rating is used.
+    The output names the campaigns it used."""
     if click_ctx.invoked_subcommand is not None:
         return
     if run_id is None:
@@ -109,6 +125,7 @@ def agreement(
             options=BootstrapOptions(n_bootstrap=n_bootstrap, seed=seed),
             human=human_score,
             target_half_width=target_half_width,
+            campaigns=campaigns,
         )
     data = result.to_dict()
     if out_dir:

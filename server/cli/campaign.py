@@ -95,13 +95,21 @@ def campaign() -> None:
     "--target-half-width",
     type=click.FloatRange(min=0, min_open=True, max=1),
     default=None,
-    help="Choose the size for a 95 % CI of Spearman's rho this wide on each side "
-    "(instead of --size).",
+    help="Choose the size so that the 95 % CI of Spearman's rho reaches at most this far "
+    "from the estimate on each side (instead of --size).",
 )
 @click.option(
     "--pilot", default=None, help="Campaign whose ratings give rho for --target-half-width."
 )
 @click.option("--name", default=None, help="Campaign name (default: runN-STRATEGY-seedS).")
+@click.option(
+    "--gold",
+    "gold_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="CSV of gold items (item_id, rubric, score): known scores to measure annotators "
+    "with, kept out of the sample and of agreement with the judge.",
+)
 @json_option
 @click.pass_obj
 def create(
@@ -115,6 +123,7 @@ def create(
     target_half_width: float | None,
     pilot: str | None,
     name: str | None,
+    gold_file: str | None,
     as_json: bool,
 ) -> None:
     """Sample a judge run's answers and send them to Label Studio as tasks (blind: no judge
@@ -125,6 +134,9 @@ def create(
 
     if target_half_width is not None and size is not None:
         raise click.UsageError("give --size or --target-half-width, not both")
+    from annotation.labelstudio.gold import read_gold
+
+    gold = read_gold(gold_file) if gold_file is not None else ()
     settings = ctx.settings()
     with session_scope(ctx.engine(settings)) as session:
         result, _ = create_campaign(
@@ -139,10 +151,42 @@ def create(
             seed=seed,
             strategy=strategy,
             name=name,
+            gold=gold,
             progress=_progress,
         )
         data = result.to_dict()
     emit(data, as_json, _print_created)
+
+
+@campaign.command("gold")
+@click.argument("name")
+@click.argument("path", type=click.Path(dir_okay=False))
+@json_option
+@click.pass_obj
+def gold_cmd(ctx: Context, name: str, path: str, as_json: bool) -> None:
+    """Add gold items to a rating campaign from a CSV (item_id, rubric, score): items with
+    known scores, shown to annotators like any other, to measure each one's accuracy in
+    `campaign status`. They must lie outside the campaign's sample; the same file again
+    adds nothing."""
+    from annotation.labelstudio.campaigns import add_gold, get_campaign
+    from annotation.labelstudio.gold import read_gold
+    from server.services import rubrics as load_rubrics
+
+    rows = read_gold(path)
+    with _labelstudio_session(ctx) as (session, client, _, settings):
+        found = get_campaign(session, name)
+        applied = load_rubrics(settings, session, judge_run_id=found.judge_run_id)
+        added, imported = add_gold(session, client, applied, name, rows, progress=_progress)
+        total = len(found.design.get("gold", {}))
+    emit(
+        {"campaign": name, "added": added, "imported": imported, "gold_items": total},
+        as_json,
+        lambda d: out().print(
+            f"campaign {d['campaign']}: {d['added']} gold item(s) added "
+            f"({d['gold_items']} in all), {d['imported']} task(s) sent to Label Studio",
+            highlight=False,
+        ),
+    )
 
 
 def _print_created(d: dict[str, Any]) -> None:
@@ -226,7 +270,7 @@ def review(
 def pull(ctx: Context, name: str, as_json: bool) -> None:
     """Store the campaign's ratings (or reviews) from Label Studio; pulling again adds
     nothing, keeps edits' old values and marks deleted annotations withdrawn."""
-    from annotation.errors import CampaignError
+    from annotation.errors import TaskProblemsError
     from annotation.labelstudio.pull import pull_campaign
 
     with _labelstudio_session(ctx) as (session, client, _, settings):
@@ -244,8 +288,10 @@ def pull(ctx: Context, name: str, as_json: bool) -> None:
     )
     for rater, item in result.rated_twice:
         err().print(f"warning: {rater} rated item {item} more than once (the latest is kept)")
+    for task, reason in result.incomplete:
+        err().print(f"warning: task {task}: {reason}", highlight=False)
     if result.problems:
-        raise CampaignError(
+        raise TaskProblemsError(
             f"{len(result.problems)} annotation(s) of campaign {name!r} could not be stored "
             "(the rest were); fix them in Label Studio and pull again:",
             result.problems,
@@ -254,29 +300,73 @@ def pull(ctx: Context, name: str, as_json: bool) -> None:
 
 @campaign.command("status")
 @click.argument("name")
+@click.option(
+    "--offset-margin",
+    type=click.FloatRange(min=0),
+    default=0.5,
+    show_default=True,
+    help="Flag an annotator whose mean offset from each other annotator has its 95 % CI "
+    "beyond this many levels (on the same side).",
+)
+@click.option(
+    "--min-kappa",
+    type=click.FloatRange(min=-1, max=1),
+    default=0.4,
+    show_default=True,
+    help="Flag an annotator whose quadratic-weighted kappa with every other annotator is "
+    "below this.",
+)
 @json_option
 @click.pass_obj
-def status(ctx: Context, name: str, as_json: bool) -> None:
-    """Progress read live from Label Studio: per annotator, items short of ratings, skips,
-    and annotators worth a look."""
+def status(ctx: Context, name: str, offset_margin: float, min_kappa: float, as_json: bool) -> None:
+    """Progress read live from Label Studio: per annotator, complete and incomplete
+    annotations, offset from and agreement with the others, accuracy on gold items, items
+    short of ratings, skips, and annotators worth a look."""
     from annotation.labelstudio.campaigns import campaign_status
 
     with _labelstudio_session(ctx) as (session, client, _, settings):
-        data = campaign_status(session, client, name).to_dict()
+        data = campaign_status(
+            session, client, name, offset_margin=offset_margin, min_kappa=min_kappa
+        ).to_dict()
     emit(data, as_json, _print_status)
+
+
+def _offset_text(a: dict[str, Any]) -> str:
+    o = a.get("offset")
+    if not o:
+        return ""
+    return (
+        f"{o['mean']:+.2f} [{o['ci_low']:+.2f}, {o['ci_high']:+.2f}] vs {o['other']}, "
+        f"n={o['n_items']}"
+    )
+
+
+def _kappa_text(a: dict[str, Any]) -> str:
+    k = a.get("agreement")
+    return "" if not k else f"{k['kappa']:.2f} with {k['other']}, n={k['n_ratings']}"
+
+
+def _gold_text(a: dict[str, Any]) -> str:
+    g = a.get("gold")
+    return "" if not g else f"{g['exact']:.0%} exact, MAE {g['mae']:.2f}, n={g['n']}"
 
 
 def _print_status(d: dict[str, Any]) -> None:
     table(
-        f"campaign {d['campaign']}: {d['tasks']} items, {d['needed_per_item']} ratings each",
+        f"campaign {d['campaign']} ({d['strategy']}): {d['tasks']} items, "
+        f"{d['needed_per_item']} ratings each",
         [
             {
                 "annotator": a["email"],
                 "done": a["done"],
+                "incomplete": a["incomplete"],
                 "skipped": a["skipped"],
                 "median s/task": (
                     "" if a["median_lead_time_s"] is None else f"{a['median_lead_time_s']:.1f}"
                 ),
+                "offset [95 % CI] (closest)": _offset_text(a),
+                "kappa (best)": _kappa_text(a),
+                "gold": _gold_text(a),
                 "worth a look": "; ".join(a["flags"]),
             }
             for a in d["annotators"]
@@ -286,6 +376,15 @@ def _print_status(d: dict[str, Any]) -> None:
     out().print(f"items short of {d['needed_per_item']} ratings: {len(short)}", highlight=False)
     for pair in d["rated_twice"]:
         out().print(f"rated twice: {pair[0]} on item {pair[1]}", highlight=False)
+    for item, notes in d["items_incomplete"].items():
+        for note in notes:
+            out().print(f"incomplete: item {item}: {note}", highlight=False)
+    if d["gold_items"]:
+        out().print(
+            f"gold items: {d['gold_items']} (accuracy per annotator above; kept out of "
+            "agreement with the judge)",
+            highlight=False,
+        )
     if d["skipped_items"]:
         out().print(f"items skipped: {len(d['skipped_items'])}", highlight=False)
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from server.cli.agreement import campaign_option
 from server.cli.output import err, json_option, out, progress_bar, report_table, writing
 
 if TYPE_CHECKING:
@@ -48,9 +49,12 @@ def print_metrics(report: Report, console: Console | None = None) -> None:
     required=True,
     help="Folder for report.html, report.json, metrics.csv, item_scores.csv.",
 )
+@campaign_option
 @json_option
 @click.pass_obj
-def report(ctx: Context, run_id: int, out_dir: str, as_json: bool) -> None:
+def report(
+    ctx: Context, run_id: int, out_dir: str, campaigns: tuple[str, ...], as_json: bool
+) -> None:
     """Write the HTML/JSON/CSV report of a judge run."""
     from judge.reports.render import write_report
     from judge.store.engine import session_scope
@@ -58,7 +62,7 @@ def report(ctx: Context, run_id: int, out_dir: str, as_json: bool) -> None:
 
     settings = ctx.settings()
     with session_scope(ctx.engine(settings)) as session:
-        composed = full_report(session, run_id, settings=settings)
+        composed = full_report(session, run_id, settings=settings, campaigns=campaigns)
     with writing(out_dir):
         paths = write_report(composed, out_dir)
     if as_json:

@@ -150,7 +150,9 @@ def test_reliability_from_the_store_matches_direct_computation(
         base = services.full_report(session, judge_run, with_reliability=False)
     assert section is not None and section.title == "Judge reliability"
     assert section.json_key == "agreement"
-    assert set(section.payload) == {"rows", "human_vs_human", "n_bootstrap", "note"}
+    assert set(section.payload) == {
+        "rows", "human_vs_human", "n_bootstrap", "note", "ratings_used", "weighted_absent"
+    }  # fmt: skip
     assert section.payload["n_bootstrap"] == 100
     (row,) = section.payload["rows"]  # one rated rubric: ICS
     assert row["rubric"] == "ICS" and row["n"] == 18
@@ -222,7 +224,7 @@ def test_agreement_cli_on_a_run(
     assert "human alpha (interval)" in table.output and "ICS" in table.output
 
 
-def test_ratings_import_takes_the_scale(
+def test_ratings_import_takes_the_rubrics_scale(
     tmp_path: Path, engine: Engine, db_url: str, judged: tuple[int, int], rubrics: RubricSet
 ) -> None:
     run, _ = judged
@@ -230,14 +232,13 @@ def test_ratings_import_takes_the_scale(
         tmp_path / "r.csv",
         [["s1-gender-1", "ICS", "ann1", 0], ["s1-gender-2", "ICS", "ann1", 11]],
     )
-    # FairMonitor's 1-5 by default: both scores are off it, each refused with its line.
+    # ICS has five levels, so its scale is 1-5: both scores are off it, each refused by line.
     with pytest.raises(RatingsError) as caught, session_scope(engine) as session:
         import_ratings(session, path, run, rubrics)
     assert caught.value.problems == [
-        (2, "score '0' is outside the 1-5 scale"),
-        (3, "score '11' is outside the 1-5 scale"),
+        (2, "rubric ICS: score '0' is outside the 1-5 scale"),
+        (3, "rubric ICS: score '11' is outside the 1-5 scale"),
     ]
-    # On a declared 0-10 scale the 0 is fine and the 11 is still refused, by line.
     config = tmp_path / "c.toml"
     config.write_text(
         f'database_url = "{db_url}"\n[endpoints.embedded]\n'
@@ -245,15 +246,32 @@ def test_ratings_import_takes_the_scale(
     )
     runner = CliRunner()
     base = ["--config", str(config), "ratings", "import", "--run", str(run)]
+    # A declared 0-10 scale contradicts the rubric's 1-5: one line says so, nothing stored
+    # (ratings on another scale could never be set against the judge's 1-5 scores).
     refused = runner.invoke(cli, [*base, str(path), "--scale", "0-10"])
     assert isinstance(refused.exception, RatingsError)
-    assert refused.exception.problems == [(3, "score '11' is outside the 0-10 scale")]
-    good = write_csv(tmp_path / "good.csv", [["s1-gender-1", "ICS", "ann1", 0]])
-    imported = runner.invoke(cli, [*base, str(good), "--scale", "0-10", "--json"])
+    assert refused.exception.problems == [
+        (
+            2,
+            "rubric ICS is rated 1-5 (5 levels), not on the given scale 0-10; leave the "
+            "scale out or give one of 5 levels",
+        )
+    ]
+    # Five named levels are the same scale written with words: "good" is level 4.
+    named = write_csv(tmp_path / "named.csv", [["s1-gender-1", "ICS", "ann1", "good"]])
+    words = "awful,poor,fair,good,great"
+    imported = runner.invoke(cli, [*base, str(named), "--scale", words, "--json"])
     assert imported.exit_code == 0, imported.output
     summary = json.loads(imported.output)
-    assert (summary["added"], summary["scale"]) == (1, "0-10")
-    # A judge run's rubrics are 1-5, so its reliability refuses ratings off that scale.
+    assert (summary["added"], summary["scale"]) == (1, words)
+    with Session(engine) as s:
+        assert [r.score for r in s.exec(select(HumanRating))] == [4.0]
+    # A rating stored off the scale by other means is still refused by the reliability.
+    with session_scope(engine) as session:
+        item = session.exec(select(Item).where(Item.key == "s1-gender-2")).one()
+        session.add(
+            HumanRating(generation_run_id=run, item_id=item.id, rubric="ICS", rater="x", score=9)
+        )
     with (
         pytest.raises(RatingsError, match="1 of the ratings of rubric ICS lie outside the 1-5"),
         session_scope(engine) as session,

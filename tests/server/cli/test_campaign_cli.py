@@ -113,13 +113,17 @@ def test_create_rate_pull_status_export_through_the_cli(
     listed = json.loads(run(path, "campaign", "list", "--json").stdout)
     assert [(c["name"], c["ratings"]) for c in listed] == [("cli-campaign", 8)]
 
-    # The export is what `ratings import` reads: importing it back changes nothing.
+    # The export is what `ratings import` reads. Imported, the rows form an import batch of
+    # their own (ratings belong to their campaign or batch): 8 added beside the campaign's,
+    # and importing again adds nothing.
     out = tmp_path / "ratings.csv"
     assert run(path, "campaign", "export", "cli-campaign", "--out", str(out)).exit_code == 0
     lines = out.read_text().splitlines()
     assert lines[0] == "item_id,rubric,rater,score,rationale" and len(lines) == 9
     back = run(path, "ratings", "import", str(out), "--run", str(gen_run), "--json")
     assert back.exit_code == 0, back.output
+    assert (json.loads(back.stdout)["added"], json.loads(back.stdout)["unchanged"]) == (8, 0)
+    back = run(path, "ratings", "import", str(out), "--run", str(gen_run), "--json")
     assert (json.loads(back.stdout)["added"], json.loads(back.stdout)["unchanged"]) == (0, 8)
 
 
@@ -145,15 +149,19 @@ def test_target_half_width_chooses_the_size_and_a_size_above_the_run_is_refused(
     said = shell(
         path, "campaign", "create", "--judge-run", str(judge_run), "--target-half-width", "0.3",
     )  # fmt: skip
-    # The smallest n with tanh(atanh(0.5) + z se) - tanh(atanh(0.5) - z se) <= 2 x 0.3, where
-    # se = sqrt((1 + 0.5^2 / 2) / (n - 3)) (Bonett and Wright, 2000), worked out here.
+    # The smallest n whose interval tanh(atanh(0.5) -+ z se) reaches at most 0.3 from 0.5 on
+    # each side, where se = sqrt((1 + 0.5^2 / 2) / (n - 3)) (Bonett and Wright, 2000), worked
+    # out here. For rho > 0 the lower side is the longer one: 0.5 - tanh(atanh(0.5) - z se).
     z = norm.ppf(0.975)
 
-    def half(n: int) -> float:
+    def reach(n: int) -> float:
         se = math.sqrt((1 + 0.25 / 2) / (n - 3))
-        return (math.tanh(math.atanh(0.5) + z * se) - math.tanh(math.atanh(0.5) - z * se)) / 2
+        return max(
+            math.tanh(math.atanh(0.5) + z * se) - 0.5, 0.5 - math.tanh(math.atanh(0.5) - z * se)
+        )
 
-    n = next(n for n in range(4, 10_000) if half(n) <= 0.3)
+    n = next(n for n in range(4, 10_000) if reach(n) <= 0.3)
+    assert n == 39  # closed form: 3 + 1.125 z^2 / (atanh 0.5 - atanh 0.2)^2 = 38.98 -> 39
     assert said.returncode == 1, said.stderr
     assert f"size {n} is larger than the judge run, which has 18 items" in said.stderr
     assert said.stderr.startswith(f"{n} rated items")  # the plan's reason comes first
