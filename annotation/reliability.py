@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 from annotation.coverage import uncovered_strata_note
 from annotation.errors import RatingsError
 from judge.errors import NotFoundError
-from judge.metrics import aggregate, sample_slot
+from judge.metrics import aggregate
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
 from judge.stats.levels import SelfConsistency, items_needed, self_consistency
 from judge.stats.matrix import RatingMatrix
@@ -38,7 +38,7 @@ from judge.stats.weighted import (
     weighted_pearson,
     weighted_spearman,
 )
-from judge.store.queries import get_generation_run
+from judge.store.queries import get_generation_run, sample_slot
 from judge.store.rating_scope import IMPORT, RatingSelection, select_ratings
 from judge.store.tables import Campaign, CampaignTask, HumanRating, JudgeRun, Judgment
 from judge.trust.section import flags as trust_flags

@@ -29,8 +29,7 @@ from sqlmodel import Session, col, select
 
 from judge.errors import ConfigError
 from judge.grading.injection import answer_flag
-from judge.metrics import sample_slot
-from judge.store.queries import get_judge_run, responses_by_item
+from judge.store.queries import get_judge_run, responses_by_item, sample_slot
 from judge.store.tables import Item, Judgment, Response
 from judge.vocab import STAGE_PARTS
 

@@ -74,7 +74,7 @@ class Rubric:
     levels: tuple[str, ...]
     applies_to: tuple[str, ...]
     texts: tuple[tuple[str, str], ...]  # (label, format string over item[...] and answers[...])
-    version: str = ""  # built-in: "fairmonitor-v2"; registered: "1", "2", ...
+    version: str = ""  # built-in: "fairmonitor-v3"; registered: "1", "2", ...
     registered: bool = False  # a user's rubric: judged with the judge_rubric_*.j2 templates
 
     def render_texts(

@@ -14,10 +14,9 @@ import numpy as np
 from sqlalchemy import select as columns
 from sqlmodel import Session, col
 
-from judge.metrics import sample_slot
 from judge.reports.sections import Section, Table
 from judge.stats.levels import self_consistency
-from judge.store.queries import get_judge_run
+from judge.store.queries import get_judge_run, sample_slot
 from judge.store.tables import Judgment
 
 SELF_CONSISTENCY_TITLE = "Judge self-consistency"

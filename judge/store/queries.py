@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlmodel import Session, col, func, select
 
@@ -236,3 +236,28 @@ def list_responses(
         select(func.count()).select_from(Response).where(col(Response.run_id) == run_id)
     ).one()
     return list(rows), int(total)
+
+
+class Slot(NamedTuple):
+    """Where one judgment sits in its item x rubric cell: the ``order`` it was judged in
+    ("given", "swapped", or None for a rubric judged in one order) and its ``repeat``, the
+    sample within that order (0 .. samples - 1)."""
+
+    order: str | None
+    repeat: int
+
+
+def sample_slot(sample_index: int, position: str | None, samples: int) -> Slot:
+    """The order and repeat of a judgment. A run judged in both orders (``--swap-order``)
+    stores a pair rubric's ``samples`` repeats as given at indices 0..n-1 and the swapped
+    ones at n..2n-1, so a cell holds 2n judgments there; anything that lays samples out per
+    item (self-consistency grids, exports) must read the repeat, not the raw index.
+
+    >>> sample_slot(3, "swapped", 2)
+    Slot(order='swapped', repeat=1)
+    >>> sample_slot(1, None, 2)
+    Slot(order=None, repeat=1)
+    """
+    if position == "swapped":
+        return Slot("swapped", sample_index - samples)
+    return Slot(position, sample_index)

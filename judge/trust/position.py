@@ -51,9 +51,9 @@ import numpy as np
 from sqlalchemy import select as columns
 from sqlmodel import Session, col
 
-from judge.metrics import aggregate, sample_slot
+from judge.metrics import aggregate
 from judge.stats.tests import PairedShift, paired_shift
-from judge.store.queries import get_judge_run
+from judge.store.queries import get_judge_run, sample_slot
 from judge.store.tables import Judgment
 
 LEVEL = 0.95

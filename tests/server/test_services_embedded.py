@@ -59,7 +59,7 @@ def test_pipeline_on_the_real_model(
     for j in rows:
         assert j.raw_output, "the raw judge reply is always kept"
         assert j.model == "smollm2-135m-instruct" and len(j.prompt_hash) == 64
-        assert j.template_version.startswith("judge-v2+")
+        assert j.template_version.startswith("judge-v3+")  # prompts/rubrics.toml: version = 3
         if j.status == "scored":
             assert j.score in {1, 2, 3, 4, 5}
         else:
