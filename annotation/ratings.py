@@ -128,17 +128,6 @@ class RatingRowsError(RatingsError):
     """Ratings were refused; ``problems`` lists ``(number, reason)``, the number being the
     line of a file or the position of a row in a batch (from 1), as ``unit`` says."""
 
-    def __init__(
-        self, message: str, problems: list[tuple[int, str]] | None = None, *, unit: str = "line"
-    ) -> None:
-        super().__init__(message)  # formats nothing: the problems are listed below
-        self.problems = problems or []
-        if self.problems:
-            shown = "\n".join(f"  {unit} {n}: {why}" for n, why in self.problems[:50])
-            if len(self.problems) > 50:
-                shown += f"\n  ... and {len(self.problems) - 50} more"
-            self.args = (f"{message}\n{shown}",)
-
 
 def rating_rubrics(session: Session, builtin: RubricSet) -> RubricSet:
     """The rubrics people may rate with: ``builtin`` (FairMonitor's) and the latest version of

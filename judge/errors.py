@@ -17,12 +17,15 @@ class ConfigError(FairJudgeError):
 
 
 class InvalidInputError(FairJudgeError):
-    """A file or request is invalid; ``problems`` lists ``(line_number, reason)`` pairs."""
+    """A file or request is invalid; ``problems`` lists ``(number, reason)`` pairs, the number
+    being a file's line or, as ``unit`` says, a row's position in a batch (from 1)."""
 
-    def __init__(self, message: str, problems: list[tuple[int, str]] | None = None) -> None:
+    def __init__(
+        self, message: str, problems: list[tuple[int, str]] | None = None, *, unit: str = "line"
+    ) -> None:
         self.problems = problems or []
         if self.problems:
-            shown = "\n".join(f"  line {n}: {why}" for n, why in self.problems[:50])
+            shown = "\n".join(f"  {unit} {n}: {why}" for n, why in self.problems[:50])
             more = len(self.problems) - 50
             if more > 0:
                 shown += f"\n  ... and {more} more"

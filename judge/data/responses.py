@@ -126,13 +126,7 @@ class ResponseRowsError(InvalidInputError):
     def __init__(
         self, message: str, problems: list[tuple[int, str]] | None = None, *, unit: str = "row"
     ) -> None:
-        super().__init__(message)  # formats nothing: the problems are listed below
-        self.problems = problems or []
-        if self.problems:
-            shown = "\n".join(f"  {unit} {n}: {why}" for n, why in self.problems[:50])
-            if len(self.problems) > 50:
-                shown += f"\n  ... and {len(self.problems) - 50} more"
-            self.args = (f"{message}\n{shown}",)
+        super().__init__(message, problems, unit=unit)
 
 
 @dataclass(frozen=True)
