@@ -36,7 +36,9 @@ def err() -> Console:
     """The console for progress, warnings and errors (stderr)."""
     from rich.console import Console
 
-    return Console(stderr=True)
+    # soft_wrap: a message is one line whatever the width (rich wraps at 80 columns when
+    # stderr is not a terminal, which split warnings that scripts grep for).
+    return Console(stderr=True, soft_wrap=True)
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
@@ -95,7 +97,7 @@ def table(title: str, rows: Sequence[dict[str, Any]]) -> None:
         return
     t = Table(title=title)
     for key in rows[0]:
-        t.add_column(str(key))
+        t.add_column(str(key), overflow="fold")  # fold, never cut: cells tell rows apart
     for row in rows:
         t.add_row(*(Text("" if v is None else str(v)) for v in row.values()))
     out().print(t)
@@ -108,7 +110,7 @@ def grid(title: str, head: Sequence[str], body: Sequence[Sequence[str]]) -> None
 
     t = Table(title=title)
     for h in head:
-        t.add_column(h)
+        t.add_column(h, overflow="fold")
     for line in body:
         t.add_row(*(Text(cell) for cell in line))
     out().print(t)

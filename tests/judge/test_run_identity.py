@@ -212,7 +212,7 @@ def test_runs_stored_before_0010_resume_at_their_own_server_only(
         assert elsewhere["run_id"] != first["run_id"] and calls(b) == 3
     with engine.connect() as conn:
         hashes: dict[int, str] = dict(
-            conn.execute(sa.text("SELECT id, config_hash FROM judgerun")).tuples().all()
+            conn.execute(sa.text("SELECT id, config_hash FROM judgerun")).all()
         )
         urls = conn.execute(sa.text("SELECT base_url FROM generationrun ORDER BY id")).scalars()
         assert list(urls) == [a.base_url, "https://h.example/v1?x-api-key=REDACTED"]
