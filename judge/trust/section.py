@@ -48,24 +48,6 @@ def _flag(r: RubricShift) -> str:
     return "FLAGGED" if r.flagged else ""
 
 
-def _shift_bars(title: str, rows: list[RubricShift], prefix: str = "") -> BarChart:
-    return BarChart(
-        title,
-        [
-            (
-                prefix + r.rubric,
-                r.shift.mean_difference,
-                _finite(r.shift.ci_low),
-                _finite(r.shift.ci_high),
-            )
-            for r in rows
-            if r.shift.n
-        ],
-        "mean score difference",
-        reference=0.0,
-    )
-
-
 def _finite(x: float) -> float | None:
     return None if x != x else x
 
