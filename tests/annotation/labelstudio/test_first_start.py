@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from annotation.labelstudio.service import LabelStudioService
 from tests.annotation.labelstudio.conftest import CHECKOUT, labelstudio_venv
 from tests.support.factories import free_port
 
@@ -43,10 +44,13 @@ def fairjudge(config: Path, cwd: Path, *args: str) -> subprocess.CompletedProces
     )
 
 
-def test_start_and_stop_with_the_shipped_config(tmp_path: Path) -> None:
+def test_start_and_stop_with_the_shipped_config(
+    tmp_path: Path, labelstudio: LabelStudioService
+) -> None:
+    # The session's server (the fixture) installs the venv first, or fails in CI: this test
+    # never skips for want of it, whatever order the tests run in.
     venv = labelstudio_venv()
-    if not (venv / ".fairjudge-installed").exists():
-        pytest.skip(f"no Label Studio venv at {venv} yet (the session fixture installs it)")
+    assert (venv / ".fairjudge-installed").exists(), venv
     clone = tmp_path / "clone"
     clone.mkdir()
     config = clone / "fairjudge.toml"
