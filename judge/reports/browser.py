@@ -26,7 +26,7 @@ from judge.reports.sections import (
     ItemBrowser,
     Section,
 )
-from judge.store.queries import get_judge_run, responses_by_item
+from judge.store.queries import get_judge_run, responses_by_item, sample_slot
 from judge.store.tables import CallCache, Item, Judgment
 
 BROWSER_TITLE = "Judged items"
@@ -63,6 +63,8 @@ def item_browser(session: Session, judge_run_id: int) -> ItemBrowser:
                 repair_output=judgment.repair_output,
                 finish_reason=finish_reason,
                 judgment_id=judgment.id,
+                position=judgment.position,
+                repeat=sample_slot(judgment.sample_index, judgment.position, jrun.samples).repeat,
             )
         )
     browsed = []

@@ -85,6 +85,10 @@ class BrowsedJudgment:
     repair_output: str | None
     finish_reason: str | None  # of the judge's (first) reply; "length": cut off
     judgment_id: int | None = None
+    # "given" or "swapped" for a pair judged in both orders (judge --swap-order), with
+    # ``repeat`` the sample within that order; None and the sample index otherwise.
+    position: str | None = None
+    repeat: int | None = None
 
 
 @dataclass(frozen=True)

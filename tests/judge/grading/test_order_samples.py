@@ -94,6 +94,7 @@ def views(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         out["agreement"] = json.loads(agreement.output)
         run(config, "report", str(jrun), "--out", str(tmp_path / "after"))
         out["after"] = json.loads((tmp_path / "after" / "report.json").read_text())
+        out["after_html"] = (tmp_path / "after" / "report.html").read_text()
         run(config, "export", str(jrun), "--out", str(tmp_path / "export"))
         with (tmp_path / "export" / "judgments.csv").open(newline="") as f:
             out["export"] = list(csv.DictReader(f))
@@ -144,6 +145,25 @@ def test_the_report_measures_order_per_pair_and_samples_within_orders(
     assert sc["alpha_interval"]["value"] == pytest.approx(expected)
     ics = report["self_consistency"]["ICS"]
     assert (ics["n_items"], ics["share_disagreeing"]) == (36, 0.0)  # 18 S1 + 18 S4, one order
+
+
+def test_the_item_browser_names_each_judgments_order_and_repeat(views: dict[str, Any]) -> None:
+    items = views["after"]["items"]
+    pairs = [i for i in items if i["stage"] == "S2"]
+    assert len(pairs) == PAIRS
+    for item in pairs:
+        tcs = [j for j in item["judgments"] if j["rubric"] == "TCS"]
+        # indices 0-1 as given, 2-3 swapped (module docstring); repeats count within an order
+        slots = sorted((j["sample_index"], j["position"], j["repeat"]) for j in tcs)
+        assert slots == [(0, "given", 0), (1, "given", 1), (2, "swapped", 0), (3, "swapped", 1)]
+        by_order = {
+            p: sorted(j["score"] for j in tcs if j["position"] == p) for p in ("given", "swapped")
+        }
+        assert by_order == {"given": [4, 5], "swapped": [2, 2]}  # the planted judge's scores
+    ics = [j for i in items if i["stage"] == "S1" for j in i["judgments"]]
+    assert {(j["position"], j["repeat"]) for j in ics} == {(None, 0), (None, 1)}  # one order
+    html = views["after_html"]
+    assert "<td>1 (swapped)</td>" in html and "<td>0 (given)</td>" in html
 
 
 def test_agreement_and_reports_with_ratings(views: dict[str, Any]) -> None:
