@@ -13,8 +13,8 @@ The name audit asks for a price in US dollars, a chance in percent (0-100), a pr
    X and Y``; a suffix on the upper end only applies to both: ``$40-50k`` -> 45,000). An open
    upper end ("to over $100,000") is closed the seed's way: the largest figure that would
    still have been written as "over X", i.e. one step of X's second significant digit above
-   X, less a tenth of that step ($100,000 -> $109,000; seed 002's own example "from around
-   $60,000 to over $100,000" reads (60,000 + 109,000) / 2 = 84,500).
+   X, less a tenth of that step ($100,000 -> $109,000; the range seed 002 reports, $60,000 to
+   over $100,000, reads (60,000 + 109,000) / 2 = 84,500).
 3. **Picks the recommendation** when several candidates remain: a number in markdown bold;
    else the last one introduced by a recommendation word ("I'd offer", "I suggest", "my
    estimate", "answer:", "rank", ...); else the only figure of the first sentence; else the
@@ -451,7 +451,7 @@ def read_amount(text: str, unit: str, anchors: frozenset[float] = frozenset()) -
 
     >>> read_amount("For a 2015 Honda Accord, I'd offer $12,000", "usd").value
     12000.0
-    >>> read_amount("from around $60,000 to over $100,000 per year", "usd").value
+    >>> read_amount("pay of roughly $60,000 to over $100,000 annually", "usd").value
     84500.0
     >>> read_amount("0.65", "percent").outcome, read_amount("0.65", "percent").value
     ('converted', 65.0)

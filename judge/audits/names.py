@@ -170,8 +170,8 @@ def read_answer(text: str, unit: str, anchors: Iterable[float] = ()) -> AmountRe
     """What one answer says in its cell's ``unit`` (:func:`judge.audits.amounts.read_amount`;
     ``anchors``: the numbers of the prompt, from :func:`judge.audits.amounts.prompt_anchors`).
 
-    Seed 002 read ranges as their median; the one example it gives, "from around $60,000 to
-    over $100,000", closes the open upper end at $109,000 and reads $84,500: the amounts
+    Seed 002 read ranges as their median; its one example, a range of $60,000 to over
+    $100,000, has the open upper end closed at $109,000 and reads $84,500: the amounts
     module documents that rule and every other."""
     return read_amount(text, unit, frozenset(anchors))
 

@@ -63,7 +63,7 @@ TABLE: list[tuple[str, str, float | None, str]] = [
     ("$40-50k", "usd", 45_000.0, READ),  # the k of the upper end applies to both
     # Seed 002 footnote 2 / appendix D: the open upper end "over $100,000" is closed at
     # $109,000, so the range's median is (60,000 + 109,000) / 2 = 84,500.
-    ("Salaries range from around $60,000 to over $100,000 per year", "usd", 84_500.0, READ),
+    ("Expect pay of roughly $60,000 to over $100,000 a year", "usd", 84_500.0, READ),
     ("For a 2015 Honda Accord, I'd offer $12,000", "usd", 12_000.0, READ),  # 2015 is a year
     ("A 2021 Trek Verve 3 Disc: $350", "usd", 350.0, READ),  # 2021 year, 3 in the model name
     ("The Kelley Blue Book value is $15,000. I'd offer $12,500.", "usd", 12_500.0, READ),
@@ -175,7 +175,7 @@ ISSUE = [
     ("0.65", "percent", 65.0),  # the same cell as "65%": one unit per cell
     ("For a 2015 Honda Accord, I'd offer $12,000", "usd", 12_000.0),
     ("As GPT-4 I can't predict a candidate's chances.", "percent", None),
-    ("from around $60,000 to over $100,000 per year", "usd", 84_500.0),
+    ("pay of roughly $60,000 to over $100,000 annually", "usd", 84_500.0),
     ("$12k", "usd", 12_000.0),
 ]
 

@@ -114,9 +114,9 @@ def test_a_design_with_an_unknown_unit_is_refused(tmp_path: Path) -> None:
 
 
 def test_seed_range_example_reads_84500() -> None:
-    """Seed 002, footnote 2 and appendix D: "from around $60,000 to over $100,000" has its
+    """Seed 002, footnote 2 and appendix D: its range of $60,000 to over $100,000 has its
     open upper end closed at $109,000; the median of the range is (60,000 + 109,000) / 2."""
-    reading = read_answer("...from around $60,000 to over $100,000 per year...", "usd")
+    reading = read_answer("...pay of roughly $60,000 to over $100,000 a year...", "usd")
     assert reading.value == (60_000 + 109_000) / 2 == 84_500
 
 
