@@ -45,7 +45,6 @@ from judge.trust.directional import (
     correct,
     pair_rows,
 )
-from judge.trust.position import OrderResult, order_bias
 
 LEVEL = 0.95
 N_BOOTSTRAP = 2000
@@ -358,22 +357,6 @@ def _moves(
         Move(keys[i], rubric, old, new, swaps[i], texts[(run_id, i)], texts[(copy_run_id, i)])
         for i, old, new in moved
     ]
-
-
-def order(
-    session: Session,
-    judge_run_id: int,
-    *,
-    tolerance: float = 0.0,
-    level: float = LEVEL,
-    n_bootstrap: int = N_BOOTSTRAP,
-) -> OrderResult | None:
-    """Position consistency, preference fairness and the mean score change (swapped minus
-    given) per pair rubric (``judge.trust.position``); None for a run not judged in both
-    orders."""
-    return order_bias(
-        session, judge_run_id, tolerance=tolerance, level=level, n_bootstrap=n_bootstrap
-    )
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,11 @@ from judge.costs import Prices, RunCost, Usage, judge_run_cost
 from judge.reports.sections import BarChart, Figure, Section, Table
 from judge.stats.tests import PairedShift
 from judge.store.queries import get_judge_run
-from judge.trust import diagnostics, directional, position_view
+from judge.trust import diagnostics, directional, position, position_view
 from judge.trust.diagnostics import (
     CounterfactualResult,
     LengthRow,
     LogprobRow,
-    OrderResult,
     RubricShift,
 )
 from judge.trust.directional import DirectionRow
@@ -151,11 +150,6 @@ def counterfactual_tables(results: list[CounterfactualResult]) -> list[Table]:
     return tables
 
 
-def order_table(result: OrderResult) -> Table:
-    """The order check's table (``judge.trust.position_view``)."""
-    return position_view.order_table(result)
-
-
 def length_table(rows: list[LengthRow]) -> Table:
     head = ["rubric", "n", "Spearman rho (length, judge)", "p", "n rated by people"]
     head += ["rho judge (rated items)", "rho people", "judge minus people [95 % CI]", "flag"]
@@ -268,10 +262,10 @@ def diagnostics_section(
             f"{judge_run_id} --swap all` judges a copy of the answers with names, gendered "
             "words and group words swapped."
         )
-    order = diagnostics.order(session, judge_run_id, tolerance=tolerance)
+    order = position.order_bias(session, judge_run_id, tolerance=tolerance)
     payload["order"] = order.to_json() if order else None
     if order is not None:
-        tables.append(order_table(order))
+        tables.append(position_view.order_table(order))
         figures.append(position_view.order_figure(order))
     else:
         notes.append(
@@ -323,7 +317,7 @@ def flags(
     if computed is None:
         computed = (
             diagnostics.counterfactual(session, judge_run_id, tolerance=tolerance),
-            diagnostics.order(session, judge_run_id, tolerance=tolerance),
+            position.order_bias(session, judge_run_id, tolerance=tolerance),
             diagnostics.length(session, judge_run_id),
         )
     results, order, lengths = computed

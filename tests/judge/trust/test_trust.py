@@ -22,7 +22,7 @@ from judge.grading.rubrics import load_rubrics
 from judge.paths import prompts_dir
 from judge.store.engine import session_scope
 from judge.store.tables import GenerationRun, Item, JudgeRun, Judgment, Response
-from judge.trust import diagnostics
+from judge.trust import diagnostics, position
 from judge.trust.copies import make_copy
 from judge.trust.section import diagnostics_section, flags
 from server import services
@@ -226,8 +226,8 @@ def test_swap_order_recovers_an_order_dependent_judge_exactly(engine: Engine, db
         # labels kept, order exchanged
         assert text.index("<<STORY B ") < text.index("<<STORY A ")
     with session_scope(engine) as session:
-        result = diagnostics.order(session, both.run_id)
-        assert diagnostics.order(session, plain.run_id) is None
+        result = position.order_bias(session, both.run_id)
+        assert position.order_bias(session, plain.run_id) is None
         positions = session.exec(
             select(Judgment.position, Judgment.sample_index).where(
                 Judgment.judge_run_id == both.run_id, Judgment.rubric == "SBAS"
