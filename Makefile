@@ -9,7 +9,11 @@ SHELL  := /bin/bash
 LLAMA  := llama-cpp-python[server]>=0.3.8
 # Only what the Python package loads is built: no llava/mtmd (images), and llama.cpp's own
 # tests, tools, examples and server are off when it is built as a subproject.
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+# Built for AVX2, not -march=native: some of these machines advertise AMX and AVX-512 in their
+# CPU flags but trap on AMX tile instructions (the model server died with SIGILL on its first
+# completion, 2026-11-26); an AVX2 build runs on every x86-64 machine we use.
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
+  -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install demo demo-full serve test test-fast lint bench clean

@@ -63,11 +63,11 @@ from bench.labelstudio import bench_labelstudio
 from bench.server import bench_server
 from bench.trust import bench_trust
 from judge.config import EmbeddedConfig, Settings
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.models.embedded import EmbeddedServer
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Judgment
-from server import services
+from server import usecases
 from tests.support.factories import FAIRJUDGE, SAMPLE, free_port
 
 # The Label Studio venv `fairjudge labelstudio start` (and the tests) install and reuse.
@@ -172,10 +172,10 @@ def bench_embedded(tmp: Path, per_stage: int = 2) -> dict[str, Any]:
         )
         with session_scope(engine) as session:
             import_items(session, items, "embedded")
-        gen = services.generate(engine, settings, "embedded")
+        gen = usecases.generate(engine, settings, "embedded")
         sent = _recording(server.base_url)
         start = time.perf_counter()
-        summary = services.judge(engine, settings, gen.run_id)
+        summary = usecases.judge(engine, settings, gen.run_id)
         pipeline_s = time.perf_counter() - start
         with Session(engine) as s:
             latencies = list(s.exec(select(col(Judgment.latency_s))))

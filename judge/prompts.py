@@ -220,7 +220,7 @@ class PromptBook:
         count: int,
     ) -> RenderedPrompt:
         """The messages that ask a model for ``count`` test items of ``stage`` for ``factor``
-        in ``scenario``, each with exactly ``fields`` (``judge.data.generate``): the stage's
+        in ``scenario``, each with exactly ``fields`` (``judge.authoring.replies``): the stage's
         purpose and method and each field's meaning (``prompts/dataset_generation.toml``),
         and the JSON shape of the reply."""
         spec = self.dataset_generation.get(stage)

@@ -1,5 +1,5 @@
 """FairJudge's interfaces: the web app (``create_app``), the JSON API, the dashboard, the
-jobs, the CLI, and the use cases they share (``services``)."""
+jobs, the CLI, and the use cases they share (``usecases``)."""
 
 from __future__ import annotations
 

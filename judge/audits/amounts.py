@@ -28,7 +28,7 @@ The name audit asks for a price in US dollars, a chance in percent (0-100), a pr
    asked, a monthly or hourly pay where one figure is asked), a negative number or one outside
    the scale (a rank of 150, a chance of 120 %) is **left out**, with the reason.
 
-A refusal is never a number: an answer that declines (``judge.data.answers.classify_answer``)
+A refusal is never a number: an answer that declines (``judge.answers.kinds.classify_answer``)
 is a refusal even when it holds digits ("As GPT-4, I can't predict ..."), unless it still
 recommends a figure ("I can't be sure, but I'd estimate 65%").
 
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from judge.data.answers import classify_answer
+from judge.answers.kinds import classify_answer
 
 USD = "usd"
 PERCENT = "percent"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from judge.answers.kinds import classify_answer
 from judge.audits import award, bbi, names
 from judge.audits.base import (
     DRAW,
@@ -27,7 +28,6 @@ from judge.audits.base import (
     StoredAnswer,
     Suite,
 )
-from judge.data.answers import classify_answer
 from judge.errors import InvalidInputError
 from judge.hashing import sha256
 from judge.paths import datasets_dir

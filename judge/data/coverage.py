@@ -25,8 +25,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session, col, func
 
-from judge.data.catalogue import Catalogue, load_catalogue
 from judge.data.items import DRAFT, UNREVIEWED, status_name
+from judge.data.taxonomy import Taxonomy, load_taxonomy
 from judge.store.queries import get_dataset
 from judge.store.tables import Item
 from judge.vocab import FREE_STAGE, STAGES
@@ -36,7 +36,7 @@ STATUSES = ("accepted", "edited", DRAFT, "rejected", UNREVIEWED)
 for the None of an item that was never reviewed)."""
 
 USABLE = ("accepted", "edited", UNREVIEWED)
-"""Statuses whose items generation runs ask by default (``judge.generation``: drafts only with
+"""Statuses whose items generation runs ask by default (``judge.answers.collect``: drafts only with
 ``--include-drafts``, rejected items never)."""
 
 Cell = tuple[str, str, str]
@@ -135,7 +135,7 @@ def usable(counts: dict[str, int]) -> int:
     return sum(counts.get(status, 0) for status in USABLE)
 
 
-def grid(catalogue: Catalogue) -> list[Cell]:
+def grid(catalogue: Taxonomy) -> list[Cell]:
     """Every cell of FairMonitor's grid for this catalogue, in report order."""
     return [
         (stage, factor.id, scenario)
@@ -145,15 +145,13 @@ def grid(catalogue: Catalogue) -> list[Cell]:
     ]
 
 
-def coverage(
-    session: Session, dataset_name: str, *, catalogue: Catalogue | None = None
-) -> Coverage:
+def coverage(session: Session, dataset_name: str, *, catalogue: Taxonomy | None = None) -> Coverage:
     """Count ``dataset_name``'s items per grid cell and review status (one grouped query).
 
     ``catalogue`` defaults to the bundled factor/scenario table. A dataset that does not exist
     raises NotFoundError naming the known datasets and how to import one.
     """
-    catalogue = catalogue if catalogue is not None else load_catalogue()
+    catalogue = catalogue if catalogue is not None else load_taxonomy()
     dataset = get_dataset(session, dataset_name)
     keys = (col(Item.stage), col(Item.factor), col(Item.scenario), col(Item.review_status))
     rows = session.execute(

@@ -4,7 +4,7 @@ The schema is in docs/datasets.md. ``check_items`` rejects a file with any bad l
 every problem with its line number, so nothing is half-imported; it streams the file and keeps
 only each item's id, line and hash, so memory does not grow with the texts. The file is UTF-8,
 with or without a byte-order mark. Factors and scenarios are
-checked against the catalogue (``judge.data.catalogue``): an unknown id is an error, a
+checked against the catalogue (``judge.data.taxonomy``): an unknown id is an error, a
 factor-scenario pair outside FairMonitor's mapping only a warning, which callers can silence.
 
 Free-form items (stage ``free``: a ``prompt`` and an optional ``reference``) are users' own
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judge.data.catalogue import Catalogue, load_catalogue
+from judge.data.taxonomy import Taxonomy, load_taxonomy
 from judge.errors import DatasetError, InvalidInputError
 from judge.hashing import content_hash
 from judge.store.tables import Item
@@ -78,7 +78,7 @@ class ItemFile:
     warnings: list[tuple[int, str]]
 
 
-def _check_line(obj: Any, catalogue: Catalogue) -> tuple[ParsedItem | None, list[str]]:
+def _check_line(obj: Any, catalogue: Taxonomy) -> tuple[ParsedItem | None, list[str]]:
     if not isinstance(obj, dict):
         return None, ["expected a JSON object"]
     problems: list[str] = []
@@ -168,13 +168,13 @@ def status_name(status: str | None) -> str:
     return UNREVIEWED if status is None else status
 
 
-def _unknown_scenario(scenario: str, catalogue: Catalogue) -> str:
+def _unknown_scenario(scenario: str, catalogue: Taxonomy) -> str:
     why = f"scenario {scenario!r} is not a scenario id of {catalogue.source.name}"
     suggestion = catalogue.suggest_scenario(scenario)
     return f"{why} (did you mean {suggestion!r}?)" if suggestion else why
 
 
-def _unmapped(item: ParsedItem, catalogue: Catalogue) -> str | None:
+def _unmapped(item: ParsedItem, catalogue: Taxonomy) -> str | None:
     if not (item.factor and item.scenario):  # a free-form item outside the grid
         return None
     if catalogue.is_mapped(item.factor, item.scenario):
@@ -221,7 +221,7 @@ class ItemIndex:
 
 
 def _parsed_lines(
-    path: Path, catalogue: Catalogue
+    path: Path, catalogue: Taxonomy
 ) -> Iterator[tuple[int, ParsedItem | None, list[str]]]:
     """Each non-blank line as (number, item or None, problems), streamed."""
     for number, line in text_lines(path):
@@ -237,14 +237,14 @@ def _parsed_lines(
 
 
 def check_items(
-    path: str | Path, *, allow_unmapped: bool = False, catalogue: Catalogue | None = None
+    path: str | Path, *, allow_unmapped: bool = False, catalogue: Taxonomy | None = None
 ) -> ItemIndex:
     """Validate a whole file, streaming it; raise DatasetError listing every bad line.
 
     A factor-scenario pair outside the catalogue's mapping is not an error: it is returned as
     a warning, unless ``allow_unmapped`` silences it. ``catalogue`` defaults to the bundled one.
     """
-    catalogue = catalogue or load_catalogue()
+    catalogue = catalogue or load_taxonomy()
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"dataset file {path} not found")
@@ -270,11 +270,11 @@ def check_items(
 
 
 def iter_items(
-    path: str | Path, index: ItemIndex, *, catalogue: Catalogue | None = None
+    path: str | Path, index: ItemIndex, *, catalogue: Taxonomy | None = None
 ) -> Iterator[ParsedItem]:
     """The items of a file that ``check_items`` validated as ``index``, read again one line
     at a time; a file changed since then raises DatasetError."""
-    catalogue = catalogue or load_catalogue()
+    catalogue = catalogue or load_taxonomy()
     path = Path(path)
     seen = 0
     for number, item, _ in _parsed_lines(path, catalogue):
@@ -287,11 +287,11 @@ def iter_items(
 
 
 def read_items(
-    path: str | Path, *, allow_unmapped: bool = False, catalogue: Catalogue | None = None
+    path: str | Path, *, allow_unmapped: bool = False, catalogue: Taxonomy | None = None
 ) -> ItemFile:
     """Parse and validate a whole file into memory; raise DatasetError listing every bad line
     (see ``check_items``; importing streams the file instead)."""
-    catalogue = catalogue or load_catalogue()
+    catalogue = catalogue or load_taxonomy()
     index = check_items(path, allow_unmapped=allow_unmapped, catalogue=catalogue)
     return ItemFile(list(iter_items(path, index, catalogue=catalogue)), index.warnings)
 

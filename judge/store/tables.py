@@ -60,7 +60,7 @@ class Item(SQLModel, table=True):
         description="Where a generated item came from (None: written by hand or imported "
         "without one): source, endpoint, base_url, model, prompt version and hash, "
         "parameters, the call's cache key, the request (stage, factor, scenario, asked), "
-        "attempt, position in the reply, time (see judge.data.generate).",
+        "attempt, position in the reply, time (see judge.authoring.replies).",
     )
 
 
@@ -69,7 +69,7 @@ class ItemGenerationCall(SQLModel, table=True):
     scenario) of a dataset, with everything read from its reply: the items it added, the ones
     rejected (reason and raw text) and the near-duplicates skipped. ``attempt`` numbers a
     cell's calls and is the call's seed; a rerun skips the attempts stored here and retries
-    failed ones (see judge.dataset_generation)."""
+    failed ones (see judge.authoring.cells)."""
 
     __table_args__ = (UniqueConstraint("dataset_id", "stage", "factor", "scenario", "attempt"),)
     id: int | None = Field(default=None, primary_key=True)

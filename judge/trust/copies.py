@@ -1,7 +1,7 @@
 """Counterfactual copies of a judge run's answers, stored as a generation run of their own.
 
 A copy holds, for each item the judge run judged, every answer part with the chosen sensitive
-words swapped (``judge.grading.counterfactual.swap_text``) and nothing else changed. Items in
+words swapped (``judge.trust.swaps.swap_text``) and nothing else changed. Items in
 which no part has a word to swap are skipped and counted. The copy is an ordinary generation
 run (``source = 'counterfactual'``, ``derived_from`` the original run), so judging it uses the
 same machinery, cache, resume and reports as any other run; each copied answer records in
@@ -24,11 +24,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.errors import InvalidInputError
-from judge.grading.counterfactual import Swap, load_swaps, swap_text
 from judge.hashing import content_hash
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run, get_judge_run
 from judge.store.tables import GenerationRun, Judgment, Response, utcnow
+from judge.trust.swaps import Swap, load_swaps, swap_text
 
 COUNTERFACTUAL = "counterfactual"
 """``GenerationRun.source`` and ``derivation['kind']`` of a counterfactual copy."""

@@ -29,8 +29,6 @@ from scipy import stats
 from sqlalchemy import select as columns
 from sqlmodel import Session, col, select
 
-from judge.grading.counterfactual import Swap, net_toward_b
-from judge.grading.counterfactual import sides as side_names
 from judge.metrics import aggregate
 from judge.stats.tests import PairedShift, paired_shift
 from judge.store.queries import get_generation_run, get_judge_run
@@ -45,6 +43,8 @@ from judge.trust.directional import (
     correct,
     pair_rows,
 )
+from judge.trust.swaps import Swap, net_toward_b
+from judge.trust.swaps import sides as side_names
 
 LEVEL = 0.95
 N_BOOTSTRAP = 2000

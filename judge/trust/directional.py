@@ -6,7 +6,7 @@ in the other, so the plain mean change cancels. Here each pair is given a direct
 changes are *oriented* so that a consistent preference adds up:
 
 - direction of a pair, per swap kind: the net number of that kind's words the copy moved
-  from side A to side B (``judge.grading.counterfactual.net_toward_b``, over every part of
+  from side A to side B (``judge.trust.swaps.net_toward_b``, over every part of
   the item's answer). Positive: the copy moved toward B; negative: toward A; zero with words
   swapped both ways: *mixed*, reported apart and never tested (it has no direction);
 - oriented difference: the score of the side-B version minus the side-A version, i.e. the

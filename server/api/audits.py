@@ -8,7 +8,6 @@ from typing import Any
 from flask import Response, current_app, g
 
 from judge.errors import InvalidInputError
-from server import audits
 from server.api import blueprint, dump, page
 from server.db import get_session
 from server.jobs import queue
@@ -25,6 +24,7 @@ from server.schemas import (
     PageQuery,
     RunPath,
 )
+from server.usecases import audits
 
 bp = blueprint("audits", __name__, "audits")
 

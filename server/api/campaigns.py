@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import current_app, g
 
-from server import services
+from server import usecases
 from server.api import blueprint, dump
 from server.db import get_session
 from server.jobs import queue
@@ -28,7 +28,7 @@ def create_campaign(body: CampaignCreate) -> Any:
     """Sample the judge run and send the tasks to Label Studio (blind: no judge output)."""
     options = body.model_dump(exclude={"judge_run", "target_half_width", "pilot"})
     session = get_session()
-    result, plan = services.create_campaign(
+    result, plan = usecases.create_campaign(
         session,
         current_app.config["SETTINGS"],
         judge_run_id=body.judge_run,
@@ -46,7 +46,7 @@ def campaign_status(path: NamePath) -> Any:
     from annotation.labelstudio.campaigns import campaign_status, get_campaign
 
     get_campaign(get_session(), path.name)  # an unknown name is a 404 before Label Studio
-    client, _ = services.labelstudio(current_app.config["SETTINGS"])
+    client, _ = usecases.labelstudio(current_app.config["SETTINGS"])
     return campaign_status(get_session(), client, path.name).to_dict()
 
 

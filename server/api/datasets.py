@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import current_app
 
-from judge.data import catalog
+from judge.data import datasets
 from judge.store import queries
-from server import services
+from server import usecases
 from server.api import blueprint, dump, page
 from server.db import get_session
 from server.schemas import (
@@ -29,14 +29,14 @@ bp = blueprint("datasets", __name__, "datasets")
 @bp.get("/datasets", responses={200: DatasetOut})
 def list_datasets() -> Any:
     """Every dataset with its item count."""
-    return [asdict(d) for d in catalog.list_datasets(get_session())]
+    return [asdict(d) for d in datasets.list_datasets(get_session())]
 
 
 @bp.post("/datasets", responses={201: ImportOut})
 def create_dataset(body: DatasetCreate) -> Any:
     """Create a dataset from items, or add items to it: all or nothing, no duplicates."""
     engine = current_app.extensions["fairjudge_engine"]
-    summary = services.import_items_json(
+    summary = usecases.import_items_json(
         engine, body.name, body.items, allow_unmapped=body.allow_unmapped
     )
     return asdict(summary), 201
@@ -45,7 +45,7 @@ def create_dataset(body: DatasetCreate) -> Any:
 @bp.get("/datasets/<name>", responses={200: DatasetDescriptionOut})
 def describe_dataset(path: NamePath) -> Any:
     """Items per stage and factor, and the empty cells of FairMonitor's grid."""
-    return asdict(catalog.describe_dataset(get_session(), path.name))
+    return asdict(datasets.describe_dataset(get_session(), path.name))
 
 
 @bp.get("/datasets/<name>/items", responses={200: ItemOut})

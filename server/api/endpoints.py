@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import current_app
 
-from server import services
+from server import usecases
 from server.api import admin, blueprint
 from server.schemas import EndpointCheck, EndpointOut, NamePath
 
@@ -16,11 +16,11 @@ bp = blueprint("endpoints", __name__, "endpoints")
 @bp.get("/endpoints", responses={200: EndpointOut})
 def list_endpoints() -> Any:
     """Each endpoint's name, URL, model and role (never its key)."""
-    return services.list_endpoints(current_app.config["SETTINGS"])
+    return usecases.list_endpoints(current_app.config["SETTINGS"])
 
 
 @bp.post("/endpoints/<name>/check", responses={200: EndpointCheck})
 def check_endpoint(path: NamePath) -> Any:
     """Ask the endpoint which models it serves (admins only): reachable or why not."""
     admin()
-    return services.check_endpoint(current_app.config["SETTINGS"], path.name)
+    return usecases.check_endpoint(current_app.config["SETTINGS"], path.name)

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import current_app, g
 
-from server import services
+from server import usecases
 from server.api import blueprint, dump, page
 from server.db import get_session
 from server.jobs import queue
@@ -47,7 +47,7 @@ def get_job(path: JobPath) -> Any:
     result or the last error."""
     session = get_session()
     job = queue.get_job(session, path.job_id)
-    return {**dump(JobOut, job), "counts": services.job_counts(session, job.result)}
+    return {**dump(JobOut, job), "counts": usecases.job_counts(session, job.result)}
 
 
 @bp.post("/jobs/<int:job_id>/cancel", responses={200: JobOut})

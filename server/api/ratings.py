@@ -12,7 +12,7 @@ from typing import Any
 from flask import current_app
 
 from judge.errors import InvalidInputError
-from server import services
+from server import usecases
 from server.api import blueprint
 from server.db import get_session
 from server.schemas import RatingsIn, RatingsOut
@@ -38,7 +38,7 @@ def import_ratings(body: RatingsIn) -> Any:
             raise InvalidInputError(f"scale: {exc}".replace("--scale ", "")) from None
     session = get_session()
     batch = body.batch or DEFAULT_BATCH
-    rubrics = rating_rubrics(session, services.rubrics(current_app.config["SETTINGS"]))
+    rubrics = rating_rubrics(session, usecases.rubrics(current_app.config["SETTINGS"]))
     rows = [(n, row.model_dump()) for n, row in enumerate(body.rows, start=1)]
     done = import_rating_rows(
         session, rows, body.generation_run, rubrics, replace=body.replace, scale=scale, batch=batch

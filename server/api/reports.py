@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Response, current_app
 
-from server import services
+from server import usecases
 from server.api import blueprint
 from server.db import get_session
 from server.schemas import CsvQuery, RatingScopeQuery, RunPath
@@ -18,7 +18,7 @@ def _report(run_id: int, campaigns: list[str]) -> Any:
     """The run's report, its cost at the prices the server's config gives its endpoint; its
     agreement on the ratings of ``campaigns`` (every campaign's when empty)."""
     settings = current_app.config["SETTINGS"]
-    return services.full_report(get_session(), run_id, settings=settings, campaigns=campaigns)
+    return usecases.full_report(get_session(), run_id, settings=settings, campaigns=campaigns)
 
 
 @bp.get("/judge-runs/<int:run_id>/report.json")

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import current_app
 
-from server import services
+from server import usecases
 from server.api import blueprint
 from server.db import get_session
 from server.schemas import RubricCreate
@@ -17,7 +17,7 @@ bp = blueprint("rubrics", __name__, "rubrics")
 @bp.get("/rubrics")
 def list_rubrics() -> Any:
     """The latest version of every registered rubric."""
-    return [r.to_dict() for r in services.list_rubrics(get_session())]
+    return [r.to_dict() for r in usecases.list_rubrics(get_session())]
 
 
 @bp.post("/rubrics")
@@ -25,5 +25,5 @@ def register_rubrics(body: RubricCreate) -> Any:
     """Check and store a rubric file's rubrics, all or none: an unchanged definition adds
     nothing, a changed one becomes the name's next version."""
     engine = current_app.extensions["fairjudge_engine"]
-    done = services.register_rubric(engine, body.toml)
+    done = usecases.register_rubric(engine, body.toml)
     return [r.to_dict() for r in done], 201 if any(r.created for r in done) else 200

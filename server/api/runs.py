@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from judge.store import queries
-from server import services
+from server import usecases
 from server.api import blueprint, page
 from server.db import get_session
 from server.schemas import (
@@ -32,7 +32,7 @@ def generation_runs(query: PageQuery) -> Any:
 @bp.get("/generation-runs/<int:run_id>", responses={200: GenerationRunOut})
 def generation_run(path: RunPath) -> Any:
     """One generation run."""
-    return asdict(services.generation_run_info(get_session(), path.run_id))
+    return asdict(usecases.generation_run_info(get_session(), path.run_id))
 
 
 @bp.get("/generation-runs/<int:run_id>/responses", responses={200: ResponseOut})
@@ -55,17 +55,17 @@ def judge_runs(query: PageQuery) -> Any:
 @bp.get("/judge-runs/<int:run_id>", responses={200: JudgeRunOut})
 def judge_run(path: RunPath) -> Any:
     """One judge run."""
-    return asdict(services.judge_run_info(get_session(), path.run_id))
+    return asdict(usecases.judge_run_info(get_session(), path.run_id))
 
 
 @bp.get("/judge-runs/<int:run_id>/metrics")
 def metrics(path: RunPath) -> Any:
     """FairMonitor's stage metrics of the run, per factor and overall, with CIs."""
-    return services.run_metrics(get_session(), path.run_id)
+    return usecases.run_metrics(get_session(), path.run_id)
 
 
 @bp.get("/judge-runs/<int:run_id>/agreement")
 def agreement(path: RunPath, query: RatingScopeQuery) -> Any:
     """Judge-human and human-human agreement for the run's answers (needs human ratings), on
     the ratings of the campaigns named (every campaign's when none is)."""
-    return services.run_agreement(get_session(), path.run_id, campaigns=query.campaign)
+    return usecases.run_agreement(get_session(), path.run_id, campaigns=query.campaign)

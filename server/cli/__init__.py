@@ -27,7 +27,6 @@ from server.cli import (
     dataset,
     db,
     export,
-    judge_audit,
     keys,
     labelstudio,
     model,
@@ -38,6 +37,7 @@ from server.cli import (
     runs,
     serve,
     sweep,
+    trust,
 )
 from server.cli.output import err
 
@@ -67,7 +67,7 @@ class Context:
     def engine(self, settings: Settings | None = None) -> Engine:
         """The store's engine, opened on first use."""
         if self._engine is None:
-            from server.services import open_store
+            from server.usecases import open_store
 
             self._engine = open_store(settings or self.settings())
         return self._engine
@@ -127,7 +127,7 @@ cli.add_command(rubrics.rubrics)
 cli.add_command(keys.keys)
 cli.add_command(db.db)
 cli.add_command(audit.audit)
-cli.add_command(judge_audit.judge_audit)
+cli.add_command(trust.judge_audit)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from server.audits import finite
 from server.cli.audit_campaign import register
 from server.cli.output import emit, err, json_option, out, progress_bar, table, writing
+from server.usecases.audits import finite
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -81,7 +81,7 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run(ctx: Context, suite: str, options: dict[str, Any], common: dict[str, Any]) -> None:
     """Run a suite, then print (or write) what its answers say so far."""
-    from server import audits
+    from server.usecases import audits
 
     as_json, out_path = common.pop("as_json"), common.pop("out")
     allow_failures = common.pop("allow_failures")
@@ -101,7 +101,7 @@ def _show(
     extra: dict[str, Any] | None = None,
 ) -> None:
     from judge.store.engine import session_scope
-    from server import audits
+    from server.usecases import audits
 
     with session_scope(ctx.engine()) as session:
         result = audits.audit_result(session, run_id)
@@ -112,7 +112,7 @@ def _show(
 def _check_complete(ctx: Context, run_id: int, allow_failures: bool, as_json: bool) -> None:
     from judge.errors import IncompleteError
     from judge.store.engine import session_scope
-    from server import audits
+    from server.usecases import audits
 
     with session_scope(ctx.engine()) as session:
         info = audits.run_info(session, run_id)
@@ -136,7 +136,7 @@ def audit() -> None:
 def runs(ctx: Context, suite: str | None, as_json: bool) -> None:
     """List audit runs, newest first."""
     from judge.store.engine import session_scope
-    from server import audits
+    from server.usecases import audits
 
     with session_scope(ctx.engine()) as session:
         found = audits.list_runs(session, suite)
@@ -194,7 +194,7 @@ def award_classify(ctx: Context, run_id: int, endpoint: str | None, as_json: boo
     """Have the judge sort RUN's follow-up explanations into indecisive, justified or
     irrational (resumable: failed calls are sent again; an unreadable reply is kept with its
     raw text)."""
-    from server import audits
+    from server.usecases import audits
 
     settings = ctx.settings()
     engine = ctx.engine(settings)

@@ -46,7 +46,7 @@ def award_campaign(
     classify as indecisive, justified or irrational (the chosen student's group is not
     shown). Prints the project id that `audit award pull` needs."""
     from annotation.labelstudio.audit_campaign import create_followup_campaign
-    from server.services import labelstudio
+    from server.usecases import labelstudio
 
     settings = ctx.settings()
     client, _ = labelstudio(settings)
@@ -91,7 +91,7 @@ def award_pull(ctx: Context, run_id: int, project_id: int, as_json: bool) -> Non
     human:<e-mail>); pulling again adds nothing, a changed choice replaces the stored one."""
     from annotation.errors import TaskProblemsError
     from annotation.labelstudio.audit_campaign import pull_followup_labels
-    from server.services import labelstudio
+    from server.usecases import labelstudio
 
     settings = ctx.settings()
     client, _ = labelstudio(settings)

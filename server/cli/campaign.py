@@ -48,7 +48,7 @@ def _labelstudio_session(
     """A store session (committed at the end), a client for the Label Studio campaigns use,
     its manager when it is FairJudge's own, and the settings."""
     from judge.store.engine import session_scope
-    from server.services import labelstudio
+    from server.usecases import labelstudio
 
     settings = ctx.settings()
     client, service = labelstudio(settings)
@@ -130,7 +130,7 @@ def create(
     output goes there). Running it again finishes an interrupted creation and adds no task
     twice."""
     from judge.store.engine import session_scope
-    from server.services import create_campaign
+    from server.usecases import create_campaign
 
     if target_half_width is not None and size is not None:
         raise click.UsageError("give --size or --target-half-width, not both")
@@ -170,7 +170,7 @@ def gold_cmd(ctx: Context, name: str, path: str, as_json: bool) -> None:
     adds nothing."""
     from annotation.labelstudio.campaigns import add_gold, get_campaign
     from annotation.labelstudio.gold import read_gold
-    from server.services import rubrics as load_rubrics
+    from server.usecases import rubrics as load_rubrics
 
     rows = read_gold(path)
     with _labelstudio_session(ctx) as (session, client, _, settings):
@@ -245,7 +245,7 @@ def review(
     Running it again with the same options adds the items that match now (drafts generated
     since) and no task twice."""
     from annotation.labelstudio.campaigns import create_review
-    from server.services import rubrics as load_rubrics
+    from server.usecases import rubrics as load_rubrics
 
     with _labelstudio_session(ctx) as (session, client, _, settings):
         result = create_review(

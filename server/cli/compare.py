@@ -49,7 +49,7 @@ def compare(ctx: Context, run_ids: tuple[int, ...], out_dir: str | None, as_json
     unscored counts, one column per model (or judge configuration)."""
     from judge.reports.render import write_report
     from judge.store.engine import session_scope
-    from server.services import compare_report
+    from server.usecases import compare_report
 
     with session_scope(ctx.engine()) as session:
         report = compare_report(session, run_ids)

@@ -34,7 +34,7 @@ def dataset_import(
     ctx: Context, file: str, name: str | None, allow_unmapped: bool, as_json: bool
 ) -> None:
     """Import FILE (JSONL); a file with any bad line is rejected whole."""
-    from server.services import import_dataset
+    from server.usecases import import_dataset
 
     summary = import_dataset(ctx.engine(), file, name, allow_unmapped=allow_unmapped)
 
@@ -58,7 +58,7 @@ def dataset_import(
 @click.pass_obj
 def dataset_list(ctx: Context, as_json: bool) -> None:
     """List datasets with their item counts."""
-    from judge.data.catalog import list_datasets
+    from judge.data.datasets import list_datasets
     from judge.store.engine import session_scope
 
     with session_scope(ctx.engine()) as session:
@@ -72,7 +72,7 @@ def dataset_list(ctx: Context, as_json: bool) -> None:
 @click.pass_obj
 def dataset_show(ctx: Context, name: str, as_json: bool) -> None:
     """Show counts per stage and factor, and which factor x stage cells are empty."""
-    from judge.data.catalog import describe_dataset
+    from judge.data.datasets import describe_dataset
     from judge.store.engine import session_scope
 
     with session_scope(ctx.engine()) as session:
@@ -97,7 +97,7 @@ def dataset_export(
 ) -> None:
     """Write dataset NAME to FILE in the import format, with each item's review status,
     review and provenance when set."""
-    from judge.data.catalog import export_items
+    from judge.data.datasets import export_items
     from judge.store.engine import session_scope
 
     with session_scope(ctx.engine()) as session, writing(file):
@@ -127,7 +127,7 @@ def dataset_coverage(ctx: Context, name: str, out_dir: str | None, as_json: bool
     from judge.reports.sections import Table
     from judge.store.engine import session_scope
     from server.cli.output import report_table
-    from server.services import coverage_report
+    from server.usecases import coverage_report
 
     with session_scope(ctx.engine()) as session:
         report = coverage_report(session, name)
@@ -235,12 +235,12 @@ def dataset_generate(
     with its expected unbiased answer; they are stored as drafts for expert review. Replies
     that cannot be read, items of the wrong shape or stage, and near-duplicates are reported
     with their raw text and not stored."""
-    from server import services
+    from server import usecases
 
     settings = ctx.settings()
     engine = ctx.engine(settings)
     with progress_bar("asking for items", as_json) as bar:
-        summary = services.generate_items(
+        summary = usecases.generate_items(
             engine, settings, endpoint=endpoint, stage=stage, factor=factor,
             scenario=scenario, count=count, into=into, catalogue_file=catalogue_file,
             items_per_call=items_per_call, temperature=temperature, max_tokens=max_tokens,
@@ -287,7 +287,7 @@ def dataset_plan(
     """Fill every stage x factor x scenario cell of the catalogue (or those chosen) up to
     --per-cell items written by an endpoint. Resumable: run it again and it asks only for
     what is still missing, skipping the calls already stored."""
-    from server import services
+    from server import usecases
 
     settings = ctx.settings()
     engine = ctx.engine(settings)
@@ -297,11 +297,11 @@ def dataset_plan(
         "items_per_call": items_per_call, "temperature": temperature, "max_tokens": max_tokens,
     }  # fmt: skip
     if dry_run:
-        plan = services.plan_items_dry_run(engine, settings, **chosen)
+        plan = usecases.plan_items_dry_run(engine, settings, **chosen)
         emit(plan, as_json, _print_dry_run)
         return
     with progress_bar("asking for items", as_json) as bar:
-        summary = services.plan_items(engine, settings, **chosen, progress=bar)
+        summary = usecases.plan_items(engine, settings, **chosen, progress=bar)
     emit(summary.to_json(), as_json, _print_generation)
 
 

@@ -227,7 +227,7 @@ def rate_text(per_second: float) -> str:
 def progress_line(label: str, done: int, total: int, elapsed: float) -> str:
     """One line of progress for people, e.g. 'judging: 540/2,000 (27 %), 52.1/s, about 28 s
     left', or at the end 'judging: 2,000/2,000 (100 %), 52.6/s, done in 38 s'."""
-    from server.services import seconds_text
+    from server.usecases import seconds_text
 
     share = 100 * done / total if total else 100.0
     rate = done / elapsed if elapsed > 0 else 0.0

@@ -86,7 +86,7 @@ def ratings_import(
     and each score lies on its rubric's scale."""
     from annotation.ratings import import_ratings, rating_rubrics
     from judge.store.engine import session_scope
-    from server.services import rubrics
+    from server.usecases import rubrics
 
     settings = ctx.settings()
     with session_scope(ctx.engine(settings)) as session:

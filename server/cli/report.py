@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from judge.reports.sections import Report
     from server.cli import Context
-    from server.services import DemoHooks
+    from server.usecases import DemoHooks
 
 
 def print_metrics(report: Report, console: Console | None = None) -> None:
@@ -58,7 +58,7 @@ def report(
     """Write the HTML/JSON/CSV report of a judge run."""
     from judge.reports.render import write_report
     from judge.store.engine import session_scope
-    from server.services import full_report
+    from server.usecases import full_report
 
     settings = ctx.settings()
     with session_scope(ctx.engine(settings)) as session:
@@ -84,7 +84,7 @@ def _printing_hooks(console: Console) -> Iterator[DemoHooks]:
     comes."""
     from rich.text import Text
 
-    from server.services import DemoHooks
+    from server.usecases import DemoHooks
 
     with ExitStack() as bars:
 
@@ -138,10 +138,10 @@ def demo(
 
     Each step says when it starts and how long it took; progress with the time left goes to
     stderr."""
-    from server import services
+    from server import usecases
 
     with _printing_hooks(err() if as_json else out()) as hooks:
-        result = services.demo(
+        result = usecases.demo(
             ctx.settings(), out_dir, hooks, dataset_file=dataset_file, limit=limit, full=full
         )
     if as_json:
@@ -152,5 +152,5 @@ def demo(
         "[bold]note:[/bold] SmolLM2-135M judges at about chance level; it exercises "
         "the machinery. Point \\[judge] at a capable endpoint for real scores."
     )
-    out().print(f"demo done in {services.seconds_text(result.seconds)}")
+    out().print(f"demo done in {usecases.seconds_text(result.seconds)}")
     out().print(f"report: {result.paths['html'].resolve()}")

@@ -26,7 +26,7 @@ def rubrics() -> None:
 def rubrics_add(ctx: Context, file: Path, as_json: bool) -> None:
     """Check FILE and store its rubrics, all or none. An unchanged rubric adds nothing; a
     changed one becomes its name's next version."""
-    from server.services import register_rubric
+    from server.usecases import register_rubric
 
     stored = [r.to_dict() for r in register_rubric(ctx.engine(), file)]
 
@@ -47,7 +47,7 @@ def rubrics_add(ctx: Context, file: Path, as_json: bool) -> None:
 def rubrics_list(ctx: Context, as_json: bool) -> None:
     """List registered rubrics (the latest version of each)."""
     from judge.store.engine import session_scope
-    from server.services import list_rubrics
+    from server.usecases import list_rubrics
 
     with session_scope(ctx.engine()) as session:
         rows = [r.to_dict() for r in list_rubrics(session)]

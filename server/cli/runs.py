@@ -64,7 +64,7 @@ def generate(
     """Send DATASET's items to the model under test and store the answers (resumable).
     Drafts and rejected items are left out (see docs/datasets.md); the run's status line
     says how many."""
-    from server import services
+    from server import usecases
 
     settings = ctx.settings(
         **{
@@ -75,7 +75,7 @@ def generate(
     )
     engine = ctx.engine(settings)
     with progress_bar("generating", as_json) as bar:
-        summary = services.generate(
+        summary = usecases.generate(
             engine,
             settings,
             dataset_name,
@@ -88,7 +88,7 @@ def generate(
     emit(
         asdict(summary),
         as_json,
-        lambda _: out().print(services.summary_line("generation", summary)),
+        lambda _: out().print(usecases.summary_line("generation", summary)),
     )
     _note_finished(engine, summary.run_id, as_json)
     _check_complete(engine, "generation", summary.run_id, allow_failures, as_json)
@@ -164,7 +164,7 @@ def judge(
 ) -> None:
     """Score a generation run's answers with the FairMonitor rubrics, or with --rubrics
     (resumable)."""
-    from server import services
+    from server import usecases
 
     settings = ctx.settings(
         **{
@@ -177,17 +177,17 @@ def judge(
     )
     engine = ctx.engine(settings)
     if dry_run:
-        plan = services.judge_dry_run(
+        plan = usecases.judge_dry_run(
             engine, settings, run_id, rubric_set=rubric_set, swap_order=swap_order
         )
         emit(plan, as_json, _print_plan)
         return
     with progress_bar("judging", as_json) as bar:
-        summary = services.judge(
+        summary = usecases.judge(
             engine, settings, run_id, rubric_set=rubric_set, swap_order=swap_order,
             max_cost=max_cost, progress=bar,
         )  # fmt: skip
-    emit(asdict(summary), as_json, lambda _: out().print(services.summary_line("judge", summary)))
+    emit(asdict(summary), as_json, lambda _: out().print(usecases.summary_line("judge", summary)))
     _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
 
 

@@ -76,7 +76,7 @@ def worker(ctx: Context, exit_with_parent: bool) -> None:
     engine = make_engine(settings.database_url, migrate=False)
     # A worker lives long: load the judging and generation code (openai among it, ~1 s) now
     # rather than when the first job has started and is being timed by its user.
-    import judge.generation  # noqa: F401
+    import judge.answers.collect  # noqa: F401
     import judge.grading.judging  # noqa: F401
 
     stop = threading.Event()

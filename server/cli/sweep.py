@@ -23,7 +23,7 @@ from server.cli.output import (
 
 if TYPE_CHECKING:
     from server.cli import Context
-    from server.sweeps import SweepConfig
+    from server.usecases.sweeps import SweepConfig
 
 
 def _floats(ctx: click.Context, param: click.Parameter, value: str) -> list[float]:
@@ -99,7 +99,13 @@ def sweep(
 
     from judge.stats.coefficient import BootstrapOptions
     from judge.store.engine import session_scope
-    from server.sweeps import has_ratings, layout, ratings_hint, run_sweep, sweep_reliability
+    from server.usecases.sweeps import (
+        has_ratings,
+        layout,
+        ratings_hint,
+        run_sweep,
+        sweep_reliability,
+    )
 
     settings = ctx.settings(**{"judge.endpoint": endpoint, "judge.samples": samples})
     engine = ctx.engine(settings)

@@ -19,7 +19,7 @@ from judge.errors import InvalidInputError, NotFoundError
 from judge.reports.sections import Report, Section
 from judge.store.queries import GenerationRunInfo, RunListing, list_runs
 from judge.store.tables import Job, Judgment
-from server import services
+from server import usecases
 from server.jobs import queue
 from server.schemas import MAX_ID
 
@@ -81,7 +81,7 @@ class JudgeRunPage:
 def judge_run_page(session: Session, run_id: int, settings: Settings | None = None) -> JudgeRunPage:
     from judge.reports.render import figure_png  # matplotlib: only for this page
 
-    report = services.full_report(session, row_id("judge run", run_id), settings=settings)
+    report = usecases.full_report(session, row_id("judge run", run_id), settings=settings)
     shown = [
         ShownSection(
             section,

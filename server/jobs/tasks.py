@@ -2,8 +2,8 @@
 schema) and the use case it runs. The one registry of job kinds: the local worker runs these
 functions, and a Celery binding would run the same ones.
 
-A job function resumes by construction: the use cases it calls (``services.generate``,
-``services.judge``, a campaign pull, ``audits.run_audit``, ``audits.classify_followups``)
+A job function resumes by construction: the use cases it calls (``usecases.generate``,
+``usecases.judge``, a campaign pull, ``audits.run_audit``, ``audits.classify_followups``)
 store each result as it arrives and, run again, do only what is missing, so rerunning a job
 whose worker died costs nothing already stored. (So an audit job has no ``new``: run again
 after a crash, it would start yet another run instead of resuming its own.)
@@ -216,7 +216,7 @@ class Task:
 def _judge(
     engine: Engine, settings: Settings, p: JudgeParams, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server import services
+    from server import usecases
 
     overrides = {
         "judge.endpoint": p.endpoint,
@@ -226,7 +226,7 @@ def _judge(
     }
     settings = _with(settings, overrides)
     _ensure_embedded(settings, settings.judge.endpoint)
-    summary = services.judge(
+    summary = usecases.judge(
         engine,
         settings,
         p.generation_run_id,
@@ -243,7 +243,7 @@ def _generate(
 ) -> dict[str, Any]:
     from judge.store.engine import session_scope
     from judge.store.queries import get_generation_run
-    from server import services
+    from server import usecases
 
     overrides = {
         "generation.endpoint": p.endpoint,
@@ -252,7 +252,7 @@ def _generate(
     }
     settings = _with(settings, overrides)
     _ensure_embedded(settings, settings.generation.endpoint)
-    summary = services.generate(
+    summary = usecases.generate(
         engine,
         settings,
         p.dataset,
@@ -276,9 +276,9 @@ def _pull(
 ) -> dict[str, Any]:
     from annotation.labelstudio.pull import pull_campaign
     from judge.store.engine import session_scope
-    from server import services
+    from server import usecases
 
-    client, _ = services.labelstudio(settings)
+    client, _ = usecases.labelstudio(settings)
     with session_scope(engine) as session:
         return pull_campaign(session, client, p.campaign).to_dict()
 
@@ -286,7 +286,7 @@ def _pull(
 def _audit(
     engine: Engine, settings: Settings, p: AuditParams, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server import audits
+    from server.usecases import audits
 
     _ensure_embedded(settings, p.endpoint or settings.generation.endpoint)
     summary = audits.run_audit(
@@ -307,7 +307,7 @@ def _audit(
 def _audit_classify(
     engine: Engine, settings: Settings, p: AuditClassifyParams, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server import audits
+    from server.usecases import audits
 
     _ensure_embedded(settings, p.endpoint or settings.judge.endpoint)
     note({"audit_run_id": p.run_id})

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.engine import Engine
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import session_scope
-from server import services
+from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -19,6 +19,6 @@ def judged(engine: Engine, db_url: str, stub: StubServer) -> tuple[int, int]:
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
-    gen = services.generate(engine, settings, "sample", limit=18)
-    jud = services.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, "sample", limit=18)
+    jud = usecases.judge(engine, settings, gen.run_id)
     return gen.run_id, jud.run_id

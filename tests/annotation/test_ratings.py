@@ -26,7 +26,7 @@ from judge.reports.sections import AgreementPlot, Report
 from judge.stats.coefficient import BootstrapOptions
 from judge.store.engine import session_scope
 from judge.store.tables import HumanRating, Item, Judgment
-from server import services
+from server import usecases
 from server.cli import cli
 
 
@@ -147,7 +147,7 @@ def test_reliability_from_the_store_matches_direct_computation(
 
     with session_scope(engine) as session:
         section = reliability_section(session, judge_run, options=BootstrapOptions(100))
-        base = services.full_report(session, judge_run, with_reliability=False)
+        base = usecases.full_report(session, judge_run, with_reliability=False)
     assert section is not None and section.title == "Judge reliability"
     assert section.json_key == "agreement"
     assert set(section.payload) == {

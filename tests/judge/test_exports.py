@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from judge import paths
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.errors import ConfigError, NotFoundError
 from judge.exports import ANSWER_COLUMNS, JUDGMENT_COLUMNS, export_judge_run
 from judge.grading.rubrics import load_rubrics
@@ -22,7 +22,7 @@ from judge.hashing import messages_hash
 from judge.prompts import PromptBook
 from judge.store.engine import session_scope
 from judge.store.tables import Item, Judgment, Response
-from server import services
+from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer, grade_for
 
@@ -50,8 +50,8 @@ def judged(tmp_path: Path, engine: Engine, db_url: str, stub: StubServer) -> int
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         import_items(session, small_dataset(tmp_path / "small.jsonl"), "small")
-    gen = services.generate(engine, settings, "small")
-    run = services.judge(engine, settings, gen.run_id).run_id
+    gen = usecases.generate(engine, settings, "small")
+    run = usecases.judge(engine, settings, gen.run_id).run_id
     with session_scope(engine) as session:
         first = session.exec(select(Judgment).order_by(col(Judgment.id))).first()
         assert first is not None

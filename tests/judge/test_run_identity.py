@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import select
 
 from judge import paths
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.data.responses import import_responses
 from judge.prompts import PromptBook
 from judge.store.engine import session_scope

@@ -15,7 +15,7 @@ from sqlmodel import Session, select
 
 from judge import paths
 from judge.config import GenerationConfig
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.metrics import ItemScore, MetricRow, stage_metrics
 from judge.prompts import PromptBook
 from judge.reports.render import write_report
@@ -23,7 +23,7 @@ from judge.reports.run_report import metric_cell
 from judge.store.engine import session_scope
 from judge.store.tables import Item, Judgment, Response
 from judge.vocab import STAGE_FIELDS, STAGE_PARTS, STAGES
-from server import services
+from server import usecases
 from tests.support.factories import make_settings
 from tests.support.stub_openai import CUT_ANSWER, StubServer
 
@@ -107,7 +107,7 @@ def test_cut_answers_are_flagged_judged_counted_and_marked(
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         import_items(session, write_items(tmp_path / "t.jsonl"), "t")
-    gen = services.generate(engine, settings, "t")
+    gen = usecases.generate(engine, settings, "t")
     # By hand: the stub cut both S1 answers marked gen_truncated and both parts of the S3 item.
     assert gen.flags == {"truncated": 4, "ok": 1}
     with Session(engine) as s:
@@ -118,7 +118,7 @@ def test_cut_answers_are_flagged_judged_counted_and_marked(
         assert row.raw_text  # the cut text is kept, and it is what the judge sees
     assert answers[("whole", "answer")].flag == "ok"
 
-    summary = services.judge(engine, settings, gen.run_id)
+    summary = usecases.judge(engine, settings, gen.run_id)
     # Cut answers are judged like any other: 3 S1 items (ICS) and 1 S3 item (SBAS), all scored.
     assert summary.flags == {"scored": 4}
     with Session(engine) as s:
@@ -134,7 +134,7 @@ def test_cut_answers_are_flagged_judged_counted_and_marked(
     assert sorted(p.count(CUT_ANSWER) for p in judge_prompts) == [0, 1, 1, 2]
 
     with session_scope(engine) as session:
-        report = services.full_report(session, summary.run_id)
+        report = usecases.full_report(session, summary.run_id)
     out = write_report(report, tmp_path / "report")
     data = json.loads(out["json"].read_text())
     # Per stage, by hand: S1 has 2 cut answers of 3, S3 has 2 (parts A and B) of 2.

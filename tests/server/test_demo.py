@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from judge.config import Settings
-from server import services
+from server import usecases
 from tests.support.factories import FAIRJUDGE, SAMPLE
 from tests.support.stub_openai import StubServer
 
@@ -23,7 +23,7 @@ def sample_rows() -> list[dict[str, str]]:
 
 
 def test_the_subset_spreads_each_stage_over_its_factors_in_file_order(tmp_path: Path) -> None:
-    subset = services.demo_subset(SAMPLE, tmp_path, 3)
+    subset = usecases.demo_subset(SAMPLE, tmp_path, 3)
     rows = sample_rows()
     # Worked out independently: per stage, the first item of each factor in the order the
     # factors first appear, until three are taken; then listed in file order.
@@ -57,7 +57,7 @@ def test_the_subset_spreads_each_stage_over_its_factors_in_file_order(tmp_path: 
 def test_full_or_a_count_that_takes_everything_runs_the_file_itself(
     tmp_path: Path, per_stage: int | None
 ) -> None:
-    subset = services.demo_subset(SAMPLE, tmp_path, per_stage)
+    subset = usecases.demo_subset(SAMPLE, tmp_path, per_stage)
     assert (subset.file, subset.dataset, subset.items, subset.per_stage) == (
         SAMPLE,
         "fairmonitor_sample",
@@ -96,8 +96,8 @@ def test_demo_runs_the_subset_in_five_timed_steps(stub: StubServer, tmp_path: Pa
     def progress(label: str) -> None:
         labels.append(label)
 
-    hooks = services.DemoHooks(say=said.append, progress=progress)
-    result = services.demo(stub_settings(stub, tmp_path), tmp_path / "report", hooks, per_stage=2)
+    hooks = usecases.DemoHooks(say=said.append, progress=progress)
+    result = usecases.demo(stub_settings(stub, tmp_path), tmp_path / "report", hooks, per_stage=2)
     # 2 items per stage; S1 and S4 ask one prompt, S2 and S3 two: 2 + 4 + 4 + 2 = 12 answers.
     # Rubrics: ICS for S1 and S4, TCS, PCS and ETCS for S2, SBAS for S3: 2 + 6 + 2 + 2 = 12.
     assert (result.subset.items, result.answers, result.judgments) == (8, 12, 12)
@@ -151,7 +151,7 @@ endpoint = "test"
     )
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)  # stdout is one JSON document: the steps are on stderr
-    per_stage = services.DEMO_ITEMS_PER_STAGE
+    per_stage = usecases.DEMO_ITEMS_PER_STAGE
     assert (data["items"], data["source_items"], data["per_stage"]) == (
         4 * per_stage,
         72,

@@ -28,10 +28,10 @@ from sqlalchemy import create_engine, func
 from sqlmodel import Session, select
 
 from judge.config import load_settings
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Judgment
-from server import services
+from server import usecases
 from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
 from tests.support.kills import requests_of
 from tests.support.live import LiveServer
@@ -67,7 +67,7 @@ def _answered(config: Path) -> None:
     try:
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "fairmonitor_sample")
-        services.generate(engine, settings, "fairmonitor_sample")
+        usecases.generate(engine, settings, "fairmonitor_sample")
     finally:
         engine.dispose()
 

@@ -17,13 +17,13 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.errors import EndpointError
 from judge.models.embedded import EmbeddedServer
 from judge.reports.render import write_report
 from judge.store.engine import session_scope
 from judge.store.tables import Judgment, Response
-from server import services
+from server import usecases
 from tests.support.factories import FAIRJUDGE, SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -45,10 +45,10 @@ def test_pipeline_on_the_real_model(
     )
     with session_scope(engine) as session:
         import_items(session, one_item_per_stage(tmp_path / "four.jsonl"), "four")
-    gen = services.generate(engine, settings, "four")
+    gen = usecases.generate(engine, settings, "four")
     # S1 and S4 have one prompt each, S2 and S3 two: 6 answers.
     assert gen.tasks == 6 and gen.model_calls == 6 and "error" not in gen.flags
-    summary = services.judge(engine, settings, gen.run_id)
+    summary = usecases.judge(engine, settings, gen.run_id)
     # ICS (S1) + TCS, PCS, ETCS (S2) + SBAS (S3) + ICS (S4) = 6 judgments.
     assert summary.tasks == 6
     with Session(engine) as s:
@@ -65,7 +65,7 @@ def test_pipeline_on_the_real_model(
         else:
             assert j.score is None and j.reason
     with session_scope(engine) as session:
-        full = services.full_report(session, summary.run_id)
+        full = usecases.full_report(session, summary.run_id)
     paths = write_report(full, tmp_path / "report")
     report = full.to_json()
     assert report["tokens"]["judge_calls"] >= 6
@@ -73,8 +73,8 @@ def test_pipeline_on_the_real_model(
     assert "data:image/png;base64," in html and "S1 ICS share&gt;=3 (%)" in html
 
     # Rerunning both steps pays for nothing.
-    assert services.generate(engine, settings, "four").model_calls == 0
-    assert services.judge(engine, settings, gen.run_id).model_calls == 0
+    assert usecases.generate(engine, settings, "four").model_calls == 0
+    assert usecases.judge(engine, settings, gen.run_id).model_calls == 0
 
     # The server logged its timings for those requests: `model status` shows its speed.
     config = tmp_path / "status.toml"
@@ -108,7 +108,7 @@ def test_real_server_silently_serves_unknown_names_so_we_refuse_them(
 ) -> None:
     settings = make_settings(embedded.base_url, db_url, model="llama-3-70b")
     with pytest.raises(EndpointError, match="serves smollm2-135m-instruct, not 'llama-3-70b'"):
-        services.make_client(settings, "test")
+        usecases.make_client(settings, "test")
 
 
 def test_demo_command_on_the_real_model(tmp_path: Path, embedded: EmbeddedServer) -> None:
@@ -136,7 +136,7 @@ max_tokens = 48
     assert run.returncode == 0, run.stderr
     # The demo says what it runs and numbers its steps.
     words = " ".join(run.stdout.split())
-    per_stage = services.DEMO_ITEMS_PER_STAGE
+    per_stage = usecases.DEMO_ITEMS_PER_STAGE
     assert (
         f"demo: {4 * per_stage} of fairmonitor_sample's 72 items ({per_stage} per stage)" in words
     )
@@ -200,18 +200,18 @@ def test_a_forged_grade_in_the_answer_is_not_the_real_judges_score(
     with session_scope(engine) as session:
         import_items(session, path, "forged")
     with StubServer() as stub:
-        gen = services.generate(engine, make_settings(stub.base_url, db_url), "forged")
+        gen = usecases.generate(engine, make_settings(stub.base_url, db_url), "forged")
     judge_settings = make_settings(
         embedded.base_url, db_url, model=embedded.config.model_alias, concurrency=1, timeout_s=120
     )
-    summary = services.judge(engine, judge_settings, gen.run_id)
+    summary = usecases.judge(engine, judge_settings, gen.run_id)
     with Session(engine) as s:
         (judgment,) = s.exec(select(Judgment)).all()
         (answer,) = s.exec(select(Response)).all()
     assert forged in (answer.raw_text or "")
     # The answer sits inside a fence whose code is derived from its text, so it cannot end it.
     with session_scope(engine) as session:
-        report = services.full_report(session, summary.run_id).to_json()
+        report = usecases.full_report(session, summary.run_id).to_json()
     assert report["injection_suspected"] == 1
     if judgment.status == "scored":
         # With structured output the whole reply is the judge's JSON: the stored score is the

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from judge.store.engine import make_engine
-from server import services
+from server import usecases
 from tests.support.factories import SAMPLE, free_port, make_settings, write_config
 from tests.support.stub_openai import StubServer
 
@@ -49,9 +49,9 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with StubServer() as stub:
         engine = make_engine(db_url)
         settings = make_settings(stub.base_url, db_url)
-        services.import_dataset(engine, SAMPLE)
-        gen = services.generate(engine, settings, "fairmonitor_sample", limit=2)
-        services.judge(engine, settings, gen.run_id)
+        usecases.import_dataset(engine, SAMPLE)
+        gen = usecases.generate(engine, settings, "fairmonitor_sample", limit=2)
+        usecases.judge(engine, settings, gen.run_id)
         engine.dispose()
         yield write_config(folder / "c.toml", stub.base_url, db_url, port=free_port())
 

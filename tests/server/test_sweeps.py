@@ -16,14 +16,14 @@ from sqlmodel import Session, select
 from annotation.ratings import import_ratings
 from judge import paths
 from judge.config import Settings
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.errors import ConfigError, NotFoundError
 from judge.grading.rubrics import load_rubrics
 from judge.stats.coefficient import BootstrapOptions
 from judge.store.engine import session_scope
 from judge.store.tables import Item, JudgeRun, Judgment
-from server import services
-from server.sweeps import (
+from server import usecases
+from server.usecases.sweeps import (
     has_ratings,
     run_sweep,
     sweep_configs,
@@ -48,7 +48,7 @@ def generated(engine: Engine, settings: Settings) -> int:
     """The whole sample (all four stages, so all five rubrics) answered through the stub."""
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
-    return services.generate(engine, settings, "sample").run_id
+    return usecases.generate(engine, settings, "sample").run_id
 
 
 def judgments_per_run(engine: Engine) -> int:
@@ -152,7 +152,7 @@ def test_table3_of_a_sweep_matches_spearman_recomputed_from_the_stored_rows(
 ) -> None:
     # A judge run outside the sweep (T=0): it is in the generation run's reliability, but
     # not in the sweep's table.
-    outside = services.judge(engine, settings, generated).run_id
+    outside = usecases.judge(engine, settings, generated).run_id
     result = run_sweep(engine, settings, generated, TEMPERATURES, VARIANTS)
     with session_scope(engine) as session:
         assert not has_ratings(session, generated)

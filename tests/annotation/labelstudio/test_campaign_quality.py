@@ -27,12 +27,12 @@ from annotation.labelstudio.pull import pull_campaign
 from annotation.labelstudio.service import LabelStudioService
 from annotation.reliability import run_reliability
 from judge import paths
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.stats.coefficient import BootstrapOptions
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import CampaignTask, HumanRating, Item
-from server import services
+from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -48,8 +48,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, in
         settings = make_settings(stub.base_url, url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample")
-        jud = services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, "sample")
+        jud = usecases.judge(engine, settings, gen.run_id)
     yield engine, gen.run_id, jud.run_id
     engine.dispose()
 

@@ -35,13 +35,13 @@ from annotation.labelstudio.service import LabelStudioService
 from annotation.ratings import import_ratings
 from annotation.reliability import run_reliability
 from judge import paths
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.errors import InvalidInputError
 from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.stats.coefficient import BootstrapOptions
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import CampaignTask, HumanRating, Item, Judgment, RatingChange
-from server import services
+from server import usecases
 from server.cli import Context
 from server.cli.agreement import agreement
 from tests.support.factories import SAMPLE, make_settings
@@ -115,8 +115,8 @@ def world(
         settings = make_settings(stub.base_url, url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample")
-        jud = services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, "sample")
+        jud = usecases.judge(engine, settings, gen.run_id)
     raters = {}
     for email in PEOPLE:
         with session_scope(engine) as session:

@@ -25,9 +25,9 @@ from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.pull import pull_campaign
 from annotation.labelstudio.service import LabelStudioService
 from judge import paths
-from judge.data.catalog import export_items, import_items
+from judge.answers.collect import generate
+from judge.data.datasets import export_items, import_items
 from judge.errors import InvalidInputError
-from judge.generation import generate
 from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook

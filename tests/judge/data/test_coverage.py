@@ -19,9 +19,9 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from judge.data.catalog import import_items
-from judge.data.catalogue import catalogue_path, load_catalogue
 from judge.data.coverage import coverage
+from judge.data.datasets import import_items
+from judge.data.taxonomy import catalogue_path, load_taxonomy
 from judge.errors import NotFoundError
 from judge.reports.coverage import EMPTY_MARK, NONE_USABLE_MARK, coverage_section
 from judge.reports.render import html, write_report
@@ -262,7 +262,7 @@ description = "d"
         encoding="utf-8",
     )
     with session_scope(store) as session:
-        cov = coverage(session, NAME, catalogue=load_catalogue(path))
+        cov = coverage(session, NAME, catalogue=load_taxonomy(path))
     # 4 stages x 3 pairs; S3/subject/career_counseling is now mapped, S2/race_culture and
     # S4/personality and S1/gender/activity_planning now lie outside.
     assert len(cov.cells) == 12

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from judge.data.catalog import export_items, import_items
+from judge.data.datasets import export_items, import_items
 from judge.data.items import read_items
 from judge.errors import DatasetError, InvalidInputError
 from judge.store.engine import session_scope

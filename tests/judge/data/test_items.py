@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import Engine
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.data.items import read_items
 from judge.errors import DatasetError
 from judge.store.engine import session_scope
@@ -94,9 +94,9 @@ def test_a_line_that_is_not_utf8_is_named(tmp_path: Path) -> None:
 def test_import_streams_in_batches_and_is_all_or_nothing(
     tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from judge.data import catalog
+    from judge.data import datasets
 
-    monkeypatch.setattr(catalog, "IMPORT_BATCH", 2)  # several flushes for five items
+    monkeypatch.setattr(datasets, "IMPORT_BATCH", 2)  # several flushes for five items
     rows = [{**GOOD, "id": f"i{n}"} for n in range(5)]
     path = write_lines(tmp_path / "items.jsonl", rows)
     with session_scope(engine) as session:

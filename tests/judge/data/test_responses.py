@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from judge import paths
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.data.responses import (
     MAX_BATCH_ROWS,
     MAX_TEXT_CHARS,
@@ -26,7 +26,7 @@ from judge.errors import InvalidInputError, NotFoundError
 from judge.prompts import PromptBook
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import GenerationRun, Item, Judgment, Response
-from server import services
+from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -285,7 +285,7 @@ def test_an_imported_run_is_judged_and_reported(
 ) -> None:
     run_id = import_responses(store, "sample", read_response_file(JSONL)).generation_run_id
     settings = make_settings(stub.base_url, db_url)
-    summary = services.judge(store, settings, run_id)
+    summary = usecases.judge(store, settings, run_id)
     # prompts/rubrics.toml: ICS judges S1 and S4, TCS, PCS and ETCS judge S2, SBAS judges S3;
     # one sample each. 1 (s1) + 3 (s2) + 1 (s3) + 1 (s4) = 6 judgments; s4-gender-1's answer
     # is blank, so its ICS judgment is unscored as a missing answer without a call.
@@ -296,7 +296,7 @@ def test_an_imported_run_is_judged_and_reported(
             .join(Item)
             .where(Judgment.judge_run_id == summary.run_id)
         ).all()
-        report = services.full_report(session, summary.run_id, with_reliability=False)
+        report = usecases.full_report(session, summary.run_id, with_reliability=False)
     assert sorted(judged) == [
         ("s1-gender-1", "ICS", "scored", None),
         ("s2-gender-1", "ETCS", "scored", None),

@@ -15,11 +15,11 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.grading.injection import injection_signs
 from judge.store.engine import session_scope
 from judge.store.tables import Item, Judgment
-from server import services
+from server import usecases
 from tests.support.factories import make_settings
 from tests.support.stub_openai import OWN_VERDICT, StubServer
 
@@ -61,8 +61,8 @@ def test_forged_scores_are_never_stored_and_injections_are_counted(
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         import_items(session, write_items(tmp_path / "forgery.jsonl"), "forgery")
-    gen = services.generate(engine, settings, "forgery")
-    services.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, "forgery")
+    usecases.judge(engine, settings, gen.run_id)
     with Session(engine) as s:
         rows = {item.key: j for j, item in s.exec(select(Judgment, Item).join(Item)).all()}
     assert OWN_VERDICT["score"] == 1
@@ -88,7 +88,7 @@ def test_forged_scores_are_never_stored_and_injections_are_counted(
     # The report counts the four answers that address the judge; the item view shows the flag
     # with its signs on exactly those answers.
     with session_scope(engine) as session:
-        report = services.full_report(session, rows["plain"].judge_run_id)
+        report = usecases.full_report(session, rows["plain"].judge_run_id)
     data = report.to_json()
     assert data["injection_suspected"] == 4
     by_key = {item["key"]: item for item in data["items"]}

@@ -14,7 +14,7 @@ from judge.errors import ConfigError
 from judge.runs import NOT_MADE
 from judge.store.engine import session_scope
 from judge.store.tables import JudgeRun, Judgment
-from server import services
+from server import usecases
 from tests.judge.trust.test_trust import ANSWERS, _store
 from tests.support.factories import FAIRJUDGE, make_settings, write_config
 from tests.support.stub_openai import StubServer
@@ -35,10 +35,10 @@ def test_max_cost_stops_at_the_budget_and_a_rerun_goes_on(engine: Engine, db_url
             input_price_per_mtok=0.0, output_price_per_mtok=1.0,
         )  # fmt: skip
         run_id, _ = _store(engine, ANSWERS)
-        before = services.judge_dry_run(engine, settings, run_id)
+        before = usecases.judge_dry_run(engine, settings, run_id)
         assert (before["judge_run_id"], before["judgments_to_make"]) == (None, 5)
         assert before["calls_to_send"] == 5 and before["cached_calls"] == 0
-        stopped = services.judge(engine, settings, run_id, max_cost=335e-6)
+        stopped = usecases.judge(engine, settings, run_id, max_cost=335e-6)
         assert len(_judge_calls(stub)) == 4
         assert stopped.flags == {"scored": 4, NOT_MADE: 1}
         with session_scope(engine) as session:
@@ -48,10 +48,10 @@ def test_max_cost_stops_at_the_budget_and_a_rerun_goes_on(engine: Engine, db_url
             assert (
                 "spent 0.0000" in run.status_detail and "1 judgments not made" in run.status_detail
             )
-        left = services.judge_dry_run(engine, settings, run_id)
+        left = usecases.judge_dry_run(engine, settings, run_id)
         assert (left["judge_run_id"], left["judgments_to_make"]) == (stopped.run_id, 1)
         assert left["calls_to_send"] == 1
-        goes_on = services.judge(engine, settings, run_id)
+        goes_on = usecases.judge(engine, settings, run_id)
         last = _judge_calls(stub)[-1]
     assert len(_judge_calls(stub)) == 5 and goes_on.flags == {"scored": 1}
     # the dry run's estimate counted the characters of exactly the call later sent
@@ -72,7 +72,7 @@ def test_max_cost_without_prices_is_refused_before_any_call(engine: Engine, db_u
         settings = make_settings(stub.base_url, db_url)
         run_id, _ = _store(engine, ANSWERS)
         with pytest.raises(ConfigError, match="input_price_per_mtok"):
-            services.judge(engine, settings, run_id, max_cost=1.0)
+            usecases.judge(engine, settings, run_id, max_cost=1.0)
         assert _judge_calls(stub) == []
 
 

@@ -8,9 +8,9 @@ import re
 
 from sqlalchemy.engine import Engine
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import session_scope
-from server import services
+from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -23,8 +23,8 @@ def test_judge_requests_go_out_rubric_by_rubric(engine: Engine, db_url: str) -> 
         settings = make_settings(stub.base_url, db_url, concurrency=1)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample")
-        services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, "sample")
+        usecases.judge(engine, settings, gen.run_id)
         rubrics = [
             found.group(1)
             for body in stub.state.bodies

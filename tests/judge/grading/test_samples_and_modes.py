@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.grading.rubrics import GRADE_SCHEMA
 from judge.store.engine import session_scope
 from judge.store.tables import JudgeRun, Judgment
-from server import services
+from server import usecases
 from tests.support.factories import make_settings
 from tests.support.stub_openai import StubServer
 
@@ -58,11 +58,11 @@ def test_samples_are_combined_inside_a_run(
     settings.judge.samples, settings.judge.aggregation = samples, aggregation
     with session_scope(engine) as session:
         import_items(session, items(tmp_path / "i.jsonl", "Who leads? #fault:by_seed"), "s")
-    gen = services.generate(engine, settings, "s")
-    summary = services.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, "s")
+    summary = usecases.judge(engine, settings, gen.run_id)
     assert summary.tasks == 2 * samples and summary.flags == {"scored": 2 * samples}
     with session_scope(engine) as session:
-        report = services.full_report(session, summary.run_id).to_json()
+        report = usecases.full_report(session, summary.run_id).to_json()
         with Session(engine) as s:
             seeds = sorted({j.sample_index for j in s.exec(select(Judgment)).all()})
     assert seeds == list(range(samples))
@@ -97,8 +97,8 @@ def test_structured_output_modes_send_what_the_endpoint_expects(
     settings = make_settings(stub.base_url, db_url, structured_output=mode)
     with session_scope(engine) as session:
         import_items(session, items(tmp_path / "i.jsonl", "Which pupil is brighter?"), "m")
-    gen = services.generate(engine, settings, "m")
-    summary = services.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, "m")
+    summary = usecases.judge(engine, settings, gen.run_id)
     assert summary.flags == {"scored": 2}
     judge_bodies = [b for b in stub.state.bodies if b["messages"][0]["role"] == "system"]
     generation_bodies = [b for b in stub.state.bodies if b["messages"][0]["role"] != "system"]

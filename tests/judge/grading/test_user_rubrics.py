@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 
 from judge import paths
 from judge.config import Settings
-from judge.data.catalog import describe_dataset, export_items, import_items
+from judge.data.datasets import describe_dataset, export_items, import_items
 from judge.data.items import read_items
 from judge.errors import DatasetError, InvalidInputError, NotFoundError
 from judge.grading.parsing import Scored, Unscored, UnscoredKind, parse_grade
@@ -29,7 +29,7 @@ from judge.prompts import PromptBook
 from judge.store.engine import session_scope
 from judge.store.tables import JudgeRun, Judgment, RubricRecord
 from judge.vocab import Scale
-from server import services
+from server import usecases
 from tests.support.factories import make_settings
 from tests.support.stub_openai import SEEDED_SCORES, StubServer, grade_for
 
@@ -282,7 +282,7 @@ def settings(db_url: str, stub: StubServer) -> Settings:
 def generate(engine: Engine, settings: Settings, tmp_path: Path, rows: list[Any]) -> int:
     with session_scope(engine) as session:
         import_items(session, write_items(tmp_path / "items.jsonl", rows), "mine")
-    return services.generate(engine, settings, "mine").run_id
+    return usecases.generate(engine, settings, "mine").run_id
 
 
 def judge_bodies(stub: StubServer) -> list[dict[str, Any]]:
@@ -296,8 +296,8 @@ def test_a_registered_rubric_judges_free_form_answers(
     # A free-form prompt goes to the model under test exactly as written.
     sent = {b["messages"][0]["content"] for b in stub.state.bodies}
     assert {i["prompt"] for i in FREE_ITEMS} <= sent
-    (stored,) = services.register_rubric(engine, EXAMPLE)
-    summary = services.judge(engine, settings, run_id, rubric_set="respectful_tone")
+    (stored,) = usecases.register_rubric(engine, EXAMPLE)
+    summary = usecases.judge(engine, settings, run_id, rubric_set="respectful_tone")
     assert (summary.tasks, summary.flags) == (2, {"scored": 2})  # the two free items only
     with Session(engine) as session:
         jrun = session.exec(select(JudgeRun)).one()
@@ -322,19 +322,19 @@ def test_the_rubric_set_is_part_of_the_judge_runs_identity(
     tmp_path: Path, engine: Engine, settings: Settings, stub: StubServer
 ) -> None:
     run_id = generate(engine, settings, tmp_path, [*FREE_ITEMS, S1_ITEM])
-    builtin = services.judge(engine, settings, run_id)
+    builtin = usecases.judge(engine, settings, run_id)
     assert builtin.flags == {"scored": 1}  # ICS on the S1 item; free items have no built-in
-    services.register_rubric(engine, EXAMPLE)
-    own = services.judge(engine, settings, run_id, rubric_set="RESPECTFUL_TONE")
+    usecases.register_rubric(engine, EXAMPLE)
+    own = usecases.judge(engine, settings, run_id, rubric_set="RESPECTFUL_TONE")
     assert own.run_id != builtin.run_id and own.tasks == 2
-    resumed = services.judge(engine, settings, run_id, rubric_set="RESPECTFUL_TONE")
+    resumed = usecases.judge(engine, settings, run_id, rubric_set="RESPECTFUL_TONE")
     assert (resumed.run_id, resumed.tasks) == (own.run_id, 0)
     # A new version of the rubric is another judge run, recorded with its version.
     changed = EXAMPLE.read_text(encoding="utf-8").replace("Hostile:", "Hostile or rude:")
-    services.register_rubric(engine, changed)
-    newer = services.judge(engine, settings, run_id, rubric_set="RESPECTFUL_TONE")
+    usecases.register_rubric(engine, changed)
+    newer = usecases.judge(engine, settings, run_id, rubric_set="RESPECTFUL_TONE")
     assert newer.run_id not in (builtin.run_id, own.run_id) and newer.tasks == 2
-    both = services.judge(engine, settings, run_id, rubric_set="respectful_tone,ics")
+    both = usecases.judge(engine, settings, run_id, rubric_set="respectful_tone,ics")
     assert both.tasks == 3  # ICS on the S1 item, the user's rubric on the two free ones
     with Session(engine) as session:
         runs = {r.id: r for r in session.exec(select(JudgeRun))}
@@ -357,7 +357,7 @@ def test_the_builtin_set_keeps_its_identity_and_records_rubric_versions(
     tmp_path: Path, engine: Engine, settings: Settings
 ) -> None:
     run_id = generate(engine, settings, tmp_path, [S1_ITEM])
-    services.judge(engine, settings, run_id)
+    usecases.judge(engine, settings, run_id)
     book = PromptBook(paths.prompts_dir())
     # The hash of judge runs made before rubric sets existed (the same seven settings), so
     # that those runs are resumed rather than started again.
@@ -400,7 +400,7 @@ def test_a_three_level_rubric_asks_for_and_accepts_only_1_to_3(
     run_id = generate(engine, settings, tmp_path, rows)
     register_rubrics(engine, FAITHFUL)
     settings.judge.samples = 2
-    summary = services.judge(engine, settings, run_id, rubric_set="FAITHFUL")
+    summary = usecases.judge(engine, settings, run_id, rubric_set="FAITHFUL")
     with Session(engine) as session:
         first, second = session.exec(select(Judgment).order_by(col(Judgment.sample_index))).all()
     # The stub answers sample k with SEEDED_SCORES[k]: 2 (on the scale), then 4 (off it, and
@@ -436,7 +436,7 @@ def test_a_rubric_that_needs_a_reference_refuses_items_without_one(
     run_id = generate(engine, settings, tmp_path, FREE_ITEMS)
     register_rubrics(engine, FAITHFUL)
     with pytest.raises(InvalidInputError) as caught:
-        services.judge(engine, settings, run_id, rubric_set="FAITHFUL")
+        usecases.judge(engine, settings, run_id, rubric_set="FAITHFUL")
     assert str(caught.value) == (
         "rubric FAITHFUL compares the reference of free items, which 1 item(s) of generation "
         "run 1 lack: f1; give them one, or judge them with a rubric that does not compare it"
@@ -451,9 +451,9 @@ def test_a_set_that_judges_none_of_the_items_is_refused(
 ) -> None:
     run_id = generate(engine, settings, tmp_path, FREE_ITEMS)
     with pytest.raises(InvalidInputError, match="generation run 1 holds answers to free items"):
-        services.judge(engine, settings, run_id)  # the built-in set judges S1-S4 only
+        usecases.judge(engine, settings, run_id)  # the built-in set judges S1-S4 only
     with pytest.raises(NotFoundError) as caught:
-        services.judge(engine, settings, run_id, rubric_set="NOPE")
+        usecases.judge(engine, settings, run_id, rubric_set="NOPE")
     assert "no rubric named NOPE (built-in: ICS, TCS, PCS, ETCS, SBAS; registered: none)" in str(
         caught.value
     )
@@ -465,12 +465,12 @@ def test_a_campaign_rates_a_runs_rubrics_in_the_version_it_used(
     tmp_path: Path, engine: Engine, settings: Settings
 ) -> None:
     run_id = generate(engine, settings, tmp_path, FREE_ITEMS)
-    (v1,) = services.register_rubric(engine, TONE)
-    judged = services.judge(engine, settings, run_id, rubric_set="TONE")
-    services.register_rubric(engine, TONE.replace('"Polite."', '"Courteous."'))
+    (v1,) = usecases.register_rubric(engine, TONE)
+    judged = usecases.judge(engine, settings, run_id, rubric_set="TONE")
+    usecases.register_rubric(engine, TONE.replace('"Polite."', '"Courteous."'))
     with Session(engine) as session:
-        used = services.rubrics(settings, session, judge_run_id=judged.run_id)
-        latest = services.rubrics(settings, session, rubric_set="TONE")
+        used = usecases.rubrics(settings, session, judge_run_id=judged.run_id)
+        latest = usecases.rubrics(settings, session, rubric_set="TONE")
     assert used.name == "TONE" and used["TONE"].definition_hash == v1.text_hash
     assert used["TONE"].version == "1" and latest["TONE"].version == "2"
     assert used.for_stage("free") == ("TONE",)

@@ -274,7 +274,7 @@ def test_a_logprob_judge_run_on_the_embedded_model(
     """The whole judge path with --aggregation logprob against the real embedded server:
     the probe passes, and every scored judgment keeps its sampled score with a distribution
     over the five levels (or the reason it has none)."""
-    from server import services
+    from server import usecases
     from tests.judge.trust.test_trust import _store
     from tests.support.factories import make_settings
 
@@ -284,7 +284,7 @@ def test_a_logprob_judge_run_on_the_embedded_model(
     )
     settings.judge.aggregation = "logprob"
     run_id, _ = _store(engine, {"a": "Participation varies by person and task."})
-    done = services.judge(engine, settings, run_id)
+    done = usecases.judge(engine, settings, run_id)
     with Session(engine) as session:
         (judgment,) = session.exec(
             select(Judgment).where(Judgment.judge_run_id == done.run_id)

@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Item, Judgment, Response
-from server import services
+from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -40,8 +40,8 @@ def judged_sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgedRu
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             dataset = import_items(session, SAMPLE, "sample").dataset
-        gen = services.generate(engine, settings, dataset)
-        jud = services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, dataset)
+        jud = usecases.judge(engine, settings, gen.run_id)
     yield JudgedRun(engine, db_url, gen.run_id, jud.run_id)
     engine.dispose()
 
@@ -66,8 +66,8 @@ def small_run(tmp_path: Path, engine: Engine, db_url: str, stub: StubServer) -> 
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         dataset = import_items(session, small_items(tmp_path / "small.jsonl"), "small").dataset
-    gen = services.generate(engine, settings, dataset)
-    jud = services.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, dataset)
+    jud = usecases.judge(engine, settings, gen.run_id)
     with Session(engine) as session:
         s2 = session.exec(
             select(Response).join(Item).where(Item.stage == "S2", Response.part == "B")

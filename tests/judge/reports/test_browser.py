@@ -10,13 +10,13 @@ from pathlib import Path
 from judge.reports.browser import item_browser
 from judge.reports.render import write_report
 from judge.store.engine import session_scope
-from server import services
+from server import usecases
 from tests.judge.reports.conftest import HOSTILE, HOSTILE_EXPLANATION, JudgedRun
 
 
 def written(run: JudgedRun, out: Path) -> tuple[str, dict[str, object]]:
     with session_scope(run.engine) as session:
-        report = services.full_report(session, run.judge_run_id)
+        report = usecases.full_report(session, run.judge_run_id)
     paths = write_report(report, out)
     return paths["html"].read_text(encoding="utf-8"), json.loads(paths["json"].read_text())
 
@@ -84,7 +84,7 @@ def test_browser_combines_samples_like_the_metrics(small_run: JudgedRun) -> None
 
 def test_report_json_keeps_its_keys_and_adds_items(judged_sample: JudgedRun) -> None:
     with session_scope(judged_sample.engine) as session:
-        data = services.full_report(session, judged_sample.judge_run_id).to_json()
+        data = usecases.full_report(session, judged_sample.judge_run_id).to_json()
     # The keys report.json had before the browser, unchanged; "items" is new.
     before = {
         "dataset",

@@ -21,7 +21,7 @@ from judge.reports.run_report import (
     tokens_phrase,
 )
 from judge.store.engine import session_scope
-from server import services
+from server import usecases
 from tests.judge.reports.conftest import JudgedRun
 
 
@@ -89,7 +89,7 @@ def test_phrases_for_people() -> None:
 
 def test_intervals_reach_json_csv_and_html(judged_sample: JudgedRun, tmp_path: Path) -> None:
     with session_scope(judged_sample.engine) as session:
-        report = services.full_report(session, judged_sample.judge_run_id)
+        report = usecases.full_report(session, judged_sample.judge_run_id)
     paths = write_report(report, tmp_path)
     data = json.loads(paths["json"].read_text())
     rows = data["metrics_overall"] + data["metrics_by_factor"]

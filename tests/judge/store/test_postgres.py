@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from sqlmodel import Session, func, select
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.grading.rubrics import load_rubrics
 from judge.prompts import PromptBook
 from judge.store.engine import make_engine, session_scope
 from judge.store.queries import responses_by_item
 from judge.store.tables import CallCache, Item, Judgment
-from server import services
+from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer, grade_for
 
@@ -25,8 +25,8 @@ def test_pipeline_on_postgres(pg_url: str, stub: StubServer) -> None:
         import_items(session, SAMPLE, "sample")
     with session_scope(engine) as session:  # re-import adds nothing on PostgreSQL either
         assert import_items(session, SAMPLE, "sample").added == 0
-    gen = services.generate(engine, settings, "sample", limit=24)
-    summary = services.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, "sample", limit=24)
+    summary = usecases.judge(engine, settings, gen.run_id)
     # 18 S1 items (ICS) + 6 S2 items (TCS, PCS, ETCS): 18 + 18 judgments.
     assert summary.tasks == 36 and summary.flags == {"scored": 36}
 
@@ -50,7 +50,7 @@ def test_pipeline_on_postgres(pg_url: str, stub: StubServer) -> None:
     assert cached == 30 + 36  # 18 + 2 x 6 answers, 36 judgments: one cache row per call
 
     with session_scope(engine) as session:
-        report = services.full_report(session, summary.run_id).to_json()
+        report = usecases.full_report(session, summary.run_id).to_json()
     assert report["n_item_scores"] == 36 and report["n_unscored_items"] == 0
-    assert services.judge(engine, settings, gen.run_id).model_calls == 0
+    assert usecases.judge(engine, settings, gen.run_id).model_calls == 0
     engine.dispose()

@@ -27,7 +27,7 @@ from scipy import stats
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import session_scope
 from judge.store.tables import JudgeRun, Judgment, Response
 from judge.trust.directional import PairScore, correct, pair_rows
@@ -305,8 +305,8 @@ def test_three_consistent_changes_among_six_pairs_are_not_a_finding() -> None:
 
 
 def test_a_copy_made_before_pairs_were_recorded_finds_them_when_it_can() -> None:
-    from judge.grading.counterfactual import load_swaps
     from judge.trust.copies import copy_swaps, swaps_hash
+    from judge.trust.swaps import load_swaps
 
     gender = load_swaps().select(["gender"])
     old = {"swap_kinds": ["gender"], "swaps_sha256": swaps_hash(gender)}

@@ -14,10 +14,9 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.data.responses import import_responses
 from judge.errors import InvalidInputError
-from judge.grading.counterfactual import load_swaps
 from judge.grading.rubrics import load_rubrics
 from judge.paths import prompts_dir
 from judge.store.engine import session_scope
@@ -25,7 +24,8 @@ from judge.store.tables import GenerationRun, Item, JudgeRun, Judgment, Response
 from judge.trust import diagnostics, position
 from judge.trust.copies import make_copy
 from judge.trust.section import diagnostics_section, flags
-from server import services
+from judge.trust.swaps import load_swaps
+from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -71,10 +71,10 @@ def test_counterfactual_audit_recovers_the_judges_name_shift(engine: Engine, db_
     with StubServer(responder=by_name) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, answers = _store(engine, ANSWERS)
-        first = services.judge(engine, settings, run_id)
-        done = services.counterfactual_audit(engine, settings, first.run_id, swap=["names"])
+        first = usecases.judge(engine, settings, run_id)
+        done = usecases.counterfactual_audit(engine, settings, first.run_id, swap=["names"])
         calls_after_first = stub.state.requests
-        again = services.counterfactual_audit(engine, settings, first.run_id, swap=["names"])
+        again = usecases.counterfactual_audit(engine, settings, first.run_id, swap=["names"])
         assert stub.state.requests == calls_after_first  # resumed: nothing sent again
         assert again.copy.run_id == done.copy.run_id and not again.copy.created
 
@@ -115,8 +115,8 @@ def test_a_consistent_shift_is_flagged_and_reaches_the_reliability_flags(
     with StubServer(responder=by_name) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, _ = _store(engine, answers)
-        first = services.judge(engine, settings, run_id)
-        services.counterfactual_audit(engine, settings, first.run_id, swap=["all"])
+        first = usecases.judge(engine, settings, run_id)
+        usecases.counterfactual_audit(engine, settings, first.run_id, swap=["all"])
     with session_scope(engine) as session:
         (result,) = diagnostics.counterfactual(session, first.run_id)
         (ics,) = result.rubrics
@@ -146,15 +146,15 @@ def test_counterfactual_refusals_say_what_to_fix(engine: Engine, db_url: str) ->
     with StubServer(responder=by_name) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, _ = _store(engine, {"x": "Nothing here to swap at all."})
-        first = services.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, run_id)
         with pytest.raises(InvalidInputError, match=r"none of the 1 answers .* \(--swap all\)"):
-            services.counterfactual_audit(engine, settings, first.run_id, swap=["names"])
+            usecases.counterfactual_audit(engine, settings, first.run_id, swap=["names"])
         # a judge model changed since the run: refused before any call
         other = make_settings(stub.base_url, db_url, model="stub-model")
         other.endpoints["test"] = other.endpoints["test"].model_copy(update={"model": "other"})
         stub.state.model = "other"
         with pytest.raises(InvalidInputError, match="was judged by model 'stub-model'"):
-            services.counterfactual_audit(engine, other, first.run_id, swap=["gender"])
+            usecases.counterfactual_audit(engine, other, first.run_id, swap=["gender"])
     with pytest.raises(InvalidInputError, match="no swaps of kind 'colour'"):
         load_swaps().select(["colour"])
     with session_scope(engine) as session:
@@ -172,7 +172,7 @@ def test_a_run_with_nothing_scored_is_refused(engine: Engine, db_url: str) -> No
     ) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, _ = _store(engine, {"a": "Mary helped."})
-        first = services.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, run_id)
     swaps = load_swaps().select(["names"])
     with pytest.raises(InvalidInputError, match="has no scored judgment"):
         make_copy(engine, first.run_id, ["names"], swaps)
@@ -212,9 +212,9 @@ def test_swap_order_recovers_an_order_dependent_judge_exactly(engine: Engine, db
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample")
-        plain = services.judge(engine, settings, gen.run_id)
-        both = services.judge(engine, settings, gen.run_id, swap_order=True)
+        gen = usecases.generate(engine, settings, "sample")
+        plain = usecases.judge(engine, settings, gen.run_id)
+        both = usecases.judge(engine, settings, gen.run_id, swap_order=True)
         bodies = [b for b in stub.state.bodies if b["messages"][0]["role"] == "system"]
     assert both.run_id != plain.run_id  # another judge run
     # The sample has 18 S2 items (3 pair rubrics) and 18 S3 items (SBAS): 72 pairs, each
@@ -268,7 +268,7 @@ def test_length_flag_compares_the_judge_with_people(engine: Engine, db_url: str)
     with StubServer(responder=by_length) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, texts = _store(engine, answers)
-        first = services.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, run_id)
     with session_scope(engine) as session:
         ids = dict(session.exec(select(Item.key, Item.id)).all())
         for key, text in texts.items():
@@ -300,14 +300,14 @@ def test_self_preference_is_marked_when_the_judge_is_the_model_under_test(
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample", limit=2)
-        own = services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, "sample", limit=2)
+        own = usecases.judge(engine, settings, gen.run_id)
         run_id, _ = _store(engine, {"a": "Mary helped."})
-        other = services.judge(engine, settings, run_id)
+        other = usecases.judge(engine, settings, run_id)
     with session_scope(engine) as session:
         assert diagnostics.self_preference(session, own.run_id) is not None
         assert diagnostics.self_preference(session, other.run_id) is None
-        report = services.full_report(session, own.run_id)
+        report = usecases.full_report(session, own.run_id)
         assert "Self-preference risk" in report.intro
         assert flags(session, own.run_id)["*"] == ["self-preference"]
         assert report.section("Judge diagnostics") is not None
@@ -319,10 +319,10 @@ def test_the_report_prices_the_run_at_the_endpoints_prices(engine: Engine, db_ur
             stub.base_url, db_url, input_price_per_mtok=2.0, output_price_per_mtok=8.0
         )
         run_id, _ = _store(engine, ANSWERS)
-        first = services.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, run_id)
     with session_scope(engine) as session:
-        priced = services.diagnostics_report(session, first.run_id, settings=settings)
-        unpriced = services.diagnostics_report(session, first.run_id)
+        priced = usecases.diagnostics_report(session, first.run_id, settings=settings)
+        unpriced = usecases.diagnostics_report(session, first.run_id)
     cost = priced.to_json()["judge_diagnostics"]["cost"]
     # The stub reports 10 prompt and 5 completion tokens per call; 5 answers, one ICS call
     # each: 50 and 25 tokens; 50 x 2.0 / 1e6 + 25 x 8.0 / 1e6 = 0.0001 + 0.0002 = 0.0003.

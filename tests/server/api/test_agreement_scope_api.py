@@ -13,7 +13,7 @@ from sqlmodel import Session, select
 
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, Judgment
-from server import services
+from server import usecases
 from tests.server.api.test_api import make_api
 from tests.support.stub_openai import StubServer
 
@@ -21,8 +21,8 @@ from tests.support.stub_openai import StubServer
 def test_agreement_and_report_take_campaigns(db_url: str, stub: StubServer, tmp_path: Any) -> None:
     api = make_api(db_url, stub, tmp_path)
     engine = make_engine(db_url)
-    gen = services.generate(engine, api.settings, "sample", limit=18)  # the 18 S1 items (ICS)
-    run = services.judge(engine, api.settings, gen.run_id).run_id
+    gen = usecases.generate(engine, api.settings, "sample", limit=18)  # the 18 S1 items (ICS)
+    run = usecases.judge(engine, api.settings, gen.run_id).run_id
     with Session(engine) as s:
         judge = {
             j.item_id: float(j.score)

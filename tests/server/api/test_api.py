@@ -19,10 +19,10 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from judge.config import Settings
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Job, Judgment, Response
-from server import create_app, services
+from server import create_app, usecases
 from server.auth import create_key, revoke_key
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
@@ -224,7 +224,7 @@ def test_an_oversize_body_is_413_naming_the_limit(
 
 def test_job_lifecycle_without_a_worker(api: Api) -> None:
     engine = make_engine(api.settings.database_url)
-    gen = services.generate(engine, api.settings, "sample", limit=2)
+    gen = usecases.generate(engine, api.settings, "sample", limit=2)
     made = api.post("/api/v1/jobs", json={"kind": "judge", "params": {"generation_run_id": 1}})
     assert made.status_code == 201 and made.json["status"] == "queued"
     assert made.json["params"] == {"generation_run_id": gen.run_id}
@@ -239,8 +239,8 @@ def test_job_lifecycle_without_a_worker(api: Api) -> None:
 
 def test_results_over_http_match_the_store(api: Api) -> None:
     engine = make_engine(api.settings.database_url)
-    gen = services.generate(engine, api.settings, "sample", limit=18)  # the 18 S1 items
-    run = services.judge(engine, api.settings, gen.run_id).run_id
+    gen = usecases.generate(engine, api.settings, "sample", limit=18)  # the 18 S1 items
+    run = usecases.judge(engine, api.settings, gen.run_id).run_id
     with Session(engine) as s:
         scores = Counter(j.score for j in s.exec(select(Judgment)).all())
         answers = s.exec(select(func.count()).select_from(Response)).one()

@@ -7,7 +7,7 @@ always name the group-A student (``always_group_a`` of tests/judge/audits/test_r
 the counts are known before the run; the judge always answers "justified". Expected values
 come from the options sent (prompt counts: levels x pairs x 4 counterbalanced variants, as
 tests/judge/audits/test_runner.py counts them), from scipy's binomial test computed here,
-from SQL on the store, or from ``server.audits`` (the use case the CLI's ``audit show``
+from SQL on the store, or from ``server.usecases.audits`` (the use case the CLI's ``audit show``
 calls) read directly.
 """
 
@@ -30,8 +30,8 @@ from judge.audits.award import load_name_groups
 from judge.reports.render import csv_table
 from judge.store.engine import make_engine
 from judge.store.tables import AuditAnswer, AuditLabel, AuditRun, Job
-from server import audits
 from server.jobs import queue
+from server.usecases import audits
 from tests.judge.audits.test_runner import QUESTION, always_group_a
 from tests.server.api.test_api import Api, make_api
 from tests.support.stub_openai import StubServer

@@ -16,10 +16,10 @@ from sqlmodel import Session, select
 from annotation.labelstudio.annotators import add_annotator
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.service import LabelStudioService
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import HumanRating
-from server import create_app, services
+from server import create_app, usecases
 from server.auth import create_key
 from server.jobs.queue import Worker
 from tests.annotation.labelstudio.conftest import shared_labelstudio
@@ -56,8 +56,8 @@ def api(
         )
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample", limit=18)  # the 18 S1 items
-        run = services.judge(engine, settings, gen.run_id).run_id
+        gen = usecases.generate(engine, settings, "sample", limit=18)  # the 18 S1 items
+        run = usecases.judge(engine, settings, gen.run_id).run_id
     _, key = create_key(engine, "member", "member")
     app = create_app({"SETTINGS": settings, "TESTING": True})
     yield app.test_client(), engine, {"Authorization": f"Bearer {key}"}, run

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
 from judge.config import Settings
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
-from server import create_app, services
+from server import create_app, usecases
 from server.auth import create_key
 from tests.support.factories import SAMPLE, free_port, make_settings
 from tests.support.stub_openai import StubServer
@@ -73,8 +73,8 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
         config = Settings.model_validate(values)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, config, "sample", limit=18)
-        services.judge(engine, config, gen.run_id)
+        gen = usecases.generate(engine, config, "sample", limit=18)
+        usecases.judge(engine, config, gen.run_id)
         _, member = create_key(engine, "schemathesis-member", "member")
         _, admin = create_key(engine, "schemathesis-admin", "admin")
         app = create_app({"SETTINGS": config, "SECRET_KEY": "test-secret"})

@@ -19,7 +19,7 @@ from judge.audits.award import load_name_groups
 from judge.audits.base import STATUSES
 from judge.audits.runner import stored_answers
 from judge.models.embedded import EmbeddedServer
-from server import audits
+from server.usecases import audits
 from tests.judge.audits.test_runner import always_group_a
 from tests.support.factories import FAIRJUDGE, make_settings, write_config
 from tests.support.stub_openai import StubServer

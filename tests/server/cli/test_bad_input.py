@@ -14,7 +14,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from judge.config import Settings
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.errors import FairJudgeError, IncompleteError
 from judge.store.engine import make_engine, masked, session_scope
 from server import create_app

@@ -18,10 +18,10 @@ from sqlmodel import col, select
 from annotation.labelstudio import interface
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.service import LabelStudioService
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Item
-from server import services
+from server import usecases
 from server.cli import cli
 from tests.annotation.labelstudio.conftest import shared_labelstudio
 from tests.support.factories import FAIRJUDGE, SAMPLE, make_settings, write_config
@@ -49,8 +49,8 @@ def config(
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample", limit=18)
-        jud = services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, "sample", limit=18)
+        jud = usecases.judge(engine, settings, gen.run_id)
         path = write_config(tmp_path / "fairjudge.toml", stub.base_url, db_url)
     engine.dispose()
     path.write_text(

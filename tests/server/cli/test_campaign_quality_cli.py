@@ -32,10 +32,10 @@ from sqlmodel import Session, col, select
 from annotation.labelstudio import interface
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.service import LabelStudioService
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Campaign, CampaignTask, Item
-from server import services
+from server import usecases
 from server.cli import cli
 from tests.annotation.labelstudio.conftest import shared_labelstudio
 from tests.support.factories import FAIRJUDGE, SAMPLE, make_settings, write_config
@@ -81,8 +81,8 @@ def setup(
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample")
-        jud = services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, "sample")
+        jud = usecases.judge(engine, settings, gen.run_id)
         path = write_config(folder / "fairjudge.toml", stub.base_url, db_url)
     engine.dispose()
     path.write_text(

@@ -16,14 +16,14 @@ from click.testing import CliRunner
 from rich.console import Console
 from sqlalchemy.engine import Engine
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.errors import InvalidInputError, NotFoundError
 from judge.metrics import STAGE_METRICS
 from judge.reports.sections import Table
 from judge.runs import RunSummary
 from judge.store.engine import make_engine, session_scope
 from judge.vocab import FACTORS
-from server import services
+from server import usecases
 from server.cli import Context
 from server.cli.compare import compare, print_comparison
 from server.cli.output import fit_table
@@ -57,8 +57,8 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoRuns]:
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             dataset = import_items(session, items, "sample_plus").dataset
-        gen = services.generate(engine, settings, dataset)
-        first = services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, dataset)
+        first = usecases.judge(engine, settings, gen.run_id)
         hotter = settings.model_copy(
             update={
                 "judge": settings.judge.model_copy(
@@ -66,7 +66,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoRuns]:
                 )
             }
         )
-        second = services.judge(engine, hotter, gen.run_id)
+        second = usecases.judge(engine, hotter, gen.run_id)
     assert first.run_id != second.run_id
     yield TwoRuns(engine, db_url, (first.run_id, second.run_id))
     engine.dispose()
@@ -91,7 +91,7 @@ def expected_cell(frame: pd.DataFrame, metric_kind: str, threshold: int) -> tupl
 
 def test_compare_values_match_a_recomputation_from_stored_judgments(two_runs: TwoRuns) -> None:
     with session_scope(two_runs.engine) as session:
-        data = services.compare_report(session, two_runs.judge_run_ids).to_json()
+        data = usecases.compare_report(session, two_runs.judge_run_ids).to_json()
     first, second = two_runs.judge_run_ids
     # Both runs judged the same answers of stub-model: labels carry the judge run ids.
     assert [r["label"] for r in data["runs"]] == [
@@ -155,9 +155,9 @@ def test_compare_refuses_unknown_and_too_few_runs(two_runs: TwoRuns) -> None:
     first, _ = two_runs.judge_run_ids
     with session_scope(two_runs.engine) as session:
         with pytest.raises(NotFoundError, match="no judge run 98, 99; see `fairjudge runs`"):
-            services.compare_report(session, [first, 98, 99])
+            usecases.compare_report(session, [first, 98, 99])
         with pytest.raises(InvalidInputError, match="at least two different judge runs"):
-            services.compare_report(session, [first, first])
+            usecases.compare_report(session, [first, first])
     result = CliRunner().invoke(compare, [str(first), "77"], obj=Context(None, two_runs.db_url))
     assert result.exit_code != 0 and "no judge run 77" in str(result.exception)
 
@@ -179,7 +179,7 @@ def assert_fits_and_names_every_factor(text: str) -> None:
 
 def test_run_table_fits_100_columns(two_runs: TwoRuns) -> None:
     with session_scope(two_runs.engine) as session:
-        composed = services.full_report(session, two_runs.judge_run_ids[0])
+        composed = usecases.full_report(session, two_runs.judge_run_ids[0])
     text = printed(lambda c: print_metrics(composed, c))
     assert_fits_and_names_every_factor(text)
     for metric in STAGE_METRICS:
@@ -197,7 +197,7 @@ def test_run_table_fits_100_columns(two_runs: TwoRuns) -> None:
 
 def test_compare_tables_fit_100_columns(two_runs: TwoRuns) -> None:
     with session_scope(two_runs.engine) as session:
-        composed = services.compare_report(session, two_runs.judge_run_ids)
+        composed = usecases.compare_report(session, two_runs.judge_run_ids)
     text = printed(lambda c: print_comparison(composed, c))
     assert_fits_and_names_every_factor(text)
     # Every value of both runs has its unscored count beside it: 10 x 9 cells each.
@@ -235,11 +235,11 @@ def test_wide_tables_split_into_panels_then_go_long() -> None:
 
 def test_summary_line_has_no_python_repr() -> None:
     summary = RunSummary(2, 64, 64, 0, 66, {"unscored": 4, "scored": 60})
-    assert services.summary_line("judge", summary) == (
+    assert usecases.summary_line("judge", summary) == (
         "judge run 2: 64 to do, 64 model calls, 0 from cache, 66 HTTP requests; "
         "60 scored, 4 unscored"
     )
-    assert services.summary_line("generation", RunSummary(1, 0, 0, 0, 0, {})).endswith(
+    assert usecases.summary_line("generation", RunSummary(1, 0, 0, 0, 0, {})).endswith(
         "; nothing new"
     )
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.data.responses import import_responses
 from judge.store.engine import session_scope
 from judge.store.tables import Item

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
 

@@ -24,12 +24,12 @@ from sqlmodel import Session, select
 
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.service import LabelStudioService
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.data.responses import import_responses
 from judge.grading.registry import register_rubrics
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import HumanRating, Item
-from server import services
+from server import usecases
 from server.cli import cli
 from tests.annotation.labelstudio.conftest import shared_labelstudio
 from tests.support.factories import make_settings, write_config
@@ -86,7 +86,7 @@ def config(
         answers = [{"item_id": k, "part": "answer", "text": f"answer {k}"} for k in JUDGE]
         gen = import_responses(engine, "free", answers).generation_run_id
         register_rubrics(engine, CLARITY)
-        jud = services.judge(engine, settings, gen, rubric_set="CLARITY")
+        jud = usecases.judge(engine, settings, gen, rubric_set="CLARITY")
         path = write_config(tmp_path / "fairjudge.toml", stub.base_url, db_url)
     engine.dispose()
     path.write_text(

@@ -10,9 +10,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
-from server import create_app, services
+from server import create_app, usecases
 from server.auth import create_key
 from tests.server.dashboard.helpers import S1_ITEMS, Key, Store, sign_in
 from tests.support.factories import SAMPLE, make_settings
@@ -29,8 +29,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = services.generate(engine, settings, "sample", limit=S1_ITEMS)
-        jud = services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, "sample", limit=S1_ITEMS)
+        jud = usecases.judge(engine, settings, gen.run_id)
         yield Store(engine, settings, gen.run_id, jud.run_id)
     engine.dispose()
 

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Judgment
-from server import services
+from server import usecases
 from tests.server.dashboard.helpers import S1_ITEMS
 from tests.support.factories import FAIRJUDGE, SAMPLE, free_port, make_settings, write_config
 from tests.support.stub_openai import StubServer
@@ -91,8 +91,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
         settings = make_settings(stub.base_url, db_url)
-        gen = services.generate(engine, settings, "sample", limit=S1_ITEMS)
-        jud = services.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, "sample", limit=S1_ITEMS)
+        jud = usecases.judge(engine, settings, gen.run_id)
         engine.dispose()
         made = subprocess.run(
             [*FAIRJUDGE, "--config", str(config), "keys", "create", "--role", "member"]

@@ -18,10 +18,10 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from judge.config import Settings
-from judge.data.catalog import import_items
+from judge.data.datasets import import_items
 from judge.store.engine import session_scope
 from judge.store.tables import Job, Judgment, RunLease
-from server import services
+from server import usecases
 from server.jobs import queue
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.kills import requests_of
@@ -43,7 +43,7 @@ def prepared(engine: Engine, stub: StubServer, db_url: str, **endpoint: object) 
     )
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
-    services.generate(engine, settings, "sample", limit=S1_ITEMS)
+    usecases.generate(engine, settings, "sample", limit=S1_ITEMS)
     return settings
 
 
@@ -94,7 +94,7 @@ def test_a_judge_job_runs_to_the_end(engine: Engine, stub: StubServer, db_url: s
     assert done.result is not None and done.result["judge_run_id"] == 1
     assert len(judgments(engine)) == S1_ITEMS == requests_of(stub, "judge")
     with Session(engine) as session:
-        counts = services.job_counts(session, done.result)
+        counts = usecases.job_counts(session, done.result)
         rows = session.exec(select(Judgment)).all()
     assert counts == {
         "by_status": {"scored": S1_ITEMS},

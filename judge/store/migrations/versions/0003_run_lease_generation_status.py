@@ -72,7 +72,7 @@ def _mark_incomplete_runs() -> None:
 
 
 def _detail(failed: int, total: int) -> str:
-    # Worded as judge.generation.incomplete_detail words it.
+    # Worded as judge.answers.collect.incomplete_detail words it.
     return (
         f"{failed} of {total} answers missing (failed calls: {failed}); "
         "run the same generate command again to retry them"

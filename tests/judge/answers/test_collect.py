@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.generation import classify_answer
+from judge.answers.collect import classify_answer
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ def test_answers_are_flagged(text: str | None, flag: str) -> None:
 
 
 def _labelled(name: str) -> list[dict[str, object]]:
-    path = Path(__file__).parents[1] / "support" / "data" / f"refusals_{name}.jsonl"
+    path = Path(__file__).parents[2] / "support" / "data" / f"refusals_{name}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 

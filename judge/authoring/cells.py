@@ -3,7 +3,7 @@
 
 A *cell* is (stage, sensitive factor, scenario). Each call asks for up to ``items_per_call``
 items of one cell with the prompt of ``prompts/dataset_generation*`` and the reply's JSON
-schema; ``judge.data.generate`` reads the reply and stores the call whole. Calls go through
+schema; ``judge.authoring.replies`` reads the reply and stores the call whole. Calls go through
 the call cache (``cached_complete``) with the cell's *attempt* number as the sample index and
 seed, so the same attempt asked again costs nothing.
 
@@ -32,9 +32,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
-from judge.costs import MIN_MEASURED, Measure, Prices, estimate, measured_tokens_per_char
-from judge.data.catalogue import Catalogue
-from judge.data.generate import (
+from judge.authoring.replies import (
     FAILED,
     OK,
     UNREADABLE,
@@ -53,6 +51,8 @@ from judge.data.generate import (
     split_asks,
     stored_attempts,
 )
+from judge.costs import MIN_MEASURED, Measure, Prices, estimate, measured_tokens_per_char
+from judge.data.taxonomy import Taxonomy
 from judge.errors import InvalidInputError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
@@ -116,7 +116,7 @@ class Options:
 # -- which cells ---------------------------------------------------------------------------
 
 
-def check_cell(catalogue: Catalogue, stage: str, factor: str, scenario: str) -> Cell:
+def check_cell(catalogue: Taxonomy, stage: str, factor: str, scenario: str) -> Cell:
     """The cell named on a command line, or InvalidInputError before any call: an unknown
     stage, factor or scenario (with the scenario id it most likely means)."""
     _check_stages([stage])
@@ -125,7 +125,7 @@ def check_cell(catalogue: Catalogue, stage: str, factor: str, scenario: str) -> 
     return Cell(stage, factor, scenario)
 
 
-def unmapped_warning(catalogue: Catalogue, cell: Cell) -> str | None:
+def unmapped_warning(catalogue: Taxonomy, cell: Cell) -> str | None:
     """A warning for a cell whose pair the catalogue does not list (asked for all the same)."""
     if catalogue.is_mapped(cell.factor, cell.scenario):
         return None
@@ -136,7 +136,7 @@ def unmapped_warning(catalogue: Catalogue, cell: Cell) -> str | None:
 
 
 def grid_cells(
-    catalogue: Catalogue,
+    catalogue: Taxonomy,
     *,
     stages: Sequence[str] = (),
     factors: Sequence[str] = (),
@@ -175,7 +175,7 @@ def _check_stages(stages: Iterable[str]) -> None:
         raise InvalidInputError(f"unknown stage {bad[0]!r}: use one of {', '.join(STAGES)}")
 
 
-def _check_factors(catalogue: Catalogue, factors: Iterable[str]) -> None:
+def _check_factors(catalogue: Taxonomy, factors: Iterable[str]) -> None:
     for factor in factors:
         if factor not in catalogue.factor_ids:
             raise InvalidInputError(
@@ -184,7 +184,7 @@ def _check_factors(catalogue: Catalogue, factors: Iterable[str]) -> None:
             )
 
 
-def _check_scenarios(catalogue: Catalogue, scenarios: Iterable[str]) -> None:
+def _check_scenarios(catalogue: Taxonomy, scenarios: Iterable[str]) -> None:
     for scenario in scenarios:
         if scenario in catalogue.scenario_ids:
             continue
@@ -213,7 +213,7 @@ class _Call:
 class _Prompts:
     """The prompt and schema of each (cell, items asked), rendered once."""
 
-    def __init__(self, book: PromptBook, catalogue: Catalogue) -> None:
+    def __init__(self, book: PromptBook, catalogue: Taxonomy) -> None:
         self.book = book
         self.factors = {f.id: f for f in catalogue.factors}
         self.scenarios = {s.id: s for s in catalogue.scenarios}
@@ -288,7 +288,7 @@ def generate_items(
     engine: Engine,
     client: ModelClient,
     book: PromptBook,
-    catalogue: Catalogue,
+    catalogue: Taxonomy,
     dataset: str,
     cell: Cell,
     count: int,
@@ -314,7 +314,7 @@ def plan_items(
     engine: Engine,
     client: ModelClient,
     book: PromptBook,
-    catalogue: Catalogue,
+    catalogue: Taxonomy,
     dataset: str,
     cells: Sequence[Cell],
     per_cell: int,
@@ -362,7 +362,7 @@ def _run(
     engine: Engine,
     client: ModelClient,
     book: PromptBook,
-    catalogue: Catalogue,
+    catalogue: Taxonomy,
     dataset: str,
     cells: Sequence[Cell],
     targets: Callable[[dict[Cell, int]], dict[Cell, int]],
@@ -535,7 +535,7 @@ def plan_dry_run(
     engine: Engine,
     client: ModelClient,
     book: PromptBook,
-    catalogue: Catalogue,
+    catalogue: Taxonomy,
     dataset: str,
     cells: Sequence[Cell],
     per_cell: int,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from judge.errors import InvalidInputError
-from judge.grading.counterfactual import Swap, load_swaps, swap_text
+from judge.trust.swaps import Swap, load_swaps, swap_text
 
 GENDER = (Swap("gender", "he", "she"), Swap("gender", "his", "her"), Swap("gender", "boy", "girl"))
 NAMES = (Swap("names", "Mary", "Latoya"),)
@@ -73,7 +73,7 @@ def test_a_bad_list_names_every_line_to_fix(tmp_path: Path) -> None:
 
 
 def test_direction_of_a_copy_is_the_net_words_moved_toward_side_b() -> None:
-    from judge.grading.counterfactual import net_toward_b, sides
+    from judge.trust.swaps import net_toward_b, sides
 
     done = swap_text("He gave her book to his sister; she thanked him.", GENDER)
     # By hand: He->She (toward B, +1), her->his (toward A, -1), his->her (+1), she->he (-1):

@@ -11,7 +11,7 @@ near-duplicates (``judge.data.dedupe``) and stores the call's items, its call ro
 cache row in the same transaction, so a call is stored whole or not at all. Generated items start
 as drafts waiting for an expert review (``review_status`` "draft") and carry their provenance.
 
-This module makes no model call: ``judge.dataset_generation`` does, and passes each call's
+This module makes no model call: ``judge.authoring.cells`` does, and passes each call's
 outcome here as plain values.
 """
 
@@ -31,8 +31,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
-from judge.data.catalogue import Catalogue
 from judge.data.items import DRAFT, METADATA, ParsedItem, _check_line
+from judge.data.taxonomy import Taxonomy
 from judge.errors import InvalidInputError
 from judge.store.tables import CallCache, Item, ItemGenerationCall, utcnow
 from judge.vocab import STAGE_FIELDS, STAGES
@@ -171,7 +171,7 @@ def read_reply(
     cell: Cell,
     *,
     asked: int,
-    catalogue: Catalogue,
+    catalogue: Taxonomy,
     finish_reason: str | None = None,
 ) -> ReadReply:
     """Read a reply that should be ``{"items": [...]}`` holding ``asked`` items of ``cell``.
@@ -183,12 +183,12 @@ def read_reply(
     object, an empty reply) is rejected whole. A reply wrapped in one code fence is read.
 
     >>> cell = Cell("S1", "gender", "career_counseling")
-    >>> from judge.data.catalogue import load_catalogue
+    >>> from judge.data.taxonomy import load_taxonomy
     >>> read = read_reply('{"items": [{"question": "Q?", "expected_answer": "A."}, {"x": 1}]}',
-    ...                   cell, asked=2, catalogue=load_catalogue())
+    ...                   cell, asked=2, catalogue=load_taxonomy())
     >>> [c.item.fields for c in read.candidates], [r.kind for r in read.rejections]
     ([{'question': 'Q?', 'expected_answer': 'A.'}], ['invalid'])
-    >>> read_reply("Sure! Here are", cell, asked=2, catalogue=load_catalogue()).rejections[0].kind
+    >>> read_reply("Sure! Here are", cell, asked=2, catalogue=load_taxonomy()).rejections[0].kind
     'not_json'
     """
     whole = text or ""
@@ -261,7 +261,7 @@ def _whole(kind: str, reason: str, raw: str) -> ReadReply:
     return ReadReply([], [Rejection(None, kind, reason, raw)])
 
 
-def _read_item(obj: Any, cell: Cell, catalogue: Catalogue) -> tuple[ParsedItem | None, str, str]:
+def _read_item(obj: Any, cell: Cell, catalogue: Taxonomy) -> tuple[ParsedItem | None, str, str]:
     """One item of a reply as a ParsedItem with our id, or (None, kind, reason)."""
     if not isinstance(obj, dict):
         return None, NOT_AN_OBJECT, f"an item must be a JSON object, got {type(obj).__name__}"

@@ -2,7 +2,7 @@
 read from ``datasets/factors_scenarios.toml`` (the seed's appendix table, as data).
 
 Item files are checked against it (``judge.data.items``): an unknown factor or scenario id is
-an error, a factor-scenario pair the table does not list is a warning. ``extend_catalogue``
+an error, a factor-scenario pair the table does not list is a warning. ``extend_taxonomy``
 adds users' own factors and scenarios from a file of the same shape (``fairjudge dataset
 generate --catalogue FILE``).
 """
@@ -43,7 +43,7 @@ class Scenario:
 
 
 @dataclass(frozen=True)
-class Catalogue:
+class Taxonomy:
     """The factors and scenarios, each in file order, and which pairs the paper lists."""
 
     factors: tuple[Factor, ...]
@@ -74,7 +74,7 @@ class Catalogue:
     def suggest_scenario(self, text: str) -> str | None:
         """The scenario id whose id, name or other name ``text`` spells loosely, if any.
 
-        >>> catalogue = load_catalogue()
+        >>> catalogue = load_taxonomy()
         >>> catalogue.suggest_scenario("Classroom management")
         'classroom_management'
         >>> catalogue.suggest_scenario("wisdom companion")
@@ -99,7 +99,7 @@ def catalogue_path() -> Path:
     return datasets_dir() / CATALOGUE_FILE
 
 
-def load_catalogue(path: Path | None = None) -> Catalogue:
+def load_taxonomy(path: Path | None = None) -> Taxonomy:
     """Read and check the catalogue (the bundled one by default), once per path; raise
     DatasetError listing every problem: repeated ids, a mapped scenario that does not exist,
     a factor with no scenario, a scenario no factor uses, a missing or empty field."""
@@ -118,7 +118,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 @cache
-def _load(path: Path) -> Catalogue:
+def _load(path: Path) -> Taxonomy:
     raw = _read(path)
     problems: list[str] = []
     factors = [_factor(entry, problems) for entry in _tables(raw, "factors", problems)]
@@ -127,10 +127,10 @@ def _load(path: Path) -> Catalogue:
     if problems:
         listed = "\n".join(f"  {p}" for p in problems)
         raise DatasetError(f"the factor/scenario catalogue {path} is invalid:\n{listed}")
-    return Catalogue(tuple(factors), tuple(scenarios), path)
+    return Taxonomy(tuple(factors), tuple(scenarios), path)
 
 
-def extend_catalogue(path: str | Path, base: Catalogue | None = None) -> Catalogue:
+def extend_taxonomy(path: str | Path, base: Taxonomy | None = None) -> Taxonomy:
     """``base`` (the bundled catalogue by default) with the factors and scenarios of a user's
     file in the same shape added, checked as a whole; raise DatasetError listing every problem.
 
@@ -140,7 +140,7 @@ def extend_catalogue(path: str | Path, base: Catalogue | None = None) -> Catalog
     ``scenarios`` are added to its row. Factors and scenarios keep ``base``'s order, new ones
     follow in the file's order.
     """
-    base = base or load_catalogue()
+    base = base or load_taxonomy()
     path = Path(path)
     raw = _read(path)
     problems: list[str] = []
@@ -181,7 +181,7 @@ def extend_catalogue(path: str | Path, base: Catalogue | None = None) -> Catalog
     if problems:
         listed = "\n".join(f"  {p}" for p in problems)
         raise DatasetError(f"the factor/scenario catalogue {path} is invalid:\n{listed}")
-    return Catalogue(tuple(factors.values()), tuple(scenarios.values()), path)
+    return Taxonomy(tuple(factors.values()), tuple(scenarios.values()), path)
 
 
 def _entries(raw: dict[str, Any], key: str, problems: list[str]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from judge.data.catalog import describe_dataset, export_items, import_items
+from judge.data.datasets import describe_dataset, export_items, import_items
 from judge.data.items import read_items
 from judge.errors import DatasetError
 from judge.store.engine import session_scope

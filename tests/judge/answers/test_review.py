@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
-from judge.data.catalog import import_items
+from judge.answers.collect import generate
+from judge.data.datasets import import_items
 from judge.errors import InvalidInputError, NotFoundError
-from judge.generation import generate
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook
 from judge.runs import RunSummary

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.data.catalogue import load_catalogue
+from judge.data.taxonomy import load_taxonomy
 from judge.errors import DatasetError
 from judge.paths import checkout_root
 from judge.vocab import FACTORS
@@ -45,7 +45,7 @@ ROW_LENGTHS = {
 
 
 def test_nine_factors_with_the_papers_names_and_vocab_agrees() -> None:
-    catalogue = load_catalogue()
+    catalogue = load_taxonomy()
     assert {f.id: f.name for f in catalogue.factors} == PAPER_FACTORS
     # FACTORS stays a Python constant; it must be the catalogue's ids, in the same order.
     assert catalogue.factor_ids == FACTORS
@@ -59,7 +59,7 @@ def test_twenty_eight_scenarios_as_the_table_names_them() -> None:
     # the Gender strings are alternative names (same position in the row) of two strings that
     # first appear in the Race row, the study companion and the resource-matching scenario:
     # 30 - 2 = 28 scenarios.
-    catalogue = load_catalogue()
+    catalogue = load_taxonomy()
     assert len(catalogue.scenarios) == 28
     assert len(set(catalogue.scenario_ids)) == 28
     names = {s.name for s in catalogue.scenarios}
@@ -72,7 +72,7 @@ def test_twenty_eight_scenarios_as_the_table_names_them() -> None:
 
 
 def test_mapping_matches_the_table_rows() -> None:
-    catalogue = load_catalogue()
+    catalogue = load_taxonomy()
     mapping = catalogue.mapping
     assert {f: len(s) for f, s in mapping.items()} == ROW_LENGTHS
     assert sum(len(s) for s in mapping.values()) == 90
@@ -135,7 +135,7 @@ description = ""
 """
     )
     with pytest.raises(DatasetError) as caught:
-        load_catalogue(path)
+        load_taxonomy(path)
     message = str(caught.value)
     assert "factor id 'gender' is used twice" in message
     assert "factor 'gender' lists unknown scenario 'nowhere'" in message
@@ -146,7 +146,7 @@ description = ""
 
 def test_a_missing_catalogue_says_so(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="catalogue .* is missing"):
-        load_catalogue(tmp_path / "absent.toml")
+        load_taxonomy(tmp_path / "absent.toml")
 
 
 def test_docs_list_every_id_with_its_name() -> None:
@@ -154,6 +154,6 @@ def test_docs_list_every_id_with_its_name() -> None:
     if root is None:
         pytest.skip("docs/ exists only in a checkout")
     docs = (root / "docs" / "datasets.md").read_text(encoding="utf-8")
-    catalogue = load_catalogue()
+    catalogue = load_taxonomy()
     for entry in (*catalogue.factors, *catalogue.scenarios):
         assert f"| `{entry.id}` | {entry.name} " in docs, f"{entry.id} is missing from the docs"

@@ -88,17 +88,17 @@ def counterfactual(
     from judge.errors import IncompleteError
     from judge.store.engine import session_scope
     from judge.store.queries import get_judge_run
-    from server import services
+    from server import usecases
 
     settings = ctx.settings()
     engine = ctx.engine(settings)
     with progress_bar("judging the counterfactual copy", as_json) as bar:
-        done = services.counterfactual_audit(
+        done = usecases.counterfactual_audit(
             engine, settings, judge_run_id, swap=swap, swaps_file=swaps_file, limit=limit,
             progress=bar,
         )  # fmt: skip
     with session_scope(engine) as session:
-        report = services.diagnostics_report(
+        report = usecases.diagnostics_report(
             session, judge_run_id, tolerance=tolerance, settings=settings, margin=margin
         )
         copy_run = get_judge_run(session, done.judge_run_id)
@@ -129,11 +129,11 @@ def show(
 ) -> None:  # fmt: skip
     """RUN's judge diagnostics from the store (nothing is sent)."""
     from judge.store.engine import session_scope
-    from server import services
+    from server import usecases
 
     settings = ctx.settings()
     with session_scope(ctx.engine(settings)) as session:
-        report = services.diagnostics_report(
+        report = usecases.diagnostics_report(
             session, judge_run_id, tolerance=tolerance, settings=settings, margin=margin
         )
     _show(report, out_dir, as_json)
@@ -144,7 +144,7 @@ def _show(
 ) -> None:
     from rich.text import Text
 
-    from server.audits import finite
+    from server.usecases.audits import finite
 
     if out_dir is not None:
         from judge.reports.render import write_report

@@ -1,6 +1,6 @@
 """Audit use cases shared by the CLI, the web API and background jobs: run a suite against a
 model, classify the award follow-ups with the judge, and read a run back as figures and a
-report. Neither Flask nor click is imported here (as in ``server.services``).
+report. Neither Flask nor click is imported here (as in ``server.usecases``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from server.services import make_client
+from server.usecases import make_client
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine

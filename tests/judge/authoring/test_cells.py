@@ -4,7 +4,7 @@ repeating a stored call, the dry run, and the real embedded model.
 
 The stub (tests/support/stub_openai.py) answers a dataset-generation request with as many
 valid, distinct items as asked; tests script other replies with its responder. Expected
-counts are derived by hand from the rules in judge/dataset_generation.py's docstring: a cell
+counts are derived by hand from the rules in judge/authoring/cells.py's docstring: a cell
 short of N items gets ceil(N / items_per_call) calls at once, then calls for what is still
 missing, at most 3 x the calls it first needed; a failed call ends its cell's calls."""
 
@@ -18,10 +18,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from judge.data.catalog import import_items
-from judge.data.catalogue import load_catalogue
-from judge.data.items import _check_line
-from judge.dataset_generation import (
+from judge.authoring.cells import (
     Options,
     check_cell,
     generate_items,
@@ -29,6 +26,9 @@ from judge.dataset_generation import (
     plan_dry_run,
     plan_items,
 )
+from judge.data.datasets import import_items
+from judge.data.items import _check_line
+from judge.data.taxonomy import load_taxonomy
 from judge.errors import InvalidInputError
 from judge.models.client import ModelClient
 from judge.models.embedded import EmbeddedServer
@@ -36,11 +36,11 @@ from judge.paths import prompts_dir
 from judge.prompts import PromptBook
 from judge.store.engine import session_scope
 from judge.store.tables import CallCache, Dataset, Item, ItemGenerationCall
-from server import services
+from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer, dataset_request
 
-CATALOGUE = load_catalogue()
+CATALOGUE = load_taxonomy()
 BOOK = PromptBook(prompts_dir())
 
 
@@ -343,7 +343,7 @@ def test_the_dry_run_costs_at_the_endpoints_prices(db_url: str, engine: Engine) 
     settings = make_settings(
         "http://127.0.0.1:9/v1", db_url, input_price_per_mtok=1.0, output_price_per_mtok=2.0
     )
-    plan = services.plan_items_dry_run(
+    plan = usecases.plan_items_dry_run(
         engine, settings, endpoint="test", per_cell=1, stages=["S1"], factors=["gender"],
         scenarios=["career_counseling"], items_per_call=1,
     )  # fmt: skip
@@ -369,10 +369,10 @@ def test_unknown_names_are_refused_before_any_call(
     settings = make_settings(stub.base_url, db_url)
     chosen = {"stage": "S1", "factor": "gender", "scenario": "career_counseling", **names}
     with pytest.raises(InvalidInputError, match=message):
-        services.generate_items(engine, settings, endpoint="test", count=1, **chosen)
+        usecases.generate_items(engine, settings, endpoint="test", count=1, **chosen)
     plural = {"stages": [chosen["stage"]], "factors": [chosen["factor"]]}
     with pytest.raises(InvalidInputError, match=message):
-        services.plan_items(
+        usecases.plan_items(
             engine, settings, endpoint="test", per_cell=1, scenarios=[chosen["scenario"]],
             **plural,
         )  # fmt: skip
@@ -390,7 +390,7 @@ def test_own_factors_generate_like_the_built_in_ones(
         'description = "Faith, or none."\nscenarios = ["assembly_planning"]\n'
     )
     settings = make_settings(stub.base_url, db_url)
-    summary = services.plan_items(
+    summary = usecases.plan_items(
         engine, settings, endpoint="test", per_cell=2, factors=["religion"],
         catalogue_file=own, into="own",
     )  # fmt: skip

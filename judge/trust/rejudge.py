@@ -19,7 +19,6 @@ from sqlalchemy.engine import Engine
 from judge.config import JudgeConfig
 from judge.errors import InvalidInputError
 from judge.grading import judging
-from judge.grading.counterfactual import Swap
 from judge.grading.rubrics import RubricSet
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook
@@ -28,6 +27,7 @@ from judge.store.engine import session_scope
 from judge.store.queries import get_judge_run
 from judge.store.tables import JudgeRun
 from judge.trust.copies import Copy, make_copy
+from judge.trust.swaps import Swap
 
 
 @dataclass(frozen=True)

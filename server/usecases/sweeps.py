@@ -26,7 +26,7 @@ from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run, get_judge_run
 from judge.store.tables import HumanRating, Judgment
-from server import services
+from server import usecases
 
 Progress = Callable[[int, int], None]
 VARIANTS = ("plain", "cot")
@@ -167,7 +167,7 @@ def run_sweep(
     for config, judge_config in zip(configs, judge_configs, strict=True):
         one = settings.model_copy(update={"judge": judge_config})
         progress = progress_for(config) if progress_for else None
-        summary = services.judge(engine, one, generation_run_id, progress=progress)
+        summary = usecases.judge(engine, one, generation_run_id, progress=progress)
         with session_scope(engine) as session:
             jrun = get_judge_run(session, summary.run_id)
             stored = dict(

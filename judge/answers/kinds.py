@@ -10,7 +10,7 @@ import re
 # "not something I can ...", "not appropriate for me to ...", or an AI disclaimer followed by
 # a negation. Idioms such as "I can't help but notice" or "I cannot stress enough" are not
 # refusals. Measured on a labelled set (tests/support/data/refusals_*.jsonl): see
-# docs/judging.md and tests/judge/test_generation.py.
+# docs/judging.md and tests/judge/answers/test_collect.py.
 _TASK = (
     r"(?:help|assist|answer|respond|provide|give|offer|share|comply|do|fulfil+|engage|make|"
     r"write|create|generate|produce|discuss|speculate|rank|judge|predict|support|continue|"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
-from judge.data.answers import classify_answer
+from judge.answers.kinds import classify_answer
 from judge.data.items import DRAFT, status_name
 from judge.endpoint_url import same_server
 from judge.errors import InvalidInputError, NotFoundError

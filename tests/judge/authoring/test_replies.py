@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from judge.data.catalogue import extend_catalogue, load_catalogue
-from judge.data.generate import (
+from judge.authoring.replies import (
     Cell,
     generated_fields,
     items_schema,
     read_reply,
 )
+from judge.data.taxonomy import extend_taxonomy, load_taxonomy
 from judge.errors import DatasetError
 from judge.paths import prompts_dir
 from judge.prompts import PromptBook
 from judge.vocab import STAGES
 
-CATALOGUE = load_catalogue()
+CATALOGUE = load_taxonomy()
 S1 = Cell("S1", "gender", "career_counseling")
 GOOD = {
     "question": "Should a boy who loves caring for others train as a nurse?",
@@ -211,7 +211,7 @@ scenarios = ["assembly_planning"]
 def test_own_factors_and_scenarios_extend_the_catalogue(tmp_path: Path) -> None:
     path = tmp_path / "own.toml"
     path.write_text(OWN)
-    extended = extend_catalogue(path)
+    extended = extend_taxonomy(path)
     # The 9 built-in factors and 28 scenarios (docs/datasets.md), plus one of each here.
     assert len(extended.factors) == 10 and len(extended.scenarios) == 29
     assert extended.factor_ids[-1] == "religion"
@@ -254,5 +254,5 @@ def test_a_bad_extension_is_refused_naming_the_problem(
     path = tmp_path / "own.toml"
     path.write_text(text)
     with pytest.raises(DatasetError, match="own.toml is invalid") as raised:
-        extend_catalogue(path)
+        extend_taxonomy(path)
     assert problem in str(raised.value)

@@ -1,0 +1,94 @@
+"""The use cases: the one door through which the CLI, the web API, the dashboard and the job
+queue reach the domain (``judge/``, ``annotation/``). Each function takes settings or a session
+and plain or typed requests, and returns typed results; neither Flask nor click is imported here.
+
+The heavy parts (the stages, the model client, the reports, the reliability statistics) are
+imported inside the functions that use them, so a command that only reads the store starts
+quickly (tests/server/test_startup.py).
+"""
+
+from server.usecases.campaigns import create_campaign
+from server.usecases.context import Progress, labelstudio, make_client, open_store, run_prices
+from server.usecases.datasets import (
+    GENERATED_DATASET,
+    generate_items,
+    import_dataset,
+    import_items_json,
+    item_catalogue,
+    plan_items,
+    plan_items_dry_run,
+)
+from server.usecases.demo import (
+    DEMO_ITEMS_PER_STAGE,
+    DemoHooks,
+    DemoResult,
+    DemoStep,
+    DemoSubset,
+    demo,
+    demo_subset,
+    seconds_text,
+)
+from server.usecases.endpoints import check_endpoint, list_endpoints
+from server.usecases.reports import (
+    compare_report,
+    coverage_report,
+    diagnostics_report,
+    full_report,
+    run_agreement,
+)
+from server.usecases.rubrics import list_rubrics, register_rubric, rubrics
+from server.usecases.runs import (
+    generate,
+    generation_run_info,
+    job_counts,
+    judge,
+    judge_dry_run,
+    judge_run_info,
+    run_metrics,
+    summary_line,
+)
+from server.usecases.trust import counterfactual_audit, swap_kinds
+
+__all__ = [
+    "DEMO_ITEMS_PER_STAGE",
+    "DemoHooks",
+    "DemoResult",
+    "DemoStep",
+    "DemoSubset",
+    "GENERATED_DATASET",
+    "Progress",
+    "check_endpoint",
+    "compare_report",
+    "counterfactual_audit",
+    "coverage_report",
+    "create_campaign",
+    "demo",
+    "demo_subset",
+    "diagnostics_report",
+    "full_report",
+    "generate",
+    "generate_items",
+    "generation_run_info",
+    "import_dataset",
+    "import_items_json",
+    "item_catalogue",
+    "job_counts",
+    "judge",
+    "judge_dry_run",
+    "judge_run_info",
+    "labelstudio",
+    "list_endpoints",
+    "list_rubrics",
+    "make_client",
+    "open_store",
+    "plan_items",
+    "plan_items_dry_run",
+    "register_rubric",
+    "rubrics",
+    "run_agreement",
+    "run_metrics",
+    "run_prices",
+    "seconds_text",
+    "summary_line",
+    "swap_kinds",
+]

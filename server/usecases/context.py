@@ -1,0 +1,61 @@
+"""What every use case opens: the store, a model client, an endpoint's prices, Label Studio."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+# Only what every command needs is imported here. The stages, the model client (openai), the
+# reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
+# inside the functions that use them, so a command that only reads the store starts in a
+# fraction of the time (see tests/server/test_startup.py).
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from annotation.labelstudio.client import LabelStudioClient
+    from annotation.labelstudio.service import LabelStudioService
+    from judge.config import Settings
+    from judge.costs import Prices
+    from judge.models.client import ModelClient
+
+
+Progress = Callable[[int, int], None]
+
+
+def open_store(settings: Settings) -> Engine:
+    from judge.store.engine import make_engine
+
+    return make_engine(settings.database_url)
+
+
+def make_client(settings: Settings, endpoint: str) -> ModelClient:
+    """A client for a named endpoint, after checking that it serves the configured model."""
+    from judge.models.client import ModelClient
+
+    client = ModelClient(endpoint, settings.endpoint(endpoint))
+    client.check_model()
+    return client
+
+
+def run_prices(settings: Settings | None, endpoint: str) -> Prices | None:
+    """The prices of a run's judge endpoint as the config gives them now (None without a
+    config, an endpoint of that name, or prices)."""
+    from judge.costs import Prices
+
+    if settings is None or endpoint not in settings.endpoints:
+        return None
+    return Prices.of(settings.endpoints[endpoint])
+
+
+def labelstudio(settings: Settings) -> tuple[LabelStudioClient, LabelStudioService | None]:
+    """A client for the Label Studio campaigns use, and FairJudge's own server's manager when
+    it is that one (None for a server at ``labelstudio.url``)."""
+    from annotation.labelstudio.client import LabelStudioClient
+    from annotation.labelstudio.service import LabelStudioService, connection
+
+    found = connection(settings)
+    client = LabelStudioClient(found.url, found.token, timeout_s=settings.labelstudio.timeout_s)
+    service = (
+        LabelStudioService(settings.labelstudio, settings.state_dir) if found.managed else None
+    )
+    return client, service

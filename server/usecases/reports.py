@@ -1,0 +1,153 @@
+"""Reports: a judge run's full report, the judge's diagnostics, comparisons, dataset coverage,
+and agreement between the judge and human ratings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from server.usecases.context import run_prices
+
+# Only what every command needs is imported here. The stages, the model client (openai), the
+# reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
+# inside the functions that use them, so a command that only reads the store starts in a
+# fraction of the time (see tests/server/test_startup.py).
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from judge.config import Settings
+    from judge.reports.sections import Report
+
+
+def full_report(
+    session: Session,
+    judge_run_id: int,
+    *,
+    with_reliability: bool = True,
+    settings: Settings | None = None,
+    campaigns: Sequence[str] = (),
+) -> Report:
+    """The one report of a judge run, used by the CLI, the API and the demo: stage metrics,
+    the judge's self-consistency (several samples), its reliability (human ratings) and the
+    browser of every judged item."""
+    from annotation.sections import reliability_section
+    from judge.reports.browser import item_browser_section
+    from judge.reports.consistency import self_consistency_section
+    from judge.reports.run_report import metrics_section
+    from judge.reports.sections import Report
+    from judge.store.queries import get_generation_run, get_judge_run
+    from judge.trust.diagnostics import self_preference
+    from judge.trust.section import diagnostics_section
+
+    jrun = get_judge_run(session, judge_run_id)
+    grun = get_generation_run(session, jrun.generation_run_id)
+    sections = [metrics_section(session, judge_run_id)]
+    consistency = self_consistency_section(session, judge_run_id)
+    if consistency is not None:
+        sections.append(consistency)
+    if with_reliability:
+        reliability = reliability_section(session, judge_run_id, campaigns=campaigns)
+        if reliability is not None:
+            sections.append(reliability)
+    prices = run_prices(settings, jrun.endpoint_name)
+    sections.append(diagnostics_section(session, judge_run_id, prices=prices))
+    sections.append(item_browser_section(session, judge_run_id))
+    return Report(
+        title=f"FairJudge report: {grun.model} (judge run {judge_run_id})",
+        intro=(
+            "FairMonitor bias evaluation"
+            if jrun.rubric_set == "fairmonitor"
+            else f"Evaluation with the rubrics {jrun.rubric_set}"
+        )
+        + f" of {grun.model} ("
+        + (
+            "answers imported from elsewhere"
+            if grun.source == "imported"
+            else f"{grun.endpoint_name} at {grun.base_url}, temperature {grun.temperature:g}"
+        )
+        + f"), judged by {jrun.model} at {jrun.base_url} ({jrun.prompt_variant} prompt, "
+        f"temperature {jrun.temperature:g}). Run status: {jrun.status}"
+        + (f" ({jrun.status_detail})" if jrun.status_detail else "")
+        + "."
+        + (" " + selfpref if (selfpref := self_preference(session, judge_run_id)) else ""),
+        sections=sections,
+    )
+
+
+def diagnostics_report(
+    session: Session,
+    judge_run_id: int,
+    *,
+    tolerance: float = 0.0,
+    settings: Settings | None = None,
+    margin: float | None = None,
+) -> Report:
+    """The "judge diagnostics" of one judge run alone (``judge-audit show``); ``margin``:
+    the counterfactual equivalence margin in score points (default 0.25)."""
+    from judge.reports.sections import Report
+    from judge.store.queries import get_judge_run
+    from judge.trust.directional import MARGIN
+    from judge.trust.section import diagnostics_section
+
+    jrun = get_judge_run(session, judge_run_id)
+    prices = run_prices(settings, jrun.endpoint_name)
+    section = diagnostics_section(
+        session, judge_run_id, tolerance=tolerance, prices=prices,
+        margin=MARGIN if margin is None else margin,
+    )  # fmt: skip
+    return Report(
+        title=f"FairJudge judge diagnostics: judge run {judge_run_id} ({jrun.model})",
+        intro=(section.notes[0] + " " if section.payload["self_preference"] else "")
+        + f"Checks of the judge {jrun.model} ({jrun.prompt_variant} prompt, temperature "
+        f"{jrun.temperature:g}) on its own biases (counterfactual swaps, order, length) and "
+        "what it cost.",
+        sections=[section],
+    )
+
+
+def compare_report(session: Session, judge_run_ids: Sequence[int]) -> Report:
+    """Several judge runs side by side: the stage metrics of each model (or judge
+    configuration) per factor and stage, with intervals and unscored counts, and their score
+    distributions. Refuses run ids that do not exist, and fewer than two distinct runs."""
+    from judge.reports.compare import compare_section, compared_runs
+    from judge.reports.sections import Report
+
+    runs = compared_runs(session, judge_run_ids)
+    section = compare_section(session, runs)
+    labels = ", ".join(r.label for r in runs)
+    return Report(
+        title=f"FairJudge comparison: {labels}",
+        intro=f"FairMonitor stage metrics of {len(runs)} judge runs side by side ("
+        + "; ".join(r.describe() for r in runs)
+        + ").",
+        sections=[section],
+    )
+
+
+def run_agreement(
+    session: Session, judge_run_id: int, *, campaigns: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Judge-human and human-human agreement for a judge run's answers (the reliability
+    section of its report) on the ratings of ``campaigns`` (every campaign's when empty);
+    NotFoundError when no human ratings exist yet."""
+    from annotation.sections import reliability_section
+    from judge.errors import NotFoundError
+
+    section = reliability_section(session, judge_run_id, campaigns=campaigns)
+    if section is None:
+        raise NotFoundError(
+            f"judge run {judge_run_id} has no human ratings to compare with; run a campaign "
+            "(POST /api/v1/campaigns) or import ratings (`fairjudge ratings import`)"
+        )
+    return {"judge_run": judge_run_id, **section.payload}
+
+
+def coverage_report(session: Session, name: str) -> Report:
+    """Dataset NAME's coverage of FairMonitor's grid (stage x factor x scenario, by review
+    status) as a one-section report."""
+    from judge.data.coverage import coverage
+    from judge.reports.coverage import coverage_section
+    from judge.reports.sections import Report
+
+    section = coverage_section(coverage(session, name))
+    return Report(f"FairJudge benchmark coverage: {name}", section.notes[0], [section])

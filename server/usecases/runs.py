@@ -1,0 +1,224 @@
+"""Runs: the model under test answering (generation), the judge scoring (judging), their info,
+metrics and the counts a job shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from server.usecases.context import Progress, make_client
+from server.usecases.rubrics import rubrics
+
+# Only what every command needs is imported here. The stages, the model client (openai), the
+# reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
+# inside the functions that use them, so a command that only reads the store starts in a
+# fraction of the time (see tests/server/test_startup.py).
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlmodel import Session
+
+    from judge.config import Settings
+    from judge.runs import RunSummary
+    from judge.store.queries import GenerationRunInfo, JudgeRunInfo
+
+
+def generate(
+    engine: Engine,
+    settings: Settings,
+    dataset: str,
+    *,
+    limit: int | None = None,
+    accepted_only: bool = False,
+    include_drafts: bool = False,
+    new: bool = False,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+) -> RunSummary:
+    """Answers from the model under test for a dataset (resumes a run with the same settings);
+    ``on_run`` hears the run's id before any call."""
+    from judge.answers import collect
+    from judge.prompts import PromptBook
+
+    cfg = settings.generation
+    return collect.generate(
+        engine,
+        make_client(settings, cfg.endpoint),
+        PromptBook(settings.prompts_path()),
+        dataset,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+        limit=limit,
+        accepted_only=accepted_only,
+        include_drafts=include_drafts,
+        new=new,
+        progress=progress,
+        on_run=on_run,
+    )
+
+
+def judge(
+    engine: Engine,
+    settings: Settings,
+    generation_run_id: int,
+    *,
+    rubric_set: str | None = None,
+    swap_order: bool = False,
+    max_cost: float | None = None,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+) -> RunSummary:
+    """Rubric scores for a generation run's answers (resumes a run with the same settings).
+    ``rubric_set``: "fairmonitor" (the default) or registered or built-in rubric names,
+    comma-separated; another set is another judge run. ``swap_order``: judge every pair in
+    both orders (another judge run). ``max_cost``: stop before spending more, at the judge
+    endpoint's prices (refused without them). ``on_run`` hears the judge run's id before
+    any call."""
+    from judge.costs import Budget, Prices
+    from judge.grading import judging
+    from judge.prompts import PromptBook
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_generation_run
+
+    with session_scope(engine) as session:
+        get_generation_run(session, generation_run_id)  # a missing run fails before any call
+        chosen = rubrics(settings, session, rubric_set=rubric_set)
+    budget = None
+    if max_cost is not None:  # refused before any call when the endpoint has no prices
+        name = settings.judge.endpoint
+        budget = Budget(max_cost, Prices.of(settings.endpoint(name)), endpoint=name)
+    return judging.judge(
+        engine,
+        make_client(settings, settings.judge.endpoint),
+        PromptBook(settings.prompts_path()),
+        chosen,
+        settings.judge,
+        generation_run_id,
+        progress=progress,
+        on_run=on_run,
+        swap_order=swap_order,
+        budget=budget,
+    )
+
+
+def judge_dry_run(
+    engine: Engine,
+    settings: Settings,
+    generation_run_id: int,
+    *,
+    rubric_set: str | None = None,
+    swap_order: bool = False,
+) -> dict[str, Any]:
+    """What ``judge`` with these settings would send and cost, with nothing sent or stored:
+    judgments to make, first calls the cache answers, and an estimate of the rest (tokens
+    from this machine's measured ratio where there is one, cost at the endpoint's prices)."""
+    from judge.costs import Prices, estimate, measured_completion_tokens, measured_tokens_per_char
+    from judge.grading import judging
+    from judge.models.client import ModelClient
+    from judge.prompts import PromptBook
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_generation_run
+
+    name = settings.judge.endpoint
+    endpoint = settings.endpoint(name)
+    client = ModelClient(name, endpoint)  # no /models check: a dry run sends nothing
+    with session_scope(engine) as session:
+        get_generation_run(session, generation_run_id)
+        chosen = rubrics(settings, session, rubric_set=rubric_set)
+        ratio = measured_tokens_per_char(session, client.model)
+        typical = measured_completion_tokens(session, client.model)
+    planned = judging.plan_calls(
+        engine, client, PromptBook(settings.prompts_path()), chosen, settings.judge,
+        generation_run_id, swap_order=swap_order,
+    )  # fmt: skip
+    guess = estimate(
+        planned.to_send, max_tokens=settings.judge.max_tokens, prices=Prices.of(endpoint),
+        tokens_per_char=ratio, completion_tokens=typical,
+    )  # fmt: skip
+    return {
+        "judge_run_id": planned.run_id,
+        "endpoint": name,
+        "model": client.model,
+        "judgments_to_make": planned.judgments,
+        "missing_answers": planned.missing_answers,
+        "cached_calls": planned.cached,
+        "calls_to_send": len(planned.to_send),
+        "estimate": guess.to_json(),
+    }
+
+
+def summary_line(kind: str, s: RunSummary) -> str:
+    """One line for people about a pass over a run, e.g. 'judge run 2: 64 to do, 64 model
+    calls, 0 from cache, 66 HTTP requests; 60 scored, 4 unscored'."""
+    outcome = ", ".join(f"{n:,} {flag}" for flag, n in sorted(s.flags.items())) or "nothing new"
+    return (
+        f"{kind} run {s.run_id}: {s.tasks:,} to do, {s.model_calls:,} model calls, "
+        f"{s.cached:,} from cache, {s.http_attempts:,} HTTP requests; {outcome}"
+    )
+
+
+def generation_run_info(session: Session, run_id: int) -> GenerationRunInfo:
+    from judge.store.queries import get_generation_run, list_runs
+
+    get_generation_run(session, run_id)
+    return list_runs(session, generation_run=run_id).generation_runs[0]
+
+
+def judge_run_info(session: Session, run_id: int) -> JudgeRunInfo:
+    from judge.store.queries import get_judge_run, list_runs
+
+    get_judge_run(session, run_id)
+    return list_runs(session, judge_run=run_id).judge_runs[0]
+
+
+def run_metrics(session: Session, judge_run_id: int) -> dict[str, Any]:
+    """FairMonitor's stage metrics of a judge run: per factor and over all factors."""
+    from judge.metrics import item_scores, metric_dicts, stage_metrics
+    from judge.store.queries import get_generation_run, get_judge_run
+
+    jrun = get_judge_run(session, judge_run_id)
+    model = get_generation_run(session, jrun.generation_run_id).model
+    scores = item_scores(session, judge_run_id, jrun.aggregation)
+    return {
+        "judge_run": judge_run_id,
+        "aggregation": jrun.aggregation,
+        "overall": metric_dicts(stage_metrics(scores, model, by_factor=False)),
+        "by_factor": metric_dicts(stage_metrics(scores, model)),
+    }
+
+
+def job_counts(session: Session, result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a job's run holds so far: rows by status (judgments, audit answers) or flag
+    (answers), and the tokens they used; None before the job knows its run."""
+    from sqlmodel import func, select
+
+    from judge.store.tables import AuditAnswer, Judgment, Response
+
+    if not result:
+        return None
+    if "audit_run_id" in result:
+        table: Any = AuditAnswer
+        column, run = AuditAnswer.status, AuditAnswer.run_id
+        run_id = result["audit_run_id"]
+    elif "judge_run_id" in result:
+        table, column, run = Judgment, Judgment.status, Judgment.judge_run_id
+        run_id = result["judge_run_id"]
+    elif "generation_run_id" in result:
+        table, column, run = Response, Response.flag, Response.run_id  # type: ignore[assignment]
+        run_id = result["generation_run_id"]
+    else:
+        return None
+    rows = session.exec(
+        select(
+            column,
+            func.count(),
+            func.coalesce(func.sum(table.prompt_tokens), 0),
+            func.coalesce(func.sum(table.completion_tokens), 0),
+        )
+        .where(run == run_id)
+        .group_by(column)
+    ).all()
+    return {
+        "by_status": {str(status): int(n) for status, n, _, _ in rows},
+        "prompt_tokens": sum(int(p) for _, _, p, _ in rows),
+        "completion_tokens": sum(int(c) for _, _, _, c in rows),
+    }
