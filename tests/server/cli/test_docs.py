@@ -76,20 +76,24 @@ def commands_without_json() -> list[str]:
     return sorted(missing)
 
 
-def test_readme_names_exactly_the_commands_without_json() -> None:
-    readme = " ".join((repo() / "README.md").read_text().split())
-    claim = readme.split("takes `--json` for machine-readable output (all but ")[1].split(")")[0]
+def test_guide_names_exactly_the_commands_without_json() -> None:
+    # The claim moved from the README to docs/guide.md when the README became an on-ramp.
+    guide = " ".join((repo() / "docs" / "guide.md").read_text().split())
+    claim = guide.split("takes `--json` for machine-readable output (all but ")[1].split(")")[0]
     named = sorted(n.strip("` ") for n in claim.replace(" and ", ", ").split(","))
     assert named == commands_without_json()
 
 
-def test_readme_and_judging_docs_promise_the_same_after_a_kill() -> None:
+def test_guide_and_judging_docs_promise_the_same_after_a_kill() -> None:
     # Both say a SIGKILL costs at most the calls in flight; neither may promise that nothing
-    # is ever paid twice after a kill, nor keep the old "last second" wording.
+    # is ever paid twice after a kill, nor keep the old "last second" wording. (The promise
+    # moved from the README to docs/guide.md; the README must not bring the old wording back.)
     readme = " ".join((repo() / "README.md").read_text().split())
+    guide = " ".join((repo() / "docs" / "guide.md").read_text().split())
     judging = " ".join((repo() / "docs" / "judging.md").read_text().split())
-    for text in (readme, judging):
+    for text in (guide, judging):
         assert "SIGKILL" in text and "calls in flight" in text
+    for text in (readme, guide, judging):
         assert "last second" not in text
         assert "even after Ctrl-C or a kill" not in text
 
