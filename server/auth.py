@@ -119,6 +119,12 @@ def authenticate(session: Session, raw: str | None) -> ApiKey:
     return row
 
 
+def live_key(session: Session, key_id: int) -> ApiKey | None:
+    """The key with row id ``key_id`` unless it is missing or revoked."""
+    row = session.get(ApiKey, key_id)
+    return None if row is None or row.revoked_at is not None else row
+
+
 def require_role(key: ApiKey, role: str) -> None:
     """ForbiddenError unless ``key`` may act as ``role`` (an admin may do what a member may)."""
     if role == "admin" and key.role != "admin":

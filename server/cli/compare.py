@@ -13,8 +13,8 @@ from server.cli.output import json_option, out, report_table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from judge.reports.sections import Report
     from server.cli import Context
+    from server.usecases import Report
 
 
 def print_comparison(report: Report, console: Console | None = None) -> None:
@@ -22,15 +22,13 @@ def print_comparison(report: Report, console: Console | None = None) -> None:
     unscored judgments of each run."""
     from rich.text import Text
 
-    from judge.reports.compare import COMPARE_TITLE
+    from server.usecases import comparison_summary
 
     console = console or out()
-    section = report.section(COMPARE_TITLE)
-    assert section is not None, "a comparison always has its section"
-    for table in section.tables:
+    tables, lines = comparison_summary(report)
+    for table in tables:
         report_table(table, console=console)
-    legend = section.tables[-1].notes  # the by-factor table's: what a cell says
-    for line in [*legend, *section.notes]:
+    for line in lines:
         console.print(Text(line), soft_wrap=False)
 
 
@@ -47,12 +45,11 @@ def print_comparison(report: Report, console: Console | None = None) -> None:
 def compare(ctx: Context, run_ids: tuple[int, ...], out_dir: str | None, as_json: bool) -> None:
     """Compare judge runs side by side: stage metrics per factor with 95 % intervals and
     unscored counts, one column per model (or judge configuration)."""
-    from judge.reports.render import write_report
-    from judge.store.engine import session_scope
-    from server.usecases import compare_report
+    from server.usecases import compare_report, session
+    from server.usecases.rendering import write_report
 
-    with session_scope(ctx.engine()) as session:
-        report = compare_report(session, run_ids)
+    with session(ctx.engine()) as db:
+        report = compare_report(db, run_ids)
     paths = write_report(report, out_dir) if out_dir else {}
     if as_json:
         data = report.to_json()

@@ -58,11 +58,9 @@ def dataset_import(
 @click.pass_obj
 def dataset_list(ctx: Context, as_json: bool) -> None:
     """List datasets with their item counts."""
-    from judge.data.datasets import list_datasets
-    from judge.store.engine import session_scope
+    from server.usecases import list_datasets
 
-    with session_scope(ctx.engine()) as session:
-        rows = [asdict(info) for info in list_datasets(session)]
+    rows = [asdict(info) for info in list_datasets(ctx.engine())]
     emit(rows, as_json, lambda r: table("datasets", r))
 
 
@@ -72,11 +70,9 @@ def dataset_list(ctx: Context, as_json: bool) -> None:
 @click.pass_obj
 def dataset_show(ctx: Context, name: str, as_json: bool) -> None:
     """Show counts per stage and factor, and which factor x stage cells are empty."""
-    from judge.data.datasets import describe_dataset
-    from judge.store.engine import session_scope
+    from server.usecases import describe_dataset
 
-    with session_scope(ctx.engine()) as session:
-        info = asdict(describe_dataset(session, name))
+    info = asdict(describe_dataset(ctx.engine(), name))
     emit(info, as_json, lambda i: out().print_json(json.dumps(i)))
 
 
@@ -97,11 +93,11 @@ def dataset_export(
 ) -> None:
     """Write dataset NAME to FILE in the import format, with each item's review status,
     review and provenance when set."""
-    from judge.data.datasets import export_items
-    from judge.store.engine import session_scope
+    from server.usecases import export_dataset
 
-    with session_scope(ctx.engine()) as session, writing(file):
-        n = export_items(session, name, file, statuses=statuses or None)
+    engine = ctx.engine()
+    with writing(file):
+        n = export_dataset(engine, name, file, statuses=statuses or None)
     emit(
         {"dataset": name, "items": n, "file": file},
         as_json,
@@ -124,15 +120,13 @@ def dataset_coverage(ctx: Context, name: str, out_dir: str | None, as_json: bool
     cells and cells with no usable item are marked (the terminal shows only those rows)."""
     from rich.text import Text
 
-    from judge.reports.sections import Table
-    from judge.store.engine import session_scope
     from server.cli.output import report_table
-    from server.usecases import coverage_report
+    from server.usecases import Table, coverage_report, session
 
-    with session_scope(ctx.engine()) as session:
-        report = coverage_report(session, name)
+    with session(ctx.engine()) as db:
+        report = coverage_report(db, name)
     if out_dir is not None:
-        from judge.reports.render import write_report
+        from server.usecases.rendering import write_report
 
         with writing(out_dir):
             written = write_report(report, out_dir)
@@ -236,16 +230,17 @@ def dataset_generate(
     that cannot be read, items of the wrong shape or stage, and near-duplicates are reported
     with their raw text and not stored."""
     from server import usecases
+    from server.usecases.requests import ItemCellRequest
 
+    request = ItemCellRequest.build(
+        endpoint=endpoint, stage=stage, factor=factor, scenario=scenario, count=count,
+        into=into, catalogue_file=catalogue_file, items_per_call=items_per_call,
+        temperature=temperature, max_tokens=max_tokens,
+    )  # fmt: skip
     settings = ctx.settings()
     engine = ctx.engine(settings)
     with progress_bar("asking for items", as_json) as bar:
-        summary = usecases.generate_items(
-            engine, settings, endpoint=endpoint, stage=stage, factor=factor,
-            scenario=scenario, count=count, into=into, catalogue_file=catalogue_file,
-            items_per_call=items_per_call, temperature=temperature, max_tokens=max_tokens,
-            progress=bar,
-        )  # fmt: skip
+        summary = usecases.generate_items(engine, settings, request, progress=bar)
     emit(summary.to_json(), as_json, _print_generation)
 
 
@@ -288,20 +283,21 @@ def dataset_plan(
     --per-cell items written by an endpoint. Resumable: run it again and it asks only for
     what is still missing, skipping the calls already stored."""
     from server import usecases
+    from server.usecases.requests import ItemPlanRequest
 
+    request = ItemPlanRequest.build(
+        endpoint=endpoint, per_cell=per_cell, stages=stages, factors=factors,
+        scenarios=scenarios, into=into, catalogue_file=catalogue_file,
+        items_per_call=items_per_call, temperature=temperature, max_tokens=max_tokens,
+        dry_run=dry_run,
+    )  # fmt: skip
     settings = ctx.settings()
     engine = ctx.engine(settings)
-    chosen: dict[str, Any] = {
-        "endpoint": endpoint, "per_cell": per_cell, "stages": stages, "factors": factors,
-        "scenarios": scenarios, "into": into, "catalogue_file": catalogue_file,
-        "items_per_call": items_per_call, "temperature": temperature, "max_tokens": max_tokens,
-    }  # fmt: skip
-    if dry_run:
-        plan = usecases.plan_items_dry_run(engine, settings, **chosen)
-        emit(plan, as_json, _print_dry_run)
+    if request.dry_run:
+        emit(usecases.plan_items_dry_run(engine, settings, request), as_json, _print_dry_run)
         return
     with progress_bar("asking for items", as_json) as bar:
-        summary = usecases.plan_items(engine, settings, **chosen, progress=bar)
+        summary = usecases.plan_items(engine, settings, request, progress=bar)
     emit(summary.to_json(), as_json, _print_generation)
 
 

@@ -23,10 +23,9 @@ def db() -> None:
 def db_upgrade(ctx: Context, as_json: bool) -> None:
     """Apply every migration the database lacks (safe to run again; the server needs this
     after an update, other commands do it themselves)."""
-    from judge.store.engine import upgrade
+    from server.usecases.store import upgrade_store
 
-    done = upgrade(ctx.settings().database_url)
-    data = {"before": done.before, "after": done.after, "changed": done.changed}
+    data = upgrade_store(ctx.settings().database_url)
 
     def render(d: dict[str, object]) -> None:
         if d["changed"]:
@@ -42,17 +41,9 @@ def db_upgrade(ctx: Context, as_json: bool) -> None:
 @click.pass_obj
 def db_current(ctx: Context, as_json: bool) -> None:
     """Show the database's schema revision and the newest this FairJudge knows."""
-    from judge.store.engine import head_revision, masked, revision_at
+    from server.usecases.store import store_revision
 
-    url = ctx.settings().database_url
-    revision = revision_at(url)
-    head = head_revision()
-    data = {
-        "database": masked(url),
-        "revision": revision,
-        "head": head,
-        "up_to_date": revision == head,
-    }
+    data = store_revision(ctx.settings().database_url)
 
     def render(d: dict[str, object]) -> None:
         state = "up to date" if d["up_to_date"] else "behind: run `fairjudge db upgrade`"

@@ -35,12 +35,11 @@ def export(ctx: Context, run_id: int, out_dir: str, formats: str, as_json: bool)
     prompt hash, model, parameters, tokens) and every answer it judged, one row each."""
     from rich.text import Text
 
-    from judge.exports import export_judge_run, parse_formats
-    from judge.store.engine import session_scope
+    from server.usecases.exports import export_formats, export_run
 
-    chosen = parse_formats(formats)  # a bad format fails before the store is opened
-    with session_scope(ctx.engine()) as session, writing(out_dir):
-        result = export_judge_run(session, run_id, out_dir, formats=chosen)
+    chosen = export_formats(formats)  # a bad format fails before the store is opened
+    with writing(out_dir):
+        result = export_run(ctx.engine(), run_id, out_dir, formats=chosen)
 
     def render(_: object) -> None:
         out().print(

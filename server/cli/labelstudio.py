@@ -13,9 +13,9 @@ import click
 from server.cli.output import emit, json_option
 
 if TYPE_CHECKING:
-    from annotation.labelstudio.service import LabelStudioService
     from judge.config import Settings
     from server.cli import Context
+    from server.usecases.servers import LabelStudioService
 
 
 @click.group()
@@ -24,10 +24,10 @@ def labelstudio() -> None:
 
 
 def _service(ctx: Context) -> tuple[Settings, LabelStudioService]:
-    from annotation.labelstudio.service import LabelStudioService
+    from server.usecases.servers import labelstudio_service
 
     settings = ctx.settings()
-    return settings, LabelStudioService(settings.labelstudio, settings.state_dir)
+    return settings, labelstudio_service(settings)
 
 
 def _not_managed(settings: Settings, action: str, as_json: bool) -> None:
@@ -92,9 +92,9 @@ def labelstudio_stop(ctx: Context, as_json: bool) -> None:
 @click.pass_obj
 def labelstudio_status(ctx: Context, as_json: bool) -> None:
     """Say where Label Studio runs, which version, and whether FairJudge's token works."""
-    from annotation.labelstudio.service import server_status
+    from server.usecases.servers import labelstudio_status
 
-    status = server_status(ctx.settings())
+    status = labelstudio_status(ctx.settings())
 
     def render(s: dict[str, Any]) -> None:
         owner = "FairJudge's own" if s["managed"] else "external"

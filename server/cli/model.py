@@ -12,8 +12,8 @@ import click
 from server.cli.output import emit, json_option
 
 if TYPE_CHECKING:
-    from judge.models.embedded import EmbeddedServer, MeasuredSpeed
     from server.cli import Context
+    from server.usecases.servers import EmbeddedServer, MeasuredSpeed
 
 
 @click.group()
@@ -22,10 +22,9 @@ def model() -> None:
 
 
 def _server(ctx: Context) -> EmbeddedServer:
-    from judge.models.embedded import EmbeddedServer
+    from server.usecases.servers import embedded_server
 
-    settings = ctx.settings()
-    return EmbeddedServer(settings.embedded, settings.state_dir)
+    return embedded_server(ctx.settings())
 
 
 @model.command("serve")

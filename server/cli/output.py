@@ -17,7 +17,7 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from judge.reports.sections import Table as ReportTable
+    from server.usecases import Table as ReportTable
 
 
 # The consoles are made on first use: importing rich takes longer than the rest of the CLI,

@@ -16,9 +16,8 @@ from server.cli.output import err, json_option, out, progress_bar, report_table,
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from judge.reports.sections import Report
     from server.cli import Context
-    from server.usecases import DemoHooks
+    from server.usecases import DemoHooks, Report
 
 
 def print_metrics(report: Report, console: Console | None = None) -> None:
@@ -26,17 +25,12 @@ def print_metrics(report: Report, console: Console | None = None) -> None:
     and tokens in words; fitted to the console's width (cells are never cut)."""
     from rich.text import Text
 
-    from judge.reports.run_report import METRICS_TITLE, counts_phrase, tokens_phrase
+    from server.usecases import metrics_summary
 
     console = console or out()
-    section = report.section(METRICS_TITLE)
-    assert section is not None, "a run report always has its metrics section"
-    report_table(section.tables[0], console=console, notes=True)
-    data = report.to_json()
-    for line in (
-        f"unscored judgments: {counts_phrase(data['unscored'])}",
-        f"tokens: {tokens_phrase(data['tokens'])}",
-    ):
+    metrics, lines = metrics_summary(report)
+    report_table(metrics, console=console, notes=True)
+    for line in lines:
         console.print(Text(line), soft_wrap=False)
 
 
@@ -56,13 +50,12 @@ def report(
     ctx: Context, run_id: int, out_dir: str, campaigns: tuple[str, ...], as_json: bool
 ) -> None:
     """Write the HTML/JSON/CSV report of a judge run."""
-    from judge.reports.render import write_report
-    from judge.store.engine import session_scope
-    from server.usecases import full_report
+    from server.usecases import full_report, session
+    from server.usecases.rendering import write_report
 
     settings = ctx.settings()
-    with session_scope(ctx.engine(settings)) as session:
-        composed = full_report(session, run_id, settings=settings, campaigns=campaigns)
+    with session(ctx.engine(settings)) as db:
+        composed = full_report(db, run_id, settings=settings, campaigns=campaigns)
     with writing(out_dir):
         paths = write_report(composed, out_dir)
     if as_json:

@@ -37,17 +37,10 @@ def responses_import(
     """Import FILE (.jsonl or .csv: item_id, part, text[, model, metadata]) into the imported
     run of DATASET and the model label; a file with any bad row is refused whole, every bad
     row listed. See docs/datasets.md, "Bringing your own answers"."""
-    from judge.data.responses import import_response_file
-    from judge.prompts import PromptBook
+    from server.usecases import import_responses
 
     settings = ctx.settings()
-    summary = import_response_file(
-        ctx.engine(settings),
-        file,
-        dataset,
-        model=model,
-        book=PromptBook(settings.prompts_path()),
-    )
+    summary = import_responses(ctx.engine(settings), settings, file, dataset, model=model)
 
     def render(s: dict[str, Any]) -> None:
         run = f"generation run {s['generation_run_id']}" + (" (new)" if s["created_run"] else "")

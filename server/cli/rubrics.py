@@ -46,11 +46,10 @@ def rubrics_add(ctx: Context, file: Path, as_json: bool) -> None:
 @click.pass_obj
 def rubrics_list(ctx: Context, as_json: bool) -> None:
     """List registered rubrics (the latest version of each)."""
-    from judge.store.engine import session_scope
-    from server.usecases import list_rubrics
+    from server.usecases import list_rubrics, session
 
-    with session_scope(ctx.engine()) as session:
-        rows = [r.to_dict() for r in list_rubrics(session)]
+    with session(ctx.engine()) as db:
+        rows = [r.to_dict() for r in list_rubrics(db)]
 
     def render(data: list[dict[str, Any]]) -> None:
         table(
@@ -79,11 +78,10 @@ def rubrics_list(ctx: Context, as_json: bool) -> None:
 @click.pass_obj
 def rubrics_show(ctx: Context, name: str, version: int | None, as_json: bool) -> None:
     """Show a registered rubric: its criterion, levels and the texts it compares."""
-    from judge.grading.registry import get_registered
-    from judge.store.engine import session_scope
+    from server.usecases import registered_rubric, session
 
-    with session_scope(ctx.engine()) as session:
-        data = get_registered(session, name, version).to_dict()
+    with session(ctx.engine()) as db:
+        data = registered_rubric(db, name, version).to_dict()
     emit(data, as_json, _print_rubric)
 
 

@@ -65,26 +65,19 @@ def generate(
     Drafts and rejected items are left out (see docs/datasets.md); the run's status line
     says how many."""
     from server import usecases
+    from server.usecases.requests import GenerateRequest
 
-    settings = ctx.settings(
-        **{
-            "generation.endpoint": endpoint,
-            "generation.temperature": temperature,
-            "generation.max_tokens": max_tokens,
-        }
-    )
+    fields = {
+        "dataset": dataset_name, "endpoint": endpoint, "temperature": temperature,
+        "max_tokens": max_tokens, "limit": limit, "accepted_only": accepted_only,
+        "include_drafts": include_drafts, "new": new,
+    }  # fmt: skip
+    # The config is loaded with the overrides first, so a bad value is blamed on its option.
+    settings = ctx.settings(**GenerateRequest.overrides_of(fields))
+    request = GenerateRequest.build(**fields)
     engine = ctx.engine(settings)
     with progress_bar("generating", as_json) as bar:
-        summary = usecases.generate(
-            engine,
-            settings,
-            dataset_name,
-            limit=limit,
-            accepted_only=accepted_only,
-            include_drafts=include_drafts,
-            new=new,
-            progress=bar,
-        )
+        summary = usecases.generate(engine, settings, request, progress=bar)
     emit(
         asdict(summary),
         as_json,
@@ -98,12 +91,9 @@ def _note_finished(engine: Engine, run_id: int, as_json: bool) -> None:
     """Print a finished generation run's status line (the items it left out), if any."""
     from rich.text import Text
 
-    from judge.store.engine import session_scope
-    from judge.store.queries import get_generation_run
+    from server.usecases import run_status
 
-    with session_scope(engine) as session:
-        run = get_generation_run(session, run_id)
-        status, detail = run.status, run.status_detail
+    status, detail = run_status(engine, "generation", run_id)
     if status == "finished" and detail:
         (err() if as_json else out()).print(Text(f"note: {detail}"), soft_wrap=True)
 
@@ -165,28 +155,23 @@ def judge(
     """Score a generation run's answers with the FairMonitor rubrics, or with --rubrics
     (resumable)."""
     from server import usecases
+    from server.usecases.requests import JudgeRequest
 
-    settings = ctx.settings(
-        **{
-            "judge.endpoint": endpoint,
-            "judge.prompt_variant": prompt_variant,
-            "judge.temperature": temperature,
-            "judge.samples": samples,
-            "judge.aggregation": aggregation,
-        }
-    )
+    fields = {
+        "generation_run_id": run_id, "endpoint": endpoint, "prompt_variant": prompt_variant,
+        "temperature": temperature, "samples": samples, "aggregation": aggregation,
+        "rubric_set": rubric_set, "swap_order": swap_order, "max_cost": max_cost,
+        "dry_run": dry_run,
+    }  # fmt: skip
+    # The config is loaded with the overrides first, so a bad value is blamed on its option.
+    settings = ctx.settings(**JudgeRequest.overrides_of(fields))
+    request = JudgeRequest.build(**fields)
     engine = ctx.engine(settings)
-    if dry_run:
-        plan = usecases.judge_dry_run(
-            engine, settings, run_id, rubric_set=rubric_set, swap_order=swap_order
-        )
-        emit(plan, as_json, _print_plan)
+    if request.dry_run:
+        emit(usecases.judge_dry_run(engine, settings, request), as_json, _print_plan)
         return
     with progress_bar("judging", as_json) as bar:
-        summary = usecases.judge(
-            engine, settings, run_id, rubric_set=rubric_set, swap_order=swap_order,
-            max_cost=max_cost, progress=bar,
-        )  # fmt: skip
+        summary = usecases.judge(engine, settings, request, progress=bar)
     emit(asdict(summary), as_json, lambda _: out().print(usecases.summary_line("judge", summary)))
     _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
 
@@ -225,16 +210,9 @@ def _check_complete(
     from rich.text import Text
 
     from judge.errors import IncompleteError
-    from judge.store.engine import session_scope
-    from judge.store.queries import get_generation_run, get_judge_run
+    from server.usecases import run_status
 
-    with session_scope(engine) as session:
-        run = (
-            get_judge_run(session, run_id)
-            if kind == "judge"
-            else get_generation_run(session, run_id)
-        )
-        status, detail = run.status, run.status_detail
+    status, detail = run_status(engine, kind, run_id)
     if status != "incomplete":
         return
     line = f"{kind} run {run_id} is incomplete: {detail}"
@@ -248,11 +226,10 @@ def _check_complete(
 @click.pass_obj
 def runs(ctx: Context, as_json: bool) -> None:
     """List generation runs and judge runs."""
-    from judge.store.engine import session_scope
-    from judge.store.queries import list_runs
+    from server.usecases import list_runs, session
 
-    with session_scope(ctx.engine()) as session:
-        data = asdict(list_runs(session))
+    with session(ctx.engine()) as db:
+        data = asdict(list_runs(db))
 
     def render(d: dict[str, Any]) -> None:
         table("generation runs", d["generation_runs"])

@@ -36,10 +36,10 @@ def serve(
     The database must be at the newest schema revision (`fairjudge db upgrade`). Jobs that
     were running when the server stopped are resumed by the worker.
     """
-    from judge.store.engine import make_engine
+    from server.usecases import open_store
 
     settings = ctx.settings(**{"server.host": host, "server.port": port, "server.workers": workers})
-    make_engine(settings.database_url, migrate=False).dispose()  # refuse a stale schema now
+    open_store(settings, migrate=False).dispose()  # refuse a stale schema now
     worker = None if no_worker else _start_worker(ctx)
     cfg = settings.server
     err().print(
@@ -68,16 +68,15 @@ def worker(ctx: Context, exit_with_parent: bool) -> None:
     whose worker died. Several workers may share one database."""
     import logging
 
-    from judge.store.engine import make_engine
     from server.jobs.queue import Worker
+    from server.usecases import open_store, preload_runners
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] [worker] %(message)s")
     settings = ctx.settings()
-    engine = make_engine(settings.database_url, migrate=False)
+    engine = open_store(settings, migrate=False)
     # A worker lives long: load the judging and generation code (openai among it, ~1 s) now
     # rather than when the first job has started and is being timed by its user.
-    import judge.answers.collect  # noqa: F401
-    import judge.grading.judging  # noqa: F401
+    preload_runners()
 
     stop = threading.Event()
     if exit_with_parent:

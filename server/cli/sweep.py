@@ -98,7 +98,7 @@ def sweep(
     from rich.text import Text
 
     from judge.stats.coefficient import BootstrapOptions
-    from judge.store.engine import session_scope
+    from server.usecases import session
     from server.usecases.sweeps import (
         has_ratings,
         layout,
@@ -115,10 +115,10 @@ def sweep(
         )
     data: dict[str, Any] = result.to_dict()
     table = None
-    with session_scope(engine) as session:
-        if has_ratings(session, run_id):
+    with session(engine) as db:
+        if has_ratings(db, run_id):
             options = BootstrapOptions(n_bootstrap=n_bootstrap, seed=seed)
-            reliability = sweep_reliability(session, result, options=options, human=human_score)
+            reliability = sweep_reliability(db, result, options=options, human=human_score)
             table = layout(reliability, result, coefficient)
             data["agreement"] = reliability.to_dict()
             data["table"] = {"title": table.title, "columns": table.columns, "rows": table.rows}

@@ -20,7 +20,7 @@ from flask.typing import ResponseReturnValue
 from sqlmodel import Session
 
 from judge.errors import InvalidInputError
-from judge.store.tables import ApiKey
+from server.auth import ApiKey, live_key
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -46,8 +46,8 @@ def signed_in_key(db: Session) -> ApiKey | None:
     key_id, stored = session.get(KEY_ID), session.get(KEY_HASH)
     if not isinstance(key_id, int) or not isinstance(stored, str):
         return None
-    row = db.get(ApiKey, key_id)
-    if row is None or row.revoked_at is not None:
+    row = live_key(db, key_id)
+    if row is None:
         return None
     return row if hmac.compare_digest(row.key_hash, stored) else None
 

@@ -28,10 +28,10 @@ def start_job() -> ResponseReturnValue:
     key = current_key()
     require_role(key, "member")  # members and admins start jobs
     try:
-        params = pages.judge_params(request.form)
+        judge = pages.judge_request(request.form)
         engine = current_app.extensions["fairjudge_engine"]
         settings = current_app.config["SETTINGS"]
-        job = queue.submit(engine, "judge", params, created_by=key.name, settings=settings)
+        job = queue.submit(engine, "judge", judge, created_by=key.name, settings=settings)
     except FairJudgeError as exc:  # the form comes back with what was sent and why not
         form = pages.job_form(get_session(), current_app.config["SETTINGS"], request.form)
         page = render_template("dashboard/new_job.html", form=form, error=str(exc))

@@ -1,8 +1,10 @@
 """What each dashboard page shows, gathered in one call per page (no Flask here: the views
 parse the request, call one of these and render its result).
 
-The numbers come from the same functions the JSON API serialises (``list_runs``,
-``full_report``, the job queue), so a page and the API cannot disagree.
+The numbers come from the same use cases the JSON API serialises (``list_runs``,
+``full_report``, the job queue), so a page and the API cannot disagree; the job form parses
+into the judge job's request (``JudgeRequest``), as the CLI's options and the API's
+parameters do.
 """
 
 from __future__ import annotations
@@ -10,18 +12,21 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session
 
 from judge.config import JudgeConfig, Settings
 from judge.errors import InvalidInputError, NotFoundError
-from judge.reports.sections import Report, Section
-from judge.store.queries import GenerationRunInfo, RunListing, list_runs
-from judge.store.tables import Job, Judgment
 from server import usecases
 from server.jobs import queue
-from server.schemas import MAX_ID
+from server.usecases.jobs import job_request
+from server.usecases.requests import MAX_ID, JudgeRequest
+
+if TYPE_CHECKING:
+    from server.usecases import Report, Section
+    from server.usecases.jobs import Job
+    from server.usecases.runs import GenerationRunInfo, RunListing
 
 API = "/api/v1"
 """Where the JSON API lives; the judge run page links its reports there."""
@@ -31,6 +36,7 @@ JOBS_SHOWN = 50
 FINAL = ("finished", "failed", "cancelled")
 """Job statuses that no longer change: a page showing one stops polling."""
 PROMPT_VARIANTS: tuple[str, ...] = get_args(JudgeConfig.model_fields["prompt_variant"].annotation)
+AGGREGATIONS: tuple[str, ...] = get_args(JudgeConfig.model_fields["aggregation"].annotation)
 
 
 def row_id(kind: str, value: int) -> int:
@@ -52,7 +58,7 @@ class Overview:
 
 def overview(session: Session) -> Overview:
     jobs, total = queue.list_jobs(session, limit=JOBS_SHOWN)
-    return Overview(list_runs(session), jobs, total)
+    return Overview(usecases.list_runs(session), jobs, total)
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,7 @@ class JudgeRunPage:
 
 
 def judge_run_page(session: Session, run_id: int, settings: Settings | None = None) -> JudgeRunPage:
-    from judge.reports.render import figure_png  # matplotlib: only for this page
+    from server.usecases.rendering import figure_png  # matplotlib: only for this page
 
     report = usecases.full_report(session, row_id("judge run", run_id), settings=settings)
     shown = [
@@ -104,6 +110,7 @@ class JobForm:
     generation_runs: list[GenerationRunInfo]
     endpoints: list[str]
     prompt_variants: tuple[str, ...]
+    aggregations: tuple[str, ...]
     values: dict[str, str]  # field -> value shown: what was sent, else the config's default
 
 
@@ -117,16 +124,20 @@ def job_form(session: Session, settings: Settings, sent: Mapping[str, str]) -> J
         "prompt_variant": cfg.prompt_variant,
         "temperature": f"{cfg.temperature:g}",
         "samples": str(cfg.samples),
+        "aggregation": cfg.aggregation,
         "rubric_set": "",
+        "swap_order": "",
+        "max_cost": "",
     }
     values = {name: sent.get(name, default) for name, default in defaults.items()}
-    runs = list_runs(session).generation_runs
-    return JobForm(runs, sorted(settings.endpoints), PROMPT_VARIANTS, values)
+    runs = usecases.list_runs(session).generation_runs
+    return JobForm(runs, sorted(settings.endpoints), PROMPT_VARIANTS, AGGREGATIONS, values)
 
 
-def judge_params(form: Mapping[str, str]) -> dict[str, Any]:
-    """The judge job's parameters from the form; a blank optional field is None (the
-    config's value). InvalidInputError names each field that cannot be read."""
+def judge_request(form: Mapping[str, str]) -> JudgeRequest:
+    """The judge job's request from the form; a blank optional field is None (the config's
+    value). InvalidInputError names each field that cannot be read, then each value the
+    request refuses (as the job API says it)."""
     problems: list[str] = []
 
     def number(name: str, kind: type[int] | type[float], *, required: bool = False) -> Any:
@@ -143,17 +154,24 @@ def judge_params(form: Mapping[str, str]) -> dict[str, Any]:
             )
             return None
 
-    params = {
+    def text(name: str) -> str | None:
+        return form.get(name, "").strip() or None
+
+    fields = {
         "generation_run_id": number("generation_run_id", int, required=True),
-        "endpoint": form.get("endpoint", "").strip() or None,
-        "prompt_variant": form.get("prompt_variant", "").strip() or None,
+        "endpoint": text("endpoint"),
+        "prompt_variant": text("prompt_variant"),
         "temperature": number("temperature", float),
         "samples": number("samples", int),
-        "rubric_set": form.get("rubric_set", "").strip() or None,
+        "aggregation": text("aggregation"),
+        "rubric_set": text("rubric_set"),
+        "swap_order": True if text("swap_order") else None,  # a checkbox: sent only when on
+        "max_cost": number("max_cost", float),
     }
     if problems:
         raise InvalidInputError("the judge job form has errors: " + "; ".join(problems))
-    return params
+    given = {name: value for name, value in fields.items() if value is not None}
+    return cast(JudgeRequest, job_request("judge", given))  # the judge kind's request type
 
 
 @dataclass(frozen=True)
@@ -169,13 +187,5 @@ class JobPage:
 def job_page(session: Session, job_id: int) -> JobPage:
     job = queue.get_job(session, row_id("job", job_id))
     run_id = (job.result or {}).get("judge_run_id")
-    judgments: dict[str, int] = {}
-    if isinstance(run_id, int):
-        judgments = dict(
-            session.exec(
-                select(Judgment.status, func.count())
-                .where(col(Judgment.judge_run_id) == run_id)
-                .group_by(Judgment.status)
-            ).all()
-        )
+    judgments = usecases.judgment_counts(session, run_id) if isinstance(run_id, int) else {}
     return JobPage(job, job.status in FINAL, run_id if isinstance(run_id, int) else None, judgments)

@@ -1,6 +1,11 @@
 """Audit use cases shared by the CLI, the web API and background jobs: run a suite against a
-model, classify the award follow-ups with the judge, and read a run back as figures and a
-report. Neither Flask nor click is imported here (as in ``server.usecases``).
+model, classify the award follow-ups with the judge and store people's classes of them, read
+a run back as figures and a report, and analyse answers classified elsewhere. Neither Flask
+nor click is imported here (as in ``server.usecases``).
+
+One request per use case: ``AuditRequest`` (the suite, its design options and who is asked
+how) is what the API's ``POST /audits`` body and an audit job's parameters are; the CLI's
+``AuditRunRequest`` adds the input files and ``new`` that only the CLI may give.
 """
 
 from __future__ import annotations
@@ -8,9 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from server.usecases import make_client
+from pydantic import BaseModel, ConfigDict, Field
+
+from judge.errors import InvalidInputError
+from server.usecases.context import make_client
+from server.usecases.requests import AuditRequest
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -215,3 +225,213 @@ def audit_result(session: Session, run_id: int) -> AuditResult:
     title = f"FairJudge audit run {run.id}: {run.suite} on {run.model}"
     report = Report(title, f"Endpoint {run.endpoint_name}; status {run.status}.", sections)
     return AuditResult(info, statuses, analysis, error, followup, examples, report)
+
+
+# -- one request for every interface --------------------------------------------------------
+
+
+class AuditInputs(BaseModel):
+    """Input files a suite's design may be read from instead of the bundled ones: the CLI's
+    only (over HTTP they would let any key holder make the server read a file of its
+    choosing), so they are not part of a job's parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: str | None = Field(default=None, description="award: the item bank (JSON).")
+    names_file: str | None = Field(default=None, description="award: name groups (TOML).")
+    design: str | None = Field(default=None, description="names: the design file (TOML).")
+    stereoset: str | None = Field(default=None, description="bbi: StereoSet JSON.")
+    crows_pairs: str | None = Field(default=None, description="bbi: CrowS-Pairs CSV.")
+
+    SUITE_FILES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "award": ("items", "names_file"),
+        "names": ("design",),
+        "bbi": ("stereoset", "crows_pairs"),
+    }
+
+    def of(self, suite: str) -> dict[str, str]:
+        """The files given for ``suite``; InvalidInputError for a file of another suite."""
+        given = self.model_dump(exclude_none=True)
+        wrong = sorted(set(given) - set(self.SUITE_FILES.get(suite, ())))
+        if wrong:
+            raise InvalidInputError(f"not an input of the {suite} suite: {', '.join(wrong)}")
+        return given
+
+
+class AuditRunRequest(AuditRequest):
+    """An ``AuditRequest`` (the suite, its design and who is asked how: what the API and a
+    job take) with what only the CLI may add: input files and ``new``."""
+
+    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
+        "inputs": "a job reads the bundled designs only",
+        "new": "a resumed job would start yet another run",
+    }
+
+    inputs: AuditInputs = Field(default_factory=AuditInputs)
+    new: bool = Field(default=False, description="Start a new run even if one matches.")
+
+    def job_problems(self) -> list[str]:
+        return [
+            f"{name}: {why}"
+            for name, why in self.NOT_FOR_JOBS.items()
+            if getattr(self, name)
+            != type(self).model_fields[name].get_default(call_default_factory=True)
+        ]
+
+
+def audit(
+    engine: Engine,
+    settings: Settings,
+    request: AuditRequest,
+    *,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+) -> AuditSummary:
+    """Run the suite ``request`` names (``run_audit`` with the request's fields)."""
+    files: dict[str, str] = {}
+    new = False
+    if isinstance(request, AuditRunRequest):
+        files, new = request.inputs.of(request.suite), request.new
+    return run_audit(
+        engine,
+        settings,
+        request.suite,
+        {**request.options, **files},
+        endpoint=request.endpoint,
+        temperature=request.temperature,
+        max_tokens=request.max_tokens,
+        limit=request.limit,
+        new=new,
+        progress=progress,
+        on_run=on_run,
+    )
+
+
+# -- reading runs back, in a session of their own (the CLI) ---------------------------------
+
+
+def show(engine: Engine, run_id: int) -> AuditResult:
+    """``audit_result`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return audit_result(session, run_id)
+
+
+def run_status(engine: Engine, run_id: int) -> dict[str, Any]:
+    """``run_info`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return run_info(session, run_id)
+
+
+def runs(engine: Engine, suite: str | None = None) -> list[dict[str, Any]]:
+    """``list_runs`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return list_runs(session, suite)
+
+
+# -- the award audit's follow-ups, classified by people -------------------------------------
+
+
+def followup_columns() -> tuple[str, ...]:
+    """The columns of the follow-ups CSV people fill in."""
+    from judge.audits.followup import EXPORT_COLUMNS
+
+    return tuple(EXPORT_COLUMNS)
+
+
+def followup_rows(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """An award run's follow-up explanations for people to classify (the chosen student's
+    group left out); NotFoundError for an unknown run."""
+    from judge.audits.followup import export_rows
+
+    run_info(session, run_id)  # an unknown run is named as such
+    return export_rows(session, run_id)
+
+
+def export_followups(engine: Engine, run_id: int) -> list[dict[str, Any]]:
+    """The follow-up rows of ``export-followups`` (no run check: as the CLI always had)."""
+    from judge.audits.followup import export_rows
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return export_rows(session, run_id)
+
+
+def import_labels(engine: Engine, run_id: int, path: str | Path, annotator: str) -> dict[str, int]:
+    """Store one person's classes (CSV with answer_id,label) of an award run's follow-ups."""
+    from judge.audits.followup import import_labels as store
+
+    return store(engine, run_id, path, annotator)
+
+
+def store_labels(
+    engine: Engine,
+    run_id: int,
+    annotator: str,
+    entries: list[tuple[int, int, str]],
+    *,
+    what: str,
+) -> dict[str, int]:
+    """Store one person's classes ((position, answer_id, label) each) all or nothing; a bad
+    batch is an InvalidInputError whose ``problems`` pair positions with reasons."""
+    from judge.audits.followup import store_labels as store
+
+    return store(engine, run_id, annotator, entries, what=what)
+
+
+# -- answers classified elsewhere (analyze --from-csv) --------------------------------------
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A suite's figures from a CSV of answers classified elsewhere, and their report.
+    ``note``: what the CSV could not give (a missing column), or None."""
+
+    data: dict[str, Any]
+    report: Report
+    note: str | None = None
+
+
+def analyze_award_csv(path: str | Path, names: str | Path | None = None) -> Analysis:
+    """Binomial tests per level (level,choice) and, with a name_pair column, Kruskal-Wallis
+    across name pairs; or the follow-up's chi-square (level,chosen_group,followup_class)."""
+    from judge.audits import award as suite
+    from judge.audits.report import award_report
+
+    groups = suite.load_name_groups(names) if names else None
+    read = suite.read_award_csv(path, groups)
+    note = None
+    if read.layout == "choice":
+        result: Any = suite.analyze(read.choices)
+        if not read.name_pairs:
+            note = (
+                "no Kruskal-Wallis test across name pairs: the CSV has no name_pair column "
+                "(add one, e.g. Latoya/Mary; docs/audits.md)"
+            )
+    else:
+        result = suite.analyze_followup(read.followups)
+    data = {"layout": read.layout, **result.to_dict()}
+    return Analysis(data, award_report(result), note)
+
+
+def analyze_names_csv(path: str | Path) -> Analysis:
+    """Means and CIs by race and gender, Welch's tests, per-name standardised means."""
+    from judge.audits import names as suite
+    from judge.audits.report import names_report
+
+    result = suite.analyze(suite.read_answers_csv(Path(path)))
+    return Analysis(result.to_dict(), names_report(result))
+
+
+def analyze_bbi_csv(path: str | Path) -> Analysis:
+    """RS, SBS per dataset and BBI, overall and per bias type (dataset,bias_type,label)."""
+    from judge.audits import bbi as suite
+    from judge.audits.report import bbi_report
+
+    result = suite.analyze_labels(suite.read_labels_csv(Path(path)))
+    return Analysis(result.to_dict(), bbi_report(result))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 # Only what every command needs is imported here. The stages, the model client (openai), the
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 # fraction of the time (see tests/server/test_startup.py).
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
+    from sqlmodel import Session
 
     from annotation.labelstudio.client import LabelStudioClient
     from annotation.labelstudio.service import LabelStudioService
@@ -22,10 +24,21 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 
 
-def open_store(settings: Settings) -> Engine:
+def open_store(settings: Settings, *, migrate: bool = True) -> Engine:
+    """The store's engine; without ``migrate``, a database behind the newest schema revision
+    is refused (the server and its workers never migrate on their own)."""
     from judge.store.engine import make_engine
 
-    return make_engine(settings.database_url)
+    return make_engine(settings.database_url, migrate=migrate)
+
+
+@contextmanager
+def session(engine: Engine) -> Iterator[Session]:
+    """A store session for the block: committed at its end, rolled back on an error."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as opened:
+        yield opened
 
 
 def make_client(settings: Settings, endpoint: str) -> ModelClient:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server.usecases.context import Progress, make_client
+from server.usecases.requests import ItemCellRequest, ItemOptions, ItemPlanRequest
 
 # Only what every command needs is imported here. The stages, the model client (openai), the
 # reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
     from judge.authoring.cells import Options as GenerationOptions
     from judge.authoring.replies import Cell
     from judge.config import Settings
-    from judge.data.datasets import ImportSummary
+    from judge.data.datasets import DatasetDescription, DatasetInfo, ImportSummary
+    from judge.data.responses import ResponsesImport
     from judge.data.taxonomy import Taxonomy
 
 
@@ -36,7 +38,46 @@ def import_dataset(
         return import_items(session, path, name or Path(path).stem, allow_unmapped=allow_unmapped)
 
 
-GENERATED_DATASET = "generated"
+def list_datasets(engine: Engine) -> list[DatasetInfo]:
+    """Every dataset with its item count."""
+    from judge.data.datasets import list_datasets as listing
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return listing(session)
+
+
+def describe_dataset(engine: Engine, name: str) -> DatasetDescription:
+    """Dataset NAME's counts per stage and factor, and its empty factor x stage cells."""
+    from judge.data.datasets import describe_dataset as describe
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return describe(session, name)
+
+
+def export_dataset(
+    engine: Engine, name: str, out: str | Path, *, statuses: Sequence[str] | None = None
+) -> int:
+    """Write dataset NAME to ``out`` in the import format (only items of ``statuses`` when
+    given); how many items were written."""
+    from judge.data.datasets import export_items
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return export_items(session, name, out, statuses=statuses)
+
+
+def import_responses(
+    engine: Engine, settings: Settings, path: str | Path, dataset: str, *, model: str | None = None
+) -> ResponsesImport:
+    """Answers produced elsewhere (a .jsonl or .csv file) into the imported generation run of
+    ``dataset`` and the model label; a file with any bad row is refused whole."""
+    from judge.data.responses import import_response_file
+    from judge.prompts import PromptBook
+
+    book = PromptBook(settings.prompts_path())
+    return import_response_file(engine, path, dataset, model=model, book=book)
 
 
 def item_catalogue(catalogue_file: str | Path | None = None) -> Taxonomy:
@@ -47,9 +88,7 @@ def item_catalogue(catalogue_file: str | Path | None = None) -> Taxonomy:
     return extend_taxonomy(catalogue_file) if catalogue_file else load_taxonomy()
 
 
-def _generation_options(
-    items_per_call: int | None, temperature: float | None, max_tokens: int | None
-) -> GenerationOptions:
+def _generation_options(request: ItemOptions) -> GenerationOptions:
     from judge.authoring.cells import (
         DEFAULT_ITEMS_PER_CALL,
         DEFAULT_TEMPERATURE,
@@ -57,101 +96,75 @@ def _generation_options(
     )
 
     return Options(
-        items_per_call=DEFAULT_ITEMS_PER_CALL if items_per_call is None else items_per_call,
-        temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
-        max_tokens=max_tokens,
+        items_per_call=(
+            DEFAULT_ITEMS_PER_CALL if request.items_per_call is None else request.items_per_call
+        ),
+        temperature=DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
+        max_tokens=request.max_tokens,
     )
 
 
 def generate_items(
     engine: Engine,
     settings: Settings,
+    request: ItemCellRequest | None = None,
     *,
-    endpoint: str,
-    stage: str,
-    factor: str,
-    scenario: str,
-    count: int,
-    into: str = GENERATED_DATASET,
-    catalogue_file: str | Path | None = None,
-    items_per_call: int | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
     progress: Progress | None = None,
+    **fields: Any,
 ) -> GenerationSummary:
     """``count`` new test items of one cell written by ``endpoint``, stored as drafts in
-    dataset ``into``. Names, options and the endpoint are checked before any call."""
+    dataset ``into`` (``request``, or its fields as keywords). Names, options and the
+    endpoint are checked before any call."""
     from judge.authoring import cells as authoring
     from judge.prompts import PromptBook
 
-    catalogue = item_catalogue(catalogue_file)
-    cell = authoring.check_cell(catalogue, stage, factor, scenario)
-    options = _generation_options(items_per_call, temperature, max_tokens)
+    request = request or ItemCellRequest.build(**fields)
+    catalogue = item_catalogue(request.catalogue_file)
+    cell = authoring.check_cell(catalogue, request.stage, request.factor, request.scenario)
+    options = _generation_options(request)
     return authoring.generate_items(
-        engine, make_client(settings, endpoint), PromptBook(settings.prompts_path()), catalogue,
-        into, cell, count, options=options, progress=progress,
+        engine, make_client(settings, request.endpoint), PromptBook(settings.prompts_path()),
+        catalogue, request.into, cell, request.count, options=options, progress=progress,
     )  # fmt: skip
 
 
 def plan_items(
     engine: Engine,
     settings: Settings,
+    request: ItemPlanRequest | None = None,
     *,
-    endpoint: str,
-    per_cell: int,
-    stages: Sequence[str] = (),
-    factors: Sequence[str] = (),
-    scenarios: Sequence[str] = (),
-    into: str = GENERATED_DATASET,
-    catalogue_file: str | Path | None = None,
-    items_per_call: int | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
     progress: Progress | None = None,
+    **fields: Any,
 ) -> GenerationSummary:
     """Fill stages x factors x each factor's scenarios (all, or those named) of dataset
-    ``into`` up to ``per_cell`` items each with items ``endpoint`` writes; resumable: a
-    rerun asks only for what is still missing."""
+    ``into`` up to ``per_cell`` items each with items ``endpoint`` writes (``request``, or
+    its fields as keywords); resumable: a rerun asks only for what is still missing."""
     from judge.authoring import cells as authoring
     from judge.prompts import PromptBook
 
-    catalogue, cells = _plan_grid(catalogue_file, stages, factors, scenarios)
-    options = _generation_options(items_per_call, temperature, max_tokens)
+    request = request or ItemPlanRequest.build(**fields)
+    catalogue, cells = _plan_grid(request)
+    options = _generation_options(request)
     return authoring.plan_items(
-        engine, make_client(settings, endpoint), PromptBook(settings.prompts_path()), catalogue,
-        into, cells, per_cell, options=options, progress=progress,
+        engine, make_client(settings, request.endpoint), PromptBook(settings.prompts_path()),
+        catalogue, request.into, cells, request.per_cell, options=options, progress=progress,
     )  # fmt: skip
 
 
-def _plan_grid(
-    catalogue_file: str | Path | None,
-    stages: Sequence[str],
-    factors: Sequence[str],
-    scenarios: Sequence[str],
-) -> tuple[Taxonomy, list[Cell]]:
-    """The catalogue (bundled, or extended by ``catalogue_file``) and the cells a plan
+def _plan_grid(request: ItemPlanRequest) -> tuple[Taxonomy, list[Cell]]:
+    """The catalogue (bundled, or extended by the request's file) and the cells a plan
     covers; unknown names are refused here, before any call."""
     from judge.authoring.cells import grid_cells
 
-    catalogue = item_catalogue(catalogue_file)
-    cells = grid_cells(catalogue, stages=stages, factors=factors, scenarios=scenarios)
+    catalogue = item_catalogue(request.catalogue_file)
+    cells = grid_cells(
+        catalogue, stages=request.stages, factors=request.factors, scenarios=request.scenarios
+    )
     return catalogue, cells
 
 
 def plan_items_dry_run(
-    engine: Engine,
-    settings: Settings,
-    *,
-    endpoint: str,
-    per_cell: int,
-    stages: Sequence[str] = (),
-    factors: Sequence[str] = (),
-    scenarios: Sequence[str] = (),
-    into: str = GENERATED_DATASET,
-    catalogue_file: str | Path | None = None,
-    items_per_call: int | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
+    engine: Engine, settings: Settings, request: ItemPlanRequest | None = None, **fields: Any
 ) -> dict[str, Any]:
     """What ``plan_items`` would ask for and cost at ``endpoint``'s prices, with nothing
     sent or stored."""
@@ -160,11 +173,12 @@ def plan_items_dry_run(
     from judge.models.client import ModelClient
     from judge.prompts import PromptBook
 
-    catalogue, cells = _plan_grid(catalogue_file, stages, factors, scenarios)
-    config = settings.endpoint(endpoint)
+    request = request or ItemPlanRequest.build(**fields)
+    catalogue, cells = _plan_grid(request)
+    config = settings.endpoint(request.endpoint)
     return authoring.plan_dry_run(
-        engine, ModelClient(endpoint, config), PromptBook(settings.prompts_path()), catalogue,
-        into, cells, per_cell, options=_generation_options(items_per_call, temperature, max_tokens),
+        engine, ModelClient(request.endpoint, config), PromptBook(settings.prompts_path()),
+        catalogue, request.into, cells, request.per_cell, options=_generation_options(request),
         prices=Prices.of(config),
     )  # fmt: skip
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+# The report's types are plain dataclasses (no heavy import): the interfaces read them here.
+from judge.reports.sections import Report, Table
+from judge.reports.sections import Section as Section
 from server.usecases.context import run_prices
 
 # Only what every command needs is imported here. The stages, the model client (openai), the
@@ -16,7 +19,6 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from judge.config import Settings
-    from judge.reports.sections import Report
 
 
 def full_report(
@@ -29,29 +31,30 @@ def full_report(
 ) -> Report:
     """The one report of a judge run, used by the CLI, the API and the demo: stage metrics,
     the judge's self-consistency (several samples), its reliability (human ratings) and the
-    browser of every judged item."""
+    browser of every judged item. The run's facts are read once and given to every section."""
     from annotation.sections import reliability_section
     from judge.reports.browser import item_browser_section
     from judge.reports.consistency import self_consistency_section
+    from judge.reports.facts import load_run_facts
     from judge.reports.run_report import metrics_section
     from judge.reports.sections import Report
-    from judge.store.queries import get_generation_run, get_judge_run
-    from judge.trust.diagnostics import self_preference
+    from judge.store.queries import get_judge_run
     from judge.trust.section import diagnostics_section
 
     jrun = get_judge_run(session, judge_run_id)
-    grun = get_generation_run(session, jrun.generation_run_id)
-    sections = [metrics_section(session, judge_run_id)]
-    consistency = self_consistency_section(session, judge_run_id)
+    facts = load_run_facts(session, judge_run_id, prices=run_prices(settings, jrun.endpoint_name))
+    grun = facts.generation_run
+    sections = [metrics_section(session, judge_run_id, facts=facts)]
+    consistency = self_consistency_section(session, judge_run_id, facts=facts)
     if consistency is not None:
         sections.append(consistency)
     if with_reliability:
-        reliability = reliability_section(session, judge_run_id, campaigns=campaigns)
+        reliability = reliability_section(session, judge_run_id, campaigns=campaigns, facts=facts)
         if reliability is not None:
             sections.append(reliability)
-    prices = run_prices(settings, jrun.endpoint_name)
-    sections.append(diagnostics_section(session, judge_run_id, prices=prices))
-    sections.append(item_browser_section(session, judge_run_id))
+    sections.append(diagnostics_section(session, judge_run_id, facts=facts))
+    sections.append(item_browser_section(session, judge_run_id, facts=facts))
+    selfpref = facts.self_preference
     return Report(
         title=f"FairJudge report: {grun.model} (judge run {judge_run_id})",
         intro=(
@@ -69,7 +72,7 @@ def full_report(
         f"temperature {jrun.temperature:g}). Run status: {jrun.status}"
         + (f" ({jrun.status_detail})" if jrun.status_detail else "")
         + "."
-        + (" " + selfpref if (selfpref := self_preference(session, judge_run_id)) else ""),
+        + (" " + selfpref if selfpref else ""),
         sections=sections,
     )
 
@@ -84,7 +87,6 @@ def diagnostics_report(
 ) -> Report:
     """The "judge diagnostics" of one judge run alone (``judge-audit show``); ``margin``:
     the counterfactual equivalence margin in score points (default 0.25)."""
-    from judge.reports.sections import Report
     from judge.store.queries import get_judge_run
     from judge.trust.directional import MARGIN
     from judge.trust.section import diagnostics_section
@@ -110,7 +112,6 @@ def compare_report(session: Session, judge_run_ids: Sequence[int]) -> Report:
     configuration) per factor and stage, with intervals and unscored counts, and their score
     distributions. Refuses run ids that do not exist, and fewer than two distinct runs."""
     from judge.reports.compare import compare_section, compared_runs
-    from judge.reports.sections import Report
 
     runs = compared_runs(session, judge_run_ids)
     section = compare_section(session, runs)
@@ -147,7 +148,32 @@ def coverage_report(session: Session, name: str) -> Report:
     status) as a one-section report."""
     from judge.data.coverage import coverage
     from judge.reports.coverage import coverage_section
-    from judge.reports.sections import Report
 
     section = coverage_section(coverage(session, name))
     return Report(f"FairJudge benchmark coverage: {name}", section.notes[0], [section])
+
+
+def metrics_summary(report: Report) -> tuple[Table, list[str]]:
+    """A run report's FairMonitor metrics table, and its unscored judgments and tokens in
+    words (what the CLI prints after a report or the demo)."""
+    from judge.reports.run_report import METRICS_TITLE, counts_phrase, tokens_phrase
+
+    section = report.section(METRICS_TITLE)
+    if section is None:
+        raise ValueError("a run report always has its metrics section")
+    data = report.to_json()
+    return section.tables[0], [
+        f"unscored judgments: {counts_phrase(data['unscored'])}",
+        f"tokens: {tokens_phrase(data['tokens'])}",
+    ]
+
+
+def comparison_summary(report: Report) -> tuple[list[Table], list[str]]:
+    """A comparison's tables, then its legend (the by-factor table's notes: what a cell
+    says) and the unscored judgments of each run."""
+    from judge.reports.compare import COMPARE_TITLE
+
+    section = report.section(COMPARE_TITLE)
+    if section is None:
+        raise ValueError("a comparison always has its section")
+    return list(section.tables), [*section.tables[-1].notes, *section.notes]

@@ -55,3 +55,11 @@ def list_rubrics(session: Session) -> list[RegisteredRubric]:
     from judge.grading.registry import list_registered
 
     return list_registered(session)
+
+
+def registered_rubric(session: Session, name: str, version: int | None = None) -> RegisteredRubric:
+    """A registered rubric in one version (default: its latest); NotFoundError naming the
+    registered ones."""
+    from judge.grading.registry import get_registered
+
+    return get_registered(session, name, version)

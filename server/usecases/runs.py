@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from server.usecases.context import Progress, make_client
+from server.usecases.requests import GenerateRequest, JudgeRequest, apply_overrides
 from server.usecases.rubrics import rubrics
 
 # Only what every command needs is imported here. The stages, the model client (openai), the
@@ -19,13 +20,13 @@ if TYPE_CHECKING:
 
     from judge.config import Settings
     from judge.runs import RunSummary
-    from judge.store.queries import GenerationRunInfo, JudgeRunInfo
+    from judge.store.queries import GenerationRunInfo, JudgeRunInfo, RunListing
 
 
 def generate(
     engine: Engine,
     settings: Settings,
-    dataset: str,
+    request: GenerateRequest | str,
     *,
     limit: int | None = None,
     accepted_only: bool = False,
@@ -35,31 +36,49 @@ def generate(
     on_run: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Answers from the model under test for a dataset (resumes a run with the same settings);
-    ``on_run`` hears the run's id before any call."""
+    ``on_run`` hears the run's id before any call. ``request``: the whole request (its
+    settings overrides applied here), or only the dataset's name with the other fields as
+    keywords."""
     from judge.answers import collect
     from judge.prompts import PromptBook
 
+    if isinstance(request, str):
+        request = GenerateRequest.build(
+            dataset=request, limit=limit, accepted_only=accepted_only,
+            include_drafts=include_drafts, new=new,
+        )  # fmt: skip
+    settings = apply_overrides(settings, request)
     cfg = settings.generation
     return collect.generate(
         engine,
         make_client(settings, cfg.endpoint),
         PromptBook(settings.prompts_path()),
-        dataset,
+        request.dataset,
         temperature=cfg.temperature,
         max_tokens=cfg.max_tokens,
-        limit=limit,
-        accepted_only=accepted_only,
-        include_drafts=include_drafts,
-        new=new,
+        limit=request.limit,
+        accepted_only=request.accepted_only,
+        include_drafts=request.include_drafts,
+        new=request.new,
         progress=progress,
         on_run=on_run,
+    )
+
+
+def _judge_request(
+    request: JudgeRequest | int, rubric_set: str | None, swap_order: bool, max_cost: float | None
+) -> JudgeRequest:
+    if isinstance(request, JudgeRequest):
+        return request
+    return JudgeRequest.build(
+        generation_run_id=request, rubric_set=rubric_set, swap_order=swap_order, max_cost=max_cost
     )
 
 
 def judge(
     engine: Engine,
     settings: Settings,
-    generation_run_id: int,
+    request: JudgeRequest | int,
     *,
     rubric_set: str | None = None,
     swap_order: bool = False,
@@ -68,34 +87,37 @@ def judge(
     on_run: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Rubric scores for a generation run's answers (resumes a run with the same settings).
-    ``rubric_set``: "fairmonitor" (the default) or registered or built-in rubric names,
-    comma-separated; another set is another judge run. ``swap_order``: judge every pair in
-    both orders (another judge run). ``max_cost``: stop before spending more, at the judge
-    endpoint's prices (refused without them). ``on_run`` hears the judge run's id before
-    any call."""
+    ``request``: the whole request (its settings overrides applied here), or only the
+    generation run's id with these keywords: ``rubric_set``: "fairmonitor" (the default) or
+    registered or built-in rubric names, comma-separated; another set is another judge run.
+    ``swap_order``: judge every pair in both orders (another judge run). ``max_cost``: stop
+    before spending more, at the judge endpoint's prices (refused without them). ``on_run``
+    hears the judge run's id before any call."""
     from judge.costs import Budget, Prices
     from judge.grading import judging
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
     from judge.store.queries import get_generation_run
 
+    request = _judge_request(request, rubric_set, swap_order, max_cost)
+    settings = apply_overrides(settings, request)
     with session_scope(engine) as session:
-        get_generation_run(session, generation_run_id)  # a missing run fails before any call
-        chosen = rubrics(settings, session, rubric_set=rubric_set)
+        get_generation_run(session, request.generation_run_id)  # missing: fails before a call
+        chosen = rubrics(settings, session, rubric_set=request.rubric_set)
     budget = None
-    if max_cost is not None:  # refused before any call when the endpoint has no prices
+    if request.max_cost is not None:  # refused before any call when the endpoint has no prices
         name = settings.judge.endpoint
-        budget = Budget(max_cost, Prices.of(settings.endpoint(name)), endpoint=name)
+        budget = Budget(request.max_cost, Prices.of(settings.endpoint(name)), endpoint=name)
     return judging.judge(
         engine,
         make_client(settings, settings.judge.endpoint),
         PromptBook(settings.prompts_path()),
         chosen,
         settings.judge,
-        generation_run_id,
+        request.generation_run_id,
         progress=progress,
         on_run=on_run,
-        swap_order=swap_order,
+        swap_order=bool(request.swap_order),
         budget=budget,
     )
 
@@ -103,7 +125,7 @@ def judge(
 def judge_dry_run(
     engine: Engine,
     settings: Settings,
-    generation_run_id: int,
+    request: JudgeRequest | int,
     *,
     rubric_set: str | None = None,
     swap_order: bool = False,
@@ -118,17 +140,20 @@ def judge_dry_run(
     from judge.store.engine import session_scope
     from judge.store.queries import get_generation_run
 
+    request = _judge_request(request, rubric_set, swap_order, None)
+    settings = apply_overrides(settings, request)
+    run_id = request.generation_run_id
     name = settings.judge.endpoint
     endpoint = settings.endpoint(name)
     client = ModelClient(name, endpoint)  # no /models check: a dry run sends nothing
     with session_scope(engine) as session:
-        get_generation_run(session, generation_run_id)
-        chosen = rubrics(settings, session, rubric_set=rubric_set)
+        get_generation_run(session, run_id)
+        chosen = rubrics(settings, session, rubric_set=request.rubric_set)
         ratio = measured_tokens_per_char(session, client.model)
         typical = measured_completion_tokens(session, client.model)
     planned = judging.plan_calls(
         engine, client, PromptBook(settings.prompts_path()), chosen, settings.judge,
-        generation_run_id, swap_order=swap_order,
+        run_id, swap_order=bool(request.swap_order),
     )  # fmt: skip
     guess = estimate(
         planned.to_send, max_tokens=settings.judge.max_tokens, prices=Prices.of(endpoint),
@@ -146,6 +171,13 @@ def judge_dry_run(
     }
 
 
+def preload_runners() -> None:
+    """Import the generation and judging code (openai among it, about a second) now: for a
+    long-lived worker, before its first job is timed by its user."""
+    import judge.answers.collect  # noqa: F401
+    import judge.grading.judging  # noqa: F401
+
+
 def summary_line(kind: str, s: RunSummary) -> str:
     """One line for people about a pass over a run, e.g. 'judge run 2: 64 to do, 64 model
     calls, 0 from cache, 66 HTTP requests; 60 scored, 4 unscored'."""
@@ -154,6 +186,42 @@ def summary_line(kind: str, s: RunSummary) -> str:
         f"{kind} run {s.run_id}: {s.tasks:,} to do, {s.model_calls:,} model calls, "
         f"{s.cached:,} from cache, {s.http_attempts:,} HTTP requests; {outcome}"
     )
+
+
+def run_status(engine: Engine, kind: str, run_id: int) -> tuple[str, str | None]:
+    """A generation or judge run's status and its status line (``kind``: "generation" or
+    "judge"); NotFoundError for a run that does not exist."""
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_generation_run, get_judge_run
+
+    with session_scope(engine) as session:
+        run = (
+            get_judge_run(session, run_id)
+            if kind == "judge"
+            else get_generation_run(session, run_id)
+        )
+        return str(run.status), run.status_detail
+
+
+def list_runs(session: Session) -> RunListing:
+    """Every generation run and judge run, with their counts (``judge.store.queries``)."""
+    from judge.store.queries import list_runs as listing
+
+    return listing(session)
+
+
+def judgment_counts(session: Session, judge_run_id: int) -> dict[str, int]:
+    """A judge run's judgments by status (scored, unscored)."""
+    from sqlmodel import col, func, select
+
+    from judge.store.tables import Judgment
+
+    rows = session.exec(
+        select(Judgment.status, func.count())
+        .where(col(Judgment.judge_run_id) == judge_run_id)
+        .group_by(Judgment.status)
+    ).all()
+    return {str(status): int(n) for status, n in rows}
 
 
 def generation_run_info(session: Session, run_id: int) -> GenerationRunInfo:

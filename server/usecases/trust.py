@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from judge.config import Settings
+    from judge.reports.sections import Report
     from judge.trust.rejudge import CounterfactualRun
 
 
@@ -62,3 +63,32 @@ def counterfactual_audit(
         engine, make_client(settings, endpoint), PromptBook(settings.prompts_path()),
         rubric_set, judge_run_id, kinds, chosen, limit=limit, progress=progress,
     )  # fmt: skip
+
+
+def diagnostics(
+    engine: Engine,
+    settings: Settings,
+    judge_run_id: int,
+    *,
+    tolerance: float = 0.0,
+    margin: float | None = None,
+) -> Report:
+    """The judge diagnostics report of one judge run (``judge-audit show``), read in a
+    session of its own: self-preference, counterfactual copies, order, length, cost."""
+    from judge.store.engine import session_scope
+    from server.usecases.reports import diagnostics_report
+
+    with session_scope(engine) as session:
+        return diagnostics_report(
+            session, judge_run_id, tolerance=tolerance, settings=settings, margin=margin
+        )
+
+
+def judge_run_status(engine: Engine, judge_run_id: int) -> tuple[str, str | None]:
+    """A judge run's status and its detail (why it is incomplete, say)."""
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_judge_run
+
+    with session_scope(engine) as session:
+        run = get_judge_run(session, judge_run_id)
+        return run.status, run.status_detail

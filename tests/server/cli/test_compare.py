@@ -5,6 +5,7 @@ against a recomputation from the stored judgments with pandas; and the terminal 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -163,8 +164,9 @@ def test_compare_refuses_unknown_and_too_few_runs(two_runs: TwoRuns) -> None:
 
 
 def printed(render: object, width: int = WIDTH) -> str:
-    console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    render(console)  # type: ignore[operator]
+    with open(os.devnull, "w") as sink:  # recorded, not shown; closed (filterwarnings = error)
+        console = Console(width=width, record=True, file=sink)
+        render(console)  # type: ignore[operator]
     return console.export_text()
 
 

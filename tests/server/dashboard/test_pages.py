@@ -384,3 +384,34 @@ def test_a_bad_form_comes_back_with_the_reason_and_queues_nothing(
     assert reply.status_code == 400
     assert reason in html.unescape(reply.text) and 'id="judge-form"' in reply.text
     assert jobs_in_store(store) == before
+
+
+def test_the_job_form_carries_what_the_cli_judge_takes(
+    signed_in: FlaskClient, store: Store
+) -> None:
+    """Aggregation, --swap-order and --max-cost, as `fairjudge judge` takes them, are fields
+    of the form and land in the job's parameters (the same request)."""
+    form = signed_in.get("/jobs/new").text
+    assert "<option selected>mean</option>" in form  # the config's aggregation
+    assert 'name="swap_order"' in form and 'name="max_cost"' in form
+    reply = signed_in.post(
+        "/jobs/new",
+        data={
+            "csrf": form_token(form),
+            "generation_run_id": str(store.generation_run_id),
+            "aggregation": "majority",
+            "swap_order": "on",
+            "max_cost": "0.5",
+        },
+    )
+    assert reply.status_code == 302
+    job_id = int(reply.headers["Location"].rsplit("/", 1)[1])
+    with Session(store.engine) as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        assert job.params == {
+            "generation_run_id": store.generation_run_id,
+            "aggregation": "majority",
+            "swap_order": True,
+            "max_cost": 0.5,
+        }

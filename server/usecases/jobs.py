@@ -1,0 +1,300 @@
+"""Jobs in the store: queue one (its request checked now, not when it runs), read, list,
+cancel and resume them, and the steps a worker takes on a job's row (server/jobs/queue.py
+holds the worker itself; server/jobs/tasks.py says what each kind of job runs).
+
+A job's parameters are its request (``server.usecases.requests.JOB_REQUESTS``) as JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from judge.errors import InvalidInputError, NotFoundError
+from judge.runs import RunBusyError  # what a job on a run another process holds raises
+from server.usecases.requests import JOB_REQUESTS, Request, problems_of
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlmodel import Session
+
+    from judge.config import Settings
+    from judge.store.tables import Job
+
+__all__ = [
+    "DONE",
+    "STATUSES",
+    "JobStateError",
+    "RunBusyError",
+    "cancel_job",
+    "check_params",
+    "check_targets",
+    "get_job",
+    "job_lease",
+    "job_request",
+    "list_jobs",
+    "report_progress",
+    "resume_job",
+    "runnable",
+    "set_job",
+    "start_job",
+    "submit",
+]
+
+STATUSES = ("queued", "running", "finished", "failed", "cancelled")
+DONE = ("finished", "failed", "cancelled")
+
+
+class JobStateError(InvalidInputError):
+    """The job is in a state that does not allow this (HTTP 409)."""
+
+
+def job_request(kind: str, params: Mapping[str, Any]) -> Request:
+    """The request a job of ``kind`` runs, from its stored (or submitted) parameters."""
+    from pydantic import ValidationError
+
+    request_type = JOB_REQUESTS.get(kind)
+    if request_type is None:
+        raise InvalidInputError(f"unknown job kind {kind!r}: use one of {', '.join(JOB_REQUESTS)}")
+    try:
+        request = request_type.model_validate(dict(params))
+    except ValidationError as exc:
+        raise _bad(kind, problems_of(exc)) from None
+    if problems := request.job_problems():
+        raise _bad(kind, problems)
+    return request
+
+
+def _bad(kind: str, problems: list[str]) -> InvalidInputError:
+    article = "an" if kind[0] in "aeiou" else "a"
+    return InvalidInputError(f"bad parameters for {article} {kind} job: " + "; ".join(problems))
+
+
+def check_params(kind: str, params: Mapping[str, Any] | Request) -> dict[str, Any]:
+    """``params`` validated for ``kind`` as the job would store them (unset fields left
+    out), or InvalidInputError listing every problem."""
+    if isinstance(params, Request):
+        params = params.model_dump(exclude_none=True)
+    return job_request(kind, params).to_params()
+
+
+def check_targets(
+    session: Session, kind: str, params: dict[str, Any], settings: Settings | None = None
+) -> None:
+    """NotFoundError now, rather than a failed job later, when what the job would work on
+    does not exist (a generation run, a dataset, a campaign, an audit run); with
+    ``settings``, a ConfigError for an endpoint the config does not name. An audit's design
+    is built now too, so options the suite refuses are an InvalidInputError, not a failed
+    job; an audit-classify job needs an award run."""
+    from judge.store.queries import get_dataset, get_generation_run
+
+    if settings is not None and params.get("endpoint"):
+        settings.endpoint(params["endpoint"])
+    if kind == "judge":
+        get_generation_run(session, params["generation_run_id"])
+    elif kind == "generate":
+        get_dataset(session, params["dataset"])
+    elif kind == "pull":
+        from annotation.labelstudio.campaigns import get_campaign
+
+        get_campaign(session, params["campaign"])
+    elif kind == "audit":
+        from judge.audits.suites import make_suite
+
+        make_suite(params["suite"], **params.get("options", {}))
+    elif kind == "audit-classify":
+        from judge.audits.runner import get_run
+
+        run = get_run(session, params["run_id"])
+        if run.suite != "award":
+            raise InvalidInputError(
+                f"audit run {run.id} is a {run.suite} audit; only award audits have follow-up "
+                "explanations to classify"
+            )
+
+
+def submit(
+    engine: Engine,
+    kind: str,
+    params: Mapping[str, Any] | Request,
+    *,
+    created_by: str | None = None,
+    settings: Settings | None = None,
+) -> Job:
+    """Queue a job of ``kind`` (its request, or the request's fields as a mapping); the
+    parameters are checked now, not when it runs (with ``settings``, also the endpoint they
+    name)."""
+    from sqlmodel import Session
+
+    from judge.store.tables import Job
+
+    checked = check_params(kind, params)
+    with Session(engine) as session:
+        check_targets(session, kind, checked, settings)
+        job = Job(kind=kind, params=checked, created_by=created_by)
+        session.add(job)
+        session.commit()
+        session.refresh(job)
+        return job
+
+
+def get_job(session: Session, job_id: int) -> Job:
+    from judge.store.tables import Job
+
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFoundError(f"no job {job_id}")
+    return job
+
+
+def list_jobs(
+    session: Session,
+    *,
+    status: str | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[list[Job], int]:
+    """Newest first: one page of jobs and how many match in all."""
+    from sqlmodel import col, func, select
+
+    from judge.store.tables import Job
+
+    query = select(Job)
+    counted = select(func.count()).select_from(Job)
+    for column, value in ((Job.status, status), (Job.kind, kind)):
+        if value is not None:
+            query = query.where(col(column) == value)
+            counted = counted.where(col(column) == value)
+    rows = session.exec(query.order_by(col(Job.id).desc()).offset(offset).limit(limit)).all()
+    return list(rows), int(session.exec(counted).one())
+
+
+def cancel_job(engine: Engine, job_id: int) -> Job:
+    """A queued job is cancelled at once; a running one stops at its next progress report
+    (within about half a second of a result arriving), keeping what it stored."""
+    from sqlmodel import Session
+
+    from judge.store.tables import utcnow
+
+    with Session(engine) as session:
+        job = get_job(session, job_id)
+        if job.status in DONE:
+            raise JobStateError(f"job {job_id} is {job.status}; there is nothing to cancel")
+        if job.status == "queued":
+            job.status, job.finished_at = "cancelled", utcnow()
+        else:
+            job.cancel_requested = True
+        session.add(job)
+        session.commit()
+        session.refresh(job)
+        return job
+
+
+def resume_job(engine: Engine, job_id: int) -> Job:
+    """Put a failed or cancelled job back in the queue; it continues from what is stored."""
+    from sqlmodel import Session
+
+    with Session(engine) as session:
+        job = get_job(session, job_id)
+        if job.status == "finished":
+            raise JobStateError(f"job {job_id} is finished; start a new job to run it again")
+        if job.status in ("failed", "cancelled"):
+            job.status, job.error, job.cancel_requested, job.finished_at = (
+                "queued",
+                None,
+                False,
+                None,
+            )
+            session.add(job)
+            session.commit()
+            session.refresh(job)
+        return job
+
+
+# -- what a worker does to a job's row --------------------------------------------------------
+
+
+def set_job(engine: Engine, job_id: int, *, now: tuple[str, ...] = (), **values: Any) -> None:
+    """Write ``values`` into the job's row; each field named in ``now`` gets the time."""
+    from sqlalchemy import update
+    from sqlmodel import Session, col
+
+    from judge.store.tables import Job, utcnow
+
+    for name in now:
+        values[name] = utcnow()
+    with Session(engine) as session:
+        session.execute(update(Job).where(col(Job.id) == job_id).values(**values))
+        session.commit()
+
+
+def report_progress(engine: Engine, job_id: int, done: int, total: int) -> bool:
+    """Write a running job's progress; whether someone asked to cancel it."""
+    from sqlalchemy import update
+    from sqlmodel import Session, col, select
+
+    from judge.store.tables import Job
+
+    with Session(engine) as session:
+        session.execute(update(Job).where(col(Job.id) == job_id).values(done=done, total=total))
+        session.commit()
+        return bool(session.exec(select(Job.cancel_requested).where(Job.id == job_id)).one())
+
+
+def start_job(engine: Engine, job_id: int, worker: str) -> tuple[str, dict[str, Any]] | str:
+    """Mark a job running under ``worker``: its kind and parameters, or the status it keeps
+    when it is done already or was cancelled before it started."""
+    from sqlmodel import Session
+
+    from judge.store.tables import utcnow
+
+    with Session(engine) as session:
+        job = get_job(session, job_id)
+        if job.status in DONE:
+            return job.status
+        if job.cancel_requested:
+            job.status, job.finished_at = "cancelled", utcnow()
+            session.add(job)
+            session.commit()
+            return "cancelled"
+        resumed = job.status == "running"
+        kind, params, attempts = job.kind, dict(job.params), job.attempts + 1
+    if resumed:
+        import logging
+
+        logging.getLogger("fairjudge.jobs").info(
+            "job %s: its worker stopped; resuming (attempt %s)", job_id, attempts
+        )
+    set_job(
+        engine, job_id, now=("started_at",), status="running", attempts=attempts,
+        worker=worker, error=None,
+    )  # fmt: skip
+    return kind, params
+
+
+def runnable(session: Session) -> list[int]:
+    """Jobs a worker may try, oldest first: queued ones, and running ones (their worker may
+    have died; the lease decides)."""
+    from sqlmodel import col, select
+
+    from judge.store.tables import Job
+
+    rows = session.exec(
+        select(Job.id)
+        .where(col(Job.status).in_(("queued", "running")))
+        .order_by(col(Job.id))
+        .limit(100)
+    ).all()
+    return [int(r) for r in rows if r is not None]
+
+
+@contextmanager
+def job_lease(engine: Engine, job_id: int, *, seconds: float) -> Iterator[None]:
+    """Hold the job's lease (kind ``job`` in the run lease table) for the block; RunBusyError
+    when a live worker holds it."""
+    from judge.runs import run_lease
+
+    with run_lease(engine, "job", job_id, seconds=seconds):
+        yield

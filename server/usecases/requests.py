@@ -1,0 +1,364 @@
+"""One typed request per use case: what the CLI builds from its options, a job stores as its
+parameters (``to_params``) and rebuilds them from, and the dashboard's job form parses into.
+
+A request names what to work on and the settings it overrides for this call (``OVERRIDES``:
+field -> dotted config key, the one copy of that mapping); ``apply_overrides`` puts them on
+the loaded settings, validated as the config file would be. The CLI loads the config with
+the same overrides (``request_overrides``) so that a bad value is blamed on its option.
+
+Bounds of the override fields are the config's own (``judge.config``): whatever the config
+accepts, the CLI, the job API and the dashboard accept, and nothing more. Fields a job must
+not carry (``NOT_FOR_JOBS``: a dry run sends nothing, ``new`` would start yet another run
+each time a crashed job is resumed) are refused by the job queue and never stored.
+
+Stored job parameters from before these models keep loading: every old key kept its name
+and meaning, and the new ones (``aggregation``, ``max_cost``) are optional.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from judge.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from judge.config import Settings
+
+MAX_ID = 2**63 - 1
+"""The largest id a database row can have (a signed 64-bit integer)."""
+
+R = TypeVar("R", bound="Request")
+
+
+def problems_of(exc: ValidationError) -> list[str]:
+    """Each bad field of ``exc`` as ``field: reason``."""
+    return [f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()]
+
+
+class Request(BaseModel):
+    """A use case's request: unknown fields are refused (a misspelt option is an error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    OVERRIDES: ClassVar[dict[str, str]] = {}
+    """Field -> the dotted config key it overrides for this request."""
+    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {}
+    """Field -> why a job may not set it (such fields are never stored)."""
+
+    @classmethod
+    def build(cls: type[R], **fields: Any) -> R:
+        """The request from keyword fields; InvalidInputError lists every bad field."""
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as exc:
+            raise InvalidInputError("; ".join(problems_of(exc))) from None
+
+    @classmethod
+    def overrides_of(cls, fields: Mapping[str, Any]) -> dict[str, object]:
+        """The dotted config overrides that ``fields`` set (None: the config's value)."""
+        return {dotted: fields.get(name) for name, dotted in cls.OVERRIDES.items()}
+
+    def overrides(self) -> dict[str, object]:
+        return self.overrides_of(dict(self))
+
+    def to_params(self) -> dict[str, Any]:
+        """What a job stores: the fields that are set (None left out), as JSON."""
+        return self.model_dump(mode="json", exclude_none=True, exclude=set(self.NOT_FOR_JOBS))
+
+    def job_problems(self) -> list[str]:
+        """The fields set here that a job may not carry."""
+        return [
+            f"{name}: {why}"
+            for name, why in self.NOT_FOR_JOBS.items()
+            if getattr(self, name) != type(self).model_fields[name].default
+        ]
+
+
+def apply_overrides(settings: Settings, request: Request) -> Settings:
+    """``settings`` with the request's overrides (unset ones change nothing), validated as
+    the config file would be; InvalidInputError names each bad value."""
+    from judge.config import Settings
+
+    given = {k: v for k, v in request.overrides().items() if v is not None}
+    if not given:
+        return settings
+    data = settings.model_dump()
+    for dotted, value in given.items():
+        section, key = dotted.split(".")
+        data[section][key] = value
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInputError("; ".join(problems_of(exc))) from None
+
+
+# -- runs -----------------------------------------------------------------------------------
+
+
+class JudgeRequest(Request):
+    """Judge a generation run's answers (resumes the judge run with the same settings)."""
+
+    OVERRIDES: ClassVar[dict[str, str]] = {
+        "endpoint": "judge.endpoint",
+        "prompt_variant": "judge.prompt_variant",
+        "temperature": "judge.temperature",
+        "samples": "judge.samples",
+        "aggregation": "judge.aggregation",
+    }
+    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
+        "dry_run": "a job always runs; `fairjudge judge --dry-run` says what it would cost",
+    }
+
+    generation_run_id: int = Field(ge=1, le=MAX_ID, description="The answers to judge.")
+    endpoint: str | None = Field(
+        default=None, description="Judge endpoint's name (default: [judge] endpoint)."
+    )
+    prompt_variant: Literal["plain", "cot"] | None = Field(
+        default=None, description="Judge prompt variant (default: [judge] prompt_variant)."
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    samples: int | None = Field(default=None, ge=1, le=50, description="Judge samples per item.")
+    aggregation: Literal["mean", "majority", "logprob"] | None = Field(
+        default=None,
+        description="How samples combine (default: [judge] aggregation); logprob needs an "
+        "endpoint that returns log-probabilities.",
+    )
+    rubric_set: str | None = Field(
+        default=None,
+        description="'fairmonitor' (the default) or registered rubric names, comma-separated.",
+    )
+    swap_order: bool | None = Field(
+        default=None,
+        description="Judge every pair (TCS, PCS, ETCS, SBAS) in both orders (order bias).",
+    )
+    max_cost: float | None = Field(
+        default=None,
+        ge=0,
+        description="Stop before spending more, at the judge endpoint's prices (refused "
+        "without them).",
+    )
+    dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
+
+
+class GenerateRequest(Request):
+    """Ask the model under test for a dataset's answers (resumes a run with these settings)."""
+
+    OVERRIDES: ClassVar[dict[str, str]] = {
+        "endpoint": "generation.endpoint",
+        "temperature": "generation.temperature",
+        "max_tokens": "generation.max_tokens",
+    }
+    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
+        "new": "a job resumes its run; a new run would start again each time it is resumed",
+    }
+
+    dataset: str = Field(min_length=1, description="The dataset's name.")
+    endpoint: str | None = Field(
+        default=None, description="Model under test (default: [generation] endpoint)."
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, description="Longest answer, in tokens.")
+    limit: int | None = Field(default=None, ge=1, description="Only the first N items.")
+    accepted_only: bool = Field(default=False, description="Only items experts accepted.")
+    include_drafts: bool = Field(
+        default=False,
+        description="Also generated items waiting for review (drafts); rejected items are "
+        "never asked.",
+    )
+    new: bool = Field(
+        default=False, description="A new run even if one with these settings exists."
+    )
+
+
+# -- items a model writes -------------------------------------------------------------------
+
+
+GENERATED_DATASET = "generated"
+
+
+class ItemOptions(Request):
+    """What ``dataset generate`` and ``dataset plan`` share: who writes, where items go, and
+    how each call asks (unset: the authoring defaults). The ranges of ``items_per_call``,
+    ``temperature`` and ``max_tokens`` are checked by ``judge.authoring.cells.Options``,
+    whose messages name the option."""
+
+    endpoint: str = Field(min_length=1, description="Endpoint that writes the items.")
+    into: str = Field(default=GENERATED_DATASET, min_length=1, description="Dataset to fill.")
+    catalogue_file: Path | None = Field(
+        default=None,
+        description="A TOML file of one's own factors and scenarios, added to the built-in ones.",
+    )
+    items_per_call: int | None = Field(default=None, description="Items one call asks for (5).")
+    temperature: float | None = Field(default=None, description="Sampling temperature (0.9).")
+    max_tokens: int | None = Field(
+        default=None, description="Longest reply (default 400 per item a call asks for)."
+    )
+
+
+class ItemCellRequest(ItemOptions):
+    """``count`` new items of one stage x factor x scenario cell (names checked by the
+    catalogue, before any call)."""
+
+    stage: str
+    factor: str
+    scenario: str
+    count: int = Field(default=5, ge=1)
+
+
+class ItemPlanRequest(ItemOptions):
+    """Fill every chosen stage x factor x scenario cell up to ``per_cell`` items (empty
+    choices: all of them); resumable."""
+
+    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {"dry_run": "a job always runs"}
+
+    per_cell: int = Field(ge=1)
+    stages: list[str] = Field(default_factory=list)
+    factors: list[str] = Field(default_factory=list)
+    scenarios: list[str] = Field(default_factory=list)
+    dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
+
+
+# -- campaigns and audits (jobs) ------------------------------------------------------------
+
+
+class PullRequest(Request):
+    """Bring a Label Studio campaign's ratings into the store."""
+
+    campaign: str = Field(min_length=1, description="The campaign's name.")
+
+
+class AwardOptions(Request):
+    """The award audit's design (the bundled item bank and names)."""
+
+    levels: list[int] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=21,
+        description="Performance levels: correct answers out of the bank's items (default "
+        "5, 10, 15, 20).",
+    )
+    pairs_per_level: int | None = Field(
+        default=None, ge=1, le=500, description="Response-vector pairs per level (default 125)."
+    )
+    seed: int | None = Field(
+        default=None, ge=0, le=2**31 - 1, description="Seed of the design's draws (0)."
+    )
+    followup: bool | None = Field(
+        default=None, description="Also ask why, after every answer that chose a student."
+    )
+
+
+class NamesOptions(Request):
+    """The name-based advice audit's design (the bundled design file)."""
+
+    repeats: int | None = Field(
+        default=None, ge=1, le=1000, description="Answers per name and template (default 100)."
+    )
+
+
+class BbiOptions(Request):
+    """The BBI audit's design (the bundled StereoSet and CrowS-Pairs samples)."""
+
+    per_type: int | None = Field(
+        default=None, ge=1, le=1000, description="Items of each bias type per prompt (20)."
+    )
+    repeats: int | None = Field(
+        default=None, ge=1, le=100, description="Times each batch is asked (5)."
+    )
+    seed: int | None = Field(
+        default=None, ge=0, le=2**31 - 1, description="Seed of the shuffles (0)."
+    )
+    bias_types: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=20,
+        description="Bias types (default: gender, race, religion, as in seed 004).",
+    )
+    max_per_type: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="At most N items of each dataset and bias type, drawn with the seed.",
+    )
+
+
+SUITE_OPTIONS: dict[str, type[Request]] = {
+    "award": AwardOptions,
+    "names": NamesOptions,
+    "bbi": BbiOptions,
+}
+"""The design options a job or the API may set, per suite. Options naming input files (item
+banks, name lists, designs, datasets) are the CLI's only: over HTTP they would let any key
+holder make the server read a file of its choosing."""
+
+
+class AuditRequest(Request):
+    """Send an audit suite's design to the model under test (resumes the run with the same
+    settings and design)."""
+
+    suite: Literal["award", "names", "bbi"] = Field(description="award, names or bbi")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The suite's design. award: levels, pairs_per_level, seed, followup; "
+        "names: repeats; bbi: per_type, repeats, seed, bias_types, max_per_type. Unset: the "
+        "suite's default.",
+    )
+    endpoint: str | None = Field(
+        default=None, description="Model under test (default: [generation] endpoint)."
+    )
+    temperature: float | None = Field(
+        default=None, ge=0, le=2, description="Sampling temperature (default 1.0)."
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=32_768,
+        description="Longest answer (default: award 300, names 200, bbi 2048).",
+    )
+    limit: int | None = Field(default=None, ge=1, description="Only the design's first N prompts.")
+
+    @field_validator("options")
+    @classmethod
+    def _suite_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        suite = info.data.get("suite")
+        if suite not in SUITE_OPTIONS:  # the suite itself is wrong: that error says so
+            return value
+        model = SUITE_OPTIONS[suite]
+        try:
+            return model.model_validate(value).model_dump(exclude_none=True)
+        except ValidationError as exc:
+            known = ", ".join(model.model_fields)
+            problems = []
+            for e in exc.errors():
+                where = ".".join(str(p) for p in e["loc"]) or "options"
+                if e["type"] == "extra_forbidden":
+                    problems.append(f"{where} is not an option of the {suite} suite ({known})")
+                else:
+                    problems.append(f"{where}: {e['msg']}")
+            raise PydanticCustomError(
+                "audit_options", "{problems}", {"problems": "; ".join(problems)}
+            ) from None
+
+
+class AuditClassifyRequest(Request):
+    """Have the judge classify an award audit run's follow-up explanations (resumable)."""
+
+    run_id: int = Field(ge=1, le=MAX_ID, description="The award audit run.")
+    endpoint: str | None = Field(
+        default=None, description="Judge endpoint (default: [judge] endpoint)."
+    )
+
+
+JOB_REQUESTS: dict[str, type[Request]] = {
+    "judge": JudgeRequest,
+    "generate": GenerateRequest,
+    "pull": PullRequest,
+    "audit": AuditRequest,
+    "audit-classify": AuditClassifyRequest,
+}
+"""Every kind of job and the request it stores (server/jobs/tasks.py runs them)."""
