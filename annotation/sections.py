@@ -17,6 +17,7 @@ from sqlmodel import Session, select
 
 from annotation.files import FileAgreement
 from annotation.reliability import JudgeReliability, RunReliability, run_reliability
+from judge.reports.facts import RunFacts
 from judge.reports.sections import AgreementPlot, Figure, Section, Table
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
 from judge.stats.raters import RaterAgreement
@@ -190,11 +191,13 @@ def reliability_section(
     *,
     options: BootstrapOptions = DEFAULT_OPTIONS,
     campaigns: Sequence[str] = (),
+    facts: RunFacts | None = None,
 ) -> Section | None:
     """The "Judge reliability" section of one judge run's report; None without human ratings
     for its generation run. ``campaigns`` picks the campaigns (or ``import:BATCH``) whose
-    ratings count (``annotation.reliability.run_reliability``); the section says which did."""
-    run = get_judge_run(session, judge_run_id)
+    ratings count (``annotation.reliability.run_reliability``); the section says which did.
+    The judge run comes from ``facts`` when given; the ratings are read here."""
+    run = facts.judge_run if facts is not None else get_judge_run(session, judge_run_id)
     has_ratings = session.exec(
         select(HumanRating.id).where(HumanRating.generation_run_id == run.generation_run_id)
     ).first()

@@ -25,7 +25,7 @@ text; a rerun with a larger ``generation.max_tokens`` removes it.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from statistics import fmean
 from typing import NamedTuple
@@ -83,6 +83,16 @@ def truncated_parts(session: Session, generation_run_id: int) -> dict[int, tuple
         .where(Response.run_id == generation_run_id, Response.flag == "truncated")
         .order_by(col(Response.item_id), col(Response.part))
     ).all()
+    return _parts_by_item(rows)
+
+
+def truncated_answer_parts(answers: Iterable[Response]) -> dict[int, tuple[str, ...]]:
+    """``truncated_parts`` from a generation run's answers already read."""
+    cut = sorted((r.item_id, r.part) for r in answers if r.flag == "truncated")
+    return _parts_by_item(cut)
+
+
+def _parts_by_item(rows: Iterable[tuple[int, str]]) -> dict[int, tuple[str, ...]]:
     parts: dict[int, tuple[str, ...]] = defaultdict(tuple)
     for item_id, part in rows:
         parts[item_id] += (part,)
@@ -90,17 +100,26 @@ def truncated_parts(session: Session, generation_run_id: int) -> dict[int, tuple
 
 
 def item_scores(session: Session, judge_run_id: int, how: str) -> list[ItemScore]:
+    """Every item x rubric of a judge run with its samples combined by ``how``."""
     rows = session.exec(
         select(Judgment, Item)
         .join(Item)
         .where(Judgment.judge_run_id == judge_run_id)
         .order_by(col(Item.id), col(Judgment.rubric), col(Judgment.sample_index))
     ).all()
+    jrun = session.get(JudgeRun, judge_run_id)
+    cut = truncated_parts(session, jrun.generation_run_id) if jrun is not None else {}
+    return combine_item_scores(rows, how, cut)
+
+
+def combine_item_scores(
+    rows: Iterable[tuple[Judgment, Item]], how: str, cut: Mapping[int, tuple[str, ...]]
+) -> list[ItemScore]:
+    """``item_scores`` from judgments already read, in item, rubric and sample order;
+    ``cut``: item id -> its parts cut at the token limit (``truncated_parts``)."""
     grouped: dict[tuple[int, str], list[tuple[Judgment, Item]]] = defaultdict(list)
     for judgment, item in rows:
         grouped[(item.id, judgment.rubric)].append((judgment, item))  # type: ignore[index]
-    jrun = session.get(JudgeRun, judge_run_id)
-    cut = truncated_parts(session, jrun.generation_run_id) if jrun is not None else {}
     out = []
     for (_, rubric), pairs in grouped.items():
         item = pairs[0][1]

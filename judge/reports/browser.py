@@ -15,10 +15,10 @@ from collections import defaultdict
 from dataclasses import asdict
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from judge.grading.injection import INJECTION_FLAG, answer_flag, injection_signs
-from judge.metrics import item_scores
+from judge.reports.facts import RunFacts, load_run_facts
 from judge.reports.sections import (
     BrowsedAnswer,
     BrowsedItem,
@@ -26,29 +26,27 @@ from judge.reports.sections import (
     ItemBrowser,
     Section,
 )
-from judge.store.queries import get_judge_run, responses_by_item, sample_slot
-from judge.store.tables import CallCache, Item, Judgment
+from judge.store.queries import sample_slot
+from judge.store.tables import Item
 
 BROWSER_TITLE = "Judged items"
 
 
-def item_browser(session: Session, judge_run_id: int) -> ItemBrowser:
-    """Every item with at least one judgment in the run, in item order."""
-    jrun = get_judge_run(session, judge_run_id)
-    rows = session.exec(
-        select(Judgment, Item, CallCache.finish_reason)
-        .join(Item, col(Item.id) == col(Judgment.item_id))
-        .join(CallCache, col(CallCache.key) == col(Judgment.cache_key), isouter=True)
-        .where(Judgment.judge_run_id == judge_run_id)
-        .order_by(col(Item.id), col(Judgment.rubric), col(Judgment.sample_index))
-    ).all()
-    answers = responses_by_item(session, jrun.generation_run_id)
+def item_browser(
+    session: Session, judge_run_id: int, *, facts: RunFacts | None = None
+) -> ItemBrowser:
+    """Every item with at least one judgment in the run, in item order; from ``facts`` when
+    given (then it reads nothing), else from the store."""
+    facts = facts or load_run_facts(session, judge_run_id)
+    jrun = facts.judge_run
+    answers = facts.answers_by_item
     combined: dict[int, dict[str, float | None]] = defaultdict(dict)
-    for s in item_scores(session, judge_run_id, jrun.aggregation):
+    for s in facts.item_scores:
         combined[s.item_id][s.rubric] = s.score
     items: dict[int, Item] = {}
     judgments: dict[int, list[BrowsedJudgment]] = defaultdict(list)
-    for judgment, item, finish_reason in rows:
+    for row in facts.judgments_in_item_order():
+        judgment, item, finish_reason = row.judgment, row.item, row.finish_reason
         assert item.id is not None
         items[item.id] = item
         judgments[item.id].append(
@@ -108,9 +106,11 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def item_browser_section(session: Session, judge_run_id: int) -> Section:
+def item_browser_section(
+    session: Session, judge_run_id: int, *, facts: RunFacts | None = None
+) -> Section:
     """The browser as a report section; report.json gets its items under "items"."""
-    browser = item_browser(session, judge_run_id)
+    browser = item_browser(session, judge_run_id, facts=facts)
     return Section(
         title=BROWSER_TITLE,
         json_key=None,

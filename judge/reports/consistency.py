@@ -11,31 +11,29 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select as columns
-from sqlmodel import Session, col
+from sqlmodel import Session
 
+from judge.reports.facts import RunFacts, load_run_facts
 from judge.reports.sections import Section, Table
 from judge.stats.levels import self_consistency
-from judge.store.queries import get_judge_run, sample_slot
-from judge.store.tables import Judgment
+from judge.store.queries import sample_slot
 
 SELF_CONSISTENCY_TITLE = "Judge self-consistency"
 
 
-def self_consistency_section(session: Session, judge_run_id: int) -> Section | None:
-    """Agreement of the judge with itself across samples; None for single-sample runs."""
-    jrun = get_judge_run(session, judge_run_id)
+def self_consistency_section(
+    session: Session, judge_run_id: int, *, facts: RunFacts | None = None
+) -> Section | None:
+    """Agreement of the judge with itself across samples; None for single-sample runs. From
+    ``facts`` when given (then it reads nothing), else from the store."""
+    facts = facts or load_run_facts(session, judge_run_id)
+    jrun = facts.judge_run
     if jrun.samples < 2:
         return None
     rows = [
-        (item, rubric, sample_slot(sample, position, jrun.samples), score)
-        for item, rubric, sample, position, score in session.execute(
-            columns(
-                col(Judgment.item_id), col(Judgment.rubric), col(Judgment.sample_index),
-                col(Judgment.position), col(Judgment.score),
-            ).where(col(Judgment.judge_run_id) == judge_run_id)
-        )
-    ]  # fmt: skip
+        (j.item_id, j.rubric, sample_slot(j.sample_index, j.position, jrun.samples), j.score)
+        for j in (row.judgment for row in facts.judgments)
+    ]
     payload: dict[str, Any] = {}
     table_rows = []
     for rubric in sorted({r for _, r, _, _ in rows}):

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from judge.grading.injection import injection_signs
 from judge.metrics import (
@@ -26,13 +25,11 @@ from judge.metrics import (
     MetricRow,
     StageMetric,
     definition,
-    item_scores,
     stage_metrics,
 )
+from judge.reports.facts import RunFacts, load_run_facts
 from judge.reports.sections import BoxPlot, Section, Table
 from judge.stats.intervals import N_RESAMPLES, SEED
-from judge.store.queries import get_generation_run, get_judge_run
-from judge.store.tables import Dataset, Item, JudgeRun, Judgment, Response
 from judge.vocab import SCALE
 
 METRICS_TITLE = "Stage metrics"
@@ -42,99 +39,21 @@ ANSWER_FLAGS = ("ok", "truncated", "refusal", "empty", "error")
 TRUNCATED_MARK = "†"  # the dagger of a metric cell whose items include cut answers
 
 
-def metrics_section(session: Session, judge_run_id: int) -> Section:
-    """Everything the report says about one judge run, as one section (flat in report.json)."""
-    jrun = get_judge_run(session, judge_run_id)
-    grun = get_generation_run(session, jrun.generation_run_id)
-    dataset = session.get(Dataset, grun.dataset_id)
-    scores = item_scores(session, judge_run_id, jrun.aggregation)
-    by_factor = stage_metrics(scores, grun.model)
-    overall = stage_metrics(scores, grun.model, by_factor=False)
-    flags = session.exec(
-        select(Item.stage, Response.flag, func.count())
-        .join(Item)
-        .where(Response.run_id == grun.id)
-        .group_by(Item.stage, Response.flag)
-        .order_by(Item.stage, Response.flag)
-    ).all()
-    by_stage = answer_flags_by_stage(flags)
-    suspected = injection_suspected(session, grun.id)
-    unscored = Counter(
-        kind or "unknown"
-        for kind in session.exec(
-            select(Judgment.unscored_kind).where(
-                Judgment.judge_run_id == judge_run_id, Judgment.status != "scored"
-            )
-        )
-    )
-    payload: dict[str, Any] = {
-        "dataset": dataset.name if dataset else None,
-        "generation_run": {
-            "id": grun.id,
-            "endpoint": grun.endpoint_name,
-            "model": grun.model,
-            "base_url": grun.base_url,
-            "temperature": grun.temperature,
-            "max_tokens": grun.max_tokens,
-            "template_version": grun.template_version,
-        },
-        "judge_run": _judge_settings(session, jrun),
-        "metrics_overall": [asdict(r) for r in overall],
-        "metrics_by_factor": [asdict(r) for r in by_factor],
-        "metric_definitions": {m.name: definition(m) for m in STAGE_METRICS},
-        "answers": [{"stage": s, "flag": f, "count": c} for s, f, c in flags],
-        "answer_flags_by_stage": by_stage,
-        "answers_truncated": sum(counts["truncated"] for counts in by_stage.values()),
-        "unscored": dict(unscored),
-        "injection_suspected": suspected,
-        "n_item_scores": len(scores),
-        "n_unscored_items": sum(s.score is None for s in scores),
-        "tokens": _tokens(session, jrun, grun.id),
-        "item_scores": [asdict(s) for s in scores],
-    }
-    head, body = metrics_table(by_factor + overall)
-    answers = Table(
-        "Answers of the model under test",
-        ["stage", "answer flag", "count"],
-        [[s, f, str(c)] for s, f, c in flags],
-    )
-    unscored_line = counts_phrase(unscored)
+def metrics_section(
+    session: Session, judge_run_id: int, *, facts: RunFacts | None = None
+) -> Section:
+    """Everything the report says about one judge run, as one section (flat in report.json);
+    from ``facts`` when given (then it reads nothing), else from the store."""
+    facts = facts or load_run_facts(session, judge_run_id)
+    numbers = run_numbers(facts)
+    payload = metrics_payload(facts, numbers)
     return Section(
         title=METRICS_TITLE,
         json_key=None,
         payload=payload,
-        tables=[
-            Table(
-                f"FairMonitor metrics: {grun.model} (judge {jrun.model}, "
-                f"{jrun.prompt_variant}, T={jrun.temperature})",
-                head,
-                body,
-                notes=[*metrics_legend(), truncated_note(by_stage)],
-            ),
-            answers,
-            Table(
-                "Tokens",
-                ["count", "value"],
-                [[k.replace("_", " "), f"{v:,}"] for k, v in payload["tokens"].items()],
-            ),
-            Table(
-                "Judge settings",
-                ["setting", "value"],
-                [[k.replace("_", " "), human(v)] for k, v in payload["judge_run"].items()],
-            ),
-        ],
-        figures=[_box_plot(scores, grun.model)],
-        notes=[
-            "Values are percentages with their 95 % interval; n is the number of scored items "
-            "behind each value. Unscored items are left out of the value and counted beside "
-            "it (u).",
-            f"Unscored judgments: {unscored_line}. Items with no usable score: "
-            f"{payload['n_unscored_items']} of {payload['n_item_scores']}.",
-            f"Answers that address the judge (injection_suspected): {suspected}; the item "
-            "browser shows them with the signs found. Their scores are the judge's own verdict "
-            "read from its reply, but worth a look.",
-            *metric_glossary(),
-        ],
+        tables=metrics_tables(facts, numbers, payload),
+        figures=[_box_plot(list(facts.item_scores), facts.generation_run.model)],
+        notes=metrics_notes(numbers),
         csv={
             "metrics.csv": payload["metrics_overall"] + payload["metrics_by_factor"],
             "item_scores.csv": [
@@ -147,6 +66,127 @@ def metrics_section(session: Session, judge_run_id: int) -> Section:
             ],
         },
     )
+
+
+@dataclass(frozen=True)
+class RunNumbers:
+    """The numbers of the metrics section, computed from a run's facts: the stage metrics by
+    factor and overall, answers per (stage, flag) in stage and flag order, the same per
+    stage, answers that address the judge, unscored judgments by kind, tokens, and the
+    judge's settings."""
+
+    by_factor: list[MetricRow]
+    overall: list[MetricRow]
+    flags: list[tuple[str, str, int]]
+    by_stage: dict[str, dict[str, int]]
+    suspected: int
+    unscored: dict[str, int]
+    tokens: dict[str, int]
+    settings: dict[str, Any]
+    n_item_scores: int
+    n_unscored_items: int
+
+
+def run_numbers(facts: RunFacts) -> RunNumbers:
+    """Every number the metrics section shows, from the run's facts (no store access)."""
+    scores = facts.item_scores
+    model = facts.generation_run.model
+    flags = Counter((item.stage, r.flag) for r, item in facts.answers)
+    counted = [(stage, flag, n) for (stage, flag), n in sorted(flags.items())]
+    unscored = Counter(
+        row.judgment.unscored_kind or "unknown"
+        for row in facts.judgments
+        if row.judgment.status != "scored"
+    )
+    return RunNumbers(
+        by_factor=stage_metrics(scores, model),
+        overall=stage_metrics(scores, model, by_factor=False),
+        flags=counted,
+        by_stage=answer_flags_by_stage(counted),
+        suspected=sum(bool(injection_signs(r.raw_text)) for r, _ in facts.answers),
+        unscored=dict(unscored),
+        tokens=_tokens(facts),
+        settings=_judge_settings(facts),
+        n_item_scores=len(scores),
+        n_unscored_items=sum(s.score is None for s in scores),
+    )
+
+
+def metrics_payload(facts: RunFacts, numbers: RunNumbers) -> dict[str, Any]:
+    """The metrics section's part of report.json."""
+    grun = facts.generation_run
+    return {
+        "dataset": facts.dataset.name if facts.dataset else None,
+        "generation_run": {
+            "id": grun.id,
+            "endpoint": grun.endpoint_name,
+            "model": grun.model,
+            "base_url": grun.base_url,
+            "temperature": grun.temperature,
+            "max_tokens": grun.max_tokens,
+            "template_version": grun.template_version,
+        },
+        "judge_run": numbers.settings,
+        "metrics_overall": [asdict(r) for r in numbers.overall],
+        "metrics_by_factor": [asdict(r) for r in numbers.by_factor],
+        "metric_definitions": {m.name: definition(m) for m in STAGE_METRICS},
+        "answers": [{"stage": s, "flag": f, "count": c} for s, f, c in numbers.flags],
+        "answer_flags_by_stage": numbers.by_stage,
+        "answers_truncated": sum(counts["truncated"] for counts in numbers.by_stage.values()),
+        "unscored": numbers.unscored,
+        "injection_suspected": numbers.suspected,
+        "n_item_scores": numbers.n_item_scores,
+        "n_unscored_items": numbers.n_unscored_items,
+        "tokens": numbers.tokens,
+        "item_scores": [asdict(s) for s in facts.item_scores],
+    }
+
+
+def metrics_tables(facts: RunFacts, numbers: RunNumbers, payload: dict[str, Any]) -> list[Table]:
+    """The stage-metric table (FairMonitor's Table 5 layout), the answers by stage and flag,
+    the tokens and the judge's settings."""
+    jrun = facts.judge_run
+    head, body = metrics_table(numbers.by_factor + numbers.overall)
+    return [
+        Table(
+            f"FairMonitor metrics: {facts.generation_run.model} (judge {jrun.model}, "
+            f"{jrun.prompt_variant}, T={jrun.temperature})",
+            head,
+            body,
+            notes=[*metrics_legend(), truncated_note(numbers.by_stage)],
+        ),
+        Table(
+            "Answers of the model under test",
+            ["stage", "answer flag", "count"],
+            [[s, f, str(c)] for s, f, c in numbers.flags],
+        ),
+        Table(
+            "Tokens",
+            ["count", "value"],
+            [[k.replace("_", " "), f"{v:,}"] for k, v in numbers.tokens.items()],
+        ),
+        Table(
+            "Judge settings",
+            ["setting", "value"],
+            [[k.replace("_", " "), human(v)] for k, v in payload["judge_run"].items()],
+        ),
+    ]
+
+
+def metrics_notes(numbers: RunNumbers) -> list[str]:
+    """The metrics section's prose: how to read the values, what was left unscored, answers
+    that address the judge, and the glossary of metric names."""
+    return [
+        "Values are percentages with their 95 % interval; n is the number of scored items "
+        "behind each value. Unscored items are left out of the value and counted beside "
+        "it (u).",
+        f"Unscored judgments: {counts_phrase(numbers.unscored)}. Items with no usable score: "
+        f"{numbers.n_unscored_items} of {numbers.n_item_scores}.",
+        f"Answers that address the judge (injection_suspected): {numbers.suspected}; the item "
+        "browser shows them with the signs found. Their scores are the judge's own verdict "
+        "read from its reply, but worth a look.",
+        *metric_glossary(),
+    ]
 
 
 def answer_flags_by_stage(flags: Sequence[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
@@ -183,15 +223,10 @@ def truncated_note(by_stage: dict[str, dict[str, int]]) -> str:
     )
 
 
-def _judge_settings(session: Session, jrun: JudgeRun) -> dict[str, Any]:
+def _judge_settings(facts: RunFacts) -> dict[str, Any]:
+    jrun = facts.judge_run
     template_versions = sorted(
-        set(
-            session.exec(
-                select(Judgment.template_version).where(
-                    Judgment.judge_run_id == jrun.id, Judgment.template_version != ""
-                )
-            ).all()
-        )
+        {r.judgment.template_version for r in facts.judgments if r.judgment.template_version}
     )
     return {
         "id": jrun.id,
@@ -211,37 +246,18 @@ def _judge_settings(session: Session, jrun: JudgeRun) -> dict[str, Any]:
     }
 
 
-def _tokens(session: Session, jrun: JudgeRun, generation_run_id: int | None) -> dict[str, int]:
-    gen = session.exec(
-        select(
-            func.coalesce(func.sum(Response.prompt_tokens), 0),
-            func.coalesce(func.sum(Response.completion_tokens), 0),
-            func.count(),
-        ).where(Response.run_id == generation_run_id)
-    ).one()
-    judge = session.exec(
-        select(
-            func.coalesce(func.sum(Judgment.prompt_tokens), 0),
-            func.coalesce(func.sum(Judgment.completion_tokens), 0),
-            func.coalesce(func.sum(Judgment.calls), 0),
-            func.count(),
-        ).where(Judgment.judge_run_id == jrun.id)
-    ).one()
+def _tokens(facts: RunFacts) -> dict[str, int]:
+    answers = [r for r, _ in facts.answers]
+    judgments = [row.judgment for row in facts.judgments]
     return {
-        "generation_prompt": gen[0],
-        "generation_completion": gen[1],
-        "generation_answers": gen[2],
-        "judge_prompt": judge[0],
-        "judge_completion": judge[1],
-        "judge_calls": judge[2],
-        "judgments": judge[3],
+        "generation_prompt": sum(r.prompt_tokens or 0 for r in answers),
+        "generation_completion": sum(r.completion_tokens or 0 for r in answers),
+        "generation_answers": len(answers),
+        "judge_prompt": sum(j.prompt_tokens or 0 for j in judgments),
+        "judge_completion": sum(j.completion_tokens or 0 for j in judgments),
+        "judge_calls": sum(j.calls or 0 for j in judgments),
+        "judgments": len(judgments),
     }
-
-
-def injection_suspected(session: Session, generation_run_id: int | None) -> int:
-    """How many answers of the generation run show signs of addressing the judge."""
-    texts = session.exec(select(Response.raw_text).where(Response.run_id == generation_run_id))
-    return sum(bool(injection_signs(text)) for text in texts)
 
 
 def _box_plot(scores: list[ItemScore], model: str) -> BoxPlot:

@@ -8,7 +8,15 @@ from typing import Any, NamedTuple
 from sqlmodel import Session, col, func, select
 
 from judge.errors import NotFoundError
-from judge.store.tables import Dataset, GenerationRun, Item, JudgeRun, Judgment, Response
+from judge.store.tables import (
+    CallCache,
+    Dataset,
+    GenerationRun,
+    Item,
+    JudgeRun,
+    Judgment,
+    Response,
+)
 
 
 def get_dataset(session: Session, name: str) -> Dataset:
@@ -49,6 +57,41 @@ def responses_by_item(session: Session, run_id: int) -> dict[int, dict[str, Resp
     for row in session.exec(select(Response).where(Response.run_id == run_id)):
         out.setdefault(row.item_id, {})[row.part] = row
     return out
+
+
+def run_answers(session: Session, run_id: int) -> list[tuple[Response, Item]]:
+    """Every answer of one generation run with its item, in the order they were stored (id)."""
+    rows = session.exec(
+        select(Response, Item)
+        .join(Item, col(Item.id) == col(Response.item_id))
+        .where(col(Response.run_id) == run_id)
+        .order_by(col(Response.id))
+    )
+    return list(rows.all())
+
+
+def run_judgments(session: Session, judge_run_id: int) -> list[tuple[Judgment, Item, str | None]]:
+    """Every judgment of one judge run with its item and the finish reason of the judge's call
+    (None when the call cache has no row for it), in the order they were stored (id)."""
+    rows = session.exec(
+        select(Judgment, Item, CallCache.finish_reason)
+        .join(Item, col(Item.id) == col(Judgment.item_id))
+        .join(CallCache, col(CallCache.key) == col(Judgment.cache_key), isouter=True)
+        .where(col(Judgment.judge_run_id) == judge_run_id)
+        .order_by(col(Judgment.id))
+    )
+    return list(rows.all())
+
+
+def judgment_scores(session: Session, judge_run_id: int) -> list[tuple[int, str, str, int | None]]:
+    """(item id, rubric, status, score) of every judgment of one judge run, in the order they
+    were stored (id)."""
+    rows = session.exec(
+        select(Judgment.item_id, Judgment.rubric, Judgment.status, Judgment.score)
+        .where(col(Judgment.judge_run_id) == judge_run_id)
+        .order_by(col(Judgment.id))
+    )
+    return list(rows.all())
 
 
 def run_items(session: Session, run_id: int) -> list[Item]:

@@ -20,20 +20,20 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from scipy import stats
-from sqlalchemy import select as columns
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from judge.metrics import aggregate
+from judge.reports.facts import RunFacts, load_run_facts, self_preference_note
 from judge.stats.tests import PairedShift, paired_shift
-from judge.store.queries import get_generation_run, get_judge_run
+from judge.store.queries import get_generation_run, get_judge_run, judgment_scores, run_answers
 from judge.store.rating_scope import select_ratings
-from judge.store.tables import GenerationRun, Item, JudgeRun, Judgment, Response
+from judge.store.tables import Item, JudgeRun, Response
 from judge.trust.copies import Copy, _copy_of, copy_swaps, find_copies
 from judge.trust.directional import (
     ALPHA,
@@ -161,11 +161,7 @@ def copy_judge_run(session: Session, jrun: JudgeRun, copy_run_id: int) -> JudgeR
 def _scores(session: Session, judge_run_id: int, how: str) -> dict[tuple[int, str], float | None]:
     """(item, rubric) -> the combined score of its samples (None: no sample scored)."""
     samples: dict[tuple[int, str], list[int]] = defaultdict(list)
-    for item_id, rubric, status, score in session.execute(
-        columns(
-            col(Judgment.item_id), col(Judgment.rubric), col(Judgment.status), col(Judgment.score)
-        ).where(col(Judgment.judge_run_id) == judge_run_id)
-    ):
+    for item_id, rubric, status, score in judgment_scores(session, judge_run_id):
         bucket = samples[(item_id, rubric)]
         if status == "scored" and score is not None:
             bucket.append(score)
@@ -187,14 +183,17 @@ def counterfactual(
     level: float = LEVEL,
     n_bootstrap: int = N_BOOTSTRAP,
     top: int = TOP_MOVES,
+    facts: RunFacts | None = None,
 ) -> list[CounterfactualResult]:
     """The counterfactual comparison of every copy of a judge run (or of one copy), tested
     by swap direction with one Holm correction over all the copies' rows (the family the
-    report shows); ``margin``: the equivalence margin in score points."""
-    jrun = get_judge_run(session, judge_run_id)
+    report shows); ``margin``: the equivalence margin in score points. The run's own scores
+    and answers come from ``facts`` when given; the copies are read here."""
+    facts = facts or load_run_facts(session, judge_run_id)
+    jrun = facts.judge_run
     copies = [c for c in find_copies(session, judge_run_id) if copy_run_id in (None, c.id)]
     results = []
-    before = _scores(session, judge_run_id, jrun.aggregation)
+    before = facts.scores_by_key
     bound = _bound(before)
     for copy_run in copies:
         copy = _copy_of(copy_run, created=False)
@@ -205,9 +204,8 @@ def counterfactual(
         note = None
         if judged is not None and judged.id is not None:
             after = _scores(session, judged.id, jrun.aggregation)
-            rubrics = _compare(
-                session, jrun, copy.run_id, before, after, tolerance, level, n_bootstrap, top
-            )
+            copied = run_answers(session, copy.run_id)
+            rubrics = _compare(facts, copied, before, after, tolerance, level, n_bootstrap, top)
             swaps = copy_swaps(copy_run.derivation)
             if swaps is None:
                 note = (
@@ -215,7 +213,7 @@ def counterfactual(
                     "before copies recorded their pairs; make the copy again to test them"
                 )
             else:
-                changes = _changes(session, copy.run_id)
+                changes = _changes(copied)
                 for kind in copy.swap_kinds:
                     sides[kind] = side_names(kind, swaps)
                     pairs = _directed(before, after, changes, swaps, kind)
@@ -264,15 +262,11 @@ def _bound(scores: dict[tuple[int, str], float | None]) -> float:
     return max(4.0, max(seen) - min(seen)) if seen else 4.0
 
 
-def _changes(session: Session, copy_run_id: int) -> dict[int, list[list[Any]]]:
+def _changes(copied: Sequence[tuple[Response, Item]]) -> dict[int, list[list[Any]]]:
     """Item -> every swap recorded in its copied answer parts ([before, after, count])."""
     out: dict[int, list[list[Any]]] = defaultdict(list)
-    for item_id, extra in session.execute(
-        columns(col(Response.item_id), col(Response.extra)).where(
-            col(Response.run_id) == copy_run_id
-        )
-    ):
-        out[item_id] += (extra or {}).get("swapped", [])
+    for response, _ in copied:
+        out[response.item_id] += (response.extra or {}).get("swapped", [])
     return dict(out)
 
 
@@ -296,9 +290,8 @@ def _directed(
 
 
 def _compare(
-    session: Session,
-    jrun: JudgeRun,
-    copy_run_id: int,
+    facts: RunFacts,
+    copied: Sequence[tuple[Response, Item]],
     before: dict[tuple[int, str], float | None],
     after: dict[tuple[int, str], float | None],
     tolerance: float,
@@ -321,7 +314,7 @@ def _compare(
             [p[1] for p in pairs], [p[2] for p in pairs], level=level, n_bootstrap=n_bootstrap
         )
         moved = sorted((p for p in pairs if p[2] != p[1]), key=lambda p: (-abs(p[2] - p[1]), p[0]))
-        moves = _moves(session, jrun.generation_run_id, copy_run_id, rubric, moved[:top])
+        moves = _moves(facts, copied, rubric, moved[:top])
         # flagged is set from the directional rows (``_corrected``): both directions pooled,
         # this shift can cancel, so it is shown but never decides a flag
         out.append(RubricShift(rubric, shift, unpaired.get(rubric, 0), False, moves))
@@ -329,33 +322,32 @@ def _compare(
 
 
 def _moves(
-    session: Session,
-    run_id: int,
-    copy_run_id: int,
+    facts: RunFacts,
+    copied: Sequence[tuple[Response, Item]],
     rubric: str,
     moved: Sequence[tuple[int, float, float]],
 ) -> list[Move]:
+    """The moved items with both answers (parts in name order) and the copy's swaps."""
     if not moved:
         return []
-    ids = [p[0] for p in moved]
-    keys = dict(
-        session.execute(columns(col(Item.id), col(Item.key)).where(col(Item.id).in_(ids))).all()
-    )
-    texts: dict[tuple[int, int], dict[str, str]] = defaultdict(dict)
+    keys = {item.id: item.key for _, item in facts.answers}
+    keys.update((row.item.id, row.item.key) for row in facts.judgments)
+    ids = {p[0] for p in moved}
+    swapped: dict[int, dict[str, str]] = defaultdict(dict)
     swaps: dict[int, list[str]] = defaultdict(list)
-    for rid, item_id, part, raw, extra in session.execute(
-        columns(
-            col(Response.run_id), col(Response.item_id), col(Response.part),
-            col(Response.raw_text), col(Response.extra),
-        ).where(col(Response.run_id).in_([run_id, copy_run_id]), col(Response.item_id).in_(ids))
-    ):  # fmt: skip
-        texts[(rid, item_id)][part] = raw or ""
-        if rid == copy_run_id:
-            for before, after, n in (extra or {}).get("swapped", []):
-                swaps[item_id].append(f"{before} -> {after}" + (f" (x{n})" if n > 1 else ""))
+    for r, _ in sorted(copied, key=lambda pair: (pair[0].item_id, pair[0].part)):
+        if r.item_id not in ids:
+            continue
+        swapped[r.item_id][r.part] = r.raw_text or ""
+        for before, after, n in (r.extra or {}).get("swapped", []):
+            swaps[r.item_id].append(f"{before} -> {after}" + (f" (x{n})" if n > 1 else ""))
+
+    def original(item_id: int) -> dict[str, str]:
+        parts = facts.answers_by_item.get(item_id, {})
+        return {part: r.raw_text or "" for part, r in sorted(parts.items())}
+
     return [
-        Move(keys[i], rubric, old, new, swaps[i], texts[(run_id, i)], texts[(copy_run_id, i)])
-        for i, old, new in moved
+        Move(keys[i], rubric, old, new, swaps[i], original(i), swapped[i]) for i, old, new in moved
     ]
 
 
@@ -381,15 +373,11 @@ class LengthRow:
         return dict(self.__dict__)
 
 
-def answer_lengths(session: Session, generation_run_id: int) -> dict[int, int]:
+def words_per_item(answers: Iterable[Response]) -> dict[int, int]:
     """Item -> words in its answers (every part: a rubric reads all of its stage's parts)."""
     lengths: dict[int, int] = defaultdict(int)
-    for item_id, raw in session.execute(
-        columns(col(Response.item_id), col(Response.raw_text)).where(
-            col(Response.run_id) == generation_run_id
-        )
-    ):
-        lengths[item_id] += len(_WORD.findall(raw or ""))
+    for r in answers:
+        lengths[r.item_id] += len(_WORD.findall(r.raw_text or ""))
     return dict(lengths)
 
 
@@ -401,11 +389,19 @@ def _spearman(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, flo
 
 
 def length(
-    session: Session, judge_run_id: int, *, level: float = LEVEL, n_bootstrap: int = N_BOOTSTRAP
+    session: Session,
+    judge_run_id: int,
+    *,
+    level: float = LEVEL,
+    n_bootstrap: int = N_BOOTSTRAP,
+    facts: RunFacts | None = None,
 ) -> list[LengthRow]:
-    jrun = get_judge_run(session, judge_run_id)
-    lengths = answer_lengths(session, jrun.generation_run_id)
-    scores = _scores(session, judge_run_id, jrun.aggregation)
+    """Per rubric, whether the judge's scores follow the answers' length (and more than the
+    people's do); scores and answers from ``facts`` when given, ratings read here."""
+    facts = facts or load_run_facts(session, judge_run_id)
+    jrun = facts.judge_run
+    lengths = words_per_item(r for r, _ in facts.answers)
+    scores = facts.scores_by_key
     human: dict[tuple[int, str], list[float]] = defaultdict(list)
     # One rating per person, item and rubric: the rule agreement uses when several campaigns
     # or import batches rated the same item (judge.store.rating_scope).
@@ -469,15 +465,11 @@ def _difference_ci(
 
 def self_preference(session: Session, judge_run_id: int) -> str | None:
     """A line saying the judge model is the model under test (None when it is not). For a
-    counterfactual copy, the model under test is the original run's."""
+    counterfactual copy, the model under test is the original run's. A report has it in its
+    facts (``RunFacts.self_preference``)."""
     jrun = get_judge_run(session, judge_run_id)
-    run: GenerationRun = get_generation_run(session, jrun.generation_run_id)
-    if jrun.model.strip().casefold() != run.model.strip().casefold():
-        return None
-    return (
-        f"Self-preference risk: the judge model ({jrun.model}) is the model under test; a "
-        "judge may favour its own model's writing, so read its scores with care."
-    )
+    run = get_generation_run(session, jrun.generation_run_id)
+    return self_preference_note(jrun.model, run.model)
 
 
 @dataclass(frozen=True)
@@ -499,21 +491,21 @@ class LogprobRow:
         return dict(self.__dict__)
 
 
-def logprob(session: Session, judge_run_id: int) -> list[LogprobRow] | None:
+def logprob(
+    session: Session, judge_run_id: int, *, facts: RunFacts | None = None
+) -> list[LogprobRow] | None:
     """Per rubric, the stored score distributions beside the sampled scores; None for a run
-    not judged with ``--aggregation logprob``."""
-    jrun = get_judge_run(session, judge_run_id)
-    if jrun.aggregation != "logprob":
+    not judged with ``--aggregation logprob``. From ``facts`` when given."""
+    facts = facts or load_run_facts(session, judge_run_id)
+    if facts.judge_run.aggregation != "logprob":
         return None
-    rows: dict[str, list[tuple[int, dict[str, float] | None, float | None, str | None]]]
+    rows: dict[str, list[tuple[int | None, dict[str, float] | None, float | None, str | None]]]
     rows = defaultdict(list)
-    for rubric, score, probs, expected, params in session.execute(
-        columns(
-            col(Judgment.rubric), col(Judgment.score), col(Judgment.score_probs),
-            col(Judgment.expected_score), col(Judgment.params),
-        ).where(col(Judgment.judge_run_id) == judge_run_id, col(Judgment.status) == "scored")
-    ):  # fmt: skip
-        rows[rubric].append((score, probs, expected, (params or {}).get("logprob_missing")))
+    for j in (row.judgment for row in facts.judgments):
+        if j.status != "scored":
+            continue
+        missing = (j.params or {}).get("logprob_missing")
+        rows[j.rubric].append((j.score, j.score_probs, j.expected_score, missing))
     out = []
     for rubric in sorted(rows):
         have = [(s, p, e) for s, p, e, _ in rows[rubric] if p and e is not None]

@@ -9,9 +9,9 @@ from typing import Any
 from sqlmodel import Session
 
 from judge.costs import Prices, RunCost, Usage, judge_run_cost
+from judge.reports.facts import RunFacts, load_run_facts
 from judge.reports.sections import BarChart, Figure, Section, Table
 from judge.stats.tests import PairedShift
-from judge.store.queries import get_judge_run
 from judge.trust import diagnostics, directional, position, position_view
 from judge.trust.diagnostics import (
     CounterfactualResult,
@@ -225,19 +225,25 @@ def diagnostics_section(
     tolerance: float = 0.0,
     prices: Prices | None = None,
     margin: float = directional.MARGIN,
+    facts: RunFacts | None = None,
 ) -> Section:
     """Self-preference, counterfactual copies, order, length and cost for one judge run
-    (cost in money only with ``prices``, the judge endpoint's; ``margin``: the
-    counterfactual equivalence margin in score points)."""
-    get_judge_run(session, judge_run_id)  # a missing run is an error, not an empty section
+    (cost in money only with ``prices``, the judge endpoint's, or the prices in ``facts``;
+    ``margin``: the counterfactual equivalence margin in score points). The run's own rows
+    come from ``facts`` when given; copies, ratings, orders and costs are read here."""
+    # a missing run is an error (NotFoundError), not an empty section
+    facts = facts or load_run_facts(session, judge_run_id, prices=prices)
+    prices = facts.prices if prices is None else prices
     notes: list[str] = []
-    selfpref = diagnostics.self_preference(session, judge_run_id)
+    selfpref = facts.self_preference
     if selfpref:
         notes.append(selfpref)
     tables: list[Table] = []
     figures: list[Figure] = []
     payload: dict[str, Any] = {"self_preference": selfpref is not None, "tolerance": tolerance}
-    results = diagnostics.counterfactual(session, judge_run_id, tolerance=tolerance, margin=margin)
+    results = diagnostics.counterfactual(
+        session, judge_run_id, tolerance=tolerance, margin=margin, facts=facts
+    )
     payload["counterfactual"] = [r.to_json() for r in results]
     payload["equivalence_margin"] = margin
     if results:
@@ -271,7 +277,7 @@ def diagnostics_section(
         notes.append(
             "Order bias not measured: judge with --swap-order to judge every pair in both orders."
         )
-    lengths = diagnostics.length(session, judge_run_id)
+    lengths = diagnostics.length(session, judge_run_id, facts=facts)
     payload["length"] = [r.to_json() for r in lengths]
     if lengths:
         tables.append(length_table(lengths))
@@ -291,7 +297,7 @@ def diagnostics_section(
                 reference=0.0,
             )
         )
-    probabilities = diagnostics.logprob(session, judge_run_id)
+    probabilities = diagnostics.logprob(session, judge_run_id, facts=facts)
     payload["logprob"] = [r.to_json() for r in probabilities] if probabilities else None
     if probabilities:
         tables.append(logprob_table(probabilities))
@@ -300,7 +306,7 @@ def diagnostics_section(
     payload["cost"] = {k: v for k, v in cost.to_json().items() if k != "by_item"}
     csv = {"cost_by_item.csv": [{"item": key, **u.to_json()} for key, u in cost.by_item.items()]}
     payload["flagged"] = flags(
-        session, judge_run_id, tolerance=tolerance, computed=(results, order, lengths)
+        session, judge_run_id, tolerance=tolerance, computed=(results, order, lengths), facts=facts
     )
     return Section(SECTION_TITLE, "judge_diagnostics", payload, tables, figures, notes, csv)
 
@@ -311,18 +317,21 @@ def flags(
     *,
     tolerance: float = 0.0,
     computed: tuple[Any, Any, Any] | None = None,
+    facts: RunFacts | None = None,
 ) -> dict[str, list[str]]:
     """Rubric -> the checks its judge failed ("counterfactual (names)", "order (recency)",
-    "length"); the key "*" holds run-wide marks ("self-preference")."""
+    "length"); the key "*" holds run-wide marks ("self-preference"). ``computed``: the
+    counterfactual, order and length results when the caller has them already."""
+    facts = facts or load_run_facts(session, judge_run_id)
     if computed is None:
         computed = (
-            diagnostics.counterfactual(session, judge_run_id, tolerance=tolerance),
+            diagnostics.counterfactual(session, judge_run_id, tolerance=tolerance, facts=facts),
             position.order_bias(session, judge_run_id, tolerance=tolerance),
-            diagnostics.length(session, judge_run_id),
+            diagnostics.length(session, judge_run_id, facts=facts),
         )
     results, order, lengths = computed
     out: dict[str, list[str]] = defaultdict(list)
-    if diagnostics.self_preference(session, judge_run_id):
+    if facts.self_preference:
         out["*"].append("self-preference")
     for r in results:
         # one mark per kind and rubric ("counterfactual (gender: favours male)"), the
