@@ -1,7 +1,11 @@
 """The API's request and response models (pydantic). flask-openapi3 validates requests
 against them and builds the OpenAPI document from them, so the document cannot drift from
 what the server accepts. Every request model forbids unknown fields: a misspelt option is
-an error, not silently ignored."""
+an error, not silently ignored.
+
+Every JSON response has a model here too. Where the domain already has a read model (a
+dataclass such as ``judge.store.queries.JudgeRunInfo``), the response model wraps it
+(``RootModel[JudgeRunInfo]``) instead of restating its fields, so the two cannot drift."""
 
 from __future__ import annotations
 
@@ -12,14 +16,19 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    RootModel,
     StrictFloat,
     StrictInt,
     StrictStr,
     model_validator,
 )
 
-from judge.data.responses import MAX_BATCH_ROWS, ResponseRow
-from server.jobs.tasks import TASKS, AuditParams
+from judge.data.datasets import DatasetDescription, DatasetInfo, ImportSummary
+from judge.data.responses import MAX_BATCH_ROWS, ResponseRow, ResponsesImport
+from judge.metrics import MetricRow
+from judge.store.queries import GenerationRunInfo, JudgeRunInfo
+from server.usecases.agreement import AgreementOptions
+from server.usecases.requests import JOB_REQUESTS, AuditRequest
 
 MAX_ID = 2**63 - 1
 """The largest id a database row can have (a signed 64-bit integer)."""
@@ -53,10 +62,16 @@ class PageQuery(Strict):
 
 
 class Page(BaseModel, Generic[T]):
+    """One page of a list: ``Page[ItemOut]`` is a page of items."""
+
     items: list[T]
     total: int = Field(description="Rows matching, over all pages.")
     limit: int
     offset: int
+
+
+class ListOf(RootModel[list[T]], Generic[T]):
+    """A whole list (no pages): ``ListOf[DatasetOut]``."""
 
 
 class RunPath(Strict):
@@ -103,8 +118,9 @@ class KeyCreated(BaseModel):
 # -- jobs -----------------------------------------------------------------------------------
 
 
-JOB_KINDS = f"^({'|'.join(TASKS)})$"
-"""Every kind of job (server/jobs/tasks.py)."""
+JOB_KINDS = f"^({'|'.join(JOB_REQUESTS)})$"
+"""Every kind of job (``server.usecases.requests.JOB_REQUESTS``; server/jobs/tasks.py runs
+them)."""
 
 
 class JobCreate(Strict):
@@ -151,19 +167,12 @@ class JobQuery(PageQuery):
 # -- datasets, items ------------------------------------------------------------------------
 
 
-class DatasetOut(BaseModel):
-    name: str
-    items: int
-    created_at: str
+class DatasetOut(RootModel[DatasetInfo]):
+    """A dataset and its item count (``judge.data.datasets.DatasetInfo``)."""
 
 
-class DatasetDescriptionOut(BaseModel):
-    name: str
-    items: int
-    stages: dict[str, int]
-    factors: dict[str, int]
-    scenarios: int
-    empty_cells: list[str]
+class DatasetDescriptionOut(RootModel[DatasetDescription]):
+    """Items per stage and factor, and the empty cells of FairMonitor's grid."""
 
 
 class DatasetCreate(Strict):
@@ -174,12 +183,8 @@ class DatasetCreate(Strict):
     allow_unmapped: bool = False
 
 
-class ImportOut(BaseModel):
-    dataset: str
-    added: int
-    unchanged: int
-    total: int
-    warnings: list[str]
+class ImportOut(RootModel[ImportSummary]):
+    """What an import added (``judge.data.datasets.ImportSummary``)."""
 
 
 class ItemOut(BaseModel):
@@ -223,34 +228,22 @@ class EndpointCheck(BaseModel):
 # -- runs, responses, judgments -------------------------------------------------------------
 
 
-class GenerationRunOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-    id: int
-    dataset: str
-    endpoint: str
-    base_url: str = ""
-    model: str
-    temperature: float
-    answers: int
-    status: str
-    source: str
-    created_at: str
+class GenerationRunOut(RootModel[GenerationRunInfo]):
+    """A generation run with its answers counted (``judge.store.queries.GenerationRunInfo``)."""
 
 
-class JudgeRunOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-    id: int
-    generation_run: int
-    endpoint: str = ""
-    base_url: str = ""
-    model: str
-    prompt_variant: str
-    temperature: float
-    samples: int
-    scored: int
-    unscored: int
-    status: str
-    rubric_set: str
+class JudgeRunOut(RootModel[JudgeRunInfo]):
+    """A judge run with its scored and unscored counts (``judge.store.queries.JudgeRunInfo``)."""
+
+
+class MetricsOut(BaseModel):
+    """FairMonitor's stage metrics of a judge run (``judge.metrics.MetricRow`` per cell;
+    values and CIs in percent, null where no item of the cell was scored)."""
+
+    judge_run: int
+    aggregation: str = Field(description="How a judge's samples of one item are combined.")
+    overall: list[MetricRow]
+    by_factor: list[MetricRow]
 
 
 class ResponseOut(BaseModel):
@@ -312,13 +305,130 @@ class RatingScopeQuery(Strict):
     )
 
 
+class AgreementQuery(RatingScopeQuery, AgreementOptions):
+    """Which ratings agreement uses, and how its coefficients are computed (the options of
+    ``fairjudge agreement``, with its defaults)."""
+
+
 class CsvQuery(RatingScopeQuery):
     table: str | None = Field(
         default=None, max_length=100, description="Which CSV of the report (default: the first)."
     )
 
 
+class ReportOut(RootModel[dict[str, Any]]):
+    """A report's data, what report.json holds: each section's payload under its key (e.g.
+    ``metrics_overall``, ``agreement``, ``diagnostics``); figures that are not numbers are
+    null."""
+
+
+class JudgeAgreementOut(BaseModel):
+    """One judge run against the humans on one rubric; a judge that scored none of the
+    rated items has ``reading`` and no coefficients."""
+
+    model_config = ConfigDict(extra="allow")
+    judge_run: int
+    label: str
+    prompt_variant: str
+    temperature: float
+    n: int
+    judge_unscored_on_rated_items: int
+    judge_checks_flagged: list[str]
+    reading: str
+    coefficients: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="Per coefficient: value, ci_low, ci_high, p_value, n and "
+        "undefined_reason (numbers, null when undefined).",
+    )
+
+
+class RubricAgreementOut(BaseModel):
+    n_rated_items: int
+    n_raters: int
+    n_ratings: int
+    scale: str
+    human_vs_human: dict[str, Any] = Field(
+        description="The humans among themselves: Krippendorff's alphas, Fleiss' kappa, "
+        "pairwise kappa (the ceiling)."
+    )
+    judges: list[JudgeAgreementOut]
+
+
+class AgreementOut(BaseModel):
+    """Judge-human and human-human agreement (``server.usecases.agreement``): the same shape
+    as ``fairjudge agreement --json``."""
+
+    judge_run: int | None = Field(description="The judge run asked about; null: all of them.")
+    generation_run: int
+    ratings_used: dict[str, Any] = Field(
+        description="The campaigns and import batches whose ratings were used."
+    )
+    weighted_absent: str = Field(description="Why there is no whole-run estimate, or empty.")
+    human_score: str
+    n_bootstrap: int
+    seed: int | None
+    target_half_width: float
+    scale: str
+    rubrics: dict[str, RubricAgreementOut]
+
+
 # -- campaigns ------------------------------------------------------------------------------
+
+
+class CampaignOut(BaseModel):
+    """A campaign's design and the ratings pulled so far."""
+
+    name: str
+    kind: str = Field(description="rating or review")
+    judge_run: int | None
+    dataset: int
+    strategy: str
+    size: int
+    population: int
+    annotators: int
+    project: int | None = Field(description="Its Label Studio project.")
+    ratings: int
+    pulled_at: str | None
+
+
+class CampaignCreated(BaseModel):
+    """What creating (or finishing the creation of) a campaign did."""
+
+    model_config = ConfigDict(extra="allow")
+    campaign: str
+    created: bool
+    strategy: str
+    population: int
+    size: int
+    annotators: int
+    project: int | None
+    url: str
+    imported: int
+    already_there: int
+    strata: dict[str, Any]
+    shortfall: dict[str, Any]
+    gold_items: int
+    notes: list[str]
+    size_plan: str | None = Field(
+        description="Why this size, when it was planned for a target half width."
+    )
+
+
+class CampaignStatusOut(BaseModel):
+    """Progress read live from Label Studio: per annotator, items short of ratings."""
+
+    campaign: str
+    kind: str
+    strategy: str
+    tasks: int
+    needed_per_item: int
+    gold_items: int
+    thresholds: dict[str, float]
+    annotators: list[dict[str, Any]]
+    items_short: dict[str, int]
+    items_incomplete: dict[str, list[str]]
+    rated_twice: list[list[str]]
+    skipped_items: dict[str, int]
 
 
 class CampaignCreate(Strict):
@@ -351,14 +461,8 @@ class ResponsesIn(Strict):
     rows: list[ResponseRow] = Field(min_length=1, max_length=MAX_BATCH_ROWS)
 
 
-class ResponsesOut(BaseModel):
-    generation_run_id: int
-    added: int
-    unchanged: int
-    items: int
-    created_run: bool
-    dataset: str
-    model: str
+class ResponsesOut(RootModel[ResponsesImport]):
+    """What a batch of answers did (``judge.data.responses.ResponsesImport``)."""
 
 
 # -- human ratings --------------------------------------------------------------------------
@@ -423,11 +527,25 @@ class RubricCreate(Strict):
     toml: str = Field(min_length=1, max_length=200_000, description="The file's text.")
 
 
+class RubricOut(BaseModel):
+    """A stored version of a registered rubric."""
+
+    id: int
+    name: str
+    version: int
+    text_hash: str
+    created_at: str
+    created: bool = Field(description="Registering it just now added this version.")
+    versions: int = Field(description="Versions stored under the name.")
+    definition: dict[str, Any]
+
+
 # -- audits ---------------------------------------------------------------------------------
 
 
-class AuditCreate(AuditParams):
-    """An audit suite to send to the model under test, run as a job (docs/audits.md). The
+class AuditCreate(AuditRequest):
+    """An audit suite to send to the model under test, run as a job (docs/audits.md): the
+    ``server.usecases.audits`` request the CLI's ``audit SUITE run`` builds too. The
     suites' bundled designs only: options naming input files are the CLI's."""
 
 
@@ -449,7 +567,7 @@ class AuditRunQuery(PageQuery):
     suite: str | None = Field(default=None, pattern="^(award|names|bbi)$")
 
 
-class AuditRunOut(BaseModel):
+class AuditRunInfoOut(BaseModel):
     id: int
     suite: str
     endpoint: str
@@ -461,7 +579,25 @@ class AuditRunOut(BaseModel):
     status_detail: str | None
     created_at: str | None
     finished_at: str | None
+
+
+class AuditRunOut(AuditRunInfoOut):
     answers: int = Field(description="Answers stored, both turns, every status.")
+
+
+class AuditResultOut(BaseModel):
+    """One audit run read back (``server.usecases.audits.AuditResult``)."""
+
+    run: AuditRunInfoOut
+    answers: dict[str, dict[str, int]] = Field(description="Answers by turn and status.")
+    analysis: dict[str, Any] | None = Field(description="The suite's figures, when it has any.")
+    analysis_error: str | None = Field(description="Why there are no figures yet.")
+    followup: dict[str, Any] = Field(
+        description="Award runs: the follow-up classes, their tests and agreement."
+    )
+    unread_examples: list[dict[str, Any]] = Field(
+        description="Up to 20 answers that gave no reading, verbatim."
+    )
 
 
 class FollowupOut(BaseModel):

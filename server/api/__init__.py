@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from flask_openapi3 import OpenAPI
     from pydantic import BaseModel
 
-    from judge.store.tables import ApiKey
+    from server.auth import ApiKey
 
 SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
 OPEN = ("/api/v1/health",)

@@ -16,15 +16,18 @@ from server.schemas import (
     AuditCreate,
     AuditLabelsIn,
     AuditLabelsOut,
+    AuditResultOut,
     AuditRunOut,
     AuditRunQuery,
     CsvQuery,
     FollowupOut,
     JobOut,
+    Page,
     PageQuery,
+    ReportOut,
     RunPath,
 )
-from server.usecases import audits
+from server.usecases import audits, rendering
 
 bp = blueprint("audits", __name__, "audits")
 
@@ -42,14 +45,14 @@ def start_audit(body: AuditCreate) -> Any:
     job = queue.submit(
         _engine(),
         "audit",
-        body.model_dump(exclude_none=True),
+        body.to_params(),
         created_by=g.key.name,
         settings=current_app.config["SETTINGS"],
     )
     return dump(JobOut, job), 202
 
 
-@bp.get("/audit-runs", responses={200: AuditRunOut})
+@bp.get("/audit-runs", responses={200: Page[AuditRunOut]})
 def list_audit_runs(query: AuditRunQuery) -> Any:
     """Audit runs, newest first, optionally of one suite, with their answers counted."""
     runs = audits.list_runs(get_session(), query.suite)
@@ -57,7 +60,7 @@ def list_audit_runs(query: AuditRunQuery) -> Any:
     return page(AuditRunOut, chosen, len(runs), query.limit, query.offset)
 
 
-@bp.get("/audit-runs/<int:run_id>")
+@bp.get("/audit-runs/<int:run_id>", responses={200: AuditResultOut})
 def audit_run(path: RunPath) -> Any:
     """One audit run read back: settings, answers by status, figures, follow-up classes.
 
@@ -67,7 +70,7 @@ def audit_run(path: RunPath) -> Any:
     return audits.finite(audits.audit_result(get_session(), path.run_id).to_dict())
 
 
-@bp.get("/audit-runs/<int:run_id>/report.json")
+@bp.get("/audit-runs/<int:run_id>/report.json", responses={200: ReportOut})
 def audit_report_json(path: RunPath) -> Any:
     """The run's report data (what ``fairjudge audit show --out`` writes as report.json)."""
     return audits.finite(audits.audit_result(get_session(), path.run_id).report.to_json())
@@ -76,19 +79,15 @@ def audit_report_json(path: RunPath) -> Any:
 @bp.get("/audit-runs/<int:run_id>/report.html")
 def audit_report_html(path: RunPath) -> Any:
     """The run's report as one self-contained HTML page, charts included."""
-    from judge.reports.render import html
-
     report = audits.audit_result(get_session(), path.run_id).report
-    return Response(html(report), mimetype="text/html")
+    return Response(rendering.html(report), mimetype="text/html")
 
 
 @bp.get("/audit-runs/<int:run_id>/report.csv")
 def audit_report_csv(path: RunPath, query: CsvQuery) -> Any:
     """One of the report's tables as CSV (``table``: its file name, e.g. award.csv)."""
-    from judge.reports.render import csv_table
-
     report = audits.audit_result(get_session(), path.run_id).report
-    name, text = csv_table(report, query.table)
+    name, text = rendering.csv_table(report, query.table)
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
     return Response(text, mimetype="text/csv", headers=headers)
 
@@ -112,16 +111,12 @@ def classify(path: RunPath, body: AuditClassify) -> Any:
     return dump(JobOut, job), 202
 
 
-@bp.get("/audit-runs/<int:run_id>/followups", responses={200: FollowupOut})
+@bp.get("/audit-runs/<int:run_id>/followups", responses={200: Page[FollowupOut]})
 def followups(path: RunPath, query: PageQuery) -> Any:
     """One page of an award run's follow-up explanations, for people to classify.
 
     Send the classes to ``.../labels``. The chosen student's group is not shown."""
-    from judge.audits.followup import export_rows
-
-    session = get_session()
-    audits.run_info(session, path.run_id)  # an unknown run is a 404
-    rows = export_rows(session, path.run_id)
+    rows = audits.followup_rows(get_session(), path.run_id)  # an unknown run is a 404
     chosen = rows[query.offset : query.offset + query.limit]
     return page(FollowupOut, chosen, len(rows), query.limit, query.offset)
 
@@ -146,13 +141,11 @@ def store_labels(path: RunPath, body: AuditLabelsIn) -> Any:
     All or nothing: a batch with a bad entry is refused, every bad entry named. A class sent
     again replaces that person's earlier one. 201 when something was added or changed,
     else 200."""
-    from judge.audits.followup import store_labels as store
-
     audits.run_info(get_session(), path.run_id)  # an unknown run is a 404
     entries = [(n, e.answer_id, e.label) for n, e in enumerate(body.labels)]
     what = "no class was stored: fix these labels and send the batch again"
     try:
-        counts = store(_engine(), path.run_id, body.annotator, entries, what=what)
+        counts = audits.store_labels(_engine(), path.run_id, body.annotator, entries, what=what)
     except InvalidInputError as exc:
         if not exc.problems:
             raise

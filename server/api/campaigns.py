@@ -10,20 +10,27 @@ from server import usecases
 from server.api import blueprint, dump
 from server.db import get_session
 from server.jobs import queue
-from server.schemas import CampaignCreate, JobOut, NamePath
+from server.schemas import (
+    CampaignCreate,
+    CampaignCreated,
+    CampaignOut,
+    CampaignStatusOut,
+    JobOut,
+    ListOf,
+    NamePath,
+)
+from server.usecases import campaigns
 
 bp = blueprint("campaigns", __name__, "campaigns")
 
 
-@bp.get("/campaigns")
+@bp.get("/campaigns", responses={200: ListOf[CampaignOut]})
 def list_campaigns() -> Any:
     """Every campaign with its design and the ratings pulled so far."""
-    from annotation.labelstudio.campaigns import list_campaigns
-
-    return list_campaigns(get_session())
+    return campaigns.list_campaigns(get_session())
 
 
-@bp.post("/campaigns")
+@bp.post("/campaigns", responses={201: CampaignCreated})
 def create_campaign(body: CampaignCreate) -> Any:
     """Sample the judge run and send the tasks to Label Studio (blind: no judge output)."""
     options = body.model_dump(exclude={"judge_run", "target_half_width", "pilot"})
@@ -40,22 +47,18 @@ def create_campaign(body: CampaignCreate) -> Any:
     return {**result.to_dict(), "size_plan": plan}, 201
 
 
-@bp.get("/campaigns/<name>")
+@bp.get("/campaigns/<name>", responses={200: CampaignStatusOut})
 def campaign_status(path: NamePath) -> Any:
     """Progress per annotator and the items still short of ratings."""
-    from annotation.labelstudio.campaigns import campaign_status, get_campaign
-
-    get_campaign(get_session(), path.name)  # an unknown name is a 404 before Label Studio
+    campaigns.get_campaign(get_session(), path.name)  # unknown: a 404 before Label Studio
     client, _ = usecases.labelstudio(current_app.config["SETTINGS"])
-    return campaign_status(get_session(), client, path.name).to_dict()
+    return campaigns.campaign_status(get_session(), client, path.name)
 
 
 @bp.post("/campaigns/<name>/pull", responses={202: JobOut})
 def pull_campaign(path: NamePath) -> Any:
     """Queue a job that brings the campaign's ratings into the store."""
-    from annotation.labelstudio.campaigns import get_campaign
-
-    get_campaign(get_session(), path.name)  # an unknown name is a 404 now, not a failed job
+    campaigns.get_campaign(get_session(), path.name)  # unknown: a 404 now, not a failed job
     engine = current_app.extensions["fairjudge_engine"]
     job = queue.submit(engine, "pull", {"campaign": path.name}, created_by=g.key.name)
     return dump(JobOut, job), 202

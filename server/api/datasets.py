@@ -7,8 +7,6 @@ from typing import Any
 
 from flask import current_app
 
-from judge.data import datasets
-from judge.store import queries
 from server import usecases
 from server.api import blueprint, dump, page
 from server.db import get_session
@@ -20,24 +18,30 @@ from server.schemas import (
     ItemOut,
     ItemPath,
     ItemQuery,
+    ListOf,
     NamePath,
+    Page,
 )
+from server.usecases import browse, datasets
 
 bp = blueprint("datasets", __name__, "datasets")
 
 
-@bp.get("/datasets", responses={200: DatasetOut})
+def _engine():  # type: ignore[no-untyped-def]
+    return current_app.extensions["fairjudge_engine"]
+
+
+@bp.get("/datasets", responses={200: ListOf[DatasetOut]})
 def list_datasets() -> Any:
     """Every dataset with its item count."""
-    return [asdict(d) for d in datasets.list_datasets(get_session())]
+    return [asdict(d) for d in datasets.list_datasets(_engine())]
 
 
 @bp.post("/datasets", responses={201: ImportOut})
 def create_dataset(body: DatasetCreate) -> Any:
     """Create a dataset from items, or add items to it: all or nothing, no duplicates."""
-    engine = current_app.extensions["fairjudge_engine"]
     summary = usecases.import_items_json(
-        engine, body.name, body.items, allow_unmapped=body.allow_unmapped
+        _engine(), body.name, body.items, allow_unmapped=body.allow_unmapped
     )
     return asdict(summary), 201
 
@@ -45,13 +49,13 @@ def create_dataset(body: DatasetCreate) -> Any:
 @bp.get("/datasets/<name>", responses={200: DatasetDescriptionOut})
 def describe_dataset(path: NamePath) -> Any:
     """Items per stage and factor, and the empty cells of FairMonitor's grid."""
-    return asdict(datasets.describe_dataset(get_session(), path.name))
+    return asdict(datasets.describe_dataset(_engine(), path.name))
 
 
-@bp.get("/datasets/<name>/items", responses={200: ItemOut})
+@bp.get("/datasets/<name>/items", responses={200: Page[ItemOut]})
 def list_items(path: NamePath, query: ItemQuery) -> Any:
     """One page of the dataset's items, optionally of one stage or factor."""
-    rows, total = queries.list_items(
+    rows, total = browse.list_items(
         get_session(),
         path.name,
         stage=query.stage,
@@ -65,4 +69,4 @@ def list_items(path: NamePath, query: ItemQuery) -> Any:
 @bp.get("/datasets/<name>/items/<key>", responses={200: ItemOut})
 def get_item(path: ItemPath) -> Any:
     """One item by its key."""
-    return dump(ItemOut, queries.get_item(get_session(), path.name, path.key))
+    return dump(ItemOut, browse.get_item(get_session(), path.name, path.key))

@@ -15,7 +15,7 @@ bp = APIBlueprint("health", __name__, abp_tags=[Tag(name="health")])
 @bp.get("/health", responses={200: HealthOut}, security=[])
 def health() -> Any:
     """Whether the server answers and its database is reachable."""
-    from judge.store.engine import current_revision
+    from server.usecases.browse import schema_revision
 
-    revision = current_revision(current_app.extensions["fairjudge_engine"])
+    revision = schema_revision(current_app.extensions["fairjudge_engine"])
     return {"status": "ok", "schema_revision": revision}

@@ -1,6 +1,6 @@
 """``/api/v1/ratings``: human ratings collected outside Label Studio, in batches.
 
-The same import as ``fairjudge ratings import`` (``annotation.ratings.import_rating_rows``):
+The same import as ``fairjudge ratings import`` (``server.usecases.ratings``):
 built-in and registered rubrics, each score on its rubric's scale, all or nothing, with the
 CLI's messages (a bad row is named by its position in ``rows``, from 1).
 """
@@ -12,7 +12,6 @@ from typing import Any
 from flask import current_app
 
 from judge.errors import InvalidInputError
-from server import usecases
 from server.api import blueprint
 from server.db import get_session
 from server.schemas import RatingsIn, RatingsOut
@@ -27,8 +26,8 @@ def import_ratings(body: RatingsIn) -> Any:
     At most 5,000 rows; each score on its rubric's scale (built-in or registered). Every bad
     row is reported and nothing is stored; ratings already stored with the same score are
     counted as unchanged (201 when some were added, else 200)."""
-    from annotation.ratings import DEFAULT_BATCH, import_rating_rows, rating_rubrics
     from judge.vocab import Scale
+    from server.usecases.ratings import import_rating_rows
 
     scale = None
     if body.scale is not None:
@@ -37,11 +36,14 @@ def import_ratings(body: RatingsIn) -> Any:
         except ValueError as exc:
             raise InvalidInputError(f"scale: {exc}".replace("--scale ", "")) from None
     session = get_session()
-    batch = body.batch or DEFAULT_BATCH
-    rubrics = rating_rubrics(session, usecases.rubrics(current_app.config["SETTINGS"]))
-    rows = [(n, row.model_dump()) for n, row in enumerate(body.rows, start=1)]
-    done = import_rating_rows(
-        session, rows, body.generation_run, rubrics, replace=body.replace, scale=scale, batch=batch
+    done, batch = import_rating_rows(
+        session,
+        current_app.config["SETTINGS"],
+        body.generation_run,
+        [row.model_dump() for row in body.rows],
+        replace=body.replace,
+        scale=scale,
+        batch=body.batch,
     )
     session.commit()
     out = {

@@ -9,7 +9,8 @@ from flask import Response, current_app
 from server import usecases
 from server.api import blueprint
 from server.db import get_session
-from server.schemas import CsvQuery, RatingScopeQuery, RunPath
+from server.schemas import CsvQuery, RatingScopeQuery, ReportOut, RunPath
+from server.usecases import rendering
 
 bp = blueprint("reports", __name__, "reports")
 
@@ -21,7 +22,7 @@ def _report(run_id: int, campaigns: list[str]) -> Any:
     return usecases.full_report(get_session(), run_id, settings=settings, campaigns=campaigns)
 
 
-@bp.get("/judge-runs/<int:run_id>/report.json")
+@bp.get("/judge-runs/<int:run_id>/report.json", responses={200: ReportOut})
 def report_json(path: RunPath, query: RatingScopeQuery) -> Any:
     """The report's data (what report.json holds)."""
     return _report(path.run_id, query.campaign).to_json()
@@ -30,17 +31,13 @@ def report_json(path: RunPath, query: RatingScopeQuery) -> Any:
 @bp.get("/judge-runs/<int:run_id>/report.html")
 def report_html(path: RunPath, query: RatingScopeQuery) -> Any:
     """The report as one self-contained HTML page, plots included."""
-    from judge.reports.render import html
-
-    return Response(html(_report(path.run_id, query.campaign)), mimetype="text/html")
+    return Response(rendering.html(_report(path.run_id, query.campaign)), mimetype="text/html")
 
 
 @bp.get("/judge-runs/<int:run_id>/report.csv")
 def report_csv(path: RunPath, query: CsvQuery) -> Any:
     """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv)."""
-    from judge.reports.render import csv_table
-
     report = _report(path.run_id, query.campaign)
-    name, text = csv_table(report, query.table)
+    name, text = rendering.csv_table(report, query.table)
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
     return Response(text, mimetype="text/csv", headers=headers)

@@ -17,14 +17,13 @@ bp = blueprint("responses", __name__, "responses")
 def import_responses(body: ResponsesIn) -> Any:
     """Store a batch of answers (at most 5,000 rows): every bad row is reported and nothing
     is stored; answers already stored with the same text are counted, not added again."""
-    from judge.data.responses import import_responses
-    from judge.prompts import PromptBook
+    from server.usecases.browse import import_response_rows
 
-    done = import_responses(
+    done = import_response_rows(
         current_app.extensions["fairjudge_engine"],
+        current_app.config["SETTINGS"],
         body.dataset,
         body.rows,
         model=body.model,
-        book=PromptBook(current_app.config["SETTINGS"].prompts_path()),
     )
     return asdict(done), 201 if done.added else 200

@@ -5,26 +5,30 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from judge.store import queries
 from server import usecases
 from server.api import blueprint, page
 from server.db import get_session
 from server.schemas import (
+    AgreementOut,
+    AgreementQuery,
     GenerationRunOut,
     JudgeRunOut,
+    MetricsOut,
+    Page,
     PageQuery,
-    RatingScopeQuery,
     ResponseOut,
     RunPath,
 )
+from server.usecases import browse
+from server.usecases.runs import list_runs
 
 bp = blueprint("runs", __name__, "runs")
 
 
-@bp.get("/generation-runs", responses={200: GenerationRunOut})
+@bp.get("/generation-runs", responses={200: Page[GenerationRunOut]})
 def generation_runs(query: PageQuery) -> Any:
     """Generation runs (generated or imported answers), oldest first."""
-    runs = queries.list_runs(get_session()).generation_runs
+    runs = list_runs(get_session()).generation_runs
     chosen = runs[query.offset : query.offset + query.limit]
     return page(GenerationRunOut, [asdict(r) for r in chosen], len(runs), query.limit, query.offset)
 
@@ -35,19 +39,19 @@ def generation_run(path: RunPath) -> Any:
     return asdict(usecases.generation_run_info(get_session(), path.run_id))
 
 
-@bp.get("/generation-runs/<int:run_id>/responses", responses={200: ResponseOut})
+@bp.get("/generation-runs/<int:run_id>/responses", responses={200: Page[ResponseOut]})
 def responses(path: RunPath, query: PageQuery) -> Any:
     """One page of the run's answers."""
-    rows, total = queries.list_responses(
+    rows, total = browse.list_responses(
         get_session(), path.run_id, limit=query.limit, offset=query.offset
     )
     return page(ResponseOut, rows, total, query.limit, query.offset)
 
 
-@bp.get("/judge-runs", responses={200: JudgeRunOut})
+@bp.get("/judge-runs", responses={200: Page[JudgeRunOut]})
 def judge_runs(query: PageQuery) -> Any:
     """Judge runs with their scored and unscored counts, oldest first."""
-    runs = queries.list_runs(get_session()).judge_runs
+    runs = list_runs(get_session()).judge_runs
     chosen = runs[query.offset : query.offset + query.limit]
     return page(JudgeRunOut, [asdict(r) for r in chosen], len(runs), query.limit, query.offset)
 
@@ -58,14 +62,22 @@ def judge_run(path: RunPath) -> Any:
     return asdict(usecases.judge_run_info(get_session(), path.run_id))
 
 
-@bp.get("/judge-runs/<int:run_id>/metrics")
+@bp.get("/judge-runs/<int:run_id>/metrics", responses={200: MetricsOut})
 def metrics(path: RunPath) -> Any:
     """FairMonitor's stage metrics of the run, per factor and overall, with CIs."""
     return usecases.run_metrics(get_session(), path.run_id)
 
 
-@bp.get("/judge-runs/<int:run_id>/agreement")
-def agreement(path: RunPath, query: RatingScopeQuery) -> Any:
+@bp.get("/judge-runs/<int:run_id>/agreement", responses={200: AgreementOut})
+def agreement(path: RunPath, query: AgreementQuery) -> Any:
     """Judge-human and human-human agreement for the run's answers (needs human ratings), on
-    the ratings of the campaigns named (every campaign's when none is)."""
-    return usecases.run_agreement(get_session(), path.run_id, campaigns=query.campaign)
+    the ratings of the campaigns named (every campaign's when none is).
+
+    The shape of `fairjudge agreement --json`: per rubric, the humans among themselves and
+    this judge run against them, every coefficient as numbers (null when undefined, with
+    the reason)."""
+    from server.usecases.agreement import AgreementRequest, agreement
+
+    options = query.model_dump(exclude={"campaign"})
+    request = AgreementRequest(judge_run=path.run_id, campaigns=query.campaign, **options)
+    return agreement(get_session(), request).to_dict()

@@ -1,11 +1,13 @@
 """``fairjudge agreement``: judge reliability against the stored human ratings, and
-``agreement compute`` for ratings and judge scores kept in the user's own CSV files."""
+``agreement compute`` for ratings and judge scores kept in the user's own CSV files. Both
+ask ``server.usecases.agreement``; ``--json`` gives the shape the web API's agreement route
+gives."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -32,42 +34,38 @@ campaign_option = click.option(
 )
 
 if TYPE_CHECKING:
-    from annotation.reliability import RunReliability
+    from pydantic import BaseModel
+
     from judge.vocab import Scale
     from server.cli import Context
+    from server.usecases.agreement import Agreement
+
+R = TypeVar("R", bound="BaseModel")
 
 
-def print_reliability(result: RunReliability) -> None:
+def print_reliability(result: Agreement) -> None:
     """FairMonitor's Table 3 for three coefficients, the humans' agreement among themselves
     (alphas, Fleiss' kappa, pairwise kappa), then one reading per rubric x judge."""
     from rich.text import Text
 
-    from annotation.sections import human_tables, readings, reliability_tables
-
-    suffix = f" (run {result.generation_run})"
-    for t in [*reliability_tables(result), *human_tables(result, suffix)]:
+    for t in result.tables():
         report_table(t)
-    for line in readings(result):
+    for line in result.readings():
         out().print(Text(line))
 
 
-def write_agreement(result: RunReliability, out_dir: str) -> list[Path]:
+def write_agreement(result: Agreement, out_dir: str) -> list[Path]:
     """agreement.json and one scatter + confusion PNG per rubric x judge run with data."""
-    from annotation.sections import agreement_plot
-    from judge.reports.render import figure_png
+    from server.usecases.rendering import figure_png
 
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / "agreement.json"]
     paths[0].write_text(json.dumps(result.to_dict(), indent=2, default=str), encoding="utf-8")
-    for rubric, entry in result.rubrics.items():
-        for judge in entry.judges:
-            plot = agreement_plot(rubric, judge)
-            if plot is None:
-                continue
-            png = folder / f"agreement_{rubric}_judge{judge.judge_run}.png"
-            png.write_bytes(figure_png(plot))
-            paths.append(png)
+    for rubric, judge_run, plot in result.plots():
+        png = folder / f"agreement_{rubric}_judge{judge_run}.png"
+        png.write_bytes(figure_png(plot))
+        paths.append(png)
     return paths
 
 
@@ -113,20 +111,19 @@ def agreement(
         return
     if run_id is None:
         raise click.UsageError("give --run GENERATION_RUN, or use `agreement compute`")
-    from annotation.reliability import run_reliability
-    from judge.stats.coefficient import BootstrapOptions
-    from judge.store.engine import session_scope
+    from server.usecases.agreement import AgreementRequest, agreement_in
 
     ctx: Context = click_ctx.obj
-    with session_scope(ctx.engine()) as session:
-        result = run_reliability(
-            session,
-            run_id,
-            options=BootstrapOptions(n_bootstrap=n_bootstrap, seed=seed),
-            human=human_score,
-            target_half_width=target_half_width,
-            campaigns=campaigns,
-        )
+    request = _request(
+        AgreementRequest,
+        generation_run=run_id,
+        campaigns=list(campaigns),
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        human_score=human_score,
+        target_half_width=target_half_width,
+    )
+    result = agreement_in(ctx.engine(), request)
     data = result.to_dict()
     if out_dir:
         with writing(out_dir):
@@ -168,21 +165,34 @@ def agreement_compute(
 
     Human and judge scores lie on one rating scale: --scale, 1-5 unless given.
     """
-    from annotation.files import compute
-    from annotation.sections import files_table
-    from judge.stats.coefficient import BootstrapOptions
+    from server.usecases.agreement import AgreementOptions, files_agreement, files_table
 
-    result = compute(
-        human_csv,
-        judge_csv,
-        group_by=group_by,
-        options=BootstrapOptions(n_bootstrap=n_bootstrap, seed=seed),
-        human=human_score,
-        scale=scale,
+    options = _request(
+        AgreementOptions, n_bootstrap=n_bootstrap, seed=seed, human_score=human_score
     )
+    result = files_agreement(human_csv, judge_csv, group_by=group_by, scale=scale, options=options)
 
     def render(_: object) -> None:
         t = files_table(result)
         table(t.title, [dict(zip(t.columns, row, strict=True)) for row in t.rows])
 
     emit(result.to_dict(), as_json, render)
+
+
+def _request(model: type[R], **fields: Any) -> R:
+    """``model`` built from the options; a value it refuses is a usage error naming it."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"{_option(e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise click.UsageError(problems) from None
+
+
+def _option(loc: tuple[int | str, ...]) -> str:
+    """The option that sets a request's field."""
+    name = str(loc[0]) if loc else ""
+    return {"n_bootstrap": "--bootstrap", "generation_run": "--run"}.get(
+        name, "--" + name.replace("_", "-")
+    )

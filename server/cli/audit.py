@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from server.cli.audit_campaign import register
 from server.cli.output import emit, err, json_option, out, progress_bar, table, writing
-from server.usecases.audits import finite
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -35,9 +33,16 @@ out_dir = click.option(
 )
 
 
+def finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as None (``server.usecases.audits.finite``)."""
+    from server.usecases.audits import finite as replaced
+
+    return replaced(value)
+
+
 def _write(report: Any, out: str | None) -> None:
     if out is not None:
-        from judge.reports.render import write_report
+        from server.usecases.rendering import write_report
 
         written = write_report(report, out)
         err().print(f"wrote {len(written)} files to {out}", highlight=False)
@@ -79,16 +84,26 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _run(ctx: Context, suite: str, options: dict[str, Any], common: dict[str, Any]) -> None:
-    """Run a suite, then print (or write) what its answers say so far."""
+def _run(
+    ctx: Context,
+    suite: str,
+    options: dict[str, Any],
+    common: dict[str, Any],
+    inputs: dict[str, str | None] | None = None,
+) -> None:
+    """Run a suite, then print (or write) what its answers say so far. ``options``: the
+    suite's design (``AuditRequest.options``); ``inputs``: its input files."""
     from server.usecases import audits
 
     as_json, out_path = common.pop("as_json"), common.pop("out")
     allow_failures = common.pop("allow_failures")
+    request = audits.AuditRunRequest.build(
+        suite=suite, options=options, inputs=inputs or {}, **common
+    )
     settings = ctx.settings()
     engine = ctx.engine(settings)
     with progress_bar(f"audit {suite}", as_json) as bar:
-        summary = audits.run_audit(engine, settings, suite, options, progress=bar, **common)
+        summary = audits.audit(engine, settings, request, progress=bar)
     _show(ctx, summary.run_id, out_path, as_json, extra={"pass": summary.to_dict()})
     _check_complete(ctx, summary.run_id, allow_failures, as_json)
 
@@ -100,22 +115,18 @@ def _show(
     as_json: bool,
     extra: dict[str, Any] | None = None,
 ) -> None:
-    from judge.store.engine import session_scope
     from server.usecases import audits
 
-    with session_scope(ctx.engine()) as session:
-        result = audits.audit_result(session, run_id)
+    result = audits.show(ctx.engine(), run_id)
     _write(result.report, out_path)
     emit(finite({**(extra or {}), **result.to_dict()}), as_json, _print)
 
 
 def _check_complete(ctx: Context, run_id: int, allow_failures: bool, as_json: bool) -> None:
     from judge.errors import IncompleteError
-    from judge.store.engine import session_scope
     from server.usecases import audits
 
-    with session_scope(ctx.engine()) as session:
-        info = audits.run_info(session, run_id)
+    info = audits.run_status(ctx.engine(), run_id)
     if info["status"] != "incomplete":
         return
     line = f"audit run {run_id} is incomplete: {info['status_detail']}"
@@ -135,11 +146,9 @@ def audit() -> None:
 @click.pass_obj
 def runs(ctx: Context, suite: str | None, as_json: bool) -> None:
     """List audit runs, newest first."""
-    from judge.store.engine import session_scope
     from server.usecases import audits
 
-    with session_scope(ctx.engine()) as session:
-        found = audits.list_runs(session, suite)
+    found = audits.runs(ctx.engine(), suite)
     shown = [
         {k: r[k] for k in ("id", "suite", "endpoint", "model", "status", "answers", "created_at")}
         for r in found
@@ -179,10 +188,10 @@ def award_run(
     """Send the counterbalanced award design (2,000 prompts by default) to the model under
     test, classify each answer (group A, B or equivocal) and test A against B per level."""
     options = {
-        "items": items, "names_file": names_file, "levels": _ints(levels, "--levels"),
-        "pairs_per_level": pairs, "seed": seed, "followup": followup,
+        "levels": _ints(levels, "--levels"), "pairs_per_level": pairs, "seed": seed,
+        "followup": followup,
     }  # fmt: skip
-    _run(ctx, "award", options, common)
+    _run(ctx, "award", options, common, {"items": items, "names_file": names_file})
 
 
 @award.command("classify")
@@ -216,13 +225,11 @@ def award_export(ctx: Context, run_id: int, path: str, as_json: bool) -> None:
     student's group is not in it)."""
     import csv
 
-    from judge.audits.followup import EXPORT_COLUMNS, export_rows
-    from judge.store.engine import session_scope
+    from server.usecases import audits
 
-    with session_scope(ctx.engine()) as session:
-        rows = export_rows(session, run_id)
+    rows = audits.export_followups(ctx.engine(), run_id)
     with writing(path), open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=EXPORT_COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=audits.followup_columns())
         writer.writeheader()
         writer.writerows(rows)
     emit(
@@ -240,9 +247,9 @@ def award_export(ctx: Context, run_id: int, path: str, as_json: bool) -> None:
 @click.pass_obj
 def award_import(ctx: Context, run_id: int, path: str, annotator: str, as_json: bool) -> None:
     """Store one person's classes (CSV with answer_id,label) for RUN's follow-ups."""
-    from judge.audits.followup import import_labels
+    from server.usecases import audits
 
-    counts = import_labels(ctx.engine(), run_id, path, annotator)
+    counts = audits.import_labels(ctx.engine(), run_id, path, annotator)
     emit(counts, as_json, lambda c: out().print(
         f"{c['added']} added, {c['changed']} changed, {c['unchanged']} unchanged",
         highlight=False))  # fmt: skip
@@ -261,25 +268,13 @@ def award_analyze(path: str, names: str | None, out: str | None, as_json: bool) 
     (level,name_pair,choice), the Kruskal-Wallis test of equivocal rates across name pairs;
     or the follow-up's chi-square (level,chosen_group,followup_class). The header says
     which."""
-    from judge.audits import award as suite
-    from judge.audits.report import award_report
+    from server.usecases import audits
 
-    groups = suite.load_name_groups(names) if names else None
-    read = suite.read_award_csv(path, groups)
-    if read.layout == "choice":
-        result: Any = suite.analyze(read.choices)
-        if not read.name_pairs:
-            err().print(
-                "no Kruskal-Wallis test across name pairs: the CSV has no name_pair column "
-                "(add one, e.g. Latoya/Mary; docs/audits.md)",
-                highlight=False,
-                soft_wrap=True,
-            )
-    else:
-        result = suite.analyze_followup(read.followups)
-    data = result.to_dict()
-    _write(award_report(result), out)
-    emit(finite({"layout": read.layout, **data}), as_json, _print)
+    found = audits.analyze_award_csv(path, names)
+    if found.note is not None:
+        err().print(found.note, highlight=False, soft_wrap=True)
+    _write(found.report, out)
+    emit(finite(found.data), as_json, _print)
 
 
 @audit.group()
@@ -295,7 +290,7 @@ def names() -> None:
 def names_run(ctx: Context, design: str | None, repeats: int | None, **common: Any) -> None:
     """Ask for advice about each named person in every template, read the number from each
     answer, and compare means by race and gender."""
-    _run(ctx, "names", {"design": design, "repeats": repeats}, common)
+    _run(ctx, "names", {"repeats": repeats}, common, {"design": design})
 
 
 @names.command("analyze")
@@ -306,12 +301,11 @@ def names_analyze(path: str, out: str | None, as_json: bool) -> None:
     """Means and CIs by race and gender per variation and context, Welch's tests against
     White and male, per-name standardised means. Each answer is read in its cell's unit (an
     optional unit column, else the bundled design's for the scenario)."""
-    from judge.audits import names as suite
-    from judge.audits.report import names_report
+    from server.usecases import audits
 
-    result = suite.analyze(suite.read_answers_csv(Path(path)))
-    _write(names_report(result), out)
-    emit(finite(result.to_dict()), as_json, _print)
+    found = audits.analyze_names_csv(path)
+    _write(found.report, out)
+    emit(finite(found.data), as_json, _print)
 
 
 @audit.group()
@@ -347,10 +341,10 @@ def bbi_run(
     and compute RS, SBS and the Bias Balance Indicator from the majority choices."""
     types = [t.strip() for t in bias_types.split(",") if t.strip()] if bias_types else None
     options = {
-        "stereoset": stereoset, "crows_pairs": crows_pairs, "per_type": per_type,
-        "repeats": repeats, "seed": seed, "bias_types": types, "max_per_type": max_per_type,
+        "per_type": per_type, "repeats": repeats, "seed": seed, "bias_types": types,
+        "max_per_type": max_per_type,
     }  # fmt: skip
-    _run(ctx, "bbi", options, common)
+    _run(ctx, "bbi", options, common, {"stereoset": stereoset, "crows_pairs": crows_pairs})
 
 
 @bbi.command("analyze")
@@ -359,12 +353,11 @@ def bbi_run(
 @json_option
 def bbi_analyze(path: str, out: str | None, as_json: bool) -> None:
     """RS, SBS per dataset and BBI, overall and per bias type, from dataset,bias_type,label."""
-    from judge.audits import bbi as suite
-    from judge.audits.report import bbi_report
+    from server.usecases import audits
 
-    result = suite.analyze_labels(suite.read_labels_csv(Path(path)))
-    _write(bbi_report(result), out)
-    emit(finite(result.to_dict()), as_json, _print)
+    found = audits.analyze_bbi_csv(path)
+    _write(found.report, out)
+    emit(finite(found.data), as_json, _print)
 
 
 def _ints(text: str | None, option: str) -> list[int] | None:

@@ -1,5 +1,5 @@
 """``fairjudge audit award campaign`` and ``pull``: people classify an award run's follow-up
-explanations in Label Studio (``annotation.labelstudio.audit_campaign``). The commands are
+explanations in Label Studio (``server.usecases.campaigns``). The commands are
 attached to the ``award`` group at the end of ``server/cli/audit.py``."""
 
 from __future__ import annotations
@@ -45,20 +45,18 @@ def award_campaign(
     """Send RUN's follow-up explanations to Label Studio, one task each, for people to
     classify as indecisive, justified or irrational (the chosen student's group is not
     shown). Prints the project id that `audit award pull` needs."""
-    from annotation.labelstudio.audit_campaign import create_followup_campaign
-    from server.usecases import labelstudio
+    from server.usecases import campaigns
 
     settings = ctx.settings()
-    client, _ = labelstudio(settings)
-    made = create_followup_campaign(
+    made = campaigns.create_followup_campaign(
         ctx.engine(settings),
-        client,
+        settings,
         run_id,
         title=title,
         annotators=annotators,
         project_id=project_id,
     )
-    emit(made.to_dict(), as_json, _print_created)
+    emit(made, as_json, _print_created)
 
 
 def _print_created(d: dict[str, Any]) -> None:
@@ -89,13 +87,10 @@ def _print_created(d: dict[str, Any]) -> None:
 def award_pull(ctx: Context, run_id: int, project_id: int, as_json: bool) -> None:
     """Store each person's class of RUN's follow-ups from the Label Studio project (source
     human:<e-mail>); pulling again adds nothing, a changed choice replaces the stored one."""
-    from annotation.errors import TaskProblemsError
-    from annotation.labelstudio.audit_campaign import pull_followup_labels
-    from server.usecases import labelstudio
+    from server.usecases import campaigns
 
     settings = ctx.settings()
-    client, _ = labelstudio(settings)
-    result = pull_followup_labels(ctx.engine(settings), client, run_id, project_id)
+    result = campaigns.pull_followup_labels(ctx.engine(settings), settings, run_id, project_id)
     emit(
         result.to_dict(),
         as_json,
@@ -112,7 +107,7 @@ def award_pull(ctx: Context, run_id: int, project_id: int, as_json: bool) -> Non
             highlight=False,
         )
     if result.problems:
-        raise TaskProblemsError(
+        raise campaigns.task_problems(
             f"{len(result.problems)} annotation(s) of project {project_id} could not be stored "
             "(the rest were); fix them in Label Studio and pull again:",
             result.problems,

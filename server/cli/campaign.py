@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -11,11 +9,6 @@ import click
 from server.cli.output import emit, err, json_option, out, table
 
 if TYPE_CHECKING:
-    from sqlmodel import Session
-
-    from annotation.labelstudio.client import LabelStudioClient
-    from annotation.labelstudio.service import LabelStudioService
-    from judge.config import Settings
     from server.cli import Context
 
 
@@ -39,21 +32,6 @@ class SizeType(click.ParamType):
         if number < 1:
             self.fail(f"a count must be at least 1, got {value}", param, ctx)
         return int(number)
-
-
-@contextmanager
-def _labelstudio_session(
-    ctx: Context,
-) -> Iterator[tuple[Session, LabelStudioClient, LabelStudioService | None, Settings]]:
-    """A store session (committed at the end), a client for the Label Studio campaigns use,
-    its manager when it is FairJudge's own, and the settings."""
-    from judge.store.engine import session_scope
-    from server.usecases import labelstudio
-
-    settings = ctx.settings()
-    client, service = labelstudio(settings)
-    with session_scope(ctx.engine(settings)) as session:
-        yield session, client, service, settings
 
 
 def _progress(line: str) -> None:
@@ -129,32 +107,26 @@ def create(
     """Sample a judge run's answers and send them to Label Studio as tasks (blind: no judge
     output goes there). Running it again finishes an interrupted creation and adds no task
     twice."""
-    from judge.store.engine import session_scope
-    from server.usecases import create_campaign
+    from server.usecases import campaigns
 
     if target_half_width is not None and size is not None:
         raise click.UsageError("give --size or --target-half-width, not both")
-    from annotation.labelstudio.gold import read_gold
-
-    gold = read_gold(gold_file) if gold_file is not None else ()
     settings = ctx.settings()
-    with session_scope(ctx.engine(settings)) as session:
-        result, _ = create_campaign(
-            session,
-            settings,
-            target_half_width=target_half_width,
-            pilot=pilot,
-            judge_run_id=judge_run,
-            rubrics=rubrics,
-            size=size,
-            annotators=annotators,
-            seed=seed,
-            strategy=strategy,
-            name=name,
-            gold=gold,
-            progress=_progress,
-        )
-        data = result.to_dict()
+    data = campaigns.create_rating_campaign(
+        ctx.engine(settings),
+        settings,
+        gold_file=gold_file,
+        target_half_width=target_half_width,
+        pilot=pilot,
+        judge_run_id=judge_run,
+        rubrics=rubrics,
+        size=size,
+        annotators=annotators,
+        seed=seed,
+        strategy=strategy,
+        name=name,
+        progress=_progress,
+    )
     emit(data, as_json, _print_created)
 
 
@@ -168,18 +140,11 @@ def gold_cmd(ctx: Context, name: str, path: str, as_json: bool) -> None:
     known scores, shown to annotators like any other, to measure each one's accuracy in
     `campaign status`. They must lie outside the campaign's sample; the same file again
     adds nothing."""
-    from annotation.labelstudio.campaigns import add_gold, get_campaign
-    from annotation.labelstudio.gold import read_gold
-    from server.usecases import rubrics as load_rubrics
+    from server.usecases import campaigns
 
-    rows = read_gold(path)
-    with _labelstudio_session(ctx) as (session, client, _, settings):
-        found = get_campaign(session, name)
-        applied = load_rubrics(settings, session, judge_run_id=found.judge_run_id)
-        added, imported = add_gold(session, client, applied, name, rows, progress=_progress)
-        total = len(found.design.get("gold", {}))
+    settings = ctx.settings()
     emit(
-        {"campaign": name, "added": added, "imported": imported, "gold_items": total},
+        campaigns.add_gold(ctx.engine(settings), settings, name, path, _progress),
         as_json,
         lambda d: out().print(
             f"campaign {d['campaign']}: {d['added']} gold item(s) added "
@@ -244,22 +209,19 @@ def review(
     """Put dataset items before experts, who accept, edit or reject each with a reason.
     Running it again with the same options adds the items that match now (drafts generated
     since) and no task twice."""
-    from annotation.labelstudio.campaigns import create_review
-    from server.usecases import rubrics as load_rubrics
+    from server.usecases import campaigns
 
-    with _labelstudio_session(ctx) as (session, client, _, settings):
-        result = create_review(
-            session,
-            client,
-            load_rubrics(settings),
-            dataset=dataset,
-            item_keys=item_keys,
-            statuses=(*statuses, "draft") if drafts else statuses,
-            reviewers=reviewers,
-            name=name,
-            progress=_progress,
-        )
-        data = result.to_dict()
+    settings = ctx.settings()
+    data = campaigns.create_review(
+        ctx.engine(settings),
+        settings,
+        dataset=dataset,
+        item_keys=item_keys,
+        statuses=(*statuses, "draft") if drafts else statuses,
+        reviewers=reviewers,
+        name=name,
+        progress=_progress,
+    )
     emit(data, as_json, _print_created)
 
 
@@ -270,11 +232,10 @@ def review(
 def pull(ctx: Context, name: str, as_json: bool) -> None:
     """Store the campaign's ratings (or reviews) from Label Studio; pulling again adds
     nothing, keeps edits' old values and marks deleted annotations withdrawn."""
-    from annotation.errors import TaskProblemsError
-    from annotation.labelstudio.pull import pull_campaign
+    from server.usecases import campaigns
 
-    with _labelstudio_session(ctx) as (session, client, _, settings):
-        result = pull_campaign(session, client, name)
+    settings = ctx.settings()
+    result = campaigns.pull_campaign(ctx.engine(settings), settings, name)
     data = result.to_dict()
     emit(
         data,
@@ -291,7 +252,7 @@ def pull(ctx: Context, name: str, as_json: bool) -> None:
     for task, reason in result.incomplete:
         err().print(f"warning: task {task}: {reason}", highlight=False)
     if result.problems:
-        raise TaskProblemsError(
+        raise campaigns.task_problems(
             f"{len(result.problems)} annotation(s) of campaign {name!r} could not be stored "
             "(the rest were); fix them in Label Studio and pull again:",
             result.problems,
@@ -322,12 +283,13 @@ def status(ctx: Context, name: str, offset_margin: float, min_kappa: float, as_j
     """Progress read live from Label Studio: per annotator, complete and incomplete
     annotations, offset from and agreement with the others, accuracy on gold items, items
     short of ratings, skips, and annotators worth a look."""
-    from annotation.labelstudio.campaigns import campaign_status
+    from server.usecases import campaigns
 
-    with _labelstudio_session(ctx) as (session, client, _, settings):
-        data = campaign_status(
+    settings = ctx.settings()
+    with campaigns.labelstudio_session(ctx.engine(settings), settings) as (session, client, _):
+        data = campaigns.campaign_status(
             session, client, name, offset_margin=offset_margin, min_kappa=min_kappa
-        ).to_dict()
+        )
     emit(data, as_json, _print_status)
 
 
@@ -394,11 +356,9 @@ def _print_status(d: dict[str, Any]) -> None:
 @click.pass_obj
 def list_(ctx: Context, as_json: bool) -> None:
     """Every campaign with its size and stored ratings (no Label Studio needed)."""
-    from annotation.labelstudio.campaigns import list_campaigns
-    from judge.store.engine import session_scope
+    from server.usecases import campaigns
 
-    with session_scope(ctx.engine()) as session:
-        rows = list_campaigns(session)
+    rows = campaigns.list_campaigns_in(ctx.engine())
     emit(rows, as_json, lambda r: table("campaigns", r))
 
 
@@ -414,11 +374,9 @@ def list_(ctx: Context, as_json: bool) -> None:
 @click.pass_obj
 def export(ctx: Context, name: str, path: str) -> None:
     """Write the campaign's ratings in the long format `ratings import` reads."""
-    from annotation.labelstudio.campaigns import export_campaign
-    from judge.store.engine import session_scope
+    from server.usecases import campaigns
 
-    with session_scope(ctx.engine()) as session:
-        n = export_campaign(session, name, path)
+    n = campaigns.export_campaign(ctx.engine(), name, path)
     out().print(f"{n} ratings written to {path}", highlight=False)
 
 
@@ -434,10 +392,10 @@ def annotators() -> None:
 @click.pass_obj
 def add(ctx: Context, email: str, name: str, as_json: bool) -> None:
     """Create a Label Studio user for EMAIL and say how the person logs in."""
-    from annotation.labelstudio.annotators import add_annotator
+    from server.usecases import campaigns
 
-    with _labelstudio_session(ctx) as (session, client, service, _):
-        person = add_annotator(session, client, email, name, service=service)
+    settings = ctx.settings()
+    person = campaigns.add_annotator(ctx.engine(settings), settings, email, name)
     emit(
         {
             "email": person.email,
@@ -456,11 +414,9 @@ def add(ctx: Context, email: str, name: str, as_json: bool) -> None:
 @click.pass_obj
 def list_annotators_cmd(ctx: Context, as_json: bool) -> None:
     """Each annotator with their campaigns and progress as of the last pull."""
-    from annotation.labelstudio.annotators import list_annotators
-    from judge.store.engine import session_scope
+    from server.usecases import campaigns
 
-    with session_scope(ctx.engine()) as session:
-        rows = list_annotators(session)
+    rows = campaigns.list_annotators(ctx.engine())
     emit(
         rows,
         as_json,

@@ -84,16 +84,12 @@ def ratings_import(
 
     Every bad line is named. A rubric is a built-in one or one registered with `rubrics add`,
     and each score lies on its rubric's scale."""
-    from annotation.ratings import import_ratings, rating_rubrics
-    from judge.store.engine import session_scope
-    from server.usecases import rubrics
+    from server.usecases.ratings import import_ratings_file
 
     settings = ctx.settings()
-    with session_scope(ctx.engine(settings)) as session:
-        applicable = rating_rubrics(session, rubrics(settings))
-        summary = import_ratings(
-            session, file, run_id, applicable, replace=replace, scale=scale, batch=batch
-        )
+    summary = import_ratings_file(
+        ctx.engine(settings), settings, file, run_id, replace=replace, scale=scale, batch=batch
+    )
     emit(
         {**asdict(summary), "scale": "each rubric's own" if scale is None else str(scale)},
         as_json,

@@ -12,8 +12,8 @@ import click
 from server.cli.output import emit, err, json_option, out, progress_bar, report_table
 
 if TYPE_CHECKING:
-    from judge.reports.sections import Report
     from server.cli import Context
+    from server.usecases.rendering import Report
 
 SWAP_CHOICES = ("names", "gender", "race", "all")
 
@@ -86,23 +86,17 @@ def counterfactual(
     """Judge a copy of RUN's answers with only sensitive words swapped, with RUN's own judge
     and settings, and report per rubric how the scores moved (resumable)."""
     from judge.errors import IncompleteError
-    from judge.store.engine import session_scope
-    from judge.store.queries import get_judge_run
-    from server import usecases
+    from server.usecases import trust
 
     settings = ctx.settings()
     engine = ctx.engine(settings)
     with progress_bar("judging the counterfactual copy", as_json) as bar:
-        done = usecases.counterfactual_audit(
+        done = trust.counterfactual_audit(
             engine, settings, judge_run_id, swap=swap, swaps_file=swaps_file, limit=limit,
             progress=bar,
         )  # fmt: skip
-    with session_scope(engine) as session:
-        report = usecases.diagnostics_report(
-            session, judge_run_id, tolerance=tolerance, settings=settings, margin=margin
-        )
-        copy_run = get_judge_run(session, done.judge_run_id)
-        status, detail = copy_run.status, copy_run.status_detail
+    report = trust.diagnostics(engine, settings, judge_run_id, tolerance=tolerance, margin=margin)
+    status, detail = trust.judge_run_status(engine, done.judge_run_id)
     extra = {
         "copy": asdict(done.copy),
         "copy_judge_run_id": done.judge_run_id,
@@ -128,14 +122,12 @@ def show(
     as_json: bool,
 ) -> None:  # fmt: skip
     """RUN's judge diagnostics from the store (nothing is sent)."""
-    from judge.store.engine import session_scope
-    from server import usecases
+    from server.usecases import trust
 
     settings = ctx.settings()
-    with session_scope(ctx.engine(settings)) as session:
-        report = usecases.diagnostics_report(
-            session, judge_run_id, tolerance=tolerance, settings=settings, margin=margin
-        )
+    report = trust.diagnostics(
+        ctx.engine(settings), settings, judge_run_id, tolerance=tolerance, margin=margin
+    )
     _show(report, out_dir, as_json)
 
 
@@ -147,7 +139,7 @@ def _show(
     from server.usecases.audits import finite
 
     if out_dir is not None:
-        from judge.reports.render import write_report
+        from server.usecases.rendering import write_report
 
         written = write_report(report, out_dir)
         err().print(f"wrote {len(written)} files to {out_dir}", highlight=False)

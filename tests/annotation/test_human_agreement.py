@@ -109,14 +109,14 @@ def test_run_agreement_cli_report_and_api(
     assert as_json.exit_code == 0, as_json.output
     check_humans(json.loads(as_json.output)["rubrics"]["ICS"]["human_vs_human"], want, len(keys))
 
-    # The API's agreement route is the report's reliability section.
+    # The API's agreement route gives the CLI's --json shape, scoped to the judge run.
     app = create_app({"SETTINGS": make_settings(stub.base_url, db_url), "TESTING": True})
     _, key = create_key(engine, "member", "member")
     got = app.test_client().get(
         f"/api/v1/judge-runs/{judge_run}/agreement", headers={"Authorization": f"Bearer {key}"}
     )
     assert got.status_code == 200, got.json
-    check_humans(got.json["human_vs_human"]["ICS"], want, len(keys))
+    check_humans(got.json["rubrics"]["ICS"]["human_vs_human"], want, len(keys))
 
     report = runner.invoke(cli, [*base, "report", str(judge_run), "--out", str(tmp_path / "rep")])
     assert report.exit_code == 0, report.output

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import pytest
 from scipy import stats
 from sqlmodel import Session, select
 
@@ -68,13 +69,15 @@ def test_agreement_and_report_take_campaigns(db_url: str, stub: StubServer, tmp_
     assert found["ratings_used"]["scopes"] == ["a", "b"]
     assert found["ratings_used"]["superseded"] == 4 * 2
     assert "several campaigns" in found["weighted_absent"]
-    (row,) = found["rows"]
-    assert row["n"] == 12 and row["spearman"].startswith(f"{spearman(newest, items):.2f}")
+    (row,) = found["rubrics"]["ICS"]["judges"]
+    assert row["judge_run"] == run and row["n"] == 12
+    assert row["coefficients"]["spearman"]["value"] == pytest.approx(spearman(newest, items))
     # One campaign: its ratings only.
     only_a = api.get(f"/api/v1/judge-runs/{run}/agreement?campaign=a").json
     assert only_a["ratings_used"]["scopes"] == ["a"] and only_a["weighted_absent"] == ""
-    (row,) = only_a["rows"]
-    assert row["n"] == 8 and row["spearman"].startswith(f"{spearman(r1_a, a_items):.2f}")
+    (row,) = only_a["rubrics"]["ICS"]["judges"]
+    assert row["n"] == 8
+    assert row["coefficients"]["spearman"]["value"] == pytest.approx(spearman(r1_a, a_items))
     both = api.get(f"/api/v1/judge-runs/{run}/agreement?campaign=a&campaign=b").json
     assert both["ratings_used"]["scopes"] == ["a", "b"] and both["ratings_used"]["named"]
     report = api.get(f"/api/v1/judge-runs/{run}/report.json?campaign=b")

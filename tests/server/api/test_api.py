@@ -43,10 +43,17 @@ class Api:
     def post(self, path: str, **kw: Any) -> Any:
         return self.client.post(path, headers=kw.pop("headers", self.member), **kw)
 
+    def close(self) -> None:
+        """Close the app's database connections (a PostgreSQL connection left open is a
+        ResourceWarning when it is collected)."""
+        self.client.application.extensions["fairjudge_engine"].dispose()
+
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_url(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue("db_url" if request.param == "sqlite" else "pg_url"))
+    # SQLite: a copy of the session's empty migrated store (tests/support/stores.py).
+    name = "migrated_db_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(name))
 
 
 def make_api(url: str, stub: StubServer, tmp_path: Any, **server: Any) -> Api:
@@ -74,7 +81,9 @@ def make_api(url: str, stub: StubServer, tmp_path: Any, **server: Any) -> Api:
 
 @pytest.fixture
 def api(store_url: str, stub: StubServer, tmp_path: Any) -> Iterator[Api]:
-    yield make_api(store_url, stub, tmp_path)
+    made = make_api(store_url, stub, tmp_path)
+    yield made
+    made.close()
 
 
 def routes(api: Api) -> list[tuple[str, str]]:
@@ -139,6 +148,7 @@ def test_revoked_key_is_refused(store_url: str, stub: StubServer, tmp_path: Any)
     revoke_key(engine, "member")
     engine.dispose()
     assert api.get("/api/v1/datasets").status_code == 401
+    api.close()
 
 
 def test_datasets_and_items_are_paginated(api: Api) -> None:

@@ -96,13 +96,17 @@ class Audits:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_url(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue("db_url" if request.param == "sqlite" else "pg_url"))
+    # SQLite: a copy of the session's empty migrated store (tests/support/stores.py).
+    name = "migrated_db_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(name))
 
 
 @pytest.fixture
 def au(store_url: str, tmp_path: Path) -> Iterator[Audits]:
     with StubServer(responder=responder) as stub:
-        yield Audits(make_api(store_url, stub, tmp_path), stub)
+        made = make_api(store_url, stub, tmp_path)
+        yield Audits(made, stub)
+        made.close()
 
 
 def test_an_award_audit_job_runs_and_its_figures_match_scipy(au: Audits) -> None:

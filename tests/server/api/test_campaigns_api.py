@@ -16,16 +16,15 @@ from sqlmodel import Session, select
 from annotation.labelstudio.annotators import add_annotator
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.service import LabelStudioService
-from judge.data.datasets import import_items
-from judge.store.engine import make_engine, session_scope
+from judge.store.engine import make_engine
 from judge.store.tables import HumanRating
-from server import create_app, usecases
+from server import create_app
 from server.auth import create_key
 from server.jobs.queue import Worker
 from tests.annotation.labelstudio.conftest import shared_labelstudio
 from tests.server.cli.test_campaign_cli import _target
-from tests.support.factories import SAMPLE, make_settings
-from tests.support.stub_openai import StubServer
+from tests.support import stores
+from tests.support.factories import make_settings
 
 pytestmark = pytest.mark.labelstudio
 TOKEN_ENV = "FJ_TEST_API_CAMPAIGN_TOKEN"
@@ -38,26 +37,28 @@ def labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudi
 
 @pytest.fixture
 def api(
-    tmp_path: Path, labelstudio: LabelStudioService, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    labelstudio: LabelStudioService,
+    monkeypatch: pytest.MonkeyPatch,
+    judged_s1_template: stores.Judged,
 ) -> Iterator[tuple[Any, Any, dict[str, str], int]]:
-    db_url = f"sqlite:///{tmp_path / 'fairjudge.db'}"
+    """The 18 S1 items answered and judged through the stub (a copy of the session's
+    template, tests/support/stores.py), the app over them and a member's key."""
+    jud = judged_s1_template
+    db_url = stores.copy_store(jud.path, tmp_path / "fairjudge.db")
     engine = make_engine(db_url)
     monkeypatch.setenv(TOKEN_ENV, labelstudio.connection().token)
-    with StubServer() as stub:
-        settings = make_settings(stub.base_url, db_url)
-        settings = settings.model_copy(
-            update={
-                "state_dir": str(tmp_path / "state"),
-                "labelstudio": settings.labelstudio.model_copy(
-                    update={"url": labelstudio.url, "token_env": TOKEN_ENV}
-                ),
-                "server": settings.server.model_copy(update={"job_poll_s": 0.05}),
-            }
-        )
-        with session_scope(engine) as session:
-            import_items(session, SAMPLE, "sample")
-        gen = usecases.generate(engine, settings, "sample", limit=18)  # the 18 S1 items
-        run = usecases.judge(engine, settings, gen.run_id).run_id
+    settings = make_settings(jud.base_url, db_url)
+    settings = settings.model_copy(
+        update={
+            "state_dir": str(tmp_path / "state"),
+            "labelstudio": settings.labelstudio.model_copy(
+                update={"url": labelstudio.url, "token_env": TOKEN_ENV}
+            ),
+            "server": settings.server.model_copy(update={"job_poll_s": 0.05}),
+        }
+    )
+    run = jud.judge_run_id
     _, key = create_key(engine, "member", "member")
     app = create_app({"SETTINGS": settings, "TESTING": True})
     yield app.test_client(), engine, {"Authorization": f"Bearer {key}"}, run

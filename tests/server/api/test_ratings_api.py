@@ -26,7 +26,9 @@ from tests.support.stub_openai import StubServer
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_url(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue("db_url" if request.param == "sqlite" else "pg_url"))
+    # SQLite: a copy of the session's empty migrated store (tests/support/stores.py).
+    name = "migrated_db_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(name))
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,9 @@ def summaries() -> list[se.Summary]:
 @pytest.fixture
 def api(store_url: str, tmp_path: Path, summaries: list[se.Summary]) -> Iterator[Api]:
     with StubServer(responder=se.judge_responder(summaries)) as stub:
-        yield make_api(store_url, stub, tmp_path)
+        made = make_api(store_url, stub, tmp_path)
+        yield made
+        made.close()
 
 
 def run_jobs(api: Api) -> list[str]:
@@ -101,16 +105,21 @@ def test_summeval_round_trip_over_http(api: Api, summaries: list[se.Summary]) ->
 
     agreement = api.get(f"/api/v1/judge-runs/{judge_run}/agreement")
     assert agreement.status_code == 200, agreement.json
-    (row,) = agreement.json["rows"]
-    assert (row["rubric"], row["n"]) == (se.RUBRIC, want.n)
-    # Among the experts: the section's exact values.
-    humans = agreement.json["human_vs_human"][se.RUBRIC]
+    # The shape of `fairjudge agreement --json`, scoped to this judge run.
+    assert (agreement.json["judge_run"], agreement.json["generation_run"]) == (judge_run, gen)
+    assert list(agreement.json["rubrics"]) == [se.RUBRIC]
+    rubric = agreement.json["rubrics"][se.RUBRIC]
+    (row,) = rubric["judges"]
+    assert (row["judge_run"], row["n"]) == (judge_run, want.n)
+    # Among the experts: the exact values.
+    humans = rubric["human_vs_human"]
     assert humans["alpha_interval"]["value"] == pytest.approx(want.alpha_interval)
     assert humans["alpha_ordinal"]["value"] == pytest.approx(want.alpha_ordinal)
-    # Judge vs experts: the section shows each coefficient to two decimals with its CI.
+    # Judge vs experts: each coefficient as a number, inside its own 95 % CI.
     for name in ("pearson", "spearman", "kappa_quadratic"):
-        value = getattr(want, name)
-        assert row[name].startswith(f"{value:.2f} ["), (name, row[name], value)
+        value, found = getattr(want, name), row["coefficients"][name]
+        assert found["value"] == pytest.approx(value), (name, found, value)
+        assert found["ci_low"] <= value <= found["ci_high"], (name, found, value)
 
 
 def test_bad_batches_are_refused_by_row_and_store_nothing(
