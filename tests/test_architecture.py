@@ -1,10 +1,14 @@
-"""docs/architecture.md stays true: every package and module it names exists."""
+"""docs/architecture.md stays true in both directions: every package and module its tree names
+exists, and every module of judge/, annotation/ and server/ is named in the tree."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from judge.paths import checkout_root
+
+PACKAGES = ("judge", "annotation", "server")
 
 
 def tree_paths(tree: str) -> list[str]:
@@ -28,20 +32,58 @@ def tree_paths(tree: str) -> list[str]:
     return named
 
 
-def test_every_path_named_in_the_tree_exists() -> None:
+def package_modules(root: Path) -> set[str]:
+    """Every module file of the three packages, as a checkout-relative path, except package
+    markers (``__init__.py``, ``__main__.py``) and Alembic's migrations folder."""
+    found: set[str] = set()
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            relative = path.relative_to(root).as_posix()
+            if path.name in ("__init__.py", "__main__.py") or "/migrations/" in relative:
+                continue
+            found.add(relative)
+    return found
+
+
+def _tree() -> tuple[Path, list[str]]:
     root = checkout_root()
     assert root is not None
     text = (root / "docs" / "architecture.md").read_text()
-    named = tree_paths(text.split("```")[1])
-    # Counted by eye in the tree: 7 top-level folders, 62 entries in judge/ (modules, folders
-    # and the modules a folder's line lists; the newest: endpoint_url.py, stats/' paired.py
-    # and fleiss.py, trust/'s directional.py, position.py and position_view.py, audits/'
-    # amounts.py, store/'s rating_scope.py),
-    # 15 in annotation/ (6 modules, labelstudio/ and the 8 modules its line lists) and 13 in
-    # server/ (7 modules, api/, dashboard/, cli/, jobs/ and the 2 modules its line lists).
-    assert len(named) == 7 + 62 + 15 + 13
+    return root, tree_paths(text.split("```")[1])
+
+
+def test_every_path_named_in_the_tree_exists() -> None:
+    root, named = _tree()
+    assert len(named) > 100, "the tree parser found too few entries: did the layout change?"
     missing = [n for n in named if not (root / n).exists()]
     assert missing == []
+
+
+def test_every_module_is_named_in_the_tree() -> None:
+    # The other direction: a module added without a line in the architecture doc fails here.
+    root, named = _tree()
+    assert sorted(package_modules(root) - set(named)) == []
+
+
+def test_the_tree_parser_reads_both_line_shapes() -> None:
+    # A hand-written two-package tree: a module line, a folder line listing its modules, and a
+    # second top-level folder; the expected paths are read off the text by eye.
+    tree = (
+        "judge/   core\n"
+        "  paths.py   where files are\n"
+        "  store/     engine.py (the engine), tables.py\n"
+        "server/  interfaces\n"
+        "  db.py      sessions\n"
+    )
+    assert tree_paths(tree) == [
+        "judge/",
+        "judge/paths.py",
+        "judge/store/",
+        "judge/store/engine.py",
+        "judge/store/tables.py",
+        "server/",
+        "server/db.py",
+    ]
 
 
 def test_every_backticked_module_path_exists() -> None:
@@ -49,7 +91,5 @@ def test_every_backticked_module_path_exists() -> None:
     assert root is not None
     text = (root / "docs" / "architecture.md").read_text()
     paths = set(re.findall(r"`((?:judge|annotation|server)/[\w/]+\.py)`", text))
-    # Owners named for libraries we do not use yet are allowed to be missing until then.
-    planned: set[str] = set()
-    assert paths - planned, "no module paths found"
-    assert [p for p in sorted(paths - planned) if not (root / p).exists()] == []
+    assert paths, "no module paths found"
+    assert [p for p in sorted(paths) if not (root / p).exists()] == []
