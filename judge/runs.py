@@ -13,6 +13,13 @@ lease is freed, so the process ends at once and the same command can be run agai
 Rows travel as plain dicts and are written with SQLAlchemy Core ``INSERT``s (one statement
 per table per commit), not as ORM objects: at 160 results a second the ORM's unit of work
 was a quarter of the client's CPU (docs/performance.md).
+
+Every kind of run (generation, judge, audit: ``RunBase`` tables) goes through one lifecycle:
+``get_or_create_run`` finds the run of the same identity (so asking again resumes it) or
+makes one, ``commit_run`` stores it at once and gives its id, ``start_run`` marks it
+running under its lease, and ``finish_run`` writes the outcome (finished, or incomplete and
+why) and the time. Each stage passes in only what is its own: the columns that identify its
+runs and how its outcome is read from its results.
 """
 
 from __future__ import annotations
@@ -29,17 +36,21 @@ from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 from uuid import uuid4
 
-from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy import Table, delete, insert, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col
+from sqlmodel import Session, col, select
 
-from judge.errors import FairJudgeError
+from judge.errors import FairJudgeError, NotFoundError
 from judge.models.cache import CallOutcome
-from judge.store.tables import CallCache, RunLease
+from judge.progress import Progress
+from judge.store.engine import session_scope
+from judge.store.tables import CallCache, RunBase, RunLease, utcnow
+from judge.vocab import RunStatus
 
 T = TypeVar("T")
 R = TypeVar("R")
+AnyRun = TypeVar("AnyRun", bound=RunBase)
 
 Row = dict[str, Any]
 """One result row (a ``Response`` or a ``Judgment``) as column name -> value."""
@@ -224,7 +235,7 @@ def store_results(
     *,
     concurrency: int,
     label: str,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> RunSummary:
     """Run ``work`` over ``tasks`` concurrently and insert each result row into ``table``
     with its new cache rows as it arrives, before the call that frees its slot may start.
@@ -528,3 +539,86 @@ def _alive(pid: int, host: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def get_or_create_run(
+    session: Session,
+    table: type[AnyRun],
+    identity: Mapping[str, Any],
+    *,
+    fields: Mapping[str, Any],
+    same: Callable[[AnyRun], bool] | None = None,
+    new: bool = False,
+) -> AnyRun:
+    """The newest run of ``table`` whose ``identity`` columns hold these values (and that
+    ``same`` accepts: a comparison SQL cannot make, such as two spellings of one server's
+    URL), to resume it; else, or with ``new``, a new run of ``identity`` and ``fields``
+    (added and flushed, so it has its id)."""
+    if not new:
+        candidates = session.exec(
+            select(table)
+            .where(*(getattr(table, name) == value for name, value in identity.items()))
+            .order_by(col(table.id).desc())
+        )
+        for existing in candidates:
+            if same is None or same(existing):
+                return existing
+    run = table(**identity, **fields)
+    session.add(run)
+    session.flush()
+    return run
+
+
+def commit_run(engine: Engine, get: Callable[[Session], RunBase]) -> int:
+    """The id of the run ``get`` finds or makes (``get_or_create_run``), in a transaction of
+    its own that is committed before any call. Where a unique key guards a run's identity
+    (judge runs), two processes that make it at once both get the one row: the loser's insert
+    fails and it looks again, finding the winner's."""
+    try:
+        return _committed_id(engine, get)
+    except IntegrityError:
+        return _committed_id(engine, get)
+
+
+def _committed_id(engine: Engine, get: Callable[[Session], RunBase]) -> int:
+    with session_scope(engine) as session:
+        run = get(session)
+        if run.id is None:  # get_or_create_run flushes: a found or new row has its id
+            raise ValueError(f"a {run.run_kind} run was given back without being stored")
+        return run.id
+
+
+def start_run(session: Session, table: type[AnyRun], run_id: int) -> AnyRun:
+    """The run, marked running with its earlier status line cleared (a resumed run says
+    again how it ended when it ends). Called by the holder of its lease (``run_lease``)."""
+    run = _get_run(session, table, run_id)
+    run.status, run.status_detail = RunStatus.RUNNING, None
+    return run
+
+
+def _get_run(session: Session, table: type[AnyRun], run_id: int) -> AnyRun:
+    run = session.get(table, run_id)
+    if run is None:
+        raise NotFoundError(
+            f"{table.run_kind} run {run_id} was deleted while this command worked on it"
+        )
+    return run
+
+
+Outcome = tuple[RunStatus, str | None]
+"""How a run ended: finished (no detail), or incomplete with the line saying why."""
+
+
+def finish_run(
+    engine: Engine,
+    table: type[AnyRun],
+    run_id: int,
+    outcome: Callable[[Session, AnyRun], Outcome],
+) -> Outcome:
+    """Store how the run ended, as ``outcome`` reads it from the stored results, and when;
+    give it back."""
+    with session_scope(engine) as session:
+        run = _get_run(session, table, run_id)
+        run.status, run.status_detail = ended = outcome(session, run)
+        run.finished_at = utcnow()
+    return ended

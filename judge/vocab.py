@@ -1,6 +1,7 @@
 """FairMonitor's fixed vocabulary, defined once: the score scale (``Scale`` also describes
 users' own scales), the four stages with the answer parts and item fields each needs, the
-free-form stage for users' own items, and the nine sensitive factors.
+free-form stage for users' own items, the nine sensitive factors, and the statuses a run
+(generation, judge or audit) goes through.
 
 Which rubric applies to which stage is not here: it is read from ``prompts/rubrics.toml``
 (``applies_to``) by ``judge.grading.rubrics``.
@@ -13,6 +14,7 @@ import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 
 @dataclass(frozen=True)
@@ -207,3 +209,20 @@ FACTORS = (
     "personality",
     "subject",
 )
+
+
+class RunStatus(StrEnum):
+    """Where a generation, judge or audit run stands. The store keeps the value as plain text
+    (the ``status`` column is a string), and a member equals its value.
+
+    >>> RunStatus.FINISHED == "finished", f"{RunStatus.INCOMPLETE}", RunStatus("running").name
+    (True, 'incomplete', 'RUNNING')
+    """
+
+    RUNNING = "running"
+    """Created, or being worked on now (or the process working on it was killed)."""
+    FINISHED = "finished"
+    """Every result is in (a result may still be unscored or unreadable: that is a result)."""
+    INCOMPLETE = "incomplete"
+    """Some results are missing (failed calls, a cost budget); ``status_detail`` says how many
+    and why, and running the same command again goes on."""

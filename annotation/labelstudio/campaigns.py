@@ -55,7 +55,9 @@ if TYPE_CHECKING:  # annotation.sampling (scipy.stats) is imported where a sampl
     from annotation.labelstudio.gold import GoldRow
     from annotation.sampling import SizePlan, Unit
 
-Progress = Callable[[str], None]
+Say = Callable[[str], None]
+"""Receives one line for people about a long step (the project being made, tasks imported);
+lines of words, unlike ``judge.progress.Progress``, which counts finished tasks."""
 ANSWERED = ("ok", "truncated", "refusal")  # answers a human can rate (as ratings import allows)
 IMPORT_CHUNK = 1000
 
@@ -272,7 +274,7 @@ def create_campaign(
     size_plan: SizePlan | None = None,
     name: str | None = None,
     gold: Sequence[GoldRow] = (),
-    progress: Progress = _quiet,
+    progress: Say = _quiet,
 ) -> CreateResult:
     """Draw the sample, create the project and import its tasks; idempotent (see module).
     ``gold`` (annotation.labelstudio.gold) adds gold items, kept out of the draw."""
@@ -454,7 +456,7 @@ def add_gold(
     rubric_set: RubricSet,
     name: str,
     rows: Sequence[GoldRow],
-    progress: Progress = _quiet,
+    progress: Say = _quiet,
 ) -> tuple[int, int]:
     """Add gold items to an existing rating campaign and send their tasks to Label Studio;
     (gold tasks added, tasks imported). The same file again adds nothing."""
@@ -474,7 +476,7 @@ def _ensure_project(
     client: LabelStudioClient,
     rubric_set: RubricSet,
     campaign: Campaign,
-    progress: Progress,
+    progress: Say,
 ) -> None:
     if campaign.ls_project_id is not None:
         if client.project_exists(campaign.ls_project_id):
@@ -508,7 +510,7 @@ def _push_tasks(
     client: LabelStudioClient,
     rubric_set: RubricSet,
     campaign: Campaign,
-    progress: Progress,
+    progress: Say,
 ) -> tuple[int, int]:
     """Import the campaign's tasks Label Studio lacks; (imported, already there)."""
     assert campaign.ls_project_id is not None and campaign.id is not None
@@ -935,7 +937,7 @@ def create_review(
     statuses: Sequence[str] = (),
     reviewers: int = 1,
     name: str | None = None,
-    progress: Progress = _quiet,
+    progress: Say = _quiet,
 ) -> CreateResult:
     """Put a dataset's items before experts as a review campaign: all of them, or those named
     in ``item_keys`` and/or whose review status is in ``statuses`` (e.g. ``("draft",)`` for

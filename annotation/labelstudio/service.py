@@ -45,7 +45,7 @@ from judge.config import LabelStudioConfig
 if TYPE_CHECKING:
     from judge.config import Settings
 
-Progress = Callable[[str], None]
+Say = Callable[[str], None]
 """Receives one line for people about a long step (installing, starting)."""
 
 ADMIN_EMAIL = "admin@fairjudge.local"
@@ -66,7 +66,7 @@ AMBIENT_NAMES = ("HOST", "PORT", "CI", "DEBUG", "DJANGO_DB", "DATABASE_NAME", "S
 
 
 def _quiet(line: str) -> None:
-    """A Progress that says nothing."""
+    """A ``Say`` that says nothing."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -316,7 +316,7 @@ class LabelStudioService:
                     return line.split(":", 1)[1].strip()
         return None
 
-    def install(self, progress: Progress | None = None) -> bool:
+    def install(self, progress: Say | None = None) -> bool:
         """Create the venv and pip-install ``label-studio==<version>`` into it, once: a stamp
         file records the finished release, so later calls return False at once. pip's output
         goes to ``install_log``; while it runs a line reaches ``progress`` every
@@ -361,7 +361,7 @@ class LabelStudioService:
             return True
 
     @contextmanager
-    def _install_lock(self, say: Progress) -> Iterator[None]:
+    def _install_lock(self, say: Say) -> Iterator[None]:
         self.venv.parent.mkdir(parents=True, exist_ok=True)
         lock_path = self.venv.parent / f"{self.venv.name}.lock"
         with open(lock_path, "w") as lock:
@@ -373,7 +373,7 @@ class LabelStudioService:
             yield
 
     @staticmethod
-    def _wait(process: subprocess.Popen[bytes], label: str, say: Progress) -> int:
+    def _wait(process: subprocess.Popen[bytes], label: str, say: Say) -> int:
         """Wait for ``process`` with a progress line every PROGRESS_EVERY_S; an interrupt
         stops it."""
         started = time.monotonic()
@@ -450,7 +450,7 @@ class LabelStudioService:
         return pid
 
     def start(
-        self, progress: Progress | None = None, *, timeout: float = START_TIMEOUT_S
+        self, progress: Say | None = None, *, timeout: float = START_TIMEOUT_S
     ) -> ServiceStatus:
         """Install if needed, then start the server and wait until it answers and accepts the
         admin token; a no-op when it already runs. A busy port is refused before launching
@@ -496,7 +496,7 @@ class LabelStudioService:
             )
         return self.status()
 
-    def _wait_until_answering(self, pid: int, say: Progress, timeout: float) -> None:
+    def _wait_until_answering(self, pid: int, say: Say, timeout: float) -> None:
         started = time.monotonic()
         due = started + PROGRESS_EVERY_S
         while not answers(self.url, timeout=1.0):

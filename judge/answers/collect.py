@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
@@ -28,14 +29,23 @@ from judge.endpoint_url import same_server
 from judge.errors import InvalidInputError, NotFoundError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
+from judge.progress import Progress
 from judge.prompts import PromptBook
-from judge.runs import Row, RunSummary, run_lease, store_results
+from judge.runs import (
+    Outcome,
+    Row,
+    RunSummary,
+    commit_run,
+    finish_run,
+    run_lease,
+    start_run,
+    store_results,
+)
+from judge.runs import get_or_create_run as get_or_create
 from judge.store.engine import session_scope
 from judge.store.queries import dataset_items, get_dataset
 from judge.store.tables import GenerationRun, Item, Response, utcnow
-from judge.vocab import STAGE_PARTS
-
-Progress = Callable[[int, int], None]
+from judge.vocab import STAGE_PARTS, RunStatus
 
 
 def get_or_create_run(
@@ -48,40 +58,27 @@ def get_or_create_run(
     max_tokens: int,
     new: bool = False,
 ) -> GenerationRun:
-    """The existing run with these exact settings at this server (to resume it), or a new
+    """The newest run with these exact settings at this server (to resume it), or a new
     one: the same endpoint name and model at another base_url is another run."""
     dataset = get_dataset(session, dataset_name)
-    assert dataset.id is not None
-    if not new:
-        candidates = session.exec(
-            select(GenerationRun)
-            .where(
-                GenerationRun.dataset_id == dataset.id,
-                GenerationRun.endpoint_name == client.name,
-                GenerationRun.model == client.model,
-                GenerationRun.temperature == temperature,
-                GenerationRun.max_tokens == max_tokens,
-                GenerationRun.template_version == book.generation_version,
-            )
-            .order_by(col(GenerationRun.id).desc())
-        )
+    base_url = client.config.base_url
+    return get_or_create(
+        session,
+        GenerationRun,
+        {
+            "dataset_id": dataset.id,
+            "endpoint_name": client.name,
+            "model": client.model,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "template_version": book.generation_version,
+        },
+        fields={"base_url": base_url},
         # The server is part of the identity, compared in its normal form (judge.endpoint_url)
         # so that a trailing slash or the host's case does not split a run.
-        for existing in candidates:
-            if same_server(existing.base_url, client.config.base_url):
-                return existing
-    run = GenerationRun(
-        dataset_id=dataset.id,
-        endpoint_name=client.name,
-        base_url=client.config.base_url,
-        model=client.model,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        template_version=book.generation_version,
+        same=lambda existing: same_server(existing.base_url, base_url),
+        new=new,
     )
-    session.add(run)
-    session.flush()
-    return run
 
 
 @dataclass(frozen=True)
@@ -116,9 +113,10 @@ def generate(
     Items are chosen by review status (module docstring): drafts and rejected items are left
     out unless ``include_drafts`` adds the drafts; ``accepted_only`` asks only for items an
     expert review accepted. The run's ``status_detail`` says how many were left out."""
-    with session_scope(engine) as session:
+
+    def get(session: Session) -> GenerationRun:
         _check_selection(session, dataset_name, accepted_only, include_drafts)
-        created = get_or_create_run(
+        return get_or_create_run(
             session,
             dataset_name,
             client,
@@ -127,19 +125,16 @@ def generate(
             max_tokens=max_tokens,
             new=new,
         )
-        assert created.id is not None
-        run_id = created.id
+
+    run_id = commit_run(engine, get)
     if on_run is not None:
         on_run(run_id)
-    with run_lease(engine, "generation", run_id):
+    with run_lease(engine, GenerationRun.run_kind, run_id):
         with session_scope(engine) as session:
-            run = session.get(GenerationRun, run_id)
-            assert run is not None
+            run = start_run(session, GenerationRun, run_id)
             tasks, left_out = _plan(
                 session, run, book, dataset_name, limit, accepted_only, include_drafts
             )
-            run.status = "running"
-            run.status_detail = None
         cache = CallCacheView(engine, client.model)
 
         def work(task: _Task) -> tuple[Row, list[CallOutcome]]:
@@ -163,13 +158,7 @@ def generate(
             label="flag",
             progress=progress,
         )
-        with session_scope(engine) as session:
-            stored = session.get(GenerationRun, run_id)
-            assert stored is not None
-            status, detail = _final_status(session, run_id)
-            stored.status = status
-            stored.status_detail = "; ".join(d for d in (detail, left_out) if d) or None
-            stored.finished_at = utcnow()
+        finish_run(engine, GenerationRun, run_id, partial(_final_status, left_out=left_out))
     return summary
 
 
@@ -307,13 +296,15 @@ def _check_scope(
     )
 
 
-def _final_status(session: Session, run_id: int) -> tuple[str, str | None]:
-    """'finished', or 'incomplete' with how many answers are missing and why."""
-    flags = session.exec(select(Response.flag).where(Response.run_id == run_id)).all()
+def _final_status(session: Session, run: GenerationRun, *, left_out: str | None) -> Outcome:
+    """Finished, or incomplete with how many answers are missing and why; either way the
+    status line also counts the items left out by review status (``left_out``)."""
+    flags = session.exec(select(Response.flag).where(Response.run_id == run.id)).all()
     failed = sum(flag == "error" for flag in flags)
-    if not failed:
-        return "finished", None
-    return "incomplete", incomplete_detail(failed, len(flags))
+    status, detail = RunStatus.FINISHED, None
+    if failed:
+        status, detail = RunStatus.INCOMPLETE, incomplete_detail(failed, len(flags))
+    return status, "; ".join(d for d in (detail, left_out) if d) or None
 
 
 def incomplete_detail(failed: int, total: int) -> str:

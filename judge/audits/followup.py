@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from judge.audits.base import ANSWERED, FOLLOWUP
 from judge.errors import InvalidInputError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete
 from judge.models.client import ModelClient
+from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import Row, RunSummary, run_lease, store_results
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
@@ -112,13 +113,13 @@ def classify_followups(
     *,
     temperature: float = 0.0,
     max_tokens: int = 256,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> RunSummary:
     """Ask the judge ``client`` for the class of every follow-up explanation of the run it has
     not classified yet. Failed calls are asked again; a reply whose class could not be read
     stays stored with its raw text (asked again, the call cache would give the same reply)."""
     source = judge_source(client)
-    with run_lease(engine, "audit", run_id):
+    with run_lease(engine, AuditRun.run_kind, run_id):
         with session_scope(engine) as session:
             check_award_run(session, run_id)
             for old in session.exec(

@@ -47,11 +47,21 @@ from judge.errors import NotFoundError
 from judge.hashing import content_hash
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
-from judge.runs import Row, RunSummary, run_lease, store_results
+from judge.progress import Progress
+from judge.runs import (
+    Outcome,
+    Row,
+    RunSummary,
+    commit_run,
+    finish_run,
+    run_lease,
+    start_run,
+    store_results,
+)
+from judge.runs import get_or_create_run as get_or_create
 from judge.store.engine import session_scope
 from judge.store.tables import AuditAnswer, AuditLabel, AuditRun, utcnow
-
-Progress = Callable[[int, int], None]
+from judge.vocab import RunStatus
 
 
 def config_hash(suite: Suite, client: ModelClient, *, temperature: float, max_tokens: int) -> str:
@@ -79,29 +89,23 @@ def get_or_create_run(
     max_tokens: int,
     new: bool = False,
 ) -> AuditRun:
-    """The newest run with these exact settings (to resume it), or a new one."""
-    identity = config_hash(suite, client, temperature=temperature, max_tokens=max_tokens)
-    if not new:
-        existing = session.exec(
-            select(AuditRun)
-            .where(AuditRun.config_hash == identity)
-            .order_by(col(AuditRun.id).desc())
-        ).first()
-        if existing is not None:
-            return existing
-    run = AuditRun(
-        suite=suite.name,
-        endpoint_name=client.name,
-        base_url=client.config.base_url,
-        model=client.model,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        params={**suite.params, "version": suite.version},
-        config_hash=identity,
+    """The newest run with these exact settings (to resume it: its ``config_hash``), or a
+    new one."""
+    return get_or_create(
+        session,
+        AuditRun,
+        {"config_hash": config_hash(suite, client, temperature=temperature, max_tokens=max_tokens)},
+        fields={
+            "suite": suite.name,
+            "endpoint_name": client.name,
+            "base_url": client.config.base_url,
+            "model": client.model,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "params": {**suite.params, "version": suite.version},
+        },
+        new=new,
     )
-    session.add(run)
-    session.flush()
-    return run
 
 
 @dataclass(frozen=True)
@@ -137,12 +141,12 @@ def run_audit(
     """Create (or resume) the audit run for these settings and send every prompt of the
     design not yet answered (``limit``: only the design's first ``limit`` prompts), then the
     suite's second turn if it has one. ``on_run`` hears the run's id before any call."""
-    with session_scope(engine) as session:
-        created = get_or_create_run(
+    run_id = commit_run(
+        engine,
+        lambda session: get_or_create_run(
             session, suite, client, temperature=temperature, max_tokens=max_tokens, new=new
-        )
-        assert created.id is not None
-        run_id = created.id
+        ),
+    )
     if on_run is not None:
         on_run(run_id)
     cache = CallCacheView(engine, client.model)
@@ -174,11 +178,9 @@ def run_audit(
         return call_key(client, task.messages, sample_index=task.sample_index,
                         temperature=temperature, max_tokens=max_tokens)  # fmt: skip
 
-    with run_lease(engine, "audit", run_id):
+    with run_lease(engine, AuditRun.run_kind, run_id):
         with session_scope(engine) as session:
-            run = session.get(AuditRun, run_id)
-            assert run is not None
-            run.status, run.status_detail = "running", None
+            start_run(session, AuditRun, run_id)
             done = _forget_failures(session, run_id)
         design = number_draws(suite.tasks())
         todo: list[tuple[int, AuditTask]] = []
@@ -199,11 +201,7 @@ def run_audit(
         follow = _followup_draws(suite, suite.followups(answers))
         wanted = [t for t in follow if (t.key, FOLLOWUP) not in done]
         followup = store(wanted) if wanted else None
-        with session_scope(engine) as session:
-            stored = session.get(AuditRun, run_id)
-            assert stored is not None
-            stored.status, stored.status_detail = _final_status(session, run_id)
-            stored.finished_at = utcnow()
+        finish_run(engine, AuditRun, run_id, _final_status)
     return AuditSummary(run_id, main, followup)
 
 
@@ -367,12 +365,13 @@ def stored_answers(
     return out
 
 
-def _final_status(session: Session, run_id: int) -> tuple[str, str | None]:
-    statuses = session.exec(select(AuditAnswer.status).where(AuditAnswer.run_id == run_id)).all()
+def _final_status(session: Session, run: AuditRun) -> Outcome:
+    """Finished, or incomplete with how many answers are missing (failed calls)."""
+    statuses = session.exec(select(AuditAnswer.status).where(AuditAnswer.run_id == run.id)).all()
     failed = sum(s == ERROR for s in statuses)
     if not failed:
-        return "finished", None
-    return "incomplete", (
+        return RunStatus.FINISHED, None
+    return RunStatus.INCOMPLETE, (
         f"{failed} of {len(statuses)} answers missing (failed calls); run the same audit "
         "command again to retry them"
     )

@@ -56,13 +56,12 @@ from judge.data.taxonomy import Taxonomy
 from judge.errors import InvalidInputError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.progress import Progress
 from judge.prompts import PromptBook, RenderedPrompt
 from judge.runs import run_concurrently, run_lease
 from judge.store.engine import session_scope
 from judge.store.tables import Dataset, ItemGenerationCall
 from judge.vocab import STAGES
-
-Progress = Callable[[int, int], None]
 
 DEFAULT_ITEMS_PER_CALL = 5
 DEFAULT_TEMPERATURE = 0.9

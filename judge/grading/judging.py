@@ -26,7 +26,6 @@ from typing import Any
 from sqlalchemy import delete
 from sqlalchemy import select as columns
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
@@ -39,14 +38,24 @@ from judge.grading.rubrics import BUILTIN_SET, Rubric, RubricSet, grade_schema
 from judge.hashing import content_hash
 from judge.models.cache import CallCacheView, CallGate, CallOutcome, cached_complete, call_key
 from judge.models.client import CallFailed, Completion, ModelClient
+from judge.progress import Progress
 from judge.prompts import PromptBook
-from judge.runs import NOT_MADE, Row, RunSummary, run_lease, store_results
+from judge.runs import (
+    NOT_MADE,
+    Outcome,
+    Row,
+    RunSummary,
+    commit_run,
+    finish_run,
+    get_or_create_run,
+    run_lease,
+    start_run,
+    store_results,
+)
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run
 from judge.store.tables import Item, JudgeRun, Judgment, Response, utcnow
-from judge.vocab import STAGE_FIELDS, Scale
-
-Progress = Callable[[int, int], None]
+from judge.vocab import STAGE_FIELDS, RunStatus, Scale
 
 
 def judge_config_hash(
@@ -125,31 +134,35 @@ def get_or_create_judge_run(
     swap_order: bool = False,
 ) -> JudgeRun:
     """The judge run of these settings and rubric set (default: the built-in one), created
-    if needed."""
+    if needed; its identity is its generation run and ``judge_config_hash``."""
     get_generation_run(session, generation_run_id)
     digest = judge_config_hash(
         client, config, book.judge_version, rubrics, book.rubric_judge_version, swap_order
     )
-    existing = _run_with_hash(session, generation_run_id, digest)
-    if existing is not None:
-        return existing
-    run = JudgeRun(
-        generation_run_id=generation_run_id,
-        endpoint_name=client.name,
-        base_url=client.config.base_url,
-        model=client.model,
-        prompt_variant=config.prompt_variant,
-        temperature=config.temperature,
-        samples=config.samples,
-        aggregation=config.aggregation,
-        max_tokens=config.max_tokens,
-        rubric_set=rubrics.name if rubrics is not None else BUILTIN_SET,
-        config_hash=digest,
-        swap_order=swap_order,
+    return get_or_create_run(
+        session,
+        JudgeRun,
+        {"generation_run_id": generation_run_id, "config_hash": digest},
+        fields=_settings(client, config, rubrics, swap_order),
     )
-    session.add(run)
-    session.flush()
-    return run
+
+
+def _settings(
+    client: ModelClient, config: JudgeConfig, rubrics: RubricSet | None, swap_order: bool
+) -> dict[str, Any]:
+    """A new judge run's columns besides its identity."""
+    return {
+        "endpoint_name": client.name,
+        "base_url": client.config.base_url,
+        "model": client.model,
+        "prompt_variant": config.prompt_variant,
+        "temperature": config.temperature,
+        "samples": config.samples,
+        "aggregation": config.aggregation,
+        "max_tokens": config.max_tokens,
+        "rubric_set": rubrics.name if rubrics is not None else BUILTIN_SET,
+        "swap_order": swap_order,
+    }
 
 
 @dataclass(frozen=True)
@@ -202,16 +215,18 @@ def judge(
         check_rubric_set(session, generation_run_id, rubrics)
     if config.aggregation == LOGPROB:
         check_logprobs(client)
-    run_id = _judge_run_id(engine, generation_run_id, client, config, book, rubrics, swap_order)
+    run_id = commit_run(
+        engine,
+        lambda session: get_or_create_judge_run(
+            session, generation_run_id, client, config, book, rubrics, swap_order
+        ),
+    )
     if on_run is not None:
         on_run(run_id)
-    with run_lease(engine, "judge", run_id):
+    with run_lease(engine, JudgeRun.run_kind, run_id):
         with session_scope(engine) as session:
-            jrun = session.get(JudgeRun, run_id)
-            assert jrun is not None
+            jrun = start_run(session, JudgeRun, run_id)
             tasks = _plan(session, jrun, rubrics)
-            jrun.status = "running"
-            jrun.status_detail = None
         cache = CallCacheView(engine, client.model)
         gate = BudgetGate(budget) if budget is not None else None
 
@@ -228,45 +243,20 @@ def judge(
             label="status",
             progress=progress,
         )
-        with session_scope(engine) as session:
-            stored = session.get(JudgeRun, run_id)
-            assert stored is not None
-            stored.status, stored.status_detail = _final_status(session, stored)
-            if budget is not None and budget.exhausted:
-                stored.status = "incomplete"
-                stored.status_detail = (
-                    f"stopped at --max-cost {budget.max_cost:g}: spent {budget.spent:.4f}, "
-                    f"{summary.flags.get(NOT_MADE, 0)} judgments not made; run the same "
-                    "judge command again (with a higher --max-cost) to go on"
-                    + (f"; also {stored.status_detail}" if stored.status_detail else "")
-                )
-            stored.finished_at = utcnow()
+
+        def outcome(session: Session, run: JudgeRun) -> Outcome:
+            status, detail = _final_status(session, run)
+            if budget is None or not budget.exhausted:
+                return status, detail
+            return RunStatus.INCOMPLETE, (
+                f"stopped at --max-cost {budget.max_cost:g}: spent {budget.spent:.4f}, "
+                f"{summary.flags.get(NOT_MADE, 0)} judgments not made; run the same "
+                "judge command again (with a higher --max-cost) to go on"
+                + (f"; also {detail}" if detail else "")
+            )
+
+        finish_run(engine, JudgeRun, run_id, outcome)
     return summary
-
-
-def _judge_run_id(
-    engine: Engine,
-    generation_run_id: int,
-    client: ModelClient,
-    config: JudgeConfig,
-    book: PromptBook,
-    rubrics: RubricSet,
-    swap_order: bool = False,
-) -> int:
-    """The id of the judge run for these settings, created if needed; two processes that
-    create it at once both get the one row (the loser's insert hits the unique constraint)."""
-    for attempt in range(2):
-        try:
-            with session_scope(engine) as session:
-                jrun = get_or_create_judge_run(
-                    session, generation_run_id, client, config, book, rubrics, swap_order
-                )
-                assert jrun.id is not None
-                return jrun.id
-        except IntegrityError:
-            if attempt:
-                raise
-    raise AssertionError("unreachable")
 
 
 _IN_LIMIT = 5000
@@ -405,8 +395,8 @@ def _plan(
     return tasks
 
 
-def _final_status(session: Session, run: JudgeRun) -> tuple[str, str | None]:
-    """'finished', or 'incomplete' with how many judgments are missing and why."""
+def _final_status(session: Session, run: JudgeRun) -> Outcome:
+    """Finished, or incomplete with how many judgments are missing and why."""
     kinds = Counter(
         session.exec(
             select(Judgment.unscored_kind).where(
@@ -416,11 +406,11 @@ def _final_status(session: Session, run: JudgeRun) -> tuple[str, str | None]:
     )
     missing = {k: n for k, n in kinds.items() if k and UnscoredKind(k).retry_on_rerun}
     if not missing:
-        return "finished", None
+        return RunStatus.FINISHED, None
     total = session.exec(select(Judgment.id).where(Judgment.judge_run_id == run.id)).all()
     why = ", ".join(f"{kind}: {n}" for kind, n in sorted(missing.items()))
     return (
-        "incomplete",
+        RunStatus.INCOMPLETE,
         f"{sum(missing.values())} of {len(total)} judgments missing ({why}); "
         "run the same judge command again to retry them",
     )
@@ -569,12 +559,10 @@ def plan_calls(
         run_id = jrun.id if jrun is not None else None
         if jrun is None:  # a transient run: never added to the session
             jrun = JudgeRun(
-                generation_run_id=generation_run_id, endpoint_name=client.name,
-                base_url=client.config.base_url, model=client.model,
-                prompt_variant=config.prompt_variant, temperature=config.temperature,
-                samples=config.samples, aggregation=config.aggregation,
-                max_tokens=config.max_tokens, config_hash=digest, swap_order=swap_order,
-            )  # fmt: skip
+                generation_run_id=generation_run_id,
+                config_hash=digest,
+                **_settings(client, config, rubrics, swap_order),
+            )
         tasks = _plan(session, jrun, rubrics, readonly=True)  # reads only
     cache = CallCacheView(engine, client.model)
     cached = missing = 0

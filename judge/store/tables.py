@@ -9,15 +9,19 @@ registered; ApiKey the server's keys (hashes only); Job the server's background 
 AuditRun -> AuditAnswer -> AuditLabel hold the audit suites' runs, the model's answers with
 what was read from them, and the classes judges and people gave to follow-up explanations.
 ItemGenerationCall records each call that asked a model for new items of a dataset.
+GenerationRun, JudgeRun and AuditRun share their common columns through RunBase (not a table);
+their ``status`` holds a ``judge.vocab.RunStatus`` value as plain text.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import JSON, Column, Text, UniqueConstraint, event
 from sqlmodel import Field, SQLModel
+
+from judge.vocab import RunStatus
 
 
 def utcnow() -> datetime:
@@ -136,19 +140,40 @@ class CallCache(SQLModel, table=True):
     )
 
 
-class GenerationRun(SQLModel, table=True):
+class RunBase(SQLModel):
+    """The columns every kind of run has (generation, judge and audit runs; not a table): the
+    endpoint and model it calls with their sampling, and where it stands. ``judge.runs``
+    creates, resumes and finishes any of them the same way."""
+
+    run_kind: ClassVar[str]
+    """The kind's name in messages and in ``RunLease.kind``: generation, judge or audit."""
+
     id: int | None = Field(default=None, primary_key=True)
-    dataset_id: int = Field(foreign_key="dataset.id", index=True)
     endpoint_name: str
     base_url: str
     model: str
     temperature: float
     max_tokens: int
+    status: str = Field(
+        default=RunStatus.RUNNING.value, description="running, finished or incomplete"
+    )
+    # sa_type, not sa_column: a Column object belongs to one table, this field to three.
+    status_detail: str | None = Field(default=None, sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class GenerationRun(RunBase, table=True):
+    """The model under test's answers to a dataset's items, asked with one endpoint and
+    sampling (or imported: ``source``)."""
+
+    run_kind: ClassVar[str] = "generation"
+    dataset_id: int = Field(foreign_key="dataset.id", index=True)
     template_version: str
-    status: str = Field(default="running", description="running, finished or incomplete")
+    # The base's column, restated for its own description (so in JudgeRun).
     status_detail: str | None = Field(
         default=None,
-        sa_column=Column(Text),
+        sa_type=Text,
         description="For an incomplete run: how many answers are missing and why.",
     )
     source: str = Field(
@@ -156,8 +181,6 @@ class GenerationRun(SQLModel, table=True):
         description="generated (FairJudge asked the model) or imported (answers produced "
         "elsewhere, see judge.data.responses)",
     )
-    created_at: datetime = Field(default_factory=utcnow)
-    finished_at: datetime | None = None
     derived_from: int | None = Field(
         default=None,
         index=True,
@@ -199,34 +222,26 @@ class Response(SQLModel, table=True):
     )
 
 
-class JudgeRun(SQLModel, table=True):
+class JudgeRun(RunBase, table=True):
     """One judge configuration applied to one generation run."""
 
     __table_args__ = (UniqueConstraint("generation_run_id", "config_hash"),)
-    id: int | None = Field(default=None, primary_key=True)
+    run_kind: ClassVar[str] = "judge"
     generation_run_id: int = Field(foreign_key="generationrun.id", index=True)
-    endpoint_name: str
-    base_url: str
-    model: str
     prompt_variant: str
-    temperature: float
     samples: int
     aggregation: str
-    max_tokens: int
     rubric_set: str = Field(
         default="fairmonitor",
         description="The rubrics applied: 'fairmonitor' (the built-in set) or the names of "
         "registered rubrics, comma-separated.",
     )
     config_hash: str
-    status: str = Field(default="running", description="running, finished or incomplete")
     status_detail: str | None = Field(
         default=None,
-        sa_column=Column(Text),
+        sa_type=Text,
         description="For an incomplete run: how many judgments are missing and why.",
     )
-    created_at: datetime = Field(default_factory=utcnow)
-    finished_at: datetime | None = None
     swap_order: bool = Field(
         default=False,
         description="The pairwise rubrics were judged with their two texts in both orders.",
@@ -405,7 +420,11 @@ class RunLease(SQLModel, table=True):
     the lease of a killed process lapses (see ``judge.runs.run_lease``).
     """
 
-    kind: str = Field(primary_key=True, description="'generation' or 'judge'.")
+    kind: str = Field(
+        primary_key=True,
+        description="'generation', 'judge', 'audit', 'dataset_generation' (items a model "
+        "writes, ``run_id`` the dataset's id) or 'job'.",
+    )
     run_id: int = Field(primary_key=True)
     pid: int
     host: str
@@ -467,25 +486,16 @@ class Job(SQLModel, table=True):
     finished_at: datetime | None = None
 
 
-class AuditRun(SQLModel, table=True):
+class AuditRun(RunBase, table=True):
     """One audit suite (award, names, bbi) sent to one model: the design's settings
     (``params``) and the endpoint. Asking for the same settings again resumes the run."""
 
-    id: int | None = Field(default=None, primary_key=True)
+    run_kind: ClassVar[str] = "audit"
     suite: str = Field(index=True, description="award, names or bbi")
-    endpoint_name: str
-    base_url: str
-    model: str
-    temperature: float
-    max_tokens: int
     params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     config_hash: str = Field(
         index=True, description="sha256 of suite, design settings, prompt version, sampling."
     )
-    status: str = Field(default="running", description="running, finished or incomplete")
-    status_detail: str | None = Field(default=None, sa_column=Column(Text))
-    created_at: datetime = Field(default_factory=utcnow)
-    finished_at: datetime | None = None
 
 
 class AuditAnswer(SQLModel, table=True):

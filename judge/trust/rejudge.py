@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
@@ -21,6 +21,7 @@ from judge.errors import InvalidInputError
 from judge.grading import judging
 from judge.grading.rubrics import RubricSet
 from judge.models.client import ModelClient
+from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import RunSummary
 from judge.store.engine import session_scope
@@ -86,7 +87,7 @@ def run_counterfactual(
     swaps: Sequence[Swap],
     *,
     limit: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> CounterfactualRun:
     """Make (or find) the copy and judge it with the run's own settings; resumable like any
     judge run (a second call judges only what is missing)."""

@@ -49,8 +49,14 @@ def test_kill_9_during_judge_repays_at_most_what_was_in_flight(
         final = subprocess.run([*base, "judge", "1"], capture_output=True, text=True)
         assert final.returncode == 0, final.stderr
         paid = requests_of(stub, "judge")
-    with Session(create_engine(store_url)) as s:
-        keys = s.exec(select(Judgment.item_id, Judgment.rubric, Judgment.sample_index)).all()
+    engine = create_engine(store_url)
+    try:
+        with Session(engine) as s:
+            keys = s.exec(select(Judgment.item_id, Judgment.rubric, Judgment.sample_index)).all()
+    finally:
+        # Closed now, not when collected: the database is dropped after the test, and a
+        # connection left to the collector warns (warnings are errors).
+        engine.dispose()
     assert len(keys) == JUDGMENTS and len(set(keys)) == JUDGMENTS
     assert landed >= 3  # most of the kills hit a running command, so the bound is tested
     # Each judgment is one call (the stub's grades are valid): every extra one was repaid.
@@ -69,9 +75,13 @@ def test_kill_9_during_generate_repays_at_most_what_was_in_flight(
         final = subprocess.run(command, capture_output=True, text=True)
         assert final.returncode == 0, final.stderr
         paid = requests_of(stub, "gen")
-    with Session(create_engine(db_url)) as s:
-        keys = s.exec(select(Response.run_id, Response.item_id, Response.part)).all()
-        items = s.exec(select(func.count()).select_from(Response)).one()
+    engine = create_engine(db_url)
+    try:
+        with Session(engine) as s:
+            keys = s.exec(select(Response.run_id, Response.item_id, Response.part)).all()
+            items = s.exec(select(func.count()).select_from(Response)).one()
+    finally:
+        engine.dispose()
     assert len(set(keys)) == len(keys) == items and {run for run, *_ in keys} == {1}
     assert landed >= 3
     assert paid - len(keys) <= CONCURRENCY * landed, (paid, landed)
