@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import krippendorff
@@ -18,25 +16,18 @@ from annotation.errors import RatingsError
 from annotation.files import compute
 from annotation.sections import files_table, fmt
 from judge.stats.coefficient import BootstrapOptions
-from tests.support.factories import SHARED_DATA
+from tests.support.cli import fairjudge  # the command's main, run in this process
+from tests.support.summeval_coherence import SUMMEVAL, require_summeval
 
-SUMMEVAL = SHARED_DATA / "summeval" / "model_annotations_12sys"
 # "undefined_reason" was added by the redesign (None unless the coefficient is undefined).
 COEFFICIENT_KEYS = {"value", "ci_low", "ci_high", "p_value", "n", "undefined_reason"}
-
-
-def fairjudge(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.fixture(scope="module")
 def summeval_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, pd.DataFrame]:
     """Three systems of SummEval: experts as humans (one rating dropped per fifth item), the
     five crowd workers as judge samples, source document as the group."""
-    if not SUMMEVAL.exists():
-        pytest.skip("../shared/data/summeval is not present")
+    require_summeval()  # fails under CI=true when the data is missing
     folder = tmp_path_factory.mktemp("summeval")
     human_rows, judge_rows = [], []
     for path in sorted(SUMMEVAL.glob("*.jsonl"))[:3]:
@@ -115,6 +106,25 @@ def test_json_contract_and_values(summeval_files: tuple[Path, Path, pd.DataFrame
     assert sp["undefined_reason"] is None
     # Five crowd samples per item: self-consistency is reported too.
     assert out["judge_self_consistency"]["n_samples"] == 5
+
+
+def test_missing_summeval_data_fails_in_ci_and_skips_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support import summeval_coherence
+
+    absent = tmp_path / "no" / "summeval"
+    monkeypatch.setattr(summeval_coherence, "SUMMEVAL", absent)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=f"not found at {absent}.*CI must provide"):
+        require_summeval()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match=f"not found at {absent}"):
+        require_summeval()
+    absent.mkdir(parents=True)  # a folder without the rating files is missing data too
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception, match=str(absent)):
+        require_summeval()
 
 
 def test_human_only_and_bad_files(

@@ -5,23 +5,26 @@ from __future__ import annotations
 
 import csv
 import json
+import sqlite3
+from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, col, select
 
 from judge import paths
 from judge.data.datasets import import_items
 from judge.errors import ConfigError, NotFoundError
-from judge.exports import ANSWER_COLUMNS, JUDGMENT_COLUMNS, export_judge_run
+from judge.exports import export_judge_run
 from judge.grading.rubrics import load_rubrics
 from judge.hashing import messages_hash
 from judge.prompts import PromptBook
 from judge.store.engine import session_scope
-from judge.store.tables import Item, Judgment, Response
+from judge.store.tables import Item, Judgment
 from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer, grade_for
@@ -32,6 +35,25 @@ TRICKY = 'first line\nsecond, "quoted" part\r\nthird line ends with a quote"; ca
 
 # The judgments columns holding each answer part's text (docs of judge.exports).
 COLUMN_OF_PART = {"answer": "answer", "A": "answer_A", "B": "answer_B"}
+
+# The files' columns, in order, written out by hand from what docs/judging.md ("Exporting a
+# run") and the docstring of judge.exports promise: the row's id and runs, the item, the
+# judgment (or answer) with its provenance, then each answer part's text and flag. They are
+# the files' format: a column added, moved or renamed must be changed here as well.
+ITEM_COLUMNS = ["item_key", "stage", "factor", "scenario"]
+JUDGMENT_COLUMNS = [
+    *("judgment_id", "judge_run", "generation_run", *ITEM_COLUMNS, "rubric", "sample_index"),
+    *("position", "repeat", "status", "score", "unscored_kind", "reason", "explanation"),
+    *("raw_output", "repair_output", "template_version", "prompt_hash", "rubric_version"),
+    *("rubric_hash", "model", "params", "prompt_tokens", "completion_tokens", "latency_s"),
+    *("calls", "cache_key", "created_at"),
+    *("answer", "answer_flag", "answer_A", "answer_A_flag", "answer_B", "answer_B_flag"),
+]
+ANSWER_COLUMNS = [
+    *("response_id", "generation_run", *ITEM_COLUMNS, "part", "prompt", "answer", "flag"),
+    *("error", "finish_reason", "prompt_tokens", "completion_tokens", "latency_s"),
+    *("cache_key", "created_at"),
+]
 
 
 def small_dataset(path: Path) -> Path:
@@ -78,8 +100,21 @@ def as_csv(value: Any) -> str:
     return str(value)
 
 
+def store_rows(db_url: str, table: str) -> dict[int, dict[str, Any]]:
+    """The raw rows of ``table`` by id, read with the standard library's sqlite3 (not the
+    store's own models): the values the export must carry over."""
+    with closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as conn:
+        conn.row_factory = sqlite3.Row
+        return {row["id"]: dict(row) for row in conn.execute(f'SELECT * FROM "{table}"')}
+
+
+def utc_iso(stored: str) -> str:
+    """A stored timestamp (naive UTC text, as SQLite holds it) as ISO 8601 with its offset."""
+    return datetime.fromisoformat(stored).replace(tzinfo=UTC).isoformat()
+
+
 def test_judgments_and_answers_match_the_stored_rows(
-    tmp_path: Path, engine: Engine, judged: int
+    tmp_path: Path, db_url: str, judged: int, engine: Engine
 ) -> None:
     with Session(engine) as session:
         result = export_judge_run(session, judged, tmp_path / "out")
@@ -94,52 +129,79 @@ def test_judgments_and_answers_match_the_stored_rows(
     judgments_jsonl = read_jsonl(folder / "judgments.jsonl")
     answers_csv = read_csv(folder / "answers.csv")
     answers_jsonl = read_jsonl(folder / "answers.jsonl")
-    with Session(engine) as s:
-        n_judgments = s.exec(select(func.count()).where(Judgment.judge_run_id == judged)).one()
-        n_answers = s.exec(select(func.count()).select_from(Response)).one()
-        # 4 S1 items x ICS + 2 S2 items x (TCS, PCS, ETCS) = 10 judgments; 4 + 2 x 2 answers.
-        assert (n_judgments, n_answers) == (10, 8)
-        assert result.judgments == len(judgments_csv) == len(judgments_jsonl) == n_judgments
-        assert result.answers == len(answers_csv) == len(answers_jsonl) == n_answers
-        # A second reader (pandas) agrees on the row count despite the embedded newlines.
-        assert len(pd.read_csv(folder / "judgments.csv")) == n_judgments
+    judgments = store_rows(db_url, "judgment")
+    responses = store_rows(db_url, "response")
+    items = store_rows(db_url, "item")
+    # By hand from small_dataset: 4 S1 items x ICS + 2 S2 items x (TCS, PCS, ETCS) = 10
+    # judgments; 4 S1 answers + 2 S2 items x (A, B) = 8 answers.
+    assert (len(judgments), len(responses)) == (10, 8)
+    assert result.judgments == len(judgments_csv) == len(judgments_jsonl) == 10
+    assert result.answers == len(answers_csv) == len(answers_jsonl) == 8
+    # A second reader (pandas) agrees on the row count despite the embedded newlines.
+    assert len(pd.read_csv(folder / "judgments.csv")) == 10
+    # The item columns come from the dataset file itself, read with json.
+    written = {
+        row["id"]: row
+        for row in read_jsonl(tmp_path / "small.jsonl")  # written by the `judged` fixture
+    }
+    by_part = {(r["item_id"], r["part"]): r for r in responses.values()}
 
-        by_id = {j.id: (j, s.get(Item, j.item_id)) for j in s.exec(select(Judgment))}
-        responses = {(r.item_id, r.part): r for r in s.exec(select(Response))}
-        for from_csv, from_jsonl in zip(judgments_csv, judgments_jsonl, strict=True):
-            assert list(from_csv) == list(from_jsonl) == JUDGMENT_COLUMNS
-            j, item = by_id[from_jsonl["judgment_id"]]
-            assert item is not None
-            expected: dict[str, Any] = {
-                **{k: getattr(j, k) for k in ("rubric", "sample_index", "status", "score")},
-                **{k: getattr(j, k) for k in ("unscored_kind", "reason", "explanation")},
-                **{k: getattr(j, k) for k in ("raw_output", "repair_output", "model", "params")},
-                **{k: getattr(j, k) for k in ("template_version", "prompt_hash", "calls")},
-                **{k: getattr(j, k) for k in ("prompt_tokens", "completion_tokens", "latency_s")},
-                "item_key": item.key,
-                "stage": item.stage,
-                "factor": item.factor,
-                "scenario": item.scenario,
-                "judge_run": judged,
-            }
-            for part, column in COLUMN_OF_PART.items():
-                r = responses.get((j.item_id, part))
-                expected[column] = r.raw_text if r else None
-                expected[f"{column}_flag"] = r.flag if r else None
-            for key, value in expected.items():
-                assert from_jsonl[key] == value, key
-                assert from_csv[key] == as_csv(value), key
+    def item_columns(item_id: int) -> dict[str, Any]:
+        key = items[item_id]["key"]
+        row = written[key]
+        return {"item_key": key, **{k: row[k] for k in ("stage", "factor", "scenario")}}
 
-        by_response = {r.id: r for r in responses.values()}
-        for from_csv, from_jsonl in zip(answers_csv, answers_jsonl, strict=True):
-            assert list(from_csv) == list(from_jsonl) == ANSWER_COLUMNS
-            r = by_response[from_jsonl["response_id"]]
-            fields = ("part", "prompt", "flag", "error", "finish_reason", "latency_s")
-            expected = {k: getattr(r, k) for k in fields}
-            expected["answer"] = r.raw_text
-            for key, value in expected.items():
-                assert from_jsonl[key] == value, key
-                assert from_csv[key] == as_csv(value), key
+    # A fresh store: the first generation run and the first judge run (ids 1).
+    assert judged == 1
+    for from_csv, from_jsonl in zip(judgments_csv, judgments_jsonl, strict=True):
+        assert list(from_csv) == list(from_jsonl) == JUDGMENT_COLUMNS
+        j = judgments[from_jsonl["judgment_id"]]
+        same = [
+            *("rubric", "sample_index", "position", "status", "score", "unscored_kind"),
+            *("reason", "explanation", "raw_output", "repair_output", "model"),
+            *("template_version", "prompt_hash", "rubric_version", "rubric_hash", "calls"),
+            *("prompt_tokens", "completion_tokens", "latency_s", "cache_key"),
+        ]
+        expected: dict[str, Any] = {
+            **{k: j[k] for k in same},
+            **item_columns(j["item_id"]),
+            "judgment_id": j["id"],
+            "judge_run": 1,
+            "generation_run": 1,
+            # One order only (no --swap-order): the repeat is the sample index (docs of
+            # judge.store.queries.sample_slot).
+            "repeat": j["sample_index"],
+            "params": json.loads(j["params"]),  # a JSON object, stored as JSON text
+            "created_at": utc_iso(j["created_at"]),
+        }
+        for part, column in COLUMN_OF_PART.items():
+            r = by_part.get((j["item_id"], part))
+            expected[column] = r["raw_text"] if r else None
+            expected[f"{column}_flag"] = r["flag"] if r else None  # the stub injects nothing
+        assert set(expected) == set(JUDGMENT_COLUMNS)  # every column checked
+        for key, value in expected.items():
+            assert from_jsonl[key] == value, key
+            assert from_csv[key] == as_csv(value), key
+
+    for from_csv, from_jsonl in zip(answers_csv, answers_jsonl, strict=True):
+        assert list(from_csv) == list(from_jsonl) == ANSWER_COLUMNS
+        r = responses[from_jsonl["response_id"]]
+        same = [
+            *("part", "prompt", "flag", "error", "finish_reason", "prompt_tokens"),
+            *("completion_tokens", "latency_s", "cache_key"),
+        ]
+        expected = {
+            **{k: r[k] for k in same},
+            **item_columns(r["item_id"]),
+            "response_id": r["id"],
+            "generation_run": 1,
+            "answer": r["raw_text"],
+            "created_at": utc_iso(r["created_at"]),
+        }
+        assert set(expected) == set(ANSWER_COLUMNS)
+        for key, value in expected.items():
+            assert from_jsonl[key] == value, key
+            assert from_csv[key] == as_csv(value), key
 
 
 def test_text_with_newlines_commas_and_quotes_round_trips(

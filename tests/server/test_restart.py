@@ -7,8 +7,9 @@ The 108 judgments of the 72-item sample are counted in tests/judge/test_durabili
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ from sqlalchemy import create_engine
 from sqlmodel import Session, select
 
 from judge.store.tables import Judgment
-from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
+from tests.support.cli import fairjudge
+from tests.support.factories import SAMPLE, write_config
 from tests.support.kills import requests_of
 from tests.support.live import LiveServer
 from tests.support.stub_openai import StubServer
@@ -30,12 +32,24 @@ def store_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("db_url" if request.param == "sqlite" else "pg_url"))
 
 
+@contextmanager
+def session_on(url: str) -> Iterator[Session]:
+    """A session on the store, its engine closed afterwards (a PostgreSQL connection left
+    to the garbage collector is a ResourceWarning)."""
+    engine = create_engine(url)
+    try:
+        with Session(engine) as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
 def test_sigkill_mid_job_then_restart_resumes_the_job(tmp_path: Path, store_url: str) -> None:
     with StubServer(latency=0.1) as stub:
         config = write_config(tmp_path / "c.toml", stub.base_url, store_url, concurrency=4)
-        base = [*FAIRJUDGE, "--config", str(config)]
-        subprocess.run([*base, "dataset", "import", str(SAMPLE)], check=True, capture_output=True)
-        subprocess.run([*base, "generate", SAMPLE.stem], check=True, capture_output=True)
+        for args in (["dataset", "import", SAMPLE], ["generate", SAMPLE.stem]):
+            done = fairjudge("--config", config, *args)  # set-up in process
+            assert done.returncode == 0, done.stderr
         server = LiveServer(config)
         with server:
             status, job = server.post(
@@ -50,7 +64,7 @@ def test_sigkill_mid_job_then_restart_resumes_the_job(tmp_path: Path, store_url:
             paid_at_kill = requests_of(stub, "judge")
             time.sleep(0.5)
             assert requests_of(stub, "judge") == paid_at_kill  # nothing of it survived
-        with Session(create_engine(store_url)) as s:
+        with session_on(store_url) as s:
             stored = len(s.exec(select(Judgment.id)).all())
         assert 0 < stored < JUDGMENTS
 
@@ -61,7 +75,7 @@ def test_sigkill_mid_job_then_restart_resumes_the_job(tmp_path: Path, store_url:
     assert finished["status"] == "finished", finished
     assert finished["attempts"] == 2  # started once, taken over once after the kill
     assert finished["counts"]["by_status"] == {"scored": JUDGMENTS}  # the stub always grades
-    with Session(create_engine(store_url)) as s:
+    with session_on(store_url) as s:
         keys = s.exec(select(Judgment.item_id, Judgment.rubric, Judgment.sample_index)).all()
     assert len(keys) == len(set(keys)) == JUDGMENTS
     # Calls stored before the kill are never repaid; those in flight at it may be (at most

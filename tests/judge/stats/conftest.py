@@ -9,9 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.support.factories import SHARED_DATA
-
-SUMMEVAL = SHARED_DATA / "summeval" / "model_annotations_12sys"
+from tests.support.summeval_coherence import SUMMEVAL, require_summeval
 
 
 def summeval_long(aspect: str) -> pd.DataFrame:
@@ -31,8 +29,7 @@ def summeval_long(aspect: str) -> pd.DataFrame:
 def summeval_coherence() -> tuple[pd.DataFrame, pd.DataFrame]:
     """(all coherence ratings, the expert ratings with 20 % knocked out at random: missing
     ratings are normal)."""
-    if not SUMMEVAL.exists():
-        pytest.skip("../shared/data/summeval is not present")
+    require_summeval()  # fails under CI=true when the data is missing
     df = summeval_long("coherence")
     experts = df[df.rater != "turkers"].copy()
     rng = np.random.default_rng(0)

@@ -1,12 +1,21 @@
-"""Bad input walked through the real ``fairjudge`` process: each case exits with its documented
+"""Bad input walked through the ``fairjudge`` command: each case exits with its documented
 code, prints one short ``error:`` line naming the file (and line) and the fix, never a
-traceback, and leaves every table of the store as it was."""
+traceback, and leaves every table of the store as it was.
+
+Every case runs the command's ``main`` in this process (tests/support/cli.py); a few also
+run as a real process (``REAL_PROCESS``): one per exit code that bad input gives, and the
+one whose message must mask a password, so that the console script itself is covered."""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -19,6 +28,7 @@ from judge.errors import FairJudgeError, IncompleteError
 from judge.store.engine import make_engine, masked, session_scope
 from server import create_app
 from server.cli.output import writing
+from tests.support.cli import Done, fairjudge
 from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
 
 SECRET = "sk-test-abcdef123456"
@@ -147,6 +157,24 @@ def row_counts(db: Path) -> dict[str, int]:
         return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
 
 
+def argv_of(work: Path, args: str) -> list[str]:
+    """The case's arguments, with the work folder's config first unless it names its own."""
+    argv = args.format(d=work).split()
+    if "--config" not in argv:
+        argv = ["--config", str(work / "config.toml"), *argv]
+    return argv
+
+
+def check_refused(done: Done | subprocess.CompletedProcess[str], code: int, fragment: str) -> None:
+    """The documented exit code, the message, no traceback, no secret, at most three lines."""
+    assert done.returncode == code, done.stderr
+    assert fragment in done.stderr
+    assert "Traceback" not in done.stderr
+    assert SECRET not in done.stderr + done.stdout
+    # click's usage errors add a blank line before their "Error:" line.
+    assert len([line for line in done.stderr.splitlines() if line.strip()]) <= 3, done.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "code", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
@@ -154,19 +182,69 @@ def test_bad_input_is_one_line_and_changes_nothing(
     work: Path, args: str, code: int, fragment: str
 ) -> None:
     before = row_counts(work / "store.db")
-    argv = args.format(d=work).split()
-    if "--config" not in argv:
-        argv = ["--config", str(work / "config.toml"), *argv]
-    done = subprocess.run(
-        [*FAIRJUDGE, *argv], capture_output=True, text=True, timeout=120, cwd=work
-    )
-    assert done.returncode == code, done.stderr
-    assert fragment in done.stderr
-    assert "Traceback" not in done.stderr
-    assert SECRET not in done.stderr + done.stdout
-    # click's usage errors add a blank line before their "Error:" line.
-    assert len([line for line in done.stderr.splitlines() if line.strip()]) <= 3, done.stderr
+    check_refused(fairjudge(*argv_of(work, args), cwd=work), code, fragment)
     assert row_counts(work / "store.db") == before
+
+
+# The cases that also run as the real console script: exit 1 for a bad file, exit 2 for a
+# usage error (click's own message), and a database URL whose password must be masked.
+REAL_PROCESS = ["dataset bad JSON", "unknown option", "db unreachable"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [c[1:] for c in CASES if c[0] in REAL_PROCESS],
+    ids=[c[0] for c in CASES if c[0] in REAL_PROCESS],
+)
+def test_bad_input_in_a_real_process(work: Path, args: str, code: int, fragment: str) -> None:
+    before = row_counts(work / "store.db")
+    done = subprocess.run(
+        [*FAIRJUDGE, *argv_of(work, args)], capture_output=True, text=True, timeout=120, cwd=work
+    )
+    check_refused(done, code, fragment)
+    assert row_counts(work / "store.db") == before
+
+
+def test_the_real_process_cases_are_in_the_table() -> None:
+    assert len({c[0] for c in CASES} & set(REAL_PROCESS)) == len(REAL_PROCESS)
+
+
+def process_state() -> dict[str, object]:
+    """What an in-process run could leave changed for the cases after it."""
+    from server import cli as cli_module
+
+    return {
+        "environ": dict(os.environ),
+        "cwd": os.getcwd(),
+        "argv": list(sys.argv),
+        "streams": (sys.stdin, sys.stdout, sys.stderr),
+        "signals": [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)],
+        "root logger": (list(logging.root.handlers), logging.root.level),
+        "warning filters": list(warnings.filters),
+        "interrupted": list(cli_module._interrupted),
+        "context class": cli_module.Context,
+    }
+
+
+def test_in_process_runs_leave_nothing_behind(work: Path) -> None:
+    """A case run in process leaves this process as it found it, and a case after a bad one
+    gives what it gives alone (no settings or store kept from the case before)."""
+    before = process_state()
+    good = ["--config", str(work / "config.toml"), "dataset", "list", "--json"]
+    bad = ["--config", str(work / "bad.toml"), "dataset", "list", "--json"]
+    first = fairjudge(*good)
+    assert first.returncode == 0, first.stderr
+    assert [d["name"] for d in json.loads(first.stdout)] == ["sample"]  # imported by `work`
+    refused = fairjudge(*bad)
+    assert refused.returncode == 1 and "is not valid TOML" in refused.stderr
+    assert fairjudge(*good) == first
+    assert fairjudge(*bad) == refused
+    # The environment given is seen by the command and gone afterwards.
+    from_env = fairjudge("dataset", "list", env={"FAIRJUDGE_DATABASE_URL": "foo"})
+    assert from_env.returncode == 1 and "not a database URL" in from_env.stderr
+    assert fairjudge("dataset", "list", "--bogus", cwd=work).returncode == 2
+    assert fairjudge("--help").returncode == 0
+    assert process_state() == before
 
 
 def test_at_least_the_issues_21_cases() -> None:
@@ -177,17 +255,14 @@ def test_bom_dataset_imports(work: Path, tmp_path: Path) -> None:
     """A UTF-8 byte-order mark is accepted in item files as it is in CSV files."""
     bom = tmp_path / "bom.jsonl"
     bom.write_bytes(b"\xef\xbb\xbf" + SAMPLE.read_bytes())
-    done = subprocess.run(
-        [*FAIRJUDGE, "--db", f"sqlite:///{tmp_path / 'x.db'}", "dataset", "import", str(bom)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = fairjudge("--db", f"sqlite:///{tmp_path / 'x.db'}", "dataset", "import", bom)
     assert done.returncode == 0, done.stderr
     assert "added" in done.stdout
 
 
 def test_debug_shows_the_traceback(work: Path) -> None:
+    # A real process: the traceback reaches the console script's stderr, and its last line
+    # is still the one error line.
     argv = ["--debug", "--db", "foo", "dataset", "list"]
     done = subprocess.run([*FAIRJUDGE, *argv], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1

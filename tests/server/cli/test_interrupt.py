@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.judge.audits.test_runner import always_group_a
+from tests.support.cli import fairjudge
 from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
 from tests.support.kills import Interrupted, interrupt_when, requests_of
 from tests.support.stub_openai import StubServer, grade_for
@@ -118,7 +119,8 @@ def test_judge_ends_at_once_on_sigint_or_sigterm_at_any_moment(tmp_path: Path) -
         )
         base = [*FAIRJUDGE, "--config", str(config)]
         for args in (["dataset", "import", str(SAMPLE)], ["generate", "fairmonitor_sample"]):
-            subprocess.run([*base, *args], check=True, capture_output=True, timeout=120)
+            made = fairjudge("--config", config, *args)  # set-up: in process
+            assert made.returncode == 0, made.stderr
         judge = [*base, "judge", "1"]
         stored = interrupted = 0
 
@@ -206,9 +208,8 @@ def test_generate_and_an_audit_end_at_once_on_sigint_or_sigterm(tmp_path: Path) 
             tmp_path / "c.toml", stub.base_url, f"sqlite:///{db}", concurrency=CONCURRENCY
         )
         base = [*FAIRJUDGE, "--config", str(config)]
-        subprocess.run(
-            [*base, "dataset", "import", str(SAMPLE)], check=True, capture_output=True, timeout=60
-        )
+        imported = fairjudge("--config", config, "dataset", "import", SAMPLE)  # in process
+        assert imported.returncode == 0, imported.stderr
 
         def moment(kind: str, n: int | None) -> Callable[[], bool]:
             """None: once the lease is held; n: once the stub has seen n requests more."""

@@ -1,6 +1,6 @@
-"""Whole commands as a user runs them: a judge run killed with SIGKILL resumes without losing
-or duplicating a judgment, and `report` writes files whose numbers can be rebuilt from the
-stored rows."""
+"""Whole commands as a user runs them: a judge run killed with SIGKILL (a real process)
+resumes without losing or duplicating a judgment, and `report` (the command's main, run in
+process) writes files whose numbers can be rebuilt from the stored rows."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sqlalchemy import create_engine
 from sqlmodel import Session, select
 
 from judge.store.tables import Item, Judgment
+from tests.support.cli import fairjudge
 from tests.support.factories import FAIRJUDGE, SAMPLE, wait_until, write_config
 from tests.support.stub_openai import StubServer
 
@@ -31,17 +32,13 @@ def test_sigkill_mid_judge_loses_no_judgment_and_duplicates_none(
 ) -> None:
     assert [json.loads(x)["stage"] for x in SAMPLE.read_text().splitlines()[:N_S1]] == ["S1"] * 18
     with StubServer(latency=0.1) as stub:
-        base = [
-            *FAIRJUDGE,
-            "--config",
-            str(write_config(tmp_path / "c.toml", stub.base_url, db_url)),
-        ]
-        subprocess.run([*base, "dataset", "import", str(SAMPLE)], check=True, capture_output=True)
-        subprocess.run(
-            [*base, "generate", "fairmonitor_sample", "--limit", str(N_S1)],
-            check=True,
-            capture_output=True,
-        )
+        config = write_config(tmp_path / "c.toml", stub.base_url, db_url)
+        base = [*FAIRJUDGE, "--config", str(config)]
+        # Set-up in process; the judge run to be killed is a real process.
+        limit = ["--limit", str(N_S1)]
+        for args in (["dataset", "import", SAMPLE], ["generate", "fairmonitor_sample", *limit]):
+            done = fairjudge("--config", config, *args)
+            assert done.returncode == 0, done.stderr
         proc = subprocess.Popen(
             [*base, "judge", "1", "--json"],
             stdout=subprocess.PIPE,
@@ -50,7 +47,7 @@ def test_sigkill_mid_judge_loses_no_judgment_and_duplicates_none(
         )
         wait_until(lambda: judge_requests(stub) >= 8, proc)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.communicate(timeout=30)  # waits, and closes the pipes
         assert proc.returncode == -signal.SIGKILL
         rerun = subprocess.run([*base, "judge", "1", "--json"], capture_output=True, text=True)
         assert rerun.returncode == 0, rerun.stderr
@@ -68,18 +65,14 @@ def test_sigkill_mid_judge_loses_no_judgment_and_duplicates_none(
 
 def test_report_files_can_be_rebuilt_from_the_store(tmp_path: Path, db_url: str) -> None:
     with StubServer() as stub:
-        base = [
-            *FAIRJUDGE,
-            "--config",
-            str(write_config(tmp_path / "c.toml", stub.base_url, db_url)),
-        ]
-        subprocess.run([*base, "dataset", "import", str(SAMPLE)], check=True, capture_output=True)
-        subprocess.run([*base, "generate", "fairmonitor_sample"], check=True, capture_output=True)
-        subprocess.run([*base, "judge", "1"], check=True, capture_output=True)
+        config = write_config(tmp_path / "c.toml", stub.base_url, db_url)
+        for args in (["dataset", "import", SAMPLE], ["generate", "fairmonitor_sample"]):
+            made = fairjudge("--config", config, *args)  # in process: nothing here needs a process
+            assert made.returncode == 0, made.stderr
+        judged = fairjudge("--config", config, "judge", "1")
+        assert judged.returncode == 0, judged.stderr
         out = tmp_path / "report"
-        done = subprocess.run(
-            [*base, "report", "1", "--out", str(out), "--json"], capture_output=True, text=True
-        )
+        done = fairjudge("--config", config, "report", "1", "--out", out, "--json")
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     assert set(printed["paths"]) >= {"json", "metrics_csv", "items_csv", "html"}

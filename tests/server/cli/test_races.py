@@ -13,6 +13,7 @@ from sqlalchemy import create_engine
 from sqlmodel import Session, select
 
 from judge.store.tables import Judgment, RunLease
+from tests.support.cli import fairjudge
 from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
 from tests.support.stub_openai import StubServer
 
@@ -28,8 +29,9 @@ def test_two_judge_processes_on_one_run_share_no_call(tmp_path: Path, db_url: st
     with StubServer(latency=0.05) as stub:
         config = write_config(tmp_path / "c.toml", stub.base_url, db_url, concurrency=CONCURRENCY)
         base = [*FAIRJUDGE, "--config", str(config)]
-        subprocess.run([*base, "dataset", "import", str(SAMPLE)], check=True, capture_output=True)
-        subprocess.run([*base, "generate", "fairmonitor_sample"], check=True, capture_output=True)
+        for args in (["dataset", "import", SAMPLE], ["generate", "fairmonitor_sample"]):
+            done = fairjudge("--config", config, *args)  # set-up in process
+            assert done.returncode == 0, done.stderr
         procs = [
             subprocess.Popen(
                 [*base, "judge", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -80,14 +82,15 @@ def write_items(path: Path) -> Path:
 def test_a_run_with_judgments_missing_exits_3_unless_allowed(tmp_path: Path, db_url: str) -> None:
     with StubServer() as stub:
         config = write_config(tmp_path / "c.toml", stub.base_url, db_url)
-        base = [*FAIRJUDGE, "--config", str(config)]
         items = write_items(tmp_path / "f.jsonl")
-        subprocess.run([*base, "dataset", "import", str(items)], check=True, capture_output=True)
-        subprocess.run([*base, "generate", "f"], check=True, capture_output=True)
-        failing = subprocess.run([*base, "judge", "1"], capture_output=True, text=True)
-        allowed = subprocess.run(
-            [*base, "judge", "1", "--allow-failures"], capture_output=True, text=True
+        for args in (["dataset", "import", items], ["generate", "f"]):
+            done = fairjudge("--config", config, *args)
+            assert done.returncode == 0, done.stderr
+        # Exit 3 from a real process; the rerun, in process, exits 0.
+        failing = subprocess.run(
+            [*FAIRJUDGE, "--config", str(config), "judge", "1"], capture_output=True, text=True
         )
+        allowed = fairjudge("--config", config, "judge", "1", "--allow-failures")
     # By hand: 3 S1 items, one ICS judgment each; item b's call fails on every attempt.
     missing = "judge run 1 is incomplete: 1 of 3 judgments missing (call_failed: 1)"
     assert failing.returncode == 3, failing.stderr
@@ -101,15 +104,13 @@ def test_a_generation_with_answers_missing_exits_3_unless_allowed(
 ) -> None:
     with StubServer() as stub:
         config = write_config(tmp_path / "c.toml", stub.base_url, db_url)
-        base = [*FAIRJUDGE, "--config", str(config)]
         items = write_items(tmp_path / "f.jsonl")
         text = items.read_text().replace("#fault:error_always", "#fault:gen_error_always")
         items.write_text(text)
-        subprocess.run([*base, "dataset", "import", str(items)], check=True, capture_output=True)
-        failing = subprocess.run([*base, "generate", "f"], capture_output=True, text=True)
-        allowed = subprocess.run(
-            [*base, "generate", "f", "--allow-failures", "--json"], capture_output=True, text=True
-        )
+        imported = fairjudge("--config", config, "dataset", "import", items)
+        assert imported.returncode == 0, imported.stderr
+        failing = fairjudge("--config", config, "generate", "f")
+        allowed = fairjudge("--config", config, "generate", "f", "--allow-failures", "--json")
     missing = "generation run 1 is incomplete: 1 of 3 answers missing (failed calls: 1)"
     assert failing.returncode == 3, failing.stderr
     assert missing in failing.stderr and "Traceback" not in failing.stderr
