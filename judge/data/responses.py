@@ -29,7 +29,7 @@ from judge.errors import InvalidInputError
 from judge.hashing import sha256
 from judge.store.queries import get_dataset
 from judge.store.tables import GenerationRun, Item, Response, utcnow
-from judge.vocab import STAGE_PARTS
+from judge.vocab import STAGE_PARTS, RunStatus
 
 MAX_BATCH_ROWS = 5000
 """The most rows one batch (an API request) may hold; a file given to the CLI is one batch of
@@ -475,7 +475,7 @@ def _create_run(conn: Connection, dataset_id: int, label: str) -> int:
             "temperature": 0.0,
             "max_tokens": 0,
             "template_version": IMPORTED,
-            "status": "finished",
+            "status": RunStatus.FINISHED,
             "status_detail": None,
             "source": IMPORTED,
             "created_at": now,

@@ -29,6 +29,7 @@ from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run, get_judge_run
 from judge.store.tables import GenerationRun, Judgment, Response, utcnow
 from judge.trust.swaps import Swap, load_swaps, swap_text
+from judge.vocab import RunStatus
 
 COUNTERFACTUAL = "counterfactual"
 """``GenerationRun.source`` and ``derivation['kind']`` of a counterfactual copy."""
@@ -166,7 +167,7 @@ def make_copy(
             temperature=source.temperature,
             max_tokens=source.max_tokens,
             template_version=source.template_version,
-            status="finished",
+            status=RunStatus.FINISHED,
             source=COUNTERFACTUAL,
             derived_from=source.id,
             derivation={

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from judge.vocab import RunStatus
 from server.cli.audit_campaign import register
 from server.cli.output import emit, err, json_option, out, progress_bar, table, writing
 
@@ -127,7 +128,7 @@ def _check_complete(ctx: Context, run_id: int, allow_failures: bool, as_json: bo
     from server.usecases import audits
 
     info = audits.run_status(ctx.engine(), run_id)
-    if info["status"] != "incomplete":
+    if info["status"] != RunStatus.INCOMPLETE:
         return
     line = f"audit run {run_id} is incomplete: {info['status_detail']}"
     if not allow_failures:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from judge.vocab import RunStatus
 from server.cli.output import emit, err, json_option, out, progress_bar, table
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def _note_finished(engine: Engine, run_id: int, as_json: bool) -> None:
     from server.usecases import run_status
 
     status, detail = run_status(engine, "generation", run_id)
-    if status == "finished" and detail:
+    if status == RunStatus.FINISHED and detail:
         (err() if as_json else out()).print(Text(f"note: {detail}"), soft_wrap=True)
 
 
@@ -213,7 +214,7 @@ def _check_complete(
     from server.usecases import run_status
 
     status, detail = run_status(engine, kind, run_id)
-    if status != "incomplete":
+    if status != RunStatus.INCOMPLETE:
         return
     line = f"{kind} run {run_id} is incomplete: {detail}"
     if not allow_failures:

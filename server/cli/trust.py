@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from judge.vocab import RunStatus
 from server.cli.output import emit, err, json_option, out, progress_bar, report_table
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def counterfactual(
         "summary": asdict(done.summary),
     }
     _show(report, out_dir, as_json, extra)
-    if status == "incomplete":
+    if status == RunStatus.INCOMPLETE:
         line = f"the copy's judge run {done.judge_run_id} is incomplete: {detail}"
         if not allow_failures:
             raise IncompleteError(f"{line}; run the same command again to retry them")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from server.usecases.context import Progress
+from judge.progress import Progress
 from server.usecases.requests import (
     JOB_REQUESTS,
     SUITE_OPTIONS,

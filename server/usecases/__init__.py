@@ -7,9 +7,9 @@ imported inside the functions that use them, so a command that only reads the st
 quickly (tests/server/test_startup.py).
 """
 
+from judge.progress import Progress
 from server.usecases.campaigns import create_campaign
 from server.usecases.context import (
-    Progress,
     labelstudio,
     make_client,
     open_store,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from judge.errors import InvalidInputError
+from judge.progress import Progress
 from server.usecases.context import make_client
 from server.usecases.requests import AuditRequest
 
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
     from judge.config import Settings
     from judge.reports.sections import Report
     from judge.runs import RunSummary
-
-Progress = Callable[[int, int], None]
 
 
 def finite(value: Any) -> Any:

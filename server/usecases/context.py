@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     from judge.config import Settings
     from judge.costs import Prices
     from judge.models.client import ModelClient
-
-
-Progress = Callable[[int, int], None]
 
 
 def open_store(settings: Settings, *, migrate: bool = True) -> Engine:

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server.usecases.context import Progress, make_client
+from judge.progress import Progress
+from server.usecases.context import make_client
 from server.usecases.requests import ItemCellRequest, ItemOptions, ItemPlanRequest
 
 # Only what every command needs is imported here. The stages, the model client (openai), the

@@ -11,7 +11,8 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server.usecases.context import Progress, open_store
+from judge.progress import Progress
+from server.usecases.context import open_store
 from server.usecases.datasets import import_dataset
 from server.usecases.reports import full_report
 from server.usecases.rubrics import rubrics

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from server.usecases.context import Progress, make_client
+from judge.progress import Progress
+from server.usecases.context import make_client
 from server.usecases.requests import GenerateRequest, JudgeRequest, apply_overrides
 from server.usecases.rubrics import rubrics
 

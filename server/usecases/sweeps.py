@@ -20,6 +20,7 @@ from annotation.reliability import RunReliability, run_reliability
 from annotation.sections import NOTE, table3
 from judge.config import JudgeConfig, Settings
 from judge.errors import ConfigError
+from judge.progress import Progress
 from judge.reports.sections import Table
 from judge.runs import RunSummary
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions
@@ -28,7 +29,6 @@ from judge.store.queries import get_generation_run, get_judge_run
 from judge.store.tables import HumanRating, Judgment
 from server import usecases
 
-Progress = Callable[[int, int], None]
 VARIANTS = ("plain", "cot")
 # The coefficients a sweep table can show (all on the judge-vs-human pairs, with CIs).
 COEFFICIENTS = ("spearman", "pearson", "kendall", "kappa_quadratic")

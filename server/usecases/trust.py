@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from server.usecases.context import Progress, make_client
+from judge.progress import Progress
+from server.usecases.context import make_client
 from server.usecases.rubrics import rubrics
 
 # Only what every command needs is imported here. The stages, the model client (openai), the
