@@ -16,6 +16,11 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AV
   -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
+# The suite runs in two processes (pytest-xdist), one a core. Tests that share a session's
+# server (Label Studio, the embedded model) are kept in one process each, and those groups are
+# handed out first (tests/conftest.py says how). `make test PYTEST_PARALLEL=` runs it serially.
+PYTEST_PARALLEL ?= -n 2 --dist loadgroup --no-loadscope-reorder
+
 .PHONY: install demo demo-full serve test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
@@ -57,7 +62,7 @@ serve: $(STAMP)
 	$(BIN)/fairjudge serve
 
 test: lint
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs $(PYTEST_PARALLEL)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not embedded"

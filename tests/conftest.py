@@ -7,7 +7,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -15,7 +17,13 @@ from sqlalchemy.engine import Engine
 from judge.models.embedded import EmbeddedServer
 from judge.store.engine import make_engine
 from tests.support import stores
-from tests.support.factories import SAMPLE, SHARED_DATA, free_port, make_settings
+from tests.support.factories import (
+    SAMPLE,
+    SHARED_DATA,
+    embedded_threads,
+    free_port,
+    make_settings,
+)
 from tests.support.stub_openai import StubServer
 
 __all__ = ["SAMPLE", "SHARED_DATA", "free_port", "make_settings"]
@@ -94,7 +102,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServe
         pytest.skip("llama-cpp-python is not installed; run make install")
     from judge.config import EmbeddedConfig
 
-    config = EmbeddedConfig(port=free_port(), n_threads=2)
+    config = EmbeddedConfig(port=free_port(), n_threads=embedded_threads())
     server = EmbeddedServer(config, tmp_path_factory.mktemp("state"))
     server.start()
     yield server
@@ -111,7 +119,19 @@ def pg_url() -> Iterator[str]:
     Without a reachable server the test is skipped on a developer's machine but fails in CI
     (``CI=true``), where PostgreSQL is always started: a skip there would hide a broken setup.
     """
-    import os
+    with fresh_pg_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def pg_url_module() -> Iterator[str]:
+    """``pg_url`` shared by one module's tests (for a server started once per module)."""
+    with fresh_pg_database() as url:
+        yield url
+
+
+@contextmanager
+def fresh_pg_database() -> Iterator[str]:
     import uuid
 
     from sqlalchemy import create_engine, text
@@ -128,27 +148,101 @@ def pg_url() -> Iterator[str]:
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail(f"{why}; CI must run the PostgreSQL tests")
         pytest.skip(why)
-    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    yield url
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
-# Tests that share a session's server (started once per process) run in one xdist worker, so
-# that `pytest -n N` starts one Label Studio and one embedded model, not N of each.
-SERVER_GROUPS = {"labelstudio": "labelstudio", "embedded": "embedded"}
+# Tests that share a session's server run in one xdist worker, so that `make test` (two
+# workers) starts one Label Studio and one embedded model, not two of each. xdist's own
+# `loadgroup` reads `xdist_group` markers into node ids, which pytest 9 no longer lets a plugin
+# change, so the grouping is ours: the scheduler below groups node ids by module, with the
+# modules listed here put in their server's group. The list is checked against the fixtures
+# and markers each collected test really uses (pytest_collection_modifyitems): a module that
+# starts using a server and is not listed stops the run with its name.
+SERVER_MODULES: dict[str, tuple[str, ...]] = {
+    "labelstudio": (
+        "tests/annotation/labelstudio/test_audit_campaign.py",
+        "tests/annotation/labelstudio/test_campaign_quality.py",
+        "tests/annotation/labelstudio/test_campaigns.py",
+        "tests/annotation/labelstudio/test_first_start.py",
+        "tests/annotation/labelstudio/test_rating_scope.py",
+        "tests/annotation/labelstudio/test_review_drafts.py",
+        "tests/annotation/labelstudio/test_service.py",
+        "tests/server/api/test_campaigns_api.py",
+        "tests/server/cli/test_campaign_cli.py",
+        "tests/server/cli/test_campaign_quality_cli.py",
+        "tests/server/cli/test_campaign_strata_cli.py",
+        "tests/server/cli/test_labelstudio_cli.py",
+        "tests/server/cli/test_pull_messages.py",
+        "tests/server/cli/test_rubric_campaign_cli.py",
+    ),
+    "embedded": (
+        "tests/judge/authoring/test_cells.py",
+        "tests/judge/models/test_client_logprobs.py",
+        "tests/server/cli/test_audit_run_cli.py",
+        "tests/server/cli/test_cli.py",
+        "tests/server/test_services_embedded.py",
+    ),
+}
+GROUP_OF_MODULE = {m: group for group, modules in SERVER_MODULES.items() for m in modules}
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _uses_server(item: pytest.Item) -> str | None:
+    """The server group whose fixture or marker ``item`` uses, if any."""
+    names = set(getattr(item, "fixturenames", ())) | {m.name for m in item.iter_markers()}
+    return next((group for group in SERVER_MODULES if group in names), None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist's ``--dist loadgroup``: a test that uses a session server (its fixture or
-    its marker) joins that server's group; any other test joins its module's group, so a
-    module-scoped fixture is built once, as without xdist."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
+    """Check SERVER_MODULES against what the collected tests use, then put the server
+    groups' tests first: they take longest, and the scheduler hands groups out in collection
+    order (``--no-loadscope-reorder``), so each starts at once on a worker of its own while the
+    modules fill in around them. The order inside each group is kept."""
+    used: dict[str, str] = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue  # a group the test chose itself
-        names = set(getattr(item, "fixturenames", ())) | {m.name for m in item.iter_markers()}
-        group = next((g for key, g in SERVER_GROUPS.items() if key in names), None)
-        item.add_marker(pytest.mark.xdist_group(group or item.nodeid.split("::", 1)[0]))
+        group = _uses_server(item)
+        if group is not None:
+            used.setdefault(_module(item.nodeid), group)
+    wrong = sorted(
+        f"{module}: uses {group}, listed as {GROUP_OF_MODULE.get(module)}"
+        for module, group in used.items()
+        if GROUP_OF_MODULE.get(module) != group
+    ) + sorted(
+        f"{module}: listed as {GROUP_OF_MODULE[module]}, uses no session server"
+        for module in {_module(i.nodeid) for i in items} & GROUP_OF_MODULE.keys()
+        if module not in used
+    )
+    if wrong:
+        raise pytest.UsageError(
+            "tests/conftest.py's SERVER_MODULES is out of date:\n  " + "\n  ".join(wrong)
+        )
+    order = list(SERVER_MODULES)
+
+    def rank(item: pytest.Item) -> int:
+        group = GROUP_OF_MODULE.get(_module(item.nodeid))
+        return order.index(group) if group is not None else len(order)
+
+    items.sort(key=rank)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: whole modules go to one worker each (their module-scoped
+    fixtures are built once), and the modules of a server group go to one worker together."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServerGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = _module(nodeid)
+            return GROUP_OF_MODULE.get(module, module)
+
+    return ServerGroups(config, log)

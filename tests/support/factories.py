@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -18,6 +19,14 @@ from judge.config import Settings
 SAMPLE = paths.sample_dataset()
 # Third-party data for tests lives beside the checkout (../shared/data); read by path only.
 SHARED_DATA = paths.data_dir().parent / "shared" / "data"
+
+
+def embedded_threads() -> int:
+    """Threads for an embedded model server that a test starts: one while pytest-xdist runs
+    the suite in several processes, else two. llama.cpp's threads spin while they wait for
+    each other, so two of them on a 2-core machine beside another busy test worker made the
+    model about ten times slower (the pipeline test took 343 s instead of 35 s, 2026-11-27)."""
+    return 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 2
 
 
 def free_port() -> int:

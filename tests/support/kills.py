@@ -14,7 +14,8 @@ from tests.support.stub_openai import StubServer
 
 def requests_of(stub: StubServer, kind: str) -> int:
     """Requests the stub received (paid for) whose key starts with ``kind`` ('judge', 'gen')."""
-    return sum(n for key, n in stub.state.by_key.items() if key.startswith(f"{kind}:"))
+    with stub.state.lock:  # the stub's threads add keys while we read
+        return sum(n for key, n in stub.state.by_key.items() if key.startswith(f"{kind}:"))
 
 
 def kill_at_random_moments(

@@ -27,30 +27,26 @@ from annotation.labelstudio.pull import pull_campaign
 from annotation.labelstudio.service import LabelStudioService
 from annotation.reliability import run_reliability
 from judge import paths
-from judge.data.datasets import import_items
 from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.stats.coefficient import BootstrapOptions
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import CampaignTask, HumanRating, Item
-from server import usecases
-from tests.support.factories import SAMPLE, make_settings
-from tests.support.stub_openai import StubServer
+from tests.support import stores
 
 FAIR1, FAIR2, HARSH = "q.fair1@example.org", "q.fair2@example.org", "q.harsh@example.org"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, int, int]]:
-    """The 72 sample items answered and judged with every rubric through the stub endpoint."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('quality') / 'fairjudge.db'}"
-    engine = make_engine(url)
-    with StubServer() as stub:
-        settings = make_settings(stub.base_url, url)
-        with session_scope(engine) as session:
-            import_items(session, SAMPLE, "sample")
-        gen = usecases.generate(engine, settings, "sample")
-        jud = usecases.judge(engine, settings, gen.run_id)
-    yield engine, gen.run_id, jud.run_id
+def store(
+    tmp_path_factory: pytest.TempPathFactory, judged_sample_template: stores.Judged
+) -> Iterator[tuple[Engine, int, int]]:
+    """The 72 sample items answered and judged with every rubric through the stub endpoint
+    (a copy of the session's template, tests/support/stores.py)."""
+    jud = judged_sample_template
+    engine = make_engine(
+        stores.copy_store(jud.path, tmp_path_factory.mktemp("quality") / "fairjudge.db")
+    )
+    yield engine, jud.generation_run_id, jud.judge_run_id
     engine.dispose()
 
 

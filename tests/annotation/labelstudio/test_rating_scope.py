@@ -35,17 +35,14 @@ from annotation.labelstudio.service import LabelStudioService
 from annotation.ratings import import_ratings
 from annotation.reliability import run_reliability
 from judge import paths
-from judge.data.datasets import import_items
 from judge.errors import InvalidInputError
 from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.stats.coefficient import BootstrapOptions
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import CampaignTask, HumanRating, Item, Judgment, RatingChange
-from server import usecases
 from server.cli import Context
 from server.cli.agreement import agreement
-from tests.support.factories import SAMPLE, make_settings
-from tests.support.stub_openai import StubServer
+from tests.support import stores
 
 PEOPLE = ("scope.one@example.org", "scope.two@example.org", "scope.three@example.org")
 RANDOM, STRATIFIED = "scope-random", "scope-stratified"
@@ -101,22 +98,20 @@ def copy_db(source: Path, target: Path) -> None:
 
 @pytest.fixture(scope="module")
 def world(
-    tmp_path_factory: pytest.TempPathFactory, labelstudio: LabelStudioService
+    tmp_path_factory: pytest.TempPathFactory,
+    labelstudio: LabelStudioService,
+    judged_sample_template: stores.Judged,
 ) -> Iterator[dict[str, Any]]:
     """Two campaigns created and rated in Label Studio; nothing pulled yet. ``db`` is the
-    store file, copied by each test that pulls (so each starts from the same state)."""
+    store file, copied by each test that pulls (so each starts from the same state). The
+    store starts as a copy of the session's judged sample (tests/support/stores.py)."""
     folder = tmp_path_factory.mktemp("scope")
-    url = f"sqlite:///{folder / 'fairjudge.db'}"
+    url = stores.copy_store(judged_sample_template.path, folder / "fairjudge.db")
     engine = make_engine(url)
     found = labelstudio.connection()
     admin = LabelStudioClient(found.url, found.token)
     rubrics: RubricSet = load_rubrics(paths.prompts_dir())
-    with StubServer() as stub:
-        settings = make_settings(stub.base_url, url)
-        with session_scope(engine) as session:
-            import_items(session, SAMPLE, "sample")
-        gen = usecases.generate(engine, settings, "sample")
-        jud = usecases.judge(engine, settings, gen.run_id)
+    jud = judged_sample_template
     raters = {}
     for email in PEOPLE:
         with session_scope(engine) as session:
@@ -126,7 +121,7 @@ def world(
     for name, strategy in ((RANDOM, "random"), (STRATIFIED, "stratified")):
         with session_scope(engine) as session:
             made = create_campaign(
-                session, admin, rubrics, judge_run_id=jud.run_id, size=24, annotators=3,
+                session, admin, rubrics, judge_run_id=jud.judge_run_id, size=24, annotators=3,
                 seed=5, strategy=strategy, name=name,
             )  # fmt: skip
             projects[name] = made.campaign.ls_project_id
@@ -149,8 +144,8 @@ def world(
         "projects": projects,
         "tasks": tasks,
         "shared": shared,
-        "gen_run": gen.run_id,
-        "judge_run": jud.run_id,
+        "gen_run": jud.generation_run_id,
+        "judge_run": jud.judge_run_id,
     }
 
 

@@ -34,6 +34,7 @@ from judge.prompts import PromptBook
 from judge.runs import RunSummary
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Campaign, GenerationRun, Item, Response
+from tests.support import stores
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -44,13 +45,13 @@ ADMIN = "admin@fairjudge.local"  # the session server's admin, who reviews here
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    """A store with the 18 S1 sample items as dataset "s1" (the first four drafts) and the
-    same items, none a draft, as dataset "plain"."""
+def engine(tmp_path: Path, empty_template: Path) -> Iterator[Engine]:
+    """A store (a copy of the session's empty one) with the 18 S1 sample items as dataset
+    "s1" (the first four drafts) and the same items, none a draft, as dataset "plain"."""
     lines = [x for x in SAMPLE.read_text().splitlines() if json.loads(x)["stage"] == "S1"]
     s1 = tmp_path / "s1.jsonl"
     s1.write_text("\n".join(lines) + "\n")
-    engine = make_engine(f"sqlite:///{tmp_path / 'fairjudge.db'}")
+    engine = make_engine(stores.copy_store(empty_template, tmp_path / "fairjudge.db"))
     with session_scope(engine) as session:
         import_items(session, s1, "s1")
         import_items(session, s1, "plain")

@@ -136,9 +136,10 @@ def grid_size() -> int:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    """A store holding dataset NAME built from ITEMS: SQLite, or a fresh PostgreSQL database."""
+    """A store holding dataset NAME built from ITEMS: SQLite (a copy of the session's empty
+    store, tests/support/stores.py), or a fresh PostgreSQL database."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'fairjudge.db'}"
+        url = str(request.getfixturevalue("migrated_db_url"))
     else:
         url = str(request.getfixturevalue("pg_url"))
     engine = make_engine(url)

@@ -31,7 +31,7 @@ from judge.models.embedded import EmbeddedServer
 from judge.prompts import PromptBook
 from judge.store.tables import CallCache, Judgment
 from judge.vocab import SCALE, Scale
-from tests.support.factories import free_port
+from tests.support.factories import embedded_threads, free_port
 from tests.support.stub_openai import StubServer, score_logprobs, token_entry
 
 MESSAGES = [
@@ -175,7 +175,7 @@ def logprob_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail("llama-cpp-python is not installed; `make install` must install it in CI")
         pytest.skip("llama-cpp-python is not installed; run make install")
-    config = EmbeddedConfig(port=free_port(), n_threads=2, logits_all=True)
+    config = EmbeddedConfig(port=free_port(), n_threads=embedded_threads(), logits_all=True)
     server = EmbeddedServer(config, tmp_path_factory.mktemp("logprob-server"))
     server.start()
     yield server.base_url

@@ -16,6 +16,7 @@ from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Item, Judgment, Response
 from server import usecases
+from tests.support import stores
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -32,17 +33,15 @@ class JudgedRun:
 
 
 @pytest.fixture(scope="session")
-def judged_sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgedRun]:
-    """The shipped sample (9 factors x 4 stages x 2 items) generated and judged once."""
-    db_url = f"sqlite:///{tmp_path_factory.mktemp('sample') / 'fairjudge.db'}"
+def judged_sample(
+    tmp_path_factory: pytest.TempPathFactory, judged_sample_template: stores.Judged
+) -> Iterator[JudgedRun]:
+    """The shipped sample (9 factors x 4 stages x 2 items) generated and judged once (a copy
+    of the session's template, tests/support/stores.py)."""
+    jud = judged_sample_template
+    db_url = stores.copy_store(jud.path, tmp_path_factory.mktemp("sample") / "fairjudge.db")
     engine = make_engine(db_url)
-    with StubServer() as stub:
-        settings = make_settings(stub.base_url, db_url)
-        with session_scope(engine) as session:
-            dataset = import_items(session, SAMPLE, "sample").dataset
-        gen = usecases.generate(engine, settings, dataset)
-        jud = usecases.judge(engine, settings, gen.run_id)
-    yield JudgedRun(engine, db_url, gen.run_id, jud.run_id)
+    yield JudgedRun(engine, db_url, jud.generation_run_id, jud.judge_run_id)
     engine.dispose()
 
 

@@ -32,14 +32,12 @@ from sqlmodel import Session, col, select
 from annotation.labelstudio import interface
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.service import LabelStudioService
-from judge.data.datasets import import_items
-from judge.store.engine import make_engine, session_scope
+from judge.store.engine import make_engine
 from judge.store.tables import Campaign, CampaignTask, Item
-from server import usecases
 from server.cli import cli
 from tests.annotation.labelstudio.conftest import shared_labelstudio
-from tests.support.factories import FAIRJUDGE, SAMPLE, make_settings, write_config
-from tests.support.stub_openai import StubServer
+from tests.support import stores
+from tests.support.factories import FAIRJUDGE, write_config
 
 TOKEN_ENV = "FJ_TEST_QUALITY_CLI_TOKEN"
 FAIR1, FAIR2, HARSH = "qcli.fair1@example.org", "qcli.fair2@example.org", "qcli.harsh@example.org"
@@ -69,27 +67,23 @@ def labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudi
 
 @pytest.fixture(scope="module")
 def setup(
-    tmp_path_factory: pytest.TempPathFactory, labelstudio: LabelStudioService
+    tmp_path_factory: pytest.TempPathFactory,
+    labelstudio: LabelStudioService,
+    judged_sample_template: stores.Judged,
 ) -> Iterator[tuple[Path, str, int, dict[str, str]]]:
     """A config whose store holds the 72 sample items judged with every rubric through the
-    stub, whose Label Studio is the session's server reached by URL and a token variable;
-    with the store's URL, the judge run and the environment the CLI needs."""
+    stub (a copy of the session's template, tests/support/stores.py), whose Label Studio is
+    the session's server reached by URL and a token variable; with the store's URL, the
+    judge run and the environment the CLI needs."""
     folder = tmp_path_factory.mktemp("quality-cli")
-    db_url = f"sqlite:///{folder / 'fairjudge.db'}"
-    engine = make_engine(db_url)
-    with StubServer() as stub:
-        settings = make_settings(stub.base_url, db_url)
-        with session_scope(engine) as session:
-            import_items(session, SAMPLE, "sample")
-        gen = usecases.generate(engine, settings, "sample")
-        jud = usecases.judge(engine, settings, gen.run_id)
-        path = write_config(folder / "fairjudge.toml", stub.base_url, db_url)
-    engine.dispose()
+    jud = judged_sample_template
+    db_url = stores.copy_store(jud.path, folder / "fairjudge.db")
+    path = write_config(folder / "fairjudge.toml", jud.base_url, db_url)
     path.write_text(
         path.read_text() + f'[labelstudio]\nurl = "{labelstudio.url}"\ntoken_env = "{TOKEN_ENV}"\n'
     )
     env = {TOKEN_ENV: labelstudio.connection().token}
-    yield path, db_url, jud.run_id, env
+    yield path, db_url, jud.judge_run_id, env
 
 
 def run(setup: tuple[Path, str, int, dict[str, str]], *args: str) -> Result:

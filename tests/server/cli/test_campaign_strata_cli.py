@@ -16,14 +16,12 @@ from click.testing import CliRunner, Result
 from sqlmodel import Session, select
 
 from annotation.labelstudio.service import LabelStudioService
-from judge.data.datasets import import_items
-from judge.store.engine import make_engine, session_scope
+from judge.store.engine import make_engine
 from judge.store.tables import Campaign, CampaignTask, Item, Judgment
-from server import usecases
 from server.cli import cli
 from tests.annotation.labelstudio.conftest import shared_labelstudio
-from tests.support.factories import SAMPLE, make_settings, write_config
-from tests.support.stub_openai import StubServer
+from tests.support import stores
+from tests.support.factories import write_config
 
 TOKEN_ENV = "FJ_TEST_STRATA_TOKEN"
 
@@ -36,25 +34,22 @@ def labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudi
 
 @pytest.fixture
 def config(
-    tmp_path: Path, labelstudio: LabelStudioService, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    labelstudio: LabelStudioService,
+    monkeypatch: pytest.MonkeyPatch,
+    judged_s1_template: stores.Judged,
 ) -> Iterator[tuple[Path, str, int]]:
-    """A config whose store holds the 18 S1 sample items judged with ICS through the stub,
-    and whose Label Studio is the session's server reached by URL and token variable."""
-    db_url = f"sqlite:///{tmp_path / 'fairjudge.db'}"
-    engine = make_engine(db_url)
-    with StubServer() as stub:
-        settings = make_settings(stub.base_url, db_url)
-        with session_scope(engine) as session:
-            import_items(session, SAMPLE, "sample")
-        gen = usecases.generate(engine, settings, "sample", limit=18)
-        jud = usecases.judge(engine, settings, gen.run_id)
-        path = write_config(tmp_path / "fairjudge.toml", stub.base_url, db_url)
-    engine.dispose()
+    """A config whose store holds the 18 S1 sample items judged with ICS through the stub (a
+    copy of the session's template, tests/support/stores.py), and whose Label Studio is the
+    session's server reached by URL and token variable."""
+    jud = judged_s1_template
+    db_url = stores.copy_store(jud.path, tmp_path / "fairjudge.db")
+    path = write_config(tmp_path / "fairjudge.toml", jud.base_url, db_url)
     path.write_text(
         path.read_text() + f'[labelstudio]\nurl = "{labelstudio.url}"\ntoken_env = "{TOKEN_ENV}"\n'
     )
     monkeypatch.setenv(TOKEN_ENV, labelstudio.connection().token)
-    yield path, db_url, jud.run_id
+    yield path, db_url, jud.judge_run_id
 
 
 def run(config: Path, *args: str) -> Result:

@@ -18,13 +18,14 @@ from sqlmodel import Session, select
 from judge.store.tables import Item, Judgment
 from tests.support.cli import fairjudge
 from tests.support.factories import FAIRJUDGE, SAMPLE, wait_until, write_config
+from tests.support.kills import requests_of
 from tests.support.stub_openai import StubServer
 
 N_S1 = 18  # the sample's first 18 items are S1 (one ICS judgment each); counted in the file
 
 
 def judge_requests(stub: StubServer) -> int:
-    return sum(n for key, n in stub.state.by_key.items() if key.startswith("judge:"))
+    return requests_of(stub, "judge")
 
 
 def test_sigkill_mid_judge_loses_no_judgment_and_duplicates_none(

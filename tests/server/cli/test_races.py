@@ -15,6 +15,7 @@ from sqlmodel import Session, select
 from judge.store.tables import Judgment, RunLease
 from tests.support.cli import fairjudge
 from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
+from tests.support.kills import requests_of
 from tests.support.stub_openai import StubServer
 
 CONCURRENCY = 4
@@ -22,7 +23,7 @@ JUDGMENTS = 108  # the sample's judgments: 72 + 2 x 18 (see test_kill_and_report
 
 
 def judge_requests(stub: StubServer) -> int:
-    return sum(n for key, n in stub.state.by_key.items() if key.startswith("judge:"))
+    return requests_of(stub, "judge")
 
 
 def test_two_judge_processes_on_one_run_share_no_call(tmp_path: Path, db_url: str) -> None:

@@ -32,6 +32,7 @@ from judge.store.tables import HumanRating, Item
 from server import usecases
 from server.cli import cli
 from tests.annotation.labelstudio.conftest import shared_labelstudio
+from tests.support import stores
 from tests.support.factories import make_settings, write_config
 from tests.support.stub_openai import StubServer
 
@@ -67,11 +68,15 @@ def planted_judge(messages: list[dict[str, str]]) -> str | None:
 
 @pytest.fixture
 def config(
-    tmp_path: Path, labelstudio: LabelStudioService, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    labelstudio: LabelStudioService,
+    monkeypatch: pytest.MonkeyPatch,
+    empty_template: Path,
 ) -> Iterator[tuple[Path, int, int]]:
-    """A store with six free-form items answered elsewhere and judged with CLARITY (3 levels)
-    through the stub; a config reaching the session's Label Studio by URL and token."""
-    db_url = f"sqlite:///{tmp_path / 'fairjudge.db'}"
+    """A store (a copy of the session's empty one) with six free-form items answered
+    elsewhere and judged with CLARITY (3 levels) through the stub; a config reaching the
+    session's Label Studio by URL and token."""
+    db_url = stores.copy_store(empty_template, tmp_path / "fairjudge.db")
     engine = make_engine(db_url)
     items = tmp_path / "items.jsonl"
     items.write_text(
