@@ -236,6 +236,7 @@ def store_results(
     concurrency: int,
     label: str,
     progress: Progress | None = None,
+    run_column: str | None = None,
 ) -> RunSummary:
     """Run ``work`` over ``tasks`` concurrently and insert each result row into ``table``
     with its new cache rows as it arrives, before the call that frees its slot may start.
@@ -246,7 +247,12 @@ def store_results(
     However the pass ends early (Ctrl-C, SIGTERM, a cancelled job, an error), the workers
     are stopped first, then the results that had already arrived are stored, and only then
     does the exception go on: nothing waits for a call still in flight (docs/judging.md,
-    "Interrupting a run")."""
+    "Interrupting a run").
+
+    ``progress`` hears (done, total) over the whole run: with ``run_column`` (the column of
+    ``table`` that holds the run's id), the rows the run already had when this pass began
+    count as done, so a resumed run says 1,000/1,200 rather than starting again from 0/200."""
+    before = 0 if run_column is None else _rows_of_run(engine, table, run_column, run_id)
     flags: dict[str, int] = {}
     calls = cached = attempts = finished = 0
     slots = _Slots(concurrency)
@@ -282,7 +288,7 @@ def store_results(
                 slots.give_back(len(batch))
                 count(batch)
                 if progress:
-                    progress(finished, len(tasks))
+                    progress(before + finished, before + len(tasks))
     except BaseException:
         # Stop before anything else: a worker waiting for a slot, or about to start a call,
         # must not (the old order, stopping after the pool's exit, hung forever).
@@ -294,6 +300,14 @@ def store_results(
         slots.stopped.set()
         run.stop()
     return RunSummary(run_id, len(tasks), calls, cached, attempts, flags)
+
+
+def _rows_of_run(engine: Engine, table: Table, run_column: str, run_id: int) -> int:
+    from sqlalchemy import func, select
+
+    with engine.connect() as conn:
+        query = select(func.count()).select_from(table).where(table.c[run_column] == run_id)
+        return int(conn.execute(query).scalar_one())
 
 
 def _store_arrived(

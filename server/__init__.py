@@ -34,7 +34,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
     api.register(app)
     app.register_blueprint(dashboard.bp)
     errors.register_errors(app)
-    app.add_url_rule("/api/v1/openapi.json", "openapi_document", lambda: app.api_doc)
+    app.add_url_rule("/api/v1/openapi.json", "openapi_document", lambda: _document(app))
     return app
 
 
@@ -61,4 +61,19 @@ def openapi_document() -> dict[str, Any]:
 
     app = _openapi_app()
     api.register(app)
-    return app.api_doc
+    return _document(app)
+
+
+def _document(app: OpenAPI) -> dict[str, Any]:
+    """flask-openapi3's document with what it cannot say itself: operations whose body may
+    be left out (``server.api.OPTIONAL_BODIES``) do not mark it required."""
+    import copy
+
+    from server.api import OPTIONAL_BODIES
+
+    doc = copy.deepcopy(app.api_doc)
+    for method, path in OPTIONAL_BODIES:
+        body = doc["paths"][path][method].get("requestBody")
+        if body is not None:
+            body["required"] = False
+    return doc

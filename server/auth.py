@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.errors import FairJudgeError, InvalidInputError, NotFoundError
-from judge.store.tables import ApiKey, utcnow
+from judge.store.tables import ApiKey, WebSession, utcnow
 
 ROLES = ("admin", "member")
 PREFIX = "fj_"
@@ -116,13 +116,83 @@ def authenticate(session: Session, raw: str | None) -> ApiKey:
         raise AuthError("unknown API key: check it, or ask an admin for a new one")
     if row.revoked_at is not None:
         raise AuthError(f"the API key {row.prefix}… was revoked; ask an admin for a new one")
+    _touch(session, row)
     return row
+
+
+LAST_USED_EVERY = timedelta(seconds=60)
+"""How stale a key's ``last_used_at`` may get: it is written at most once a minute per key,
+so a busy client does not turn every read into a write."""
+
+
+def _touch(session: Session, row: ApiKey) -> None:
+    """Set ``row.last_used_at`` to now when it is older than LAST_USED_EVERY. Its own short
+    transaction, committed before the view's work starts; a store that is busy writing
+    leaves it for the next request rather than failing this one."""
+    from sqlalchemy import update
+    from sqlalchemy.exc import OperationalError
+
+    now = utcnow()
+    last = row.last_used_at
+    if last is not None and last.tzinfo is None:
+        last = last.replace(tzinfo=now.tzinfo)
+    if last is not None and now - last < LAST_USED_EVERY:
+        return
+    try:
+        session.execute(update(ApiKey).where(col(ApiKey.id) == row.id).values(last_used_at=now))
+        session.commit()
+    except OperationalError:
+        session.rollback()
 
 
 def live_key(session: Session, key_id: int) -> ApiKey | None:
     """The key with row id ``key_id`` unless it is missing or revoked."""
     row = session.get(ApiKey, key_id)
     return None if row is None or row.revoked_at is not None else row
+
+
+WEB_SESSION_LIFETIME = timedelta(hours=12)
+"""How long a dashboard sign-in lasts before the user must paste the key again."""
+
+
+def open_web_session(session: Session, key: ApiKey) -> str:
+    """A new dashboard session for ``key``: the random token for the cookie. Only its hash
+    is stored, so the table alone cannot be used to sign in."""
+    token = secrets.token_urlsafe(32)
+    assert key.id is not None
+    session.add(WebSession(token_hash=key_hash(token), key_id=key.id))
+    session.commit()
+    return token
+
+
+def web_session_key(session: Session, token: str) -> ApiKey | None:
+    """The live key of the dashboard session ``token`` names, or None: no such session, or
+    it was signed out, is older than WEB_SESSION_LIFETIME, or its key was revoked."""
+    row = session.exec(
+        select(WebSession).where(col(WebSession.token_hash) == key_hash(token))
+    ).first()
+    if row is None or row.revoked_at is not None:
+        return None
+    created = row.created_at
+    now = utcnow()
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=now.tzinfo)
+    if now - created > WEB_SESSION_LIFETIME:
+        return None
+    return live_key(session, row.key_id)
+
+
+def close_web_session(session: Session, token: str) -> None:
+    """Sign the session ``token`` names out for good (nothing happens for an unknown one)."""
+    from sqlalchemy import update
+
+    session.execute(
+        update(WebSession)
+        .where(col(WebSession.token_hash) == key_hash(token))
+        .where(col(WebSession.revoked_at).is_(None))
+        .values(revoked_at=utcnow())
+    )
+    session.commit()
 
 
 def require_role(key: ApiKey, role: str) -> None:

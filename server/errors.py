@@ -47,6 +47,35 @@ STATUS: tuple[tuple[type[FairJudgeError], int], ...] = (
 )
 
 
+ERROR_STATUSES = {
+    400: "Bad input: the message says what to fix.",
+    401: "No API key, or one that is unknown or revoked.",
+    403: "The key's role may not do this.",
+    404: "No such resource (run, dataset, item, job, campaign...).",
+    409: "The resource is busy or in a state that does not allow this.",
+    413: "The request body is larger than the server's limit.",
+    422: "The request does not match its schema: one problem per bad field.",
+    424: "A service this needs (a model endpoint, Label Studio) is down or failing.",
+    503: "The store is unavailable.",
+}
+"""Every error status the API answers with, declared on every operation of the OpenAPI
+document with the one error shape."""
+
+
+def declared_errors(*, without: tuple[int, ...] = ()) -> dict[Any, Any]:
+    """The ``responses`` each blueprint declares for all its operations (flask-openapi3's
+    ``abp_responses``), less the statuses in ``without``."""
+    from server.schemas import ErrorOut
+
+    declared: dict[Any, Any] = {code: ErrorOut for code in ERROR_STATUSES if code not in without}
+    # gunicorn answers a request line over its limit itself, before the app, in HTML.
+    declared[414] = {
+        "description": "The request line (path and query) is longer than the server reads.",
+        "content": {"text/html": {"schema": {"type": "string"}}},
+    }
+    return declared
+
+
 def status_for(exc: FairJudgeError) -> int:
     return next(code for cls, code in STATUS if isinstance(exc, cls))
 
@@ -82,7 +111,27 @@ def validation_error(exc: ValidationError) -> Response:
     )
 
 
+SECURITY_HEADERS = {
+    # No page of this server may be framed by another site (clickjacking).
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    # A reply is what its Content-Type says, never sniffed into HTML or script.
+    "X-Content-Type-Options": "nosniff",
+    # Links from the dashboard to other sites do not carry its URLs (run ids, filters).
+    "Referrer-Policy": "no-referrer",
+}
+"""Headers every reply carries (set where a view has not set its own)."""
+
+
+def security_headers(response: Response) -> Response:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
 def register_errors(app: Flask) -> None:
+    app.after_request(security_headers)
+
     @app.errorhandler(FairJudgeError)
     def domain_error(exc: FairJudgeError) -> ResponseReturnValue:
         text = str(exc)
@@ -105,7 +154,11 @@ def register_errors(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> ResponseReturnValue:
         if exc.code == 405:
-            return error_response(405, f"{request.method} is not allowed on {request.path}")
+            reply = error_response(405, f"{request.method} is not allowed on {request.path}")
+            allowed = getattr(exc, "valid_methods", None) or []
+            response = make_response(reply)
+            response.headers["Allow"] = ", ".join(sorted(allowed))
+            return response
         return error_response(exc.code or 500, exc.description or exc.name)
 
     @app.errorhandler(Exception)

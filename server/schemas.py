@@ -10,7 +10,7 @@ dataclass such as ``judge.store.queries.JudgeRunInfo``), the response model wrap
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,8 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -28,17 +30,22 @@ from judge.data.responses import MAX_BATCH_ROWS, ResponseRow, ResponsesImport
 from judge.metrics import MetricRow
 from judge.store.queries import GenerationRunInfo, JudgeRunInfo
 from server.usecases.agreement import AgreementOptions
-from server.usecases.requests import JOB_REQUESTS, AuditRequest
+from server.usecases.requests import JOB_REQUESTS, MAX_ID, AuditRequest, NumbersNotBooleans
 
-MAX_ID = 2**63 - 1
-"""The largest id a database row can have (a signed 64-bit integer)."""
 MAX_PAGE = 500
 """The most rows one page of a list endpoint returns."""
 
 T = TypeVar("T")
 
 
-class Strict(BaseModel):
+SOME_TEXT = r"[^\s\x1c-\x1f\x85\ufeff]"
+r"""A pattern for "holds a character other than white space" that Python's and JavaScript's
+regular expressions read alike (the document's readers use the latter): each engine's ``\s``
+lacks a few characters the other's has (Python's: U+FEFF; JavaScript's: U+001C-U+001F and
+U+0085), so the class names them all."""
+
+
+class Strict(NumbersNotBooleans):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -89,9 +96,20 @@ class NamePath(Strict):
 # -- health, keys ---------------------------------------------------------------------------
 
 
+class WorkerHealthOut(BaseModel):
+    healthy: bool
+    live: int = Field(description="Job workers whose heartbeat is recent.")
+    silent: int = Field(description="Job workers that went quiet without stopping (died).")
+    last_beat_at: str | None = Field(description="The newest heartbeat of a running worker.")
+    last_beat_age_s: float | None
+    waiting_jobs: int = Field(description="Jobs queued or running.")
+    reason: str
+
+
 class HealthOut(BaseModel):
-    status: str
+    status: str = Field(description="ok, or unhealthy (with HTTP 503)")
     schema_revision: str | None = None
+    worker: WorkerHealthOut
 
 
 class KeyCreate(Strict):
@@ -436,8 +454,8 @@ class CampaignCreate(Strict):
 
     judge_run: int = Field(ge=1, le=MAX_ID)
     rubrics: list[str] = Field(default_factory=list, description="Default: all of the run's.")
-    size: int | float | None = Field(
-        default=None, gt=0, description="A count (a whole number) or a fraction of the run (<= 1)."
+    size: Annotated[int, Field(gt=0)] | Annotated[float, Field(gt=0)] | None = Field(
+        default=None, description="A count (a whole number) or a fraction of the run (<= 1)."
     )
     annotators: int = Field(default=3, ge=1, le=100)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
@@ -548,6 +566,13 @@ class AuditCreate(AuditRequest):
     ``server.usecases.audits`` request the CLI's ``audit SUITE run`` builds too. The
     suites' bundled designs only: options naming input files are the CLI's."""
 
+    @field_validator("options")
+    @classmethod
+    def _suite_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # Which options are valid depends on ``suite``, which the document's schema for this
+        # body cannot say; they are checked when the job is queued, a 400 naming each one.
+        return value
+
 
 class AuditClassify(Strict):
     """Which judge classifies the follow-up explanations (an empty or absent body: the
@@ -624,7 +649,7 @@ class AuditLabelsIn(Strict):
     nothing; a class given again replaces that person's earlier one."""
 
     annotator: str = Field(
-        min_length=1, max_length=200, pattern=r"\S", description="Who classified them."
+        min_length=1, max_length=200, pattern=SOME_TEXT, description="Who classified them."
     )
     labels: list[AuditLabelIn] = Field(min_length=1, max_length=20_000)
 

@@ -157,6 +157,7 @@ def generate(
             concurrency=client.config.concurrency,
             label="flag",
             progress=progress,
+            run_column="run_id",
         )
         finish_run(engine, GenerationRun, run_id, partial(_final_status, left_out=left_out))
     return summary

@@ -32,6 +32,8 @@ from judge.hashing import content_hash
 from judge.store.tables import Item
 from judge.vocab import FREE_STAGE, ITEM_STAGES, STAGE_FIELDS, STAGE_OPTIONAL_FIELDS
 
+TOO_DEEP = "nested too deeply to read (arrays or objects thousands of levels deep)"
+"""The problem of a JSON line that Python's parser cannot read without recursing too far."""
 COMMON = ("id", "stage", "factor", "scenario")
 OPTIONAL = ("expected_answer", "implied_stereotype", "notes")
 # Keys about an item rather than of it (module docstring): kept out of ``fields``.
@@ -231,6 +233,9 @@ def _parsed_lines(
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             yield number, None, [f"not valid JSON ({exc.msg} at column {exc.colno})"]
+            continue
+        except RecursionError:
+            yield number, None, [TOO_DEEP]
             continue
         item, why = _check_line(obj, catalogue)
         yield number, item, why

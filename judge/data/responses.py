@@ -24,7 +24,7 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
-from judge.data.items import text_lines
+from judge.data.items import TOO_DEEP, text_lines
 from judge.errors import InvalidInputError
 from judge.hashing import sha256
 from judge.store.queries import get_dataset
@@ -563,6 +563,9 @@ def _jsonl_rows(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tupl
         except json.JSONDecodeError as exc:
             problems.append((number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
             continue
+        except RecursionError:
+            problems.append((number, TOO_DEEP))
+            continue
         if not isinstance(obj, dict):
             problems.append((number, f"expected a JSON object, got {type(obj).__name__}"))
             continue
@@ -619,6 +622,8 @@ def _csv_row(cells: dict[str, Any], width: int) -> tuple[dict[str, Any], str | N
             metadata = json.loads(cells["metadata"])
         except json.JSONDecodeError as exc:
             return {}, f"metadata is not valid JSON ({exc.msg} at column {exc.colno})"
+        except RecursionError:
+            return {}, f"metadata: {TOO_DEEP}"
         if not isinstance(metadata, dict):
             kind = type(metadata).__name__
             return {}, f'metadata must be a JSON object such as {{"key": "value"}}, got {kind}'

@@ -242,6 +242,7 @@ def judge(
             concurrency=client.config.concurrency,
             label="status",
             progress=progress,
+            run_column="judge_run_id",
         )
 
         def outcome(session: Session, run: JudgeRun) -> Outcome:

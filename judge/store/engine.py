@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,7 +194,23 @@ def _create_engine(url: str) -> Engine:
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_pragmas)
+    event.listen(engine, "handle_error", partial(_read_only, masked(url)))
     return engine
+
+
+READ_ONLY = ("attempt to write a readonly database", "read-only transaction")
+"""What SQLite and PostgreSQL say when a write reaches a database that may only be read."""
+
+
+def _read_only(url: str, context: Any) -> None:
+    """A write refused because the database is read-only becomes a StoreError that says so
+    (not a crash): a read-only file, a ``mode=ro`` SQLite URL, a PostgreSQL standby."""
+    text = str(context.original_exception)
+    if any(marker in text for marker in READ_ONLY):
+        raise StoreError(
+            f"the database {url} is read-only, so nothing could be written; point the config "
+            "or --db at a database this user may write"
+        ) from None
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

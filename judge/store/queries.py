@@ -141,40 +141,85 @@ def list_runs(
 ) -> RunListing:
     """Generation runs and judge runs with their row counts; with ``generation_run`` or
     ``judge_run`` only that run (and no runs of the other kind)."""
-    gen_query = select(GenerationRun, Dataset.name).join(Dataset).order_by(col(GenerationRun.id))
-    judge_query = select(JudgeRun).order_by(col(JudgeRun.id))
     if generation_run is not None or judge_run is not None:
-        gen_query = gen_query.where(col(GenerationRun.id) == generation_run)
-        judge_query = judge_query.where(col(JudgeRun.id) == judge_run)
-    gens = []
-    for run, name in session.exec(gen_query):
+        gens = [] if generation_run is None else _generation_runs(session, only=generation_run)
+        judges = [] if judge_run is None else _judge_runs(session, only=judge_run)
+        return RunListing(gens, judges)
+    return RunListing(_generation_runs(session), _judge_runs(session))
+
+
+def page_generation_runs(
+    session: Session, *, limit: int, offset: int
+) -> tuple[list[GenerationRunInfo], int]:
+    """One page of generation runs (by id), read with LIMIT/OFFSET, and how many there are."""
+    total = session.exec(select(func.count()).select_from(GenerationRun)).one()
+    return _generation_runs(session, limit=limit, offset=offset), int(total)
+
+
+def page_judge_runs(session: Session, *, limit: int, offset: int) -> tuple[list[JudgeRunInfo], int]:
+    """One page of judge runs (by id), read with LIMIT/OFFSET, and how many there are."""
+    total = session.exec(select(func.count()).select_from(JudgeRun)).one()
+    return _judge_runs(session, limit=limit, offset=offset), int(total)
+
+
+def _generation_runs(
+    session: Session, *, only: int | None = None, limit: int | None = None, offset: int = 0
+) -> list[GenerationRunInfo]:
+    query = select(GenerationRun, Dataset.name).join(Dataset).order_by(col(GenerationRun.id))
+    if only is not None:
+        query = query.where(col(GenerationRun.id) == only)
+    if limit is not None:
+        query = query.limit(limit).offset(offset)
+    rows = list(session.exec(query))
+    ids = [run.id for run, _ in rows]
+    answers = dict(
+        session.exec(
+            select(Response.run_id, func.count())
+            .where(col(Response.run_id).in_(ids))
+            .group_by(col(Response.run_id))
+        ).all()
+    )
+    out = []
+    for run, name in rows:
         assert run.id is not None
-        n = session.exec(select(func.count()).where(Response.run_id == run.id)).one()
-        gens.append(
+        out.append(
             GenerationRunInfo(
                 run.id,
                 name,
                 run.endpoint_name,
                 run.model,
                 run.temperature,
-                n,
+                int(answers.get(run.id, 0)),
                 run.status,
                 run.created_at.isoformat(),
                 run.source,
                 run.base_url,
             )
         )
-    judges = []
-    for jrun in session.exec(judge_query):
+    return out
+
+
+def _judge_runs(
+    session: Session, *, only: int | None = None, limit: int | None = None, offset: int = 0
+) -> list[JudgeRunInfo]:
+    query = select(JudgeRun).order_by(col(JudgeRun.id))
+    if only is not None:
+        query = query.where(col(JudgeRun.id) == only)
+    if limit is not None:
+        query = query.limit(limit).offset(offset)
+    runs = list(session.exec(query))
+    counts: dict[tuple[int, str], int] = {
+        (int(run_id), str(status)): int(n)
+        for run_id, status, n in session.exec(
+            select(Judgment.judge_run_id, Judgment.status, func.count())
+            .where(col(Judgment.judge_run_id).in_([r.id for r in runs]))
+            .group_by(col(Judgment.judge_run_id), col(Judgment.status))
+        ).all()
+    }
+    out = []
+    for jrun in runs:
         assert jrun.id is not None
-        counts = dict(
-            session.exec(
-                select(Judgment.status, func.count())
-                .where(Judgment.judge_run_id == jrun.id)
-                .group_by(Judgment.status)
-            ).all()
-        )
-        judges.append(
+        out.append(
             JudgeRunInfo(
                 jrun.id,
                 jrun.generation_run_id,
@@ -182,15 +227,15 @@ def list_runs(
                 jrun.prompt_variant,
                 jrun.temperature,
                 jrun.samples,
-                counts.get("scored", 0),
-                counts.get("unscored", 0),
+                counts.get((jrun.id, "scored"), 0),
+                counts.get((jrun.id, "unscored"), 0),
                 jrun.status,
                 jrun.rubric_set,
                 jrun.endpoint_name,
                 jrun.base_url,
             )
         )
-    return RunListing(gens, judges)
+    return out
 
 
 @dataclass(frozen=True)

@@ -461,6 +461,30 @@ class ApiKey(SQLModel, table=True):
     revoked_at: datetime | None = None
 
 
+class WebSession(SQLModel, table=True):
+    """A dashboard sign-in. The browser's cookie holds a random token; only its sha256 is
+    stored here. Signing out sets ``revoked_at``, so a copy of the cookie is worthless from
+    then on, as it is once the key is revoked or the session is older than its lifetime."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_hash: str = Field(index=True, unique=True)
+    key_id: int = Field(foreign_key="apikey.id", index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    revoked_at: datetime | None = None
+
+
+class WorkerBeat(SQLModel, table=True):
+    """A job worker's heartbeat: written when it starts, renewed while it runs, marked when
+    it stops. Health reads the newest beat: a server whose workers all went quiet is not
+    healthy, and jobs they held are taken over once their leases lapse."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    worker: str = Field(index=True, unique=True, description="host:pid")
+    started_at: datetime = Field(default_factory=utcnow)
+    beat_at: datetime = Field(default_factory=utcnow)
+    stopped_at: datetime | None = None
+
+
 class Job(SQLModel, table=True):
     """Background work started over HTTP (generation, judging, a campaign pull): queued ->
     running -> finished, failed or cancelled. A worker holds it with a lease it renews; a

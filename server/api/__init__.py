@@ -26,13 +26,33 @@ if TYPE_CHECKING:
 SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
 OPEN = ("/api/v1/health",)
 """Paths that need no key."""
+OPTIONAL_BODIES = (("post", "/api/v1/audit-runs/{run_id}/classify"),)
+"""Operations whose JSON body may be left out (every field has a default)."""
+
+
+HTML_PAGE: dict[str, Any] = {
+    "description": "One self-contained HTML page.",
+    "content": {"text/html": {"schema": {"type": "string"}}},
+}
+CSV_TABLE: dict[str, Any] = {
+    "description": "One table as CSV, with a header row.",
+    "content": {"text/csv": {"schema": {"type": "string"}}},
+}
 
 
 def blueprint(name: str, import_name: str, tag: str) -> APIBlueprint:
     """A resource's blueprint: its routes are documented under ``tag`` and need a key."""
     from flask_openapi3 import Tag
 
-    return APIBlueprint(name, import_name, abp_tags=[Tag(name=tag)], abp_security=SECURITY)
+    from server.errors import declared_errors
+
+    return APIBlueprint(
+        name,
+        import_name,
+        abp_tags=[Tag(name=tag)],
+        abp_security=SECURITY,
+        abp_responses=declared_errors(),
+    )
 
 
 def admin() -> None:
@@ -64,22 +84,96 @@ def _dashboard_reader() -> ApiKey | None:
     return signed_in_key(get_session())
 
 
+MAX_DEPTH = 64
+"""The deepest nesting of arrays and objects a JSON body may have. Python's parser recurses
+once per level, so a body nested thousands deep would crash it; no request of this API needs
+more than a handful of levels."""
+
+
+def _refuse_nul() -> None:
+    """InvalidInputError when the path or the query string holds a NUL character: no name,
+    key or filter may contain one, and PostgreSQL refuses to store or compare it."""
+    if "\x00" in request.path:
+        raise InvalidInputError("the path holds a NUL character (%00); remove it")
+    for name, value in request.args.items(multi=True):
+        if "\x00" in name or "\x00" in value:
+            raise InvalidInputError(
+                f"the query parameter {name.replace(chr(0), '%00')!r} holds a NUL character "
+                "(%00); remove it"
+            )
+
+
+def json_depth(text: str) -> int:
+    """How deep arrays and objects nest in the JSON ``text``, counted without parsing it
+    (strings are skipped, so brackets inside them do not count).
+
+    >>> json_depth('{"a": [1, {"b": "[[["}]}')
+    3
+    >>> json_depth('"plain"')
+    0
+    """
+    import re
+
+    import numpy as np
+
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
+    steps = np.frombuffer(bare.encode("utf-8", "replace"), dtype=np.uint8)
+    opens = (steps == ord("[")) | (steps == ord("{"))
+    closes = (steps == ord("]")) | (steps == ord("}"))
+    level = np.cumsum(opens.astype(np.int64) - closes.astype(np.int64))
+    return int(level.max()) if level.size else 0
+
+
+def _check_json_body() -> None:
+    """A body that is JSON, nested no deeper than MAX_DEPTH, with no NUL character in it."""
+    if not request.is_json:
+        raise InvalidInputError(
+            f"the body is {request.mimetype or 'of no declared type'}: send JSON with "
+            "`Content-Type: application/json`"
+        )
+    raw = request.get_data(cache=True)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"the body is not UTF-8 text: {exc}") from None
+    depth = json_depth(text)
+    if depth > MAX_DEPTH:
+        raise InvalidInputError(
+            f"the body nests arrays and objects {depth} deep; at most {MAX_DEPTH} levels are "
+            "accepted"
+        )
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(f"the body is not valid JSON: {exc}") from None
+    if _has_nul(body):
+        raise InvalidInputError(
+            "the body holds a NUL character (\\u0000) in a string; remove it: no text "
+            "FairJudge stores may contain one"
+        )
+
+
+def _has_nul(value: Any) -> bool:
+    """Whether a NUL character is in any string or key of parsed JSON (bounded in depth)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def _check_request() -> None:
-    """Before every API view: the key, then a body that is JSON when there is one."""
+    """Before every API view: no NUL in the path or query, the key, then a body that is
+    JSON when there is one."""
+    _refuse_nul()
     if request.path not in OPEN:
         g.key = _dashboard_reader() or authenticate(
             get_session(), bearer(request.headers.get("Authorization"))
         )
     if request.method in ("POST", "PUT", "PATCH") and request.get_data(cache=True):
-        if not request.is_json:
-            raise InvalidInputError(
-                f"the body is {request.mimetype or 'of no declared type'}: send JSON with "
-                "`Content-Type: application/json`"
-            )
-        try:
-            json.loads(request.get_data(cache=True))
-        except ValueError as exc:
-            raise InvalidInputError(f"the body is not valid JSON: {exc}") from None
+        _check_json_body()
 
 
 def register(app: OpenAPI) -> None:

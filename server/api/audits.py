@@ -8,7 +8,7 @@ from typing import Any
 from flask import Response, current_app, g
 
 from judge.errors import InvalidInputError
-from server.api import blueprint, dump, page
+from server.api import CSV_TABLE, HTML_PAGE, blueprint, dump, page
 from server.db import get_session
 from server.jobs import queue
 from server.schemas import (
@@ -76,14 +76,14 @@ def audit_report_json(path: RunPath) -> Any:
     return audits.finite(audits.audit_result(get_session(), path.run_id).report.to_json())
 
 
-@bp.get("/audit-runs/<int:run_id>/report.html")
+@bp.get("/audit-runs/<int:run_id>/report.html", responses={200: HTML_PAGE})
 def audit_report_html(path: RunPath) -> Any:
     """The run's report as one self-contained HTML page, charts included."""
     report = audits.audit_result(get_session(), path.run_id).report
     return Response(rendering.html(report), mimetype="text/html")
 
 
-@bp.get("/audit-runs/<int:run_id>/report.csv")
+@bp.get("/audit-runs/<int:run_id>/report.csv", responses={200: CSV_TABLE})
 def audit_report_csv(path: RunPath, query: CsvQuery) -> Any:
     """One of the report's tables as CSV (``table``: its file name, e.g. award.csv)."""
     report = audits.audit_result(get_session(), path.run_id).report

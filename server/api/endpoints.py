@@ -8,12 +8,12 @@ from flask import current_app
 
 from server import usecases
 from server.api import admin, blueprint
-from server.schemas import EndpointCheck, EndpointOut, NamePath
+from server.schemas import EndpointCheck, EndpointOut, ListOf, NamePath
 
 bp = blueprint("endpoints", __name__, "endpoints")
 
 
-@bp.get("/endpoints", responses={200: EndpointOut})
+@bp.get("/endpoints", responses={200: ListOf[EndpointOut]})
 def list_endpoints() -> Any:
     """Each endpoint's name, URL, model and role (never its key)."""
     return usecases.list_endpoints(current_app.config["SETTINGS"])

@@ -10,7 +10,7 @@ from server import usecases
 from server.api import blueprint, dump, page
 from server.db import get_session
 from server.jobs import queue
-from server.schemas import JobCreate, JobOut, JobPath, JobQuery
+from server.schemas import JobCreate, JobOut, JobPath, JobQuery, Page
 
 bp = blueprint("jobs", __name__, "jobs")
 
@@ -32,7 +32,7 @@ def create_job(body: JobCreate) -> Any:
     return dump(JobOut, job), 201
 
 
-@bp.get("/jobs", responses={200: JobOut})
+@bp.get("/jobs", responses={200: Page[JobOut]})
 def list_jobs(query: JobQuery) -> Any:
     """Jobs, newest first, optionally by status and kind."""
     rows, total = queue.list_jobs(

@@ -10,12 +10,12 @@ from flask import current_app
 from server import auth
 from server.api import admin, blueprint, dump
 from server.db import get_session
-from server.schemas import KeyCreate, KeyCreated, KeyOut, NamePath
+from server.schemas import KeyCreate, KeyCreated, KeyOut, ListOf, NamePath
 
 bp = blueprint("keys", __name__, "keys")
 
 
-@bp.get("/keys", responses={200: KeyOut})
+@bp.get("/keys", responses={200: ListOf[KeyOut]})
 def list_keys() -> Any:
     """Every key, never the key itself (admins only)."""
     admin()

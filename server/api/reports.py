@@ -7,7 +7,7 @@ from typing import Any
 from flask import Response, current_app
 
 from server import usecases
-from server.api import blueprint
+from server.api import CSV_TABLE, HTML_PAGE, blueprint
 from server.db import get_session
 from server.schemas import CsvQuery, RatingScopeQuery, ReportOut, RunPath
 from server.usecases import rendering
@@ -28,13 +28,13 @@ def report_json(path: RunPath, query: RatingScopeQuery) -> Any:
     return _report(path.run_id, query.campaign).to_json()
 
 
-@bp.get("/judge-runs/<int:run_id>/report.html")
+@bp.get("/judge-runs/<int:run_id>/report.html", responses={200: HTML_PAGE})
 def report_html(path: RunPath, query: RatingScopeQuery) -> Any:
     """The report as one self-contained HTML page, plots included."""
     return Response(rendering.html(_report(path.run_id, query.campaign)), mimetype="text/html")
 
 
-@bp.get("/judge-runs/<int:run_id>/report.csv")
+@bp.get("/judge-runs/<int:run_id>/report.csv", responses={200: CSV_TABLE})
 def report_csv(path: RunPath, query: CsvQuery) -> Any:
     """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv)."""
     report = _report(path.run_id, query.campaign)

@@ -20,7 +20,7 @@ from server.schemas import (
     RunPath,
 )
 from server.usecases import browse
-from server.usecases.runs import list_runs
+from server.usecases.runs import page_generation_runs, page_judge_runs
 
 bp = blueprint("runs", __name__, "runs")
 
@@ -28,9 +28,8 @@ bp = blueprint("runs", __name__, "runs")
 @bp.get("/generation-runs", responses={200: Page[GenerationRunOut]})
 def generation_runs(query: PageQuery) -> Any:
     """Generation runs (generated or imported answers), oldest first."""
-    runs = list_runs(get_session()).generation_runs
-    chosen = runs[query.offset : query.offset + query.limit]
-    return page(GenerationRunOut, [asdict(r) for r in chosen], len(runs), query.limit, query.offset)
+    rows, total = page_generation_runs(get_session(), limit=query.limit, offset=query.offset)
+    return page(GenerationRunOut, [asdict(r) for r in rows], total, query.limit, query.offset)
 
 
 @bp.get("/generation-runs/<int:run_id>", responses={200: GenerationRunOut})
@@ -51,9 +50,8 @@ def responses(path: RunPath, query: PageQuery) -> Any:
 @bp.get("/judge-runs", responses={200: Page[JudgeRunOut]})
 def judge_runs(query: PageQuery) -> Any:
     """Judge runs with their scored and unscored counts, oldest first."""
-    runs = list_runs(get_session()).judge_runs
-    chosen = runs[query.offset : query.offset + query.limit]
-    return page(JudgeRunOut, [asdict(r) for r in chosen], len(runs), query.limit, query.offset)
+    rows, total = page_judge_runs(get_session(), limit=query.limit, offset=query.offset)
+    return page(JudgeRunOut, [asdict(r) for r in rows], total, query.limit, query.offset)
 
 
 @bp.get("/judge-runs/<int:run_id>", responses={200: JudgeRunOut})

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from server.cli.output import (
+    ROW_ID,
     bootstrap_option,
     emit,
     human_option,
@@ -70,7 +71,7 @@ def write_agreement(result: Agreement, out_dir: str) -> list[Path]:
 
 
 @click.group(invoke_without_command=True)
-@click.option("--run", "run_id", type=int, help="Generation run whose judges to validate.")
+@click.option("--run", "run_id", type=ROW_ID, help="Generation run whose judges to validate.")
 @bootstrap_option
 @seed_option
 @human_option

@@ -14,7 +14,7 @@ import click
 
 from judge.vocab import RunStatus
 from server.cli.audit_campaign import register
-from server.cli.output import emit, err, json_option, out, progress_bar, table, writing
+from server.cli.output import ROW_ID, emit, err, json_option, out, progress_bar, table, writing
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -158,7 +158,7 @@ def runs(ctx: Context, suite: str | None, as_json: bool) -> None:
 
 
 @audit.command("show")
-@click.argument("run_id", type=int, metavar="RUN")
+@click.argument("run_id", type=ROW_ID, metavar="RUN")
 @out_dir
 @json_option
 @click.pass_obj
@@ -196,7 +196,7 @@ def award_run(
 
 
 @award.command("classify")
-@click.argument("run_id", type=int, metavar="RUN")
+@click.argument("run_id", type=ROW_ID, metavar="RUN")
 @click.option("--endpoint", help="Judge endpoint (default: [judge] endpoint).")
 @json_option
 @click.pass_obj
@@ -216,7 +216,7 @@ def award_classify(ctx: Context, run_id: int, endpoint: str | None, as_json: boo
 
 
 @award.command("export-followups")
-@click.argument("run_id", type=int, metavar="RUN")
+@click.argument("run_id", type=ROW_ID, metavar="RUN")
 @click.option("--out", "path", required=True, type=click.Path(dir_okay=False),
               help="CSV to write (fill in its label column).")  # fmt: skip
 @json_option
@@ -241,7 +241,7 @@ def award_export(ctx: Context, run_id: int, path: str, as_json: bool) -> None:
 
 
 @award.command("import-labels")
-@click.argument("run_id", type=int, metavar="RUN")
+@click.argument("run_id", type=ROW_ID, metavar="RUN")
 @click.argument("path", type=click.Path(dir_okay=False), metavar="FILE")
 @click.option("--annotator", required=True, help="Who classified them (name or e-mail).")
 @json_option

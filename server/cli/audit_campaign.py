@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from server.cli.output import emit, err, json_option, out
+from server.cli.output import ROW_ID, emit, err, json_option, out
 
 if TYPE_CHECKING:
     from server.cli import Context
 
 
 @click.command("campaign")
-@click.argument("run_id", type=int, metavar="RUN")
+@click.argument("run_id", type=ROW_ID, metavar="RUN")
 @click.option(
     "--annotators",
     type=click.IntRange(min=1),
@@ -74,7 +74,7 @@ def _print_created(d: dict[str, Any]) -> None:
 
 
 @click.command("pull")
-@click.argument("run_id", type=int, metavar="RUN")
+@click.argument("run_id", type=ROW_ID, metavar="RUN")
 @click.option(
     "--project",
     "project_id",

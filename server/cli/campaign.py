@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from server.cli.output import emit, err, json_option, out, table
+from server.cli.output import ROW_ID, emit, err, json_option, out, table
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -44,7 +44,7 @@ def campaign() -> None:
 
 
 @campaign.command("create")
-@click.option("--judge-run", "judge_run", type=int, required=True, help="Judge run to sample.")
+@click.option("--judge-run", "judge_run", type=ROW_ID, required=True, help="Judge run to sample.")
 @click.option(
     "--rubric", "rubrics", multiple=True, help="Rubric to rate (repeatable; default: all)."
 )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from server.cli.output import json_option, out, report_table
+from server.cli.output import ROW_ID, json_option, out, report_table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,7 +33,7 @@ def print_comparison(report: Report, console: Console | None = None) -> None:
 
 
 @click.command()
-@click.argument("run_ids", nargs=-1, required=True, type=int, metavar="JUDGE_RUN JUDGE_RUN...")
+@click.argument("run_ids", nargs=-1, required=True, type=ROW_ID, metavar="JUDGE_RUN JUDGE_RUN...")
 @click.option(
     "--out",
     "out_dir",

@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from server.cli.output import emit, json_option, out, writing
+from server.cli.output import ROW_ID, emit, json_option, out, writing
 
 if TYPE_CHECKING:
     from server.cli import Context
 
 
 @click.command()
-@click.argument("run_id", type=int, metavar="JUDGE_RUN")
+@click.argument("run_id", type=ROW_ID, metavar="JUDGE_RUN")
 @click.option(
     "--out",
     "out_dir",

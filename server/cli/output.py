@@ -20,6 +20,33 @@ if TYPE_CHECKING:
     from server.usecases import Table as ReportTable
 
 
+class RowId(click.ParamType):
+    """A run's id on the command line: a whole number no larger than any store can hold
+    (``MAX_ID``). A larger one is an error of the user's input, exit 1 and one line, not a
+    database overflow."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from judge.errors import InvalidInputError
+        from server.usecases.requests import MAX_ID
+
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a valid integer.", param, ctx)
+        if number > MAX_ID:
+            what = param.human_readable_name if param is not None else "the id"
+            raise InvalidInputError(
+                f"{what} {number} is larger than any id a run can have ({MAX_ID:,})"
+            )
+        return number
+
+
+ROW_ID = RowId()
+"""The type of every argument and option that names a run by its id."""
+
+
 # The consoles are made on first use: importing rich takes longer than the rest of the CLI,
 # and `--help` or a command that prints a plain line does not need it.
 @cache

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from server.cli.output import emit, json_option, out
+from server.cli.output import ROW_ID, emit, json_option, out
 
 if TYPE_CHECKING:
     from judge.vocab import Scale
@@ -50,7 +50,7 @@ def ratings() -> None:
 @ratings.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
-    "--run", "run_id", type=int, required=True, help="Generation run the ratings are for."
+    "--run", "run_id", type=ROW_ID, required=True, help="Generation run the ratings are for."
 )
 @click.option("--replace", is_flag=True, help="Overwrite changed scores instead of refusing.")
 @click.option(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from server.cli.agreement import campaign_option
-from server.cli.output import err, json_option, out, progress_bar, report_table, writing
+from server.cli.output import ROW_ID, err, json_option, out, progress_bar, report_table, writing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,7 +35,7 @@ def print_metrics(report: Report, console: Console | None = None) -> None:
 
 
 @click.command()
-@click.argument("run_id", type=int, metavar="JUDGE_RUN")
+@click.argument("run_id", type=ROW_ID, metavar="JUDGE_RUN")
 @click.option(
     "--out",
     "out_dir",

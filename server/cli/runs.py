@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from judge.vocab import RunStatus
-from server.cli.output import emit, err, json_option, out, progress_bar, table
+from server.cli.output import ROW_ID, emit, err, json_option, out, progress_bar, table
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -100,7 +100,7 @@ def _note_finished(engine: Engine, run_id: int, as_json: bool) -> None:
 
 
 @click.command("judge")
-@click.argument("run_id", type=int, metavar="GENERATION_RUN")
+@click.argument("run_id", type=ROW_ID, metavar="GENERATION_RUN")
 @click.option("--endpoint", help="Judge endpoint (default: [judge] endpoint).")
 @click.option("--prompt-variant", type=click.Choice(["plain", "cot"]))
 @click.option("--temperature", type=float)

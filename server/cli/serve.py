@@ -40,19 +40,22 @@ def serve(
 
     settings = ctx.settings(**{"server.host": host, "server.port": port, "server.workers": workers})
     open_store(settings, migrate=False).dispose()  # refuse a stale schema now
-    worker = None if no_worker else _start_worker(ctx)
+    worker = (
+        None
+        if no_worker
+        else Supervised(_start_worker(ctx), lambda: _start_worker(ctx, die_with_parent=False))
+    )
     cfg = settings.server
     err().print(
         f"FairJudge serving on http://{cfg.host}:{cfg.port}/ (API /api/v1, docs "
         f"/api/v1/docs/swagger); {cfg.workers} web workers x {cfg.threads} threads"
-        + ("" if worker is None else f"; job worker pid {worker.pid}")
+        + ("" if worker is None else f"; job worker pid {worker.pid} (restarted if it dies)")
     )
     try:
         _Gunicorn(lambda: _app(ctx), _gunicorn_options(settings)).run()
     finally:
-        if worker is not None and worker.poll() is None:
-            worker.terminate()
-            worker.wait(timeout=10)
+        if worker is not None:
+            worker.close()
 
 
 @click.command()
@@ -94,6 +97,11 @@ def _app(ctx: Context) -> Any:
     return create_app({"SETTINGS": ctx.settings()})
 
 
+ACCESS_LOG_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(L)ss "%(a)s"'
+"""gunicorn's access-log line without the query string and the Referer: host, time, method,
+path, protocol, status, bytes, seconds and user agent."""
+
+
 def _gunicorn_options(settings: Any) -> dict[str, Any]:
     cfg = settings.server
     return {
@@ -106,20 +114,84 @@ def _gunicorn_options(settings: Any) -> dict[str, Any]:
         # gunicorn 25+ opens a control socket in ~/.gunicorn by default: one per machine
         # would clash between servers, and nothing here uses it.
         "control_socket_disable": True,
-        # gunicorn's default access-log format has no headers, so keys never reach the log.
+        # gunicorn's default access-log format writes the request line with its query string
+        # and the Referer header; a key pasted into a URL (`?api_key=...`, refused with 401)
+        # would reach the log that way. This format has the path only, and no headers but
+        # the user agent.
         "accesslog": "-",
+        "access_log_format": ACCESS_LOG_FORMAT,
         "errorlog": "-",
         "loglevel": "info",
     }
 
 
-def _start_worker(ctx: Context) -> subprocess.Popen[bytes]:
+class Supervised:
+    """The job worker beside ``serve``, restarted when it ends while the server runs: after
+    1 s, then twice as long after each quick end (at most RESTART_MAX_S), and back to 1 s
+    once a worker has lived RESTART_RESET_S. A worker that was killed loses nothing: the
+    jobs it held are taken over from their leases by the next one."""
+
+    RESTART_MAX_S = 60.0
+    RESTART_RESET_S = 60.0
+
+    def __init__(self, first: subprocess.Popen[bytes], restart: Any) -> None:
+        import time
+
+        self._start, self._clock = restart, time.monotonic
+        self.proc = first
+        self.started = self._clock()
+        self.stop = threading.Event()
+        self.restarts = 0
+        self._thread = threading.Thread(target=self._watch, name="worker-supervisor", daemon=True)
+        self._thread.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _watch(self) -> None:
+        delay = 1.0
+        while not self.stop.wait(0.5):
+            code = self.proc.poll()
+            if code is None:
+                continue
+            if self._clock() - self.started >= self.RESTART_RESET_S:
+                delay = 1.0
+            # No exit code: gunicorn's arbiter reaps every child of this process, the job
+            # worker too, so the code Popen sees is not the worker's.
+            err().print(f"job worker pid {self.proc.pid} ended; starting another in {delay:g} s")
+            if self.stop.wait(delay):
+                return
+            self.proc, self.started = self._start(), self._clock()
+            self.restarts += 1
+            err().print(f"job worker restarted: pid {self.proc.pid}")
+            delay = min(delay * 2, self.RESTART_MAX_S)
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(timeout=5)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _start_worker(ctx: Context, *, die_with_parent: bool = True) -> subprocess.Popen[bytes]:
+    """The job worker as a child process. ``die_with_parent`` has Linux kill it when the
+    thread that starts it ends (PR_SET_PDEATHSIG is tied to that thread): right for the first
+    worker, started by the main thread; the supervisor's restarts go without it and rely on
+    the worker's own ``--exit-with-parent`` watch, or they would die with the supervisor."""
     args = [sys.executable, "-m", "server.cli"]
     if ctx.config_path:
         args += ["--config", ctx.config_path]
     if ctx.database_url:
         args += ["--db", ctx.database_url]
-    return subprocess.Popen([*args, "worker", "--exit-with-parent"], preexec_fn=_die_with_parent)
+    return subprocess.Popen(
+        [*args, "worker", "--exit-with-parent"],
+        preexec_fn=_die_with_parent if die_with_parent else None,
+    )
 
 
 def _die_with_parent() -> None:

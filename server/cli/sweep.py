@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from server.cli.output import (
+    ROW_ID,
     bootstrap_option,
     emit,
     err,
@@ -50,7 +51,7 @@ def _bars(quiet: bool) -> Iterator[Callable[[SweepConfig], Callable[[int, int], 
 
 
 @click.command()
-@click.argument("run_id", type=int, metavar="GENERATION_RUN")
+@click.argument("run_id", type=ROW_ID, metavar="GENERATION_RUN")
 @click.option(
     "--temperatures",
     default="0.1,0.5,1.0",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from judge.vocab import RunStatus
-from server.cli.output import emit, err, json_option, out, progress_bar, report_table
+from server.cli.output import ROW_ID, emit, err, json_option, out, progress_bar, report_table
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 SWAP_CHOICES = ("names", "gender", "race", "all")
 
 judge_run_option = click.option(
-    "--judge-run", "judge_run_id", type=int, required=True, metavar="RUN",
+    "--judge-run", "judge_run_id", type=ROW_ID, required=True, metavar="RUN",
     help="The judge run to check (`fairjudge runs` lists them).",
 )  # fmt: skip
 tolerance_option = click.option(

@@ -1,9 +1,10 @@
 """Who is signed in to the dashboard, and the form token that guards its POSTs.
 
-A user signs in by pasting an API key once. The signed session cookie then holds the key's
-row id and its stored sha256, never the key itself: the cookie is signed, not encrypted, so
-anyone who holds it can read it. Every request looks the row up again, so revoking a key
-signs its dashboard sessions out at their next click.
+A user signs in by pasting an API key once. The signed session cookie then holds a random
+token of a session kept in the store (``websession``, only the token's hash), never the key:
+the cookie is signed, not encrypted, so anyone who holds it can read it. Every request looks
+the session and its key up again, so signing out, revoking the key or the session's age ends
+it at the next click, for every copy of the cookie.
 """
 
 from __future__ import annotations
@@ -20,36 +21,35 @@ from flask.typing import ResponseReturnValue
 from sqlmodel import Session
 
 from judge.errors import InvalidInputError
-from server.auth import ApiKey, live_key
+from server.auth import ApiKey, close_web_session, open_web_session, web_session_key
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-KEY_ID = "key_id"
-KEY_HASH = "key_hash"
+TOKEN = "session"
 CSRF = "csrf"
 
 
-def remember(key: ApiKey) -> None:
-    """Sign ``key`` in: a fresh session (no state of an earlier user survives)."""
+def remember(db: Session, key: ApiKey) -> None:
+    """Sign ``key`` in: a new stored session, and a fresh cookie (no state of an earlier
+    user survives)."""
     session.clear()
-    session[KEY_ID] = key.id
-    session[KEY_HASH] = key.key_hash
+    session[TOKEN] = open_web_session(db, key)
 
 
-def forget() -> None:
+def forget(db: Session) -> None:
+    """Sign out: the stored session is revoked, then the cookie cleared."""
+    token = session.get(TOKEN)
+    if isinstance(token, str):
+        close_web_session(db, token)
     session.clear()
 
 
 def signed_in_key(db: Session) -> ApiKey | None:
-    """The live key the session names, or None (not signed in, or the key was revoked)."""
-    key_id, stored = session.get(KEY_ID), session.get(KEY_HASH)
-    if not isinstance(key_id, int) or not isinstance(stored, str):
-        return None
-    row = live_key(db, key_id)
-    if row is None:
-        return None
-    return row if hmac.compare_digest(row.key_hash, stored) else None
+    """The live key of the cookie's session, or None (not signed in, signed out, expired, or
+    the key was revoked)."""
+    token = session.get(TOKEN)
+    return web_session_key(db, token) if isinstance(token, str) else None
 
 
 def current_key() -> ApiKey:
@@ -67,7 +67,7 @@ def login_required(view: Callable[P, R]) -> Callable[P, R | ResponseReturnValue]
 
         key = signed_in_key(get_session())
         if key is None:
-            forget()
+            session.clear()
             return redirect(url_for("dashboard.login", next=request.full_path.rstrip("?")))
         g.dashboard_key = key
         return view(*args, **kwargs)

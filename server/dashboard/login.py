@@ -28,12 +28,12 @@ def login() -> ResponseReturnValue:
     except AuthError as exc:
         # The form comes back empty: a refused key is not echoed into the page.
         return render_template("dashboard/login.html", next=target, error=str(exc)), status_for(exc)
-    remember(key)
+    remember(get_session(), key)
     return redirect(target)
 
 
 @bp.post("/logout")
 def logout() -> ResponseReturnValue:
     check_csrf()
-    forget()
+    forget(get_session())
     return redirect(url_for("dashboard.login"))

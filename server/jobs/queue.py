@@ -21,17 +21,19 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from judge.errors import FairJudgeError, InvalidInputError, NotFoundError
 from server.jobs.tasks import run_task
 from server.usecases.jobs import (
+    BEAT_EVERY_S,
     DONE,
     STATUSES,
     JobStateError,
     RunBusyError,
     cancel_job,
+    count_attempt,
     get_job,
     job_lease,
     list_jobs,
@@ -41,6 +43,7 @@ from server.usecases.jobs import (
     set_job,
     start_job,
     submit,
+    worker_beat,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +70,9 @@ __all__ = [
 
 log = logging.getLogger("fairjudge.jobs")
 
+WAIT_RETRY_S = 2.0
+"""How long a worker leaves a job whose run another job or process holds before it looks
+again (the job waits in the queue meanwhile)."""
 PROGRESS_EVERY_S = 0.5
 """How often a running job writes its progress (and reads whether it was cancelled)."""
 
@@ -77,12 +83,20 @@ class JobCancelled(Exception):
 
 class _Reporter:
     """The progress callback of one running job: writes done/total now and then, and
-    raises JobCancelled once the job was asked to stop."""
+    raises JobCancelled once the job was asked to stop. Its first call counts the attempt:
+    the job's work has begun (its run's lease is held)."""
 
-    def __init__(self, engine: Engine, job_id: int) -> None:
+    def __init__(self, engine: Engine, job_id: int, attempts_before: int) -> None:
         self.engine, self.job_id, self.last = engine, job_id, 0.0
+        self.attempt, self.counted = attempts_before + 1, False
+
+    def count(self) -> None:
+        if not self.counted:
+            count_attempt(self.engine, self.job_id, self.attempt)
+            self.counted = True
 
     def __call__(self, done: int, total: int) -> None:
+        self.count()
         now = time.monotonic()
         if now - self.last < PROGRESS_EVERY_S and done < total:
             return
@@ -105,22 +119,29 @@ def _run_held(engine: Engine, settings: Settings, job_id: int) -> str:
     started = start_job(engine, job_id, f"{socket.gethostname()}:{os.getpid()}")
     if isinstance(started, str):  # done already, or cancelled before it started
         return started
-    kind, params = started
+    kind, params, attempts_before = started
+    reporter = _Reporter(engine, job_id, attempts_before)
     try:
-        result = run_task(
-            kind,
-            engine,
-            settings,
-            params,
-            _Reporter(engine, job_id),
-            lambda partial: set_job(engine, job_id, result=partial),
-        )
+        try:
+            result = run_task(
+                kind,
+                engine,
+                settings,
+                params,
+                reporter,
+                lambda partial: set_job(engine, job_id, result=partial),
+            )
+        except RunBusyError as exc:  # another job or process is on the same run: wait for it
+            # Waiting is not an attempt: the count stays where it was.
+            set_job(engine, job_id, status="queued", error=f"waiting: {exc}")
+            return "queued"
+        except BaseException:
+            reporter.count()  # the work began and ended in an error: that was an attempt
+            raise
+        reporter.count()
     except JobCancelled:
         set_job(engine, job_id, now=("finished_at",), status="cancelled")
         return "cancelled"
-    except RunBusyError as exc:  # another job or process is on the same run: wait for it
-        set_job(engine, job_id, status="queued", error=f"waiting: {exc}")
-        return "queued"
     except FairJudgeError as exc:
         set_job(engine, job_id, now=("finished_at",), status="failed", error=str(exc))
         return "failed"
@@ -140,28 +161,47 @@ class Worker:
     engine: Engine
     settings: Settings
     stop: threading.Event
+    _waiting: dict[int, float] = field(default_factory=dict)
+    """Job -> when to try it again, for jobs that found their run busy."""
 
     def run(self) -> None:
         cfg = self.settings.server
         active: dict[int, threading.Thread] = {}
-        log.info(
-            "job worker %s:%s: %s jobs at once", socket.gethostname(), os.getpid(), cfg.job_slots
-        )
-        while not self.stop.is_set():
-            for job_id in [j for j, t in active.items() if not t.is_alive()]:
-                del active[job_id]
-            if len(active) < cfg.job_slots:
-                for job_id in self._candidates(active):
-                    thread = threading.Thread(
-                        target=self._one, args=(job_id,), name=f"job-{job_id}", daemon=True
-                    )
-                    active[job_id] = thread
-                    thread.start()
-                    if len(active) >= cfg.job_slots:
-                        break
-            self.stop.wait(cfg.job_poll_s)
-        for thread in active.values():
-            thread.join(timeout=1)
+        name = f"{socket.gethostname()}:{os.getpid()}"
+        log.info("job worker %s: %s jobs at once", name, cfg.job_slots)
+        last_beat = 0.0
+        try:
+            while not self.stop.is_set():
+                if time.monotonic() - last_beat >= BEAT_EVERY_S:
+                    last_beat = self._beat(name) or last_beat
+                for job_id in [j for j, t in active.items() if not t.is_alive()]:
+                    del active[job_id]
+                if len(active) < cfg.job_slots:
+                    for job_id in self._candidates(active):
+                        thread = threading.Thread(
+                            target=self._one, args=(job_id,), name=f"job-{job_id}", daemon=True
+                        )
+                        active[job_id] = thread
+                        thread.start()
+                        if len(active) >= cfg.job_slots:
+                            break
+                self.stop.wait(cfg.job_poll_s)
+        finally:
+            # Also on SIGTERM or Ctrl-C (a KeyboardInterrupt out of the wait): a worker that
+            # stops says so, or health would take it for one that went silent.
+            for thread in active.values():
+                thread.join(timeout=1)
+            self._beat(name, stopping=True)
+
+    def _beat(self, name: str, *, stopping: bool = False) -> float | None:
+        """Renew this worker's heartbeat row; the time it was written, or None when the
+        store could not be written (the next loop tries again)."""
+        try:
+            worker_beat(self.engine, name, stopping=stopping)
+        except Exception:  # a busy or restarting database must not stop the worker
+            log.warning("could not write the worker's heartbeat:\n%s", traceback.format_exc())
+            return None
+        return time.monotonic()
 
     def _candidates(self, active: dict[int, threading.Thread]) -> Iterator[int]:
         from sqlmodel import Session
@@ -172,11 +212,16 @@ class Worker:
         except Exception:  # a busy or restarting database: look again next poll
             log.warning("could not read the job queue:\n%s", traceback.format_exc())
             return
-        yield from (i for i in ids if i not in active)
+        now = time.monotonic()
+        yield from (i for i in ids if i not in active and self._waiting.get(i, 0.0) <= now)
 
     def _one(self, job_id: int) -> None:
         status = run_job(
             self.engine, self.settings, job_id, lease_s=self.settings.server.job_lease_s
         )
+        if status == "queued":  # its run is busy: look again in a while, not every poll
+            self._waiting[job_id] = time.monotonic() + WAIT_RETRY_S
+        else:
+            self._waiting.pop(job_id, None)
         if status != "busy":
             log.info("job %s: %s", job_id, status)

@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from server.usecases.requests import NumbersNotBooleans
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from judge.vocab import Scale
 
 
-class AgreementOptions(BaseModel):
+class AgreementOptions(NumbersNotBooleans):
     """How the coefficients are computed: the defaults of ``fairjudge agreement``."""
 
     model_config = ConfigDict(extra="forbid")

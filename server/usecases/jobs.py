@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from judge.errors import InvalidInputError, NotFoundError
@@ -243,9 +245,12 @@ def report_progress(engine: Engine, job_id: int, done: int, total: int) -> bool:
         return bool(session.exec(select(Job.cancel_requested).where(Job.id == job_id)).one())
 
 
-def start_job(engine: Engine, job_id: int, worker: str) -> tuple[str, dict[str, Any]] | str:
-    """Mark a job running under ``worker``: its kind and parameters, or the status it keeps
-    when it is done already or was cancelled before it started."""
+def start_job(engine: Engine, job_id: int, worker: str) -> tuple[str, dict[str, Any], int] | str:
+    """Mark a job running under ``worker``: its kind, parameters and the attempts it had
+    before this one, or the status it keeps when it is done already or was cancelled
+    before it started. The attempt itself is counted by the caller once the job's work has
+    really begun (``count_attempt``): a job that only finds its run busy and goes back to
+    wait has not been attempted."""
     from sqlmodel import Session
 
     from judge.store.tables import utcnow
@@ -259,19 +264,36 @@ def start_job(engine: Engine, job_id: int, worker: str) -> tuple[str, dict[str, 
             session.add(job)
             session.commit()
             return "cancelled"
-        resumed = job.status == "running"
-        kind, params, attempts = job.kind, dict(job.params), job.attempts + 1
+        resumed = job.status == "running" and job.attempts > 0
+        kind, params, attempts, before = job.kind, dict(job.params), job.attempts, job.worker
+        note = job.error if (job.error or "").startswith("waiting:") else None
     if resumed:
         import logging
 
-        logging.getLogger("fairjudge.jobs").info(
-            "job %s: its worker stopped; resuming (attempt %s)", job_id, attempts
+        # The job says so too: its progress goes on from what the store holds.
+        note = f"resumed: its worker {before or '(unknown)'} stopped; attempt {attempts + 1}"
+        logging.getLogger("fairjudge.jobs").info("job %s: %s", job_id, note)
+    set_job(engine, job_id, now=("started_at",), status="running", worker=worker, error=note)
+    return kind, params, attempts
+
+
+def count_attempt(engine: Engine, job_id: int, attempts: int) -> None:
+    """Record that attempt ``attempts`` of the job has begun its work (a waiting note, which
+    no longer holds, is cleared; a resumed note stays)."""
+    from sqlalchemy import update
+    from sqlmodel import Session, col
+
+    from judge.store.tables import Job
+
+    with Session(engine) as session:
+        session.execute(update(Job).where(col(Job.id) == job_id).values(attempts=attempts))
+        session.execute(
+            update(Job)
+            .where(col(Job.id) == job_id)
+            .where(col(Job.error).like("waiting:%"))
+            .values(error=None)
         )
-    set_job(
-        engine, job_id, now=("started_at",), status="running", attempts=attempts,
-        worker=worker, error=None,
-    )  # fmt: skip
-    return kind, params
+        session.commit()
 
 
 def runnable(session: Session) -> list[int]:
@@ -298,3 +320,83 @@ def job_lease(engine: Engine, job_id: int, *, seconds: float) -> Iterator[None]:
 
     with run_lease(engine, "job", job_id, seconds=seconds):
         yield
+
+
+BEAT_EVERY_S = 2.0
+"""How often a running job worker renews its heartbeat row."""
+
+
+def worker_beat(engine: Engine, worker: str, *, stopping: bool = False) -> None:
+    """Record that job worker ``worker`` (host:pid) is alive now, or that it is stopping
+    cleanly (``stopping``: health no longer counts it as missing)."""
+    from sqlmodel import Session, col, select
+
+    from judge.store.tables import WorkerBeat, utcnow
+
+    now = utcnow()
+    with Session(engine) as session:
+        row = session.exec(select(WorkerBeat).where(col(WorkerBeat.worker) == worker)).first()
+        if row is None:
+            row = WorkerBeat(worker=worker, started_at=now, beat_at=now)
+        row.beat_at = now
+        row.stopped_at = now if stopping else None
+        session.add(row)
+        session.commit()
+
+
+@dataclass(frozen=True)
+class WorkerHealth:
+    """What the store says of the job workers: those beating now, the newest heartbeat,
+    those that went quiet without stopping, and whether jobs wait for a worker."""
+
+    healthy: bool
+    live: int
+    silent: int
+    last_beat_at: str | None
+    last_beat_age_s: float | None
+    waiting_jobs: int
+    reason: str
+
+
+def worker_health(engine: Engine, *, stale_after_s: float) -> WorkerHealth:
+    """Healthy unless no worker has beaten within ``stale_after_s`` while one went quiet
+    without stopping (it died) or jobs are queued or running (nothing will run them)."""
+    from sqlmodel import Session, col, func, select
+
+    from judge.store.tables import Job, WorkerBeat, utcnow
+
+    now = utcnow()
+    with Session(engine) as session:
+        rows = session.exec(select(WorkerBeat).where(col(WorkerBeat.stopped_at).is_(None))).all()
+        waiting = session.exec(
+            select(func.count()).where(col(Job.status).in_(("queued", "running")))
+        ).one()
+    ages = []
+    for row in rows:
+        beat = row.beat_at if row.beat_at.tzinfo else row.beat_at.replace(tzinfo=now.tzinfo)
+        ages.append((now - beat).total_seconds())
+    live = sum(1 for age in ages if age <= stale_after_s)
+    silent = len(ages) - live
+    newest = min(ages) if ages else None
+    last = None if newest is None else (now - timedelta(seconds=newest)).isoformat()
+    if live:
+        healthy, reason = True, f"{live} job worker(s) beating"
+    elif silent:
+        healthy, reason = (
+            False,
+            (
+                f"no job worker has beaten for {newest:.0f} s (more than {stale_after_s:g} s); "
+                "restart `fairjudge serve` or start `fairjudge worker`"
+            ),
+        )
+    elif waiting:
+        healthy, reason = (
+            False,
+            (
+                f"{waiting} job(s) wait and no job worker runs; start `fairjudge worker` (or "
+                "`fairjudge serve` without --no-worker)"
+            ),
+        )
+    else:
+        healthy, reason = True, "no job worker runs, and no job waits for one"
+    return WorkerHealth(healthy, live, silent, last, newest, int(waiting), reason)

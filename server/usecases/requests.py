@@ -21,7 +21,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from judge.errors import InvalidInputError
@@ -29,8 +37,10 @@ from judge.errors import InvalidInputError
 if TYPE_CHECKING:
     from judge.config import Settings
 
-MAX_ID = 2**63 - 1
-"""The largest id a database row can have (a signed 64-bit integer)."""
+MAX_ID = 2**31 - 1
+"""The largest id a row can have on every store: PostgreSQL's ``integer`` id columns are
+32-bit (SQLite's are 64-bit). Ids above it are refused where they enter, as bad input,
+instead of overflowing in the database driver."""
 
 R = TypeVar("R", bound="Request")
 
@@ -40,7 +50,37 @@ def problems_of(exc: ValidationError) -> list[str]:
     return [f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()]
 
 
-class Request(BaseModel):
+def _numeric(annotation: Any) -> bool:
+    """Whether a field's annotation is int or float (alone or with None)."""
+    import typing
+
+    if annotation in (int, float):
+        return True
+    args = typing.get_args(annotation)
+    return (
+        bool(args)
+        and all(a in (int, float, type(None)) for a in args)
+        and any(a in (int, float) for a in args)
+    )
+
+
+class NumbersNotBooleans(BaseModel):
+    """Refuses ``true``/``false`` where a number is asked for: pydantic would read them as
+    1 and 0, and a client that sent a boolean for a seed or a temperature made a mistake
+    it should hear about."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, field in cls.model_fields.items():
+                key = field.alias or name
+                if isinstance(data.get(key), bool) and _numeric(field.annotation):
+                    raise ValueError(f"{key}: expected a number, got {str(data[key]).lower()}")
+        return data
+
+
+class Request(NumbersNotBooleans):
     """A use case's request: unknown fields are refused (a misspelt option is an error)."""
 
     model_config = ConfigDict(extra="forbid")

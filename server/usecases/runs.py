@@ -211,6 +211,22 @@ def list_runs(session: Session) -> RunListing:
     return listing(session)
 
 
+def page_generation_runs(
+    session: Session, *, limit: int, offset: int
+) -> tuple[list[GenerationRunInfo], int]:
+    """One page of generation runs, paged in SQL, and how many there are."""
+    from judge.store.queries import page_generation_runs as paging
+
+    return paging(session, limit=limit, offset=offset)
+
+
+def page_judge_runs(session: Session, *, limit: int, offset: int) -> tuple[list[JudgeRunInfo], int]:
+    """One page of judge runs, paged in SQL, and how many there are."""
+    from judge.store.queries import page_judge_runs as paging
+
+    return paging(session, limit=limit, offset=offset)
+
+
 def judgment_counts(session: Session, judge_run_id: int) -> dict[str, int]:
     """A judge run's judgments by status (scored, unscored)."""
     from sqlmodel import col, func, select

@@ -307,9 +307,11 @@ def test_the_judge_classifies_the_follow_ups_as_a_job(au: Audits) -> None:
     ("body", "status", "fragment"),
     [
         ({"suite": "poll"}, 422, "suite: Input should be 'award', 'names' or 'bbi'"),
-        ({"suite": "award", "options": {"items": "/etc/passwd"}}, 422, "not an option"),
-        ({"suite": "award", "options": {"levels": ["x"]}}, 422, "levels.0"),
-        ({"suite": "names", "options": {"seed": 1}}, 422, "seed is not an option of the names"),
+        # Which options a suite has depends on `suite`, which the body's JSON schema cannot
+        # say: they are checked when the job is queued, a 400 (docs/server.md, Errors).
+        ({"suite": "award", "options": {"items": "/etc/passwd"}}, 400, "not an option"),
+        ({"suite": "award", "options": {"levels": ["x"]}}, 400, "levels.0"),
+        ({"suite": "names", "options": {"seed": 1}}, 400, "seed is not an option of the names"),
         ({"suite": "award", "new": True}, 422, "new: Extra inputs"),
         ({"suite": "award", "endpoint": "nope"}, 400, "nope"),
         ({"suite": "award", "options": {"levels": [99]}}, 400, "award design"),

@@ -68,6 +68,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         + ROLES,
         "range.toml": ENDPOINT.format(url="http://x/v1") + ROLES + "temperature = 9\n",
         "not_a_db.txt": "hello\n",
+        # 100,000 levels: past Python's recursion limit (1,000) whatever the stack.
+        "deep.jsonl": "[" * 100_000 + "]" * 100_000 + "\n",
         "a_file": "",
     }
     for name, content in files.items():
@@ -147,6 +149,24 @@ CASES = [
     ("demo limit 0", "demo --limit 0", 2, "--limit"),
     ("unknown option", "dataset list --bogus", 2, "No such option"),
     ("run id not a number", "report abc --out {d}/out", 2, "is not a valid integer"),
+    # The largest id PostgreSQL's integer columns hold is 2**31 - 1 = 2,147,483,647; 2**31 and
+    # 2**63 (past SQLite's 64-bit integers too) are refused before any query.
+    ("run id past 32 bits", "report 2147483648 --out {d}/out", 1, "larger than any id"),
+    ("run id past 64 bits", "report 9223372036854775808 --out {d}/out", 1, "(2,147,483,647)"),
+    ("judge id past 64 bits", "judge 9223372036854775808", 1, "larger than any id"),
+    ("dataset nested 100k deep", "dataset import {d}/deep.jsonl", 1, "nested too deeply"),
+    (
+        "db read-only",
+        f"--db sqlite:///file:{{d}}/store.db?mode=ro&uri=true dataset import {SAMPLE} --name ro",
+        1,
+        "is read-only",
+    ),
+    (
+        "db read-only write",
+        "--db sqlite:///file:{d}/store.db?mode=ro&uri=true keys create --name x",
+        1,
+        "is read-only",
+    ),
 ]
 
 

@@ -5,6 +5,7 @@ code under test) and against the JSON API."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import re
@@ -97,9 +98,12 @@ def test_the_session_keeps_no_key_and_no_page_shows_it(
     assert reply.status_code == 302 and reply.headers["Location"] == "/jobs/new"
     cookie = client.get_cookie("session")
     assert cookie is not None
-    # The cookie is signed, not encrypted: decoded, it holds the key's id and hash only.
+    # The cookie is signed, not encrypted: decoded, it holds the stored session's random token
+    # and the form token only; neither the key nor its hash (docs/server.md, Keys).
     content = app.session_interface.get_signing_serializer(app).loads(cookie.value)  # type: ignore[attr-defined]
-    assert member.raw not in json.dumps(content) and set(content) <= {"key_id", "key_hash", "csrf"}
+    assert set(content) <= {"session", "csrf"} and "session" in content
+    assert member.raw not in json.dumps(content)
+    assert hashlib.sha256(member.raw.encode()).hexdigest() not in json.dumps(content)
     for path in ("/", "/jobs/new", f"/judge-runs/{store.judge_run_id}"):
         page = client.get(path)
         assert page.status_code == 200 and member.name in page.text
