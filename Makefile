@@ -62,7 +62,7 @@ serve: $(STAMP)
 	$(BIN)/fairjudge serve
 
 test: lint
-	$(BIN)/python -m pytest -q -rs $(PYTEST_PARALLEL)
+	$(BIN)/python -m pytest -q -rs --durations=15 $(PYTEST_PARALLEL)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not embedded"
