@@ -23,7 +23,13 @@ from annotation.errors import RatingsError
 from judge.errors import NotFoundError
 from judge.metrics import aggregate
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
-from judge.stats.levels import SelfConsistency, items_needed, self_consistency
+from judge.stats.levels import (
+    GroupedCorrelation,
+    SelfConsistency,
+    grouped_correlations,
+    items_needed,
+    self_consistency,
+)
 from judge.stats.matrix import RatingMatrix
 from judge.stats.pairs import PairAgreement, judge_vs_human, to_categories
 from judge.stats.raters import (
@@ -75,6 +81,10 @@ class JudgeReliability:
     # The judge's own checks it failed on this rubric (judge.trust.section.flags):
     # "self-preference", "counterfactual (names)", "order (inconsistent, recency)", "length".
     checks: list[str] = field(default_factory=list)
+    # With ``group_by``: correlations within each group of items, averaged over the groups
+    # (summary-level, as for documents), and the item field that made the groups.
+    grouped: GroupedCorrelation | None = None
+    group_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -99,6 +109,8 @@ class JudgeReliability:
             out["weighted"] = {k: c.to_dict() for k, c in self.weighted.items()}
             out["weighted_note"] = self.weighted_note
         out["points"] = {"judge": self.judge_points, "human": self.human_points}
+        if self.grouped is not None:
+            out["grouped"] = {"group_by": self.group_by, **self.grouped.to_dict()}
         if self.self_consistency is not None:
             out["self_consistency"] = self.self_consistency.to_dict()
         return out
@@ -246,6 +258,8 @@ def _judge_entry(
     target_half_width: float,
     scale: Scale,
     probabilities: dict[int, float] | None = None,
+    groups: dict[int, str] | None = None,
+    group_by: str | None = None,
 ) -> JudgeReliability:
     assert run.id is not None
     combined, samples = _judge_scores(session, run, rubric)
@@ -286,8 +300,51 @@ def _judge_entry(
         judge_points=jx.tolist(),
         human_points=hy.tolist(),
         self_consistency=consistency,
+        grouped=None
+        if groups is None
+        else grouped_correlations(jx, hy, [groups[i] for i in items], options=options, warn=False),
+        group_by=group_by,
         **_weighted(items, jx, hy, probabilities, session),
     )
+
+
+GROUP_FIELDS = ("stage", "factor", "scenario")
+"""The item columns agreement can be grouped by; ``fields.NAME`` names a field of the item's
+own texts (for instance the document a summary item was written from)."""
+
+
+def item_groups(session: Session, item_ids: Sequence[int], group_by: str) -> dict[int, str]:
+    """Each item's group: its ``stage``, ``factor`` or ``scenario``, or the value of its field
+    ``NAME`` for ``fields.NAME``. InvalidInputError when the name is neither, or when an item
+    lacks the field (naming the first few)."""
+    from judge.errors import InvalidInputError
+    from judge.store.tables import Item
+
+    name = group_by.removeprefix("fields.")
+    if group_by not in GROUP_FIELDS and (not group_by.startswith("fields.") or not name):
+        raise InvalidInputError(
+            f"group_by {group_by!r}: give one of {', '.join(GROUP_FIELDS)} or fields.NAME "
+            "(a field of the items' texts)"
+        )
+    rows = session.exec(select(Item).where(col(Item.id).in_(list(item_ids)))).all()
+    out: dict[int, str] = {}
+    missing: list[str] = []
+    for item in rows:
+        assert item.id is not None
+        if group_by in GROUP_FIELDS:
+            out[item.id] = str(getattr(item, group_by))
+        elif name in item.fields and item.fields[name] is not None:
+            out[item.id] = str(item.fields[name])
+        else:
+            missing.append(item.key)
+    if missing:
+        shown = ", ".join(repr(k) for k in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise InvalidInputError(
+            f"group_by {group_by!r}: {len(missing)} rated item(s) have no field {name!r} "
+            f"({shown}{more})"
+        )
+    return out
 
 
 def _weighted(
@@ -366,6 +423,7 @@ def run_reliability(
     target_half_width: float = 0.1,
     scale: Scale = SCALE,
     campaigns: Sequence[str] = (),
+    group_by: str | None = None,
 ) -> RunReliability:
     """Agreement per rubric x judge run of a generation run, with the human ceiling, on each
     rubric's scale: a registered rubric's 1..N, the built-ins' ``scale`` (1-5 unless given).
@@ -373,7 +431,10 @@ def run_reliability(
 
     ``campaigns`` names the campaigns (or ``import:BATCH``) whose ratings count; without it
     every campaign and batch of the run counts, the newest winning where several rated the
-    same item, rubric and rater (``judge.store.rating_scope``)."""
+    same item, rubric and rater (``judge.store.rating_scope``).
+
+    ``group_by`` (an item field, see ``item_groups``) adds each judge's grouped correlations:
+    within each group of rated items, averaged over the groups."""
     get_generation_run(session, generation_run_id)
     # Ratings of a campaign's gold items test the annotators; they were chosen, not drawn,
     # so they stay out of agreement (annotation.labelstudio.gold).
@@ -403,6 +464,11 @@ def run_reliability(
 
     own_scales = registered_scales(session)
     checks = {run.id: trust_flags(session, run.id) for run in judge_runs if run.id is not None}
+    groups = (
+        None
+        if group_by is None
+        else item_groups(session, sorted({r.item_id for r in ratings}), group_by)
+    )
     by_rubric: dict[str, list[HumanRating]] = defaultdict(list)
     for rating in ratings:
         by_rubric[rating.rubric].append(rating)
@@ -431,6 +497,8 @@ def run_reliability(
                     target_half_width,
                     own,
                     probabilities,
+                    groups,
+                    group_by,
                 ),
                 checks=[*checks[run.id].get("*", []), *checks[run.id].get(rubric, [])],
             )

@@ -56,6 +56,7 @@ import numpy as np
 from sqlmodel import Session, col, select
 
 from bench import wire
+from bench.agreement_route import bench_agreement_route
 from bench.audits import bench_audits
 from bench.dedupe import dedupe_bench
 from bench.generate import generate_bench
@@ -282,6 +283,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "embedded": bench_embedded,
     "labelstudio": lambda tmp: bench_labelstudio(tmp, LABELSTUDIO_VENV),
     "server": bench_server,
+    "agreement_route": bench_agreement_route,
     "audits": bench_audits,
     "trust": bench_trust,
     "generate": lambda tmp: {

@@ -29,7 +29,7 @@ from judge.data.datasets import DatasetDescription, DatasetInfo, ImportSummary
 from judge.data.responses import MAX_BATCH_ROWS, ResponseRow, ResponsesImport
 from judge.metrics import MetricRow
 from judge.store.queries import GenerationRunInfo, JudgeRunInfo
-from server.usecases.agreement import AgreementOptions
+from server.usecases.agreement import GROUP_BY, AgreementOptions
 from server.usecases.requests import JOB_REQUESTS, MAX_ID, AuditRequest, NumbersNotBooleans
 
 MAX_PAGE = 500
@@ -326,6 +326,8 @@ class RatingScopeQuery(Strict):
 class AgreementQuery(RatingScopeQuery, AgreementOptions):
     """Which ratings agreement uses, and how its coefficients are computed (the options of
     ``fairjudge agreement``, with its defaults)."""
+
+    group_by: str | None = GROUP_BY
 
 
 class CsvQuery(RatingScopeQuery):

@@ -189,6 +189,17 @@ SERVER_MODULES: dict[str, tuple[str, ...]] = {
     ),
 }
 GROUP_OF_MODULE = {m: group for group, modules in SERVER_MODULES.items() for m in modules}
+SLOW_MODULES = (
+    "tests/server/api/test_schemathesis_live.py",
+    "tests/server/test_live.py",
+    "tests/server/test_restart.py",
+    "tests/server/test_worker_watch.py",
+    "tests/server/cli/test_interrupt.py",
+    "tests/judge/test_durability.py",
+)
+"""Modules of a minute or more each (real servers and processes, measured with
+``--durations``), handed out right after the server groups: started last, one of them would
+keep a worker busy alone at the end of the run."""
 
 
 def _module(nodeid: str) -> str:
@@ -203,9 +214,9 @@ def _uses_server(item: pytest.Item) -> str | None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check SERVER_MODULES against what the collected tests use, then put the server
-    groups' tests first: they take longest, and the scheduler hands groups out in collection
-    order (``--no-loadscope-reorder``), so each starts at once on a worker of its own while the
-    modules fill in around them. The order inside each group is kept."""
+    groups' tests first and SLOW_MODULES next: they take longest, and the scheduler hands
+    groups out in collection order (``--no-loadscope-reorder``), so each starts early while
+    the quick modules fill in around them. The order inside each group is kept."""
     used: dict[str, str] = {}
     for item in items:
         group = _uses_server(item)
@@ -227,8 +238,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order = list(SERVER_MODULES)
 
     def rank(item: pytest.Item) -> int:
-        group = GROUP_OF_MODULE.get(_module(item.nodeid))
-        return order.index(group) if group is not None else len(order)
+        module = _module(item.nodeid)
+        group = GROUP_OF_MODULE.get(module)
+        if group is not None:
+            return order.index(group)
+        return len(order) + (0 if module in SLOW_MODULES else 1)
 
     items.sort(key=rank)
 

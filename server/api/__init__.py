@@ -146,6 +146,11 @@ def _check_json_body() -> None:
         body = json.loads(text)
     except ValueError as exc:
         raise InvalidInputError(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidInputError(
+            f"the body is a JSON {type(body).__name__ if body is not None else 'null'}: send a "
+            "JSON object ({...}), or no body where every field has a default"
+        )
     if _has_nul(body):
         raise InvalidInputError(
             "the body holds a NUL character (\\u0000) in a string; remove it: no text "

@@ -89,6 +89,11 @@ def write_agreement(result: Agreement, out_dir: str) -> list[Path]:
     type=click.Path(file_okay=False),
     help="Also write agreement.json and plots here.",
 )
+@click.option(
+    "--group-by",
+    help="Also correlate within groups of rated items and average over the groups: stage, "
+    "factor, scenario or fields.NAME (a field of the items' texts, e.g. their document).",
+)
 @campaign_option
 @json_option
 @click.pass_context
@@ -100,6 +105,7 @@ def agreement(
     human_score: str,
     target_half_width: float,
     out_dir: str | None,
+    group_by: str | None,
     campaigns: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -123,6 +129,7 @@ def agreement(
         seed=seed,
         human_score=human_score,
         target_half_width=target_half_width,
+        group_by=group_by,
     )
     result = agreement_in(ctx.engine(), request)
     data = result.to_dict()

@@ -162,10 +162,15 @@ class Supervised:
             err().print(f"job worker pid {self.proc.pid} ended; starting another in {delay:g} s")
             if self.stop.wait(delay):
                 return
-            self.proc, self.started = self._start(), self._clock()
+            delay = min(delay * 2, self.RESTART_MAX_S)
+            try:
+                proc = self._start()
+            except OSError as exc:  # no process could be made now: try again after the delay
+                err().print(f"could not start a job worker ({exc}); trying again in {delay:g} s")
+                continue
+            self.proc, self.started = proc, self._clock()
             self.restarts += 1
             err().print(f"job worker restarted: pid {self.proc.pid}")
-            delay = min(delay * 2, self.RESTART_MAX_S)
 
     def close(self) -> None:
         self.stop.set()

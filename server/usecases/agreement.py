@@ -53,6 +53,16 @@ class AgreementOptions(NumbersNotBooleans):
     )
 
 
+GROUP_BY: Any = Field(
+    default=None,
+    pattern=r"^(stage|factor|scenario|fields\.[A-Za-z0-9_.-]{1,100})$",
+    description="Also correlate within groups of items and average over the groups: stage, "
+    "factor, scenario, or fields.NAME (a field of the items' texts, e.g. the document a "
+    "summary was written from).",
+)
+"""The ``group_by`` field of the CLI's and the API's agreement requests."""
+
+
 class AgreementRequest(AgreementOptions):
     """Whose agreement: a generation run's judge runs, or one judge run (exactly one of the
     two), on the ratings of ``campaigns`` (every campaign and import batch of the run when
@@ -61,6 +71,7 @@ class AgreementRequest(AgreementOptions):
     generation_run: int | None = Field(default=None, ge=1)
     judge_run: int | None = Field(default=None, ge=1)
     campaigns: list[str] = Field(default_factory=list)
+    group_by: str | None = GROUP_BY
 
     @model_validator(mode="after")
     def _one_run(self) -> AgreementRequest:
@@ -121,6 +132,7 @@ def agreement(session: Session, request: AgreementRequest) -> Agreement:
         human=request.human_score,
         target_half_width=request.target_half_width,
         campaigns=request.campaigns,
+        group_by=request.group_by,
     )
     if request.judge_run is not None:
         only = request.judge_run

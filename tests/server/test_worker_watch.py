@@ -32,17 +32,14 @@ from typing import Any
 from sqlalchemy import create_engine
 from sqlmodel import Session, select
 
-from judge.config import load_settings
-from judge.data.datasets import import_items
 from judge.runs import run_lease
-from judge.store.engine import make_engine, session_scope
+from judge.store.engine import make_engine
 from judge.store.tables import Judgment, WorkerBeat
-from server import usecases
 from server.auth import create_key
 from server.usecases.jobs import worker_health
-from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
+from tests.support.factories import FAIRJUDGE, write_config
 from tests.support.kills import requests_of
-from tests.support.live import LiveServer
+from tests.support.live import LiveServer, answered_sample
 from tests.support.stub_openai import StubServer
 
 # The sample's judgments (samples = 1): 18 items in each of S1..S4; S1 and S4 are judged with
@@ -77,18 +74,6 @@ def _config(tmp: Path, stub: StubServer, url: str) -> Path:
     with config.open("a", encoding="utf-8") as f:
         f.write(f"[server]\njob_poll_s = {POLL_S}\njob_lease_s = {LEASE_S}\n")
     return config
-
-
-def _answered(config: Path) -> None:
-    """The sample imported and answered by the stub (generation run 1), in this process."""
-    settings = load_settings(config)
-    engine = make_engine(settings.database_url)
-    try:
-        with session_scope(engine) as session:
-            import_items(session, SAMPLE, "fairmonitor_sample")
-        usecases.generate(engine, settings, "fairmonitor_sample")
-    finally:
-        engine.dispose()
 
 
 @contextmanager
@@ -196,7 +181,7 @@ def test_a_killed_worker_is_restarted_and_its_job_resumed(tmp_path: Path) -> Non
     url = f"sqlite:///{tmp_path / 'fairjudge.db'}"
     with StubServer() as stub:
         config = _config(tmp_path, stub, url)
-        _answered(config)
+        answered_sample(config)
         stub.state.latency = SLOW_S
         with _running(LiveServer(config), url) as server:
             [old] = _job_workers(server)  # serve starts exactly one
@@ -275,7 +260,7 @@ def test_health_says_when_no_worker_runs_the_jobs(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'fairjudge.db'}"
     with StubServer() as stub:
         config = _config(tmp_path, stub, url)
-        _answered(config)
+        answered_sample(config)
         worker: subprocess.Popen[bytes] | None = None
         worker_log = tmp_path / "worker.log"
         try:
@@ -368,7 +353,7 @@ def test_attempts_do_not_climb_while_a_job_waits_for_its_run(tmp_path: Path) -> 
     url = f"sqlite:///{tmp_path / 'fairjudge.db'}"
     with StubServer() as stub:
         config = _config(tmp_path, stub, url)
-        _answered(config)
+        answered_sample(config)
         engine = make_engine(url)
         try:
             with _running(LiveServer(config), url) as server:

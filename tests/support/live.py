@@ -173,3 +173,22 @@ def process_rss(pid: int) -> int:
         return 0
     line = next((x for x in status.splitlines() if x.startswith("VmRSS:")), "VmRSS: 0 kB")
     return int(line.split()[1]) * 1024
+
+
+def answered_sample(config: Path) -> None:
+    """The sample imported as ``fairmonitor_sample`` and answered by the config's endpoint
+    (generation run 1 of a new store), in this process, before a server is started on it."""
+    from judge.config import load_settings
+    from judge.data.datasets import import_items
+    from judge.store.engine import make_engine, session_scope
+    from server import usecases
+    from tests.support.factories import SAMPLE
+
+    settings = load_settings(config)
+    engine = make_engine(settings.database_url)
+    try:
+        with session_scope(engine) as session:
+            import_items(session, SAMPLE, "fairmonitor_sample")
+        usecases.generate(engine, settings, "fairmonitor_sample")
+    finally:
+        engine.dispose()

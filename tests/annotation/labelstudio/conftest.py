@@ -23,10 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import Engine
 
 from annotation.errors import LabelStudioError
 from annotation.labelstudio.service import Connection, LabelStudioService
 from judge.config import LabelStudioConfig
+from judge.store.engine import make_engine
+from tests.support import stores
 from tests.support.factories import free_port
 
 VENV_ENV = "FAIRJUDGE_TEST_LABELSTUDIO_VENV"
@@ -133,3 +136,18 @@ def labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudi
 def ls_connection(labelstudio: LabelStudioService) -> Connection:
     """The admin connection to the session's Label Studio."""
     return labelstudio.connection()
+
+
+@pytest.fixture(scope="module")
+def store(
+    tmp_path_factory: pytest.TempPathFactory, judged_sample_template: stores.Judged
+) -> Iterator[tuple[Engine, int, int]]:
+    """A module's own store: the 72 sample items answered and judged with every rubric
+    through the stub endpoint (a copy of the session's template, tests/support/stores.py);
+    with the ids of the generation run and the judge run."""
+    jud = judged_sample_template
+    engine = make_engine(
+        stores.copy_store(jud.path, tmp_path_factory.mktemp("judged") / "fairjudge.db")
+    )
+    yield engine, jud.generation_run_id, jud.judge_run_id
+    engine.dispose()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,25 +28,10 @@ from annotation.reliability import run_reliability
 from judge import paths
 from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.stats.coefficient import BootstrapOptions
-from judge.store.engine import make_engine, session_scope
+from judge.store.engine import session_scope
 from judge.store.tables import CampaignTask, HumanRating, Item
-from tests.support import stores
 
 FAIR1, FAIR2, HARSH = "q.fair1@example.org", "q.fair2@example.org", "q.harsh@example.org"
-
-
-@pytest.fixture(scope="module")
-def store(
-    tmp_path_factory: pytest.TempPathFactory, judged_sample_template: stores.Judged
-) -> Iterator[tuple[Engine, int, int]]:
-    """The 72 sample items answered and judged with every rubric through the stub endpoint
-    (a copy of the session's template, tests/support/stores.py)."""
-    jud = judged_sample_template
-    engine = make_engine(
-        stores.copy_store(jud.path, tmp_path_factory.mktemp("quality") / "fairjudge.db")
-    )
-    yield engine, jud.generation_run_id, jud.judge_run_id
-    engine.dispose()
 
 
 def _hash(*parts: str) -> int:

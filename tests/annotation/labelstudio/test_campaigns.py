@@ -9,7 +9,6 @@ import hashlib
 import json
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import krippendorff
@@ -36,7 +35,7 @@ from annotation.reliability import run_reliability
 from judge import paths
 from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.stats.coefficient import BootstrapOptions
-from judge.store.engine import make_engine, session_scope
+from judge.store.engine import session_scope
 from judge.store.tables import (
     CampaignTask,
     HumanRating,
@@ -46,7 +45,6 @@ from judge.store.tables import (
     Response,
 )
 from server import usecases
-from tests.support import stores
 from tests.support.factories import make_settings
 from tests.support.stub_openai import StubServer
 
@@ -56,20 +54,6 @@ PEOPLE = ("ann.one@example.org", "ann.two@example.org", "ann.three@example.org")
 @pytest.fixture(scope="module")
 def rubrics() -> RubricSet:
     return load_rubrics(paths.prompts_dir())
-
-
-@pytest.fixture(scope="module")
-def store(
-    tmp_path_factory: pytest.TempPathFactory, judged_sample_template: stores.Judged
-) -> Iterator[tuple[Engine, int, int]]:
-    """The 72 sample items answered and judged with every rubric through the stub endpoint
-    (a copy of the session's template, tests/support/stores.py)."""
-    jud = judged_sample_template
-    engine = make_engine(
-        stores.copy_store(jud.path, tmp_path_factory.mktemp("campaigns") / "fairjudge.db")
-    )
-    yield engine, jud.generation_run_id, jud.judge_run_id
-    engine.dispose()
 
 
 @pytest.fixture(scope="module")
