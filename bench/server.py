@@ -253,15 +253,13 @@ def _judge(server: LiveServer, stub: wire.Stub, rss: PeakRss) -> dict[str, Any]:
     }
 
 
-def _reads(server: LiveServer, judge_run: int) -> dict[str, Any]:
-    path = f"/api/v1/judgments?judge_run={judge_run}&limit=50"
-    status, page = server.get(path)
-    if status != 200 or page["total"] != N_JUDGE or len(page["items"]) != 50:
-        raise RuntimeError(f"{path}: {status} {str(page)[:300]}")
+def timed_gets(server: LiveServer, path: str, clients: int, each: int) -> list[float]:
+    """``clients`` concurrent clients GET ``path`` ``each`` times: every request's seconds,
+    sorted; RuntimeError on a reply other than 200."""
 
     def client(_: int) -> list[float]:
         took = []
-        for _ in range(READS_PER_CLIENT):
+        for _ in range(each):
             start = time.perf_counter()
             code, _body = server.get(path)
             took.append(time.perf_counter() - start)
@@ -269,9 +267,18 @@ def _reads(server: LiveServer, judge_run: int) -> dict[str, Any]:
                 raise RuntimeError(f"{path}: {code}")
         return took
 
+    with ThreadPoolExecutor(clients) as pool:
+        return sorted(t for ts in pool.map(client, range(clients)) for t in ts)
+
+
+def _reads(server: LiveServer, judge_run: int) -> dict[str, Any]:
+    path = f"/api/v1/judgments?judge_run={judge_run}&limit=50"
+    status, page = server.get(path)
+    if status != 200 or page["total"] != N_JUDGE or len(page["items"]) != 50:
+        raise RuntimeError(f"{path}: {status} {str(page)[:300]}")
+
     start = time.perf_counter()
-    with ThreadPoolExecutor(CLIENTS) as pool:
-        latencies = sorted(t for ts in pool.map(client, range(CLIENTS)) for t in ts)
+    latencies = timed_gets(server, path, CLIENTS, READS_PER_CLIENT)
     wall = time.perf_counter() - start
     cuts = statistics.quantiles(latencies, n=100)
     return {
