@@ -30,7 +30,7 @@ from sqlmodel import Session, select
 from judge.store.tables import Judgment
 from tests.support.factories import FAIRJUDGE, write_config
 from tests.support.kills import requests_of
-from tests.support.live import LiveServer, answered_sample
+from tests.support.live import LiveServer, answered_sample, stored_judgment_keys
 from tests.support.stub_openai import StubServer
 
 # The sample's judgments (samples = 1), derived from datasets/fairmonitor_sample.jsonl and
@@ -61,17 +61,6 @@ def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 120) ->
     while not condition():
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
         time.sleep(0.05)
-
-
-def _stored_keys(url: str) -> list[tuple[int, str, int]]:
-    """(item, rubric, sample) of every stored judgment, read with SQL, not through the API."""
-    engine = create_engine(url)
-    try:
-        with Session(engine) as s:
-            rows = s.exec(select(Judgment.item_id, Judgment.rubric, Judgment.sample_index)).all()
-    finally:
-        engine.dispose()
-    return [tuple(r) for r in rows]  # type: ignore[misc]
 
 
 def _assert_error(reply: tuple[int, Any], status: int, fragment: str) -> None:
@@ -301,7 +290,7 @@ def test_two_judge_jobs_on_one_run_store_each_judgment_once(tmp_path: Path, stor
         paid = requests_of(stub, "judge")
     assert [job["status"] for job in jobs] == ["finished", "finished"], jobs
     assert len({job["result"]["judge_run_id"] for job in jobs}) == 1  # one judge run
-    keys = _stored_keys(store_url)
+    keys = stored_judgment_keys(store_url)
     assert len(keys) == len(set(keys)) == JUDGMENTS
     assert paid == JUDGMENTS  # the stub's count: nothing paid twice
     # The jobs' own accounts agree: one made every call, the other found nothing left to do.
@@ -345,7 +334,7 @@ def test_cli_and_a_server_job_on_one_run_store_each_judgment_once(
                 cli = subprocess.CompletedProcess(judge, proc.returncode, out, err)
             job = server.wait_job(job_id)
         paid = requests_of(stub, "judge")
-    keys = _stored_keys(store_url)
+    keys = stored_judgment_keys(store_url)
     assert len(keys) == len(set(keys)) == JUDGMENTS
     assert paid == JUDGMENTS  # nothing paid twice
     assert job["status"] == "finished", job

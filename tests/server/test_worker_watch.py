@@ -34,12 +34,12 @@ from sqlmodel import Session, select
 
 from judge.runs import run_lease
 from judge.store.engine import make_engine
-from judge.store.tables import Judgment, WorkerBeat
+from judge.store.tables import WorkerBeat
 from server.auth import create_key
 from server.usecases.jobs import worker_health
 from tests.support.factories import FAIRJUDGE, write_config
 from tests.support.kills import requests_of
-from tests.support.live import LiveServer, answered_sample
+from tests.support.live import LiveServer, answered_sample, stored_judgment_keys
 from tests.support.stub_openai import StubServer
 
 # The sample's judgments (samples = 1): 18 items in each of S1..S4; S1 and S4 are judged with
@@ -142,17 +142,6 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _stored_keys(url: str) -> list[tuple[int, str, int]]:
-    """(item, rubric, sample) of every stored judgment, read with SQL, not through the API."""
-    engine = create_engine(url)
-    try:
-        with Session(engine) as s:
-            rows = s.exec(select(Judgment.item_id, Judgment.rubric, Judgment.sample_index)).all()
-    finally:
-        engine.dispose()
-    return [tuple(r) for r in rows]  # type: ignore[misc]
-
-
 def _beat_rows(url: str) -> dict[str, WorkerBeat]:
     """The heartbeat rows, by worker name (host:pid), read with SQL."""
     engine = create_engine(url)
@@ -189,7 +178,7 @@ def test_a_killed_worker_is_restarted_and_its_job_resumed(tmp_path: Path) -> Non
             _wait_for(lambda: requests_of(stub, "judge") >= KILL_AFTER_CALLS, "judging began")
             os.kill(old, signal.SIGKILL)
             killed = time.monotonic()
-            stored_at_kill = len(_stored_keys(url))  # the killed worker writes no more
+            stored_at_kill = len(stored_judgment_keys(url))  # the killed worker writes no more
             assert 0 < stored_at_kill < JUDGMENTS
 
             seen: list[Seen] = []
@@ -237,7 +226,7 @@ def test_a_killed_worker_is_restarted_and_its_job_resumed(tmp_path: Path) -> Non
     assert job["error"] == resumed_note, job
     assert (job["done"], job["total"]) == (JUDGMENTS, JUDGMENTS), job
     assert job["counts"]["by_status"] == {"scored": JUDGMENTS}, job  # the stub always grades
-    keys = _stored_keys(url)
+    keys = stored_judgment_keys(url)
     assert len(keys) == len(set(keys)) == JUDGMENTS
     assert JUDGMENTS <= paid <= JUDGMENTS + CONCURRENCY, paid
 
@@ -302,7 +291,7 @@ def test_health_says_when_no_worker_runs_the_jobs(tmp_path: Path) -> None:
                 assert body["worker"]["reason"] == "1 job worker(s) beating", body
                 job = server.wait_job(job_id, timeout=60)
                 assert job["status"] == "finished" and job["attempts"] == 1, job
-                assert len(set(_stored_keys(url))) == JUDGMENTS
+                assert len(set(stored_judgment_keys(url))) == JUDGMENTS
                 assert set(_beat_rows(url)) == {f"{HOST}:{worker.pid}"}
 
                 # SIGKILLed, it never says it stopped: health still counts it live until
@@ -391,7 +380,7 @@ def test_attempts_do_not_climb_while_a_job_waits_for_its_run(tmp_path: Path) -> 
     assert job["result"]["judge_run_id"] == 1, job
     assert job["result"]["summary"]["model_calls"] == JUDGMENTS, job
     assert (job["done"], job["total"]) == (JUDGMENTS, JUDGMENTS), job
-    assert len(set(_stored_keys(url))) == JUDGMENTS
+    assert len(set(stored_judgment_keys(url))) == JUDGMENTS
 
 
 # -- a worker stopped cleanly ----------------------------------------------------------------

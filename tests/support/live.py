@@ -192,3 +192,19 @@ def answered_sample(config: Path) -> None:
         usecases.generate(engine, settings, "fairmonitor_sample")
     finally:
         engine.dispose()
+
+
+def stored_judgment_keys(url: str) -> list[tuple[int, str, int]]:
+    """(item, rubric, sample) of every stored judgment, read with SQL, not through the API."""
+    from sqlalchemy import create_engine
+    from sqlmodel import Session, select
+
+    from judge.store.tables import Judgment
+
+    engine = create_engine(url)
+    try:
+        with Session(engine) as s:
+            rows = s.exec(select(Judgment.item_id, Judgment.rubric, Judgment.sample_index)).all()
+    finally:
+        engine.dispose()
+    return [tuple(r) for r in rows]  # type: ignore[misc]
