@@ -4,8 +4,8 @@ Label Studio pins libraries the project cannot share (``openai<2``), so it lives
 virtual environment and runs as a detached child process. Its venv, data, log, pid file and
 admin login sit in one folder (``[labelstudio] home``, by default ``<state_dir>/labelstudio``):
 
-    venv/          the server's virtual environment (installed once, ``install``; pip's
-                   output goes to venv-install.log beside it)
+    venv/          the server's virtual environment (installed once, ``install``, by uv, or
+                   pip where uv is missing; their output goes to venv-install.log beside it)
     data/          its SQLite database and uploads (LABEL_STUDIO_BASE_DATA_DIR)
     user-home/     $HOME for the server, which writes a settings folder there
     admin.json     the admin's email, password and API token (mode 0600, made once)
@@ -50,7 +50,7 @@ Say = Callable[[str], None]
 
 ADMIN_EMAIL = "admin@fairjudge.local"
 PROGRESS_EVERY_S = 10.0
-"""Seconds between two progress lines while pip runs or the server starts."""
+"""Seconds between two progress lines while the installer runs or the server starts."""
 START_TIMEOUT_S = 300.0
 """A first start migrates the database: 25-40 s on an idle 2-core machine, 80 s on a busy one."""
 STOP_TIMEOUT_S = 15.0
@@ -317,8 +317,8 @@ class LabelStudioService:
         return None
 
     def install(self, progress: Say | None = None) -> bool:
-        """Create the venv and pip-install ``label-studio==<version>`` into it, once: a stamp
-        file records the finished release, so later calls return False at once. pip's output
+        """Create the venv and install ``label-studio==<version>`` into it (uv, or pip), once: a
+        stamp file records the finished release, so later calls return False at once. The output
         goes to ``install_log``; while it runs a line reaches ``progress`` every
         ``PROGRESS_EVERY_S``. Two processes installing at once wait for each other."""
         if self.installed():
@@ -337,13 +337,14 @@ class LabelStudioService:
                         f"cannot create a virtual environment at {self.venv}: "
                         f"{(made.stderr or made.stdout).strip()[-300:]}"
                     )
-            command = [
-                str(self.venv / "bin" / "python"),
-                *("-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check"),
-                f"label-studio=={version}",
-            ]
+            command = _installer(self.venv / "bin" / "python", f"label-studio=={version}")
             label = f"installing Label Studio {version} into {self.venv}"
-            say(f"{label} (about two minutes, ~1 GB; log: {self.install_log})")
+            took = (
+                "minutes with pip"
+                if command[0] == str(self.venv / "bin" / "python")
+                else "seconds with uv"
+            )
+            say(f"{label} ({took}, ~0.8 GB; log: {self.install_log})")
             with open(self.install_log, "wb") as log:
                 code = self._wait(
                     subprocess.Popen(
@@ -354,7 +355,7 @@ class LabelStudioService:
                 )
             if code != 0:
                 raise LabelStudioError(
-                    f"installing Label Studio {version} failed (pip exited with {code}): "
+                    f"installing Label Studio {version} failed ({command[0]} exited with {code}): "
                     f"{_tail(self.install_log)}; full log: {self.install_log}"
                 )
             self._stamp.write_text(version + "\n")
@@ -719,3 +720,17 @@ def server_status(settings: Settings) -> ServiceStatus:
         data_dir=None,
         log=None,
     )
+
+
+def _installer(python: Path, requirement: str) -> list[str]:
+    """The command that installs ``requirement`` into the venv of ``python``: uv's ``pip
+    install`` (a dependency of FairJudge; it downloads and links in parallel), or the venv's own
+    pip where uv's binary cannot be found."""
+    try:
+        from uv import find_uv_bin
+
+        uv = find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return [str(python), "-m", "pip", "install", "--progress-bar", "off",
+                "--disable-pip-version-check", requirement]  # fmt: skip
+    return [uv, "pip", "install", "--python", str(python), "--no-progress", requirement]

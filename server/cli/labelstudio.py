@@ -51,7 +51,7 @@ def _progress(line: str) -> None:
 @json_option
 @click.pass_obj
 def labelstudio_start(ctx: Context, as_json: bool) -> None:
-    """Install Label Studio on first use (about two minutes, into its own virtual environment)
+    """Install Label Studio on first use (seconds with uv, into its own virtual environment)
     and start it; a no-op when it already runs."""
     settings, service = _service(ctx)
     if settings.labelstudio.url:
