@@ -29,7 +29,7 @@ from judge.data.datasets import DatasetDescription, DatasetInfo, ImportSummary
 from judge.data.responses import MAX_BATCH_ROWS, ResponseRow, ResponsesImport
 from judge.metrics import MetricRow
 from judge.store.queries import GenerationRunInfo, JudgeRunInfo
-from server.usecases.agreement import GROUP_BY, AgreementOptions
+from server.usecases.agreement import GROUP_BY, AgreementOptions, FilesAgreementRequest
 from server.usecases.requests import JOB_REQUESTS, MAX_ID, AuditRequest, NumbersNotBooleans
 
 MAX_PAGE = 500
@@ -143,14 +143,19 @@ them)."""
 
 class JobCreate(Strict):
     kind: str = Field(
-        pattern=JOB_KINDS, description="judge, generate, pull, audit or audit-classify"
+        pattern=JOB_KINDS,
+        description="judge, generate, pull, audit, audit-classify, item-plan, item-generate or "
+        "counterfactual",
     )
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="judge: generation_run_id, endpoint, prompt_variant, temperature, samples, "
         "rubric_set, swap_order; generate: dataset, endpoint, temperature, max_tokens, limit, "
         "accepted_only, include_drafts; pull: campaign; audit: suite, options, endpoint, "
-        "temperature, max_tokens, limit; audit-classify: run_id, endpoint.",
+        "temperature, max_tokens, limit; audit-classify: run_id, endpoint; item-plan: endpoint, "
+        "into, per_cell, stages, factors, scenarios, items_per_call, temperature, max_tokens; "
+        "item-generate: endpoint, into, stage, factor, scenario, count and the same options; "
+        "counterfactual: judge_run_id, swap, limit.",
     )
 
 
@@ -334,6 +339,56 @@ class CsvQuery(RatingScopeQuery):
     table: str | None = Field(
         default=None, max_length=100, description="Which CSV of the report (default: the first)."
     )
+
+
+class FilesAgreementIn(FilesAgreementRequest):
+    """``fairjudge agreement compute``'s files and options."""
+
+
+class FilesAgreementOut(RootModel[dict[str, Any]]):
+    """What ``fairjudge agreement compute --json`` prints: ``n_items``, ``human_vs_human``
+    (each coefficient's value, CI, p-value and n, null when undefined), ``settings``, and
+    with a judge file ``judge_vs_human`` and how the two files' items paired."""
+
+
+class TableQuery(Strict):
+    table: str | None = Field(
+        default=None, max_length=100, description="Which CSV of the report (default: the first)."
+    )
+
+
+class DiagnosticsQuery(Strict):
+    """``fairjudge judge-audit show``'s options."""
+
+    tolerance: float = Field(
+        default=0.0,
+        ge=0,
+        le=4,
+        description="Flag only a shift whose mean size exceeds this (besides being significant).",
+    )
+    margin: float = Field(
+        default=0.25,
+        gt=0,
+        le=4,
+        description="Counterfactual equivalence margin in score points: a row not flagged is "
+        "'no shift larger than MARGIN' when two one-sided tests rule out a larger one.",
+    )
+
+
+class DiagnosticsCsvQuery(DiagnosticsQuery, TableQuery):
+    pass
+
+
+class CompareQuery(Strict):
+    judge_run: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
+        min_length=2,
+        max_length=20,
+        description="A judge run to compare (repeat the parameter: at least two).",
+    )
+
+
+class CompareCsvQuery(CompareQuery, TableQuery):
+    pass
 
 
 class ReportOut(RootModel[dict[str, Any]]):

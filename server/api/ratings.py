@@ -2,7 +2,9 @@
 
 The same import as ``fairjudge ratings import`` (``server.usecases.ratings``):
 built-in and registered rubrics, each score on its rubric's scale, all or nothing, with the
-CLI's messages (a bad row is named by its position in ``rows``, from 1).
+CLI's messages (a bad row is named by its position in ``rows``, from 1). ``/api/v1/agreement``:
+agreement computed on ratings sent as CSV text, as ``fairjudge agreement compute`` does for
+files (nothing is stored).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from flask import current_app
 from judge.errors import InvalidInputError
 from server.api import blueprint
 from server.db import get_session
-from server.schemas import RatingsIn, RatingsOut
+from server.schemas import FilesAgreementIn, FilesAgreementOut, RatingsIn, RatingsOut
 
 bp = blueprint("ratings", __name__, "ratings")
 
@@ -53,3 +55,15 @@ def import_ratings(body: RatingsIn) -> Any:
         "scale": "each rubric's own" if scale is None else str(scale),
     }
     return RatingsOut.model_validate(out).model_dump(mode="json"), 201 if done.added else 200
+
+
+@bp.post("/agreement", responses={200: FilesAgreementOut})
+def files_agreement(body: FilesAgreementIn) -> Any:
+    """Agreement for ratings of one's own, sent as CSV text (nothing is stored): the humans
+    among themselves, and the judge against them with ``judge_csv``.
+
+    The shape of `fairjudge agreement compute --json`; every coefficient as numbers (null
+    when undefined). A bad line of either text is a 400 naming it."""
+    from server.usecases.agreement import text_agreement
+
+    return text_agreement(body)

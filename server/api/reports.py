@@ -1,4 +1,7 @@
-"""``/api/v1/judge-runs/<id>/report.{json,html,csv}``: the run's report, as the CLI writes it."""
+"""Reports as the CLI writes them, each as JSON (its data), one HTML page or one CSV table:
+a judge run's report (``fairjudge report``), the judge's diagnostics of a run (``fairjudge
+judge-audit show``), judge runs compared (``fairjudge compare``) and a dataset's coverage of
+FairMonitor's grid (``fairjudge dataset coverage``)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,20 @@ from flask import Response, current_app
 from server import usecases
 from server.api import CSV_TABLE, HTML_PAGE, blueprint
 from server.db import get_session
-from server.schemas import CsvQuery, RatingScopeQuery, ReportOut, RunPath
+from server.schemas import (
+    CompareCsvQuery,
+    CompareQuery,
+    CsvQuery,
+    DiagnosticsCsvQuery,
+    DiagnosticsQuery,
+    NamePath,
+    RatingScopeQuery,
+    ReportOut,
+    RunPath,
+    TableQuery,
+)
 from server.usecases import rendering
+from server.usecases.reports import Report
 
 bp = blueprint("reports", __name__, "reports")
 
@@ -41,3 +56,92 @@ def report_csv(path: RunPath, query: CsvQuery) -> Any:
     name, text = rendering.csv_table(report, query.table)
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
     return Response(text, mimetype="text/csv", headers=headers)
+
+
+def _csv(report: Report, table: str | None) -> Response:
+    name, text = rendering.csv_table(report, table)
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    return Response(text, mimetype="text/csv", headers=headers)
+
+
+def _html(report: Report) -> Response:
+    return Response(rendering.html(report), mimetype="text/html")
+
+
+# -- the judge's diagnostics of one run ------------------------------------------------------
+
+
+def _diagnostics(run_id: int, query: DiagnosticsQuery) -> Report:
+    return usecases.diagnostics_report(
+        get_session(),
+        run_id,
+        tolerance=query.tolerance,
+        margin=query.margin,
+        settings=current_app.config["SETTINGS"],
+    )
+
+
+@bp.get("/judge-runs/<int:run_id>/diagnostics.json", responses={200: ReportOut})
+def diagnostics_json(path: RunPath, query: DiagnosticsQuery) -> Any:
+    """The judge's checks on its own biases for this run (counterfactual copies, order,
+    length, self-preference) and what it cost: the report's data."""
+    return _diagnostics(path.run_id, query).to_json()
+
+
+@bp.get("/judge-runs/<int:run_id>/diagnostics.html", responses={200: HTML_PAGE})
+def diagnostics_html(path: RunPath, query: DiagnosticsQuery) -> Any:
+    """The judge's diagnostics of this run as one self-contained HTML page."""
+    return _html(_diagnostics(path.run_id, query))
+
+
+@bp.get("/judge-runs/<int:run_id>/diagnostics.csv", responses={200: CSV_TABLE})
+def diagnostics_csv(path: RunPath, query: DiagnosticsCsvQuery) -> Any:
+    """One table of the judge's diagnostics as CSV (``table``: its file name)."""
+    return _csv(_diagnostics(path.run_id, query), query.table)
+
+
+# -- judge runs compared -----------------------------------------------------------------------
+
+
+def _compare(query: CompareQuery) -> Report:
+    return usecases.compare_report(get_session(), query.judge_run)
+
+
+@bp.get("/compare.json", responses={200: ReportOut})
+def compare_json(query: CompareQuery) -> Any:
+    """Judge runs side by side (``judge_run``, repeated: at least two): stage metrics per
+    factor and stage with intervals and unscored counts, and score distributions."""
+    return _compare(query).to_json()
+
+
+@bp.get("/compare.html", responses={200: HTML_PAGE})
+def compare_html(query: CompareQuery) -> Any:
+    """The comparison as one self-contained HTML page."""
+    return _html(_compare(query))
+
+
+@bp.get("/compare.csv", responses={200: CSV_TABLE})
+def compare_csv(query: CompareCsvQuery) -> Any:
+    """One table of the comparison as CSV (``table``: its file name)."""
+    return _csv(_compare(query), query.table)
+
+
+# -- a dataset's coverage ----------------------------------------------------------------------
+
+
+@bp.get("/datasets/<name>/coverage.json", responses={200: ReportOut})
+def coverage_json(path: NamePath) -> Any:
+    """Items per stage x factor x scenario by review status, over FairMonitor's grid."""
+    return usecases.coverage_report(get_session(), path.name).to_json()
+
+
+@bp.get("/datasets/<name>/coverage.html", responses={200: HTML_PAGE})
+def coverage_html(path: NamePath) -> Any:
+    """The dataset's coverage as one self-contained HTML page."""
+    return _html(usecases.coverage_report(get_session(), path.name))
+
+
+@bp.get("/datasets/<name>/coverage.csv", responses={200: CSV_TABLE})
+def coverage_csv(path: NamePath, query: TableQuery) -> Any:
+    """The dataset's coverage table as CSV."""
+    return _csv(usecases.coverage_report(get_session(), path.name), query.table)

@@ -22,7 +22,10 @@ from server.usecases.requests import (
     SUITE_OPTIONS,
     AuditClassifyRequest,
     AuditRequest,
+    CounterfactualRequest,
     GenerateRequest,
+    ItemCellRequest,
+    ItemPlanRequest,
     JudgeRequest,
     PullRequest,
     Request,
@@ -47,7 +50,16 @@ PullParams = PullRequest
 AuditParams = AuditRequest
 AuditClassifyParams = AuditClassifyRequest
 
-JobKind = Literal["judge", "generate", "pull", "audit", "audit-classify"]
+JobKind = Literal[
+    "judge",
+    "generate",
+    "pull",
+    "audit",
+    "audit-classify",
+    "item-plan",
+    "item-generate",
+    "counterfactual",
+]
 
 
 @dataclass(frozen=True)
@@ -131,12 +143,58 @@ def _audit_classify(
     return {"audit_run_id": p.run_id, "summary": asdict(summary)}
 
 
+def _item_plan(
+    engine: Engine, settings: Settings, r: ItemPlanRequest, progress: Progress, note: Note
+) -> dict[str, Any]:
+    from server import usecases
+
+    _ensure_embedded(r.endpoint, settings)
+    note({"dataset": r.into})
+    summary = usecases.plan_items(engine, settings, r, progress=progress)
+    return {"dataset": r.into, "summary": asdict(summary)}
+
+
+def _item_generate(
+    engine: Engine, settings: Settings, r: ItemCellRequest, progress: Progress, note: Note
+) -> dict[str, Any]:
+    from server import usecases
+
+    _ensure_embedded(r.endpoint, settings)
+    note({"dataset": r.into})
+    summary = usecases.generate_items(engine, settings, r, progress=progress)
+    return {"dataset": r.into, "summary": asdict(summary)}
+
+
+def _counterfactual(
+    engine: Engine, settings: Settings, r: CounterfactualRequest, progress: Progress, note: Note
+) -> dict[str, Any]:
+    from server.usecases import trust
+
+    done = trust.counterfactual_audit(
+        engine, settings, r.judge_run_id, swap=r.swap, limit=r.limit, progress=progress
+    )
+    status, detail = trust.judge_run_status(engine, done.judge_run_id)
+    return {
+        # the copy's judge run: the job's counts are its judgments
+        "judge_run_id": done.judge_run_id,
+        "checked_judge_run_id": r.judge_run_id,
+        "copy": asdict(done.copy),
+        "summary": asdict(done.summary),
+        # finished, or incomplete with why (a judgment that failed: resume the job to retry)
+        "copy_status": status,
+        "status_detail": detail,
+    }
+
+
 TASKS: dict[str, Task] = {
     "judge": Task(JudgeRequest, _judge),
     "generate": Task(GenerateRequest, _generate),
     "pull": Task(PullRequest, _pull),
     "audit": Task(AuditRequest, _audit),
     "audit-classify": Task(AuditClassifyRequest, _audit_classify),
+    "item-plan": Task(ItemPlanRequest, _item_plan),
+    "item-generate": Task(ItemCellRequest, _item_generate),
+    "counterfactual": Task(CounterfactualRequest, _counterfactual),
 }
 assert {kind: task.params for kind, task in TASKS.items()} == JOB_REQUESTS
 

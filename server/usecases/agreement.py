@@ -1,6 +1,7 @@
 """Agreement between the judge and the human ratings, one use case for the CLI
 (``fairjudge agreement``) and the web API (``GET /api/v1/judge-runs/RUN/agreement``), and
-agreement for the user's own CSV files (``agreement compute``).
+agreement for the user's own CSV files (``agreement compute``; over HTTP, ``POST
+/api/v1/agreement`` with the files' text).
 
 Both interfaces take an ``AgreementRequest`` and give ``Agreement.to_dict()``: every
 coefficient as numbers (value, CI, p-value, n, and why it is undefined when it is), per
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from judge.errors import InvalidInputError
 from server.usecases.requests import NumbersNotBooleans
 
 if TYPE_CHECKING:
@@ -30,8 +32,8 @@ if TYPE_CHECKING:
     from judge.vocab import Scale
 
 
-class AgreementOptions(NumbersNotBooleans):
-    """How the coefficients are computed: the defaults of ``fairjudge agreement``."""
+class BootstrapChoices(NumbersNotBooleans):
+    """How the coefficients' intervals are computed, and how raters combine per item."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -45,6 +47,11 @@ class AgreementOptions(NumbersNotBooleans):
     human_score: Literal["mean", "median"] = Field(
         default="mean", description="How an item's human score combines its raters."
     )
+
+
+class AgreementOptions(BootstrapChoices):
+    """How the coefficients are computed: the defaults of ``fairjudge agreement``."""
+
     target_half_width: float = Field(
         default=0.1,
         gt=0,
@@ -178,7 +185,7 @@ def files_agreement(
     *,
     group_by: str | None = None,
     scale: Scale | None = None,
-    options: AgreementOptions | None = None,
+    options: BootstrapChoices | None = None,
 ) -> FileAgreement:
     """Agreement for ratings (and judge scores) kept in the user's own CSV files, on
     ``scale`` (1-5 unless given)."""
@@ -186,7 +193,7 @@ def files_agreement(
     from judge.stats.coefficient import BootstrapOptions
     from judge.vocab import SCALE
 
-    chosen = options or AgreementOptions()
+    chosen = options or BootstrapChoices()
     return compute(
         human_csv,
         judge_csv,
@@ -195,6 +202,62 @@ def files_agreement(
         human=chosen.human_score,
         scale=SCALE if scale is None else scale,
     )
+
+
+class FilesAgreementRequest(BootstrapChoices):
+    """``fairjudge agreement compute`` over HTTP: the two files' text in the request."""
+
+    human_csv: str = Field(
+        min_length=1,
+        description="CSV text, long format: item_id,rater,score (other columns allowed).",
+    )
+    judge_csv: str | None = Field(
+        default=None,
+        min_length=1,
+        description="CSV text: item_id,score (several rows per item = samples, averaged).",
+    )
+    group_by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="A column of human_csv to compute grouped correlations by.",
+    )
+    scale: str = Field(
+        default="1-5",
+        min_length=1,
+        max_length=2000,
+        description="Rating scale: LOW-HIGH (e.g. 0-3, 1-7), 0/1, 1,2,3 (the levels) or "
+        "poor,fair,good (named levels, coded 1, 2, 3).",
+    )
+
+
+def text_agreement(request: FilesAgreementRequest) -> dict[str, Any]:
+    """``files_agreement`` on CSV text sent in a request, as JSON (numbers that are not
+    finite as null); a problem in either text names it (``human_csv line 3: ...``)."""
+    import tempfile
+
+    from judge.vocab import Scale
+    from server.usecases.audits import finite
+
+    try:
+        scale = Scale.parse(request.scale)
+    except ValueError as exc:
+        raise InvalidInputError(f"scale: {exc}") from None
+    with tempfile.TemporaryDirectory() as folder:
+        human = Path(folder) / "human_csv"
+        human.write_text(request.human_csv, encoding="utf-8")
+        judge = None
+        if request.judge_csv is not None:
+            judge = Path(folder) / "judge_csv"
+            judge.write_text(request.judge_csv, encoding="utf-8")
+        try:
+            result = files_agreement(
+                human, judge, group_by=request.group_by, scale=scale, options=request
+            )
+        except InvalidInputError as exc:
+            head = str(exc).split("\n", 1)[0].replace(f"{folder}/", "")
+            raise InvalidInputError(head, exc.problems) from None
+    return dict(finite(result.to_dict()))
 
 
 def files_table(result: FileAgreement) -> Table:

@@ -164,6 +164,20 @@ def _plan_grid(request: ItemPlanRequest) -> tuple[Taxonomy, list[Cell]]:
     return catalogue, cells
 
 
+def check_item_request(request: ItemCellRequest | ItemPlanRequest) -> None:
+    """Refuse now what an item job would fail on later: names the catalogue lacks, and
+    options out of range (each message names the option)."""
+    from judge.authoring.cells import check_cell
+
+    if isinstance(request, ItemPlanRequest):
+        _plan_grid(request)
+    else:
+        check_cell(
+            item_catalogue(request.catalogue_file), request.stage, request.factor, request.scenario
+        )
+    _generation_options(request)
+
+
 def plan_items_dry_run(
     engine: Engine, settings: Settings, request: ItemPlanRequest | None = None, **fields: Any
 ) -> dict[str, Any]:

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from judge.errors import InvalidInputError, NotFoundError
 from judge.runs import RunBusyError  # what a job on a run another process holds raises
-from server.usecases.requests import JOB_REQUESTS, Request, problems_of
+from server.usecases.requests import (
+    JOB_REQUESTS,
+    ItemCellRequest,
+    ItemPlanRequest,
+    Request,
+    problems_of,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -105,6 +111,16 @@ def check_targets(
         from judge.audits.suites import make_suite
 
         make_suite(params["suite"], **params.get("options", {}))
+    elif kind in ("item-plan", "item-generate"):
+        from server.usecases.datasets import check_item_request
+
+        request = job_request(kind, params)
+        if isinstance(request, ItemCellRequest | ItemPlanRequest):
+            check_item_request(request)
+    elif kind == "counterfactual":
+        from judge.store.queries import get_judge_run
+
+        get_judge_run(session, params["judge_run_id"])
     elif kind == "audit-classify":
         from judge.audits.runner import get_run
 

@@ -225,7 +225,12 @@ class ItemOptions(Request):
     """What ``dataset generate`` and ``dataset plan`` share: who writes, where items go, and
     how each call asks (unset: the authoring defaults). The ranges of ``items_per_call``,
     ``temperature`` and ``max_tokens`` are checked by ``judge.authoring.cells.Options``,
-    whose messages name the option."""
+    whose messages name the option; the same ranges are declared here for the API."""
+
+    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
+        "catalogue_file": "a job reads no file from the server's disk; the bundled catalogue "
+        "only (use `fairjudge dataset plan --catalogue` for one of your own)"
+    }
 
     endpoint: str = Field(min_length=1, description="Endpoint that writes the items.")
     into: str = Field(default=GENERATED_DATASET, min_length=1, description="Dataset to fill.")
@@ -233,10 +238,17 @@ class ItemOptions(Request):
         default=None,
         description="A TOML file of one's own factors and scenarios, added to the built-in ones.",
     )
-    items_per_call: int | None = Field(default=None, description="Items one call asks for (5).")
-    temperature: float | None = Field(default=None, description="Sampling temperature (0.9).")
+    items_per_call: int | None = Field(
+        default=None, ge=1, le=50, description="Items one call asks for (5)."
+    )
+    temperature: float | None = Field(
+        default=None, ge=0, le=2, description="Sampling temperature (0.9)."
+    )
     max_tokens: int | None = Field(
-        default=None, description="Longest reply (default 400 per item a call asks for)."
+        default=None,
+        ge=16,
+        le=1_000_000,
+        description="Longest reply (default 400 per item a call asks for).",
     )
 
 
@@ -247,19 +259,24 @@ class ItemCellRequest(ItemOptions):
     stage: str
     factor: str
     scenario: str
-    count: int = Field(default=5, ge=1)
+    count: int = Field(default=5, ge=1, le=100_000, description="New items to write.")
 
 
 class ItemPlanRequest(ItemOptions):
     """Fill every chosen stage x factor x scenario cell up to ``per_cell`` items (empty
     choices: all of them); resumable."""
 
-    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {"dry_run": "a job always runs"}
+    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
+        **ItemOptions.NOT_FOR_JOBS,
+        "dry_run": "a job always runs",
+    }
 
-    per_cell: int = Field(ge=1)
-    stages: list[str] = Field(default_factory=list)
-    factors: list[str] = Field(default_factory=list)
-    scenarios: list[str] = Field(default_factory=list)
+    per_cell: int = Field(ge=1, le=100_000, description="Items each cell should hold.")
+    stages: list[str] = Field(default_factory=list, description="Stages (S1-S4; none: all).")
+    factors: list[str] = Field(default_factory=list, description="Factors (none: all).")
+    scenarios: list[str] = Field(
+        default_factory=list, description="Scenarios (none: each factor's all)."
+    )
     dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
 
 
@@ -394,11 +411,43 @@ class AuditClassifyRequest(Request):
     )
 
 
+# -- the judge's own checks -----------------------------------------------------------------
+
+SWAP_KINDS = ("names", "gender", "race", "all")
+
+
+class CounterfactualRequest(Request):
+    """Judge a copy of a judge run's answers with sensitive words swapped, with the run's own
+    judge and settings (``fairjudge judge-audit counterfactual``); resumable."""
+
+    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
+        "swaps_file": "a job reads no file from the server's disk; the bundled swap list only "
+        "(use `fairjudge judge-audit counterfactual --swaps` for one of your own)"
+    }
+
+    judge_run_id: int = Field(ge=1, le=MAX_ID, description="The judge run to check.")
+    swap: list[Literal["names", "gender", "race", "all"]] = Field(
+        min_length=1,
+        max_length=len(SWAP_KINDS),
+        description="Words to swap: first names across groups, gendered words, group words, "
+        "or all.",
+    )
+    swaps_file: Path | None = Field(
+        default=None, description="A swap list of one's own (KIND WORD WORD per line)."
+    )
+    limit: int | None = Field(
+        default=None, ge=1, le=MAX_ID, description="Only the first N items with a swap."
+    )
+
+
 JOB_REQUESTS: dict[str, type[Request]] = {
     "judge": JudgeRequest,
     "generate": GenerateRequest,
     "pull": PullRequest,
     "audit": AuditRequest,
     "audit-classify": AuditClassifyRequest,
+    "item-plan": ItemPlanRequest,
+    "item-generate": ItemCellRequest,
+    "counterfactual": CounterfactualRequest,
 }
 """Every kind of job and the request it stores (server/jobs/tasks.py runs them)."""

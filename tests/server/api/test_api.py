@@ -108,8 +108,10 @@ def test_the_openapi_document_lists_every_route(api: Api) -> None:
     served = set(routes(api))
     assert served - documented == set(), "routes missing from the OpenAPI document"
     # Counted by hand in server/api/: health 1, keys 3, datasets 5, responses 1, endpoints 2,
-    # runs 7, jobs 5, judgments 1, reports 3, rubrics 2, ratings 1, campaigns 4, audits 9.
-    assert len(served) == 44
+    # runs 7, jobs 5, judgments 1, reports 12 (a run's report, its diagnostics, compare and
+    # coverage, 3 formats each), rubrics 2, ratings 2 (import, agreement on posted files),
+    # campaigns 4, audits 9.
+    assert len(served) == 54
     assert api.client.get("/api/v1/docs/swagger").status_code == 200  # browsable docs
 
 
