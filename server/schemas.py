@@ -10,7 +10,7 @@ dataclass such as ``judge.store.queries.JudgeRunInfo``), the response model wrap
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -144,8 +144,8 @@ them)."""
 class JobCreate(Strict):
     kind: str = Field(
         pattern=JOB_KINDS,
-        description="judge, generate, pull, audit, audit-classify, item-plan, item-generate or "
-        "counterfactual",
+        description="judge, generate, pull, audit, audit-classify, item-plan, item-generate, "
+        "counterfactual or sweep",
     )
     params: dict[str, Any] = Field(
         default_factory=dict,
@@ -155,8 +155,19 @@ class JobCreate(Strict):
         "temperature, max_tokens, limit; audit-classify: run_id, endpoint; item-plan: endpoint, "
         "into, per_cell, stages, factors, scenarios, items_per_call, temperature, max_tokens; "
         "item-generate: endpoint, into, stage, factor, scenario, count and the same options; "
-        "counterfactual: judge_run_id, swap, limit.",
+        "counterfactual: judge_run_id, swap, limit; sweep: generation_run_id, temperatures, "
+        "prompt_variants, samples, endpoint.",
     )
+
+
+class DryRunOut(BaseModel):
+    """What a job would send and cost (``kind``: judge or item-plan): the calls to send and
+    those the cache answers, and an ``estimate`` of tokens and cost at the endpoint's prices
+    (null where it has none); the other fields are those of the CLI's ``--dry-run --json``."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
+    estimate: dict[str, Any] | None = None
 
 
 class JobOut(BaseModel):
@@ -520,6 +531,64 @@ class CampaignCreate(Strict):
     target_half_width: float | None = Field(default=None, gt=0, le=1)
     pilot: str | None = Field(default=None, max_length=200)
     name: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class GoldRowIn(Strict):
+    item_id: str = Field(min_length=1, max_length=200, description="An item of the dataset.")
+    rubric: str = Field(min_length=1, max_length=200)
+    score: int = Field(ge=0, le=1000, description="The right score, a level of the rubric.")
+
+
+class GoldIn(Strict):
+    """Gold items for a rating campaign (``fairjudge campaign gold``): items outside its
+    sample with a known right score, to measure each annotator's accuracy."""
+
+    rows: list[GoldRowIn] = Field(min_length=1, max_length=5000)
+
+
+class GoldOut(BaseModel):
+    campaign: str
+    added: int = Field(description="Gold items new to the campaign.")
+    imported: int = Field(description="Their tasks sent to Label Studio.")
+    gold_items: int = Field(description="The campaign's gold items in all.")
+
+
+class ReviewCreate(Strict):
+    """Put a dataset's items before experts (``fairjudge campaign review``), who accept, edit
+    or reject each with a reason; again with the same options adds what matches now."""
+
+    dataset: str = Field(min_length=1, max_length=200)
+    items: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=5000, description="Only these item ids."
+    )
+    statuses: list[Literal["draft", "unreviewed", "accepted", "edited", "rejected"]] = Field(
+        default_factory=list, max_length=5, description="Only items with these review statuses."
+    )
+    reviewers: int = Field(default=1, ge=1, le=100, description="Reviewers each item needs.")
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class AnnotatorOut(BaseModel):
+    email: str
+    name: str
+    user_id: int | None = Field(description="Their Label Studio user id.")
+    campaigns: dict[str, str] = Field(description="Campaign -> items rated/size at the last pull.")
+
+
+class AnnotatorCreate(Strict):
+    email: str = Field(min_length=3, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")
+    name: str = Field(default="", max_length=200)
+
+
+class AnnotatorCreated(BaseModel):
+    email: str
+    user_id: int
+    url: str = Field(description="Where the person logs in.")
+    password: str | None = Field(
+        description="Set on FairJudge's own Label Studio: shown this once, never stored."
+    )
+    created: bool = Field(description="False when the account already existed.")
+    login: str = Field(description="How the person logs in, in words.")
 
 
 # -- answers produced elsewhere -------------------------------------------------------------

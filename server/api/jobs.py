@@ -10,7 +10,7 @@ from server import usecases
 from server.api import blueprint, dump, page
 from server.db import get_session
 from server.jobs import queue
-from server.schemas import JobCreate, JobOut, JobPath, JobQuery, Page
+from server.schemas import DryRunOut, JobCreate, JobOut, JobPath, JobQuery, Page
 
 bp = blueprint("jobs", __name__, "jobs")
 
@@ -30,6 +30,15 @@ def create_job(body: JobCreate) -> Any:
         settings=current_app.config["SETTINGS"],
     )
     return dump(JobOut, job), 201
+
+
+@bp.post("/jobs/dry-run", responses={200: DryRunOut})
+def dry_run(body: JobCreate) -> Any:
+    """What a judge or item-plan job with these parameters would send and cost, with nothing
+    sent, stored or queued (`fairjudge judge --dry-run`, `dataset plan --dry-run`)."""
+    from server.usecases.jobs import dry_run as estimate
+
+    return estimate(_engine(), current_app.config["SETTINGS"], body.kind, body.params)
 
 
 @bp.get("/jobs", responses={200: Page[JobOut]})

@@ -114,7 +114,21 @@ def api_markdown() -> str:
             "| --- | --- | --- | --- |",
         ]
         lines += [*rows, ""]
+    lines += _cli_and_http()
     return "\n".join(lines)
+
+
+HTTP_SECTION = "## What is over HTTP, and what is not yet"
+
+
+def _cli_and_http() -> list[str]:
+    """docs/server.md's table of each CLI workflow and its route or job (and why some are
+    CLI-only), copied here so that the API's reference says it too."""
+    text = (docs_dir() / "server.md").read_text(encoding="utf-8")
+    start = text.index(HTTP_SECTION)
+    end = text.find("\n## ", start + len(HTTP_SECTION))
+    section = text[start : end if end >= 0 else len(text)].strip()
+    return [section.replace(HTTP_SECTION, HTTP_SECTION + " (from docs/server.md)", 1), ""]
 
 
 def render() -> dict[Path, str]:

@@ -29,6 +29,7 @@ from server.usecases.requests import (
     JudgeRequest,
     PullRequest,
     Request,
+    SweepRequest,
     apply_overrides,
 )
 
@@ -59,6 +60,7 @@ JobKind = Literal[
     "item-plan",
     "item-generate",
     "counterfactual",
+    "sweep",
 ]
 
 
@@ -186,6 +188,33 @@ def _counterfactual(
     }
 
 
+def _sweep(
+    engine: Engine, settings: Settings, r: SweepRequest, progress: Progress, note: Note
+) -> dict[str, Any]:
+    from server.usecases.sweeps import run_sweep
+
+    chosen = apply_overrides(settings, r)
+    _ensure_embedded(chosen.judge.endpoint, settings)
+    configs = len(r.temperatures) * len(r.prompt_variants)
+    started: list[int] = []  # one entry per configuration begun; run_sweep goes in order
+
+    def progress_for(_: object) -> Progress:
+        # The job's progress over the whole sweep: the configurations' tasks, one after another.
+        before = len(started)
+        started.append(before)
+
+        def report(done: int, total: int) -> None:
+            progress(before * total + done, configs * total)
+
+        return report
+
+    result = run_sweep(
+        engine, chosen, r.generation_run_id, r.temperatures, r.prompt_variants,
+        progress_for=progress_for,
+    )  # fmt: skip
+    return {"judge_run_ids": result.judge_run_ids, "sweep": result.to_dict()}
+
+
 TASKS: dict[str, Task] = {
     "judge": Task(JudgeRequest, _judge),
     "generate": Task(GenerateRequest, _generate),
@@ -195,6 +224,7 @@ TASKS: dict[str, Task] = {
     "item-plan": Task(ItemPlanRequest, _item_plan),
     "item-generate": Task(ItemCellRequest, _item_generate),
     "counterfactual": Task(CounterfactualRequest, _counterfactual),
+    "sweep": Task(SweepRequest, _sweep),
 }
 assert {kind: task.params for kind, task in TASKS.items()} == JOB_REQUESTS
 

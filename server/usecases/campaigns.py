@@ -4,7 +4,8 @@ and the award audit's follow-up campaigns."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,6 +115,34 @@ def add_gold(
     return {"campaign": name, "added": added, "imported": imported, "gold_items": total}
 
 
+def add_gold_rows(
+    engine: Engine, settings: Settings, name: str, rows: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """``add_gold`` for gold rows sent as JSON objects (item_id, rubric, score), read exactly
+    like the lines of a gold CSV file; a problem names the row (row 1 is the first)."""
+    import csv
+    import tempfile
+
+    from annotation.errors import CampaignError
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "gold.csv"
+        with path.open("w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["item_id", "rubric", "score"])
+            writer.writerows([r.get("item_id"), r.get("rubric"), r.get("score")] for r in rows)
+        try:
+            return add_gold(engine, settings, name, path, progress=lambda _: None)
+        except CampaignError as exc:
+            # the file's line N is row N - 1 of the request
+            message = (
+                re.sub(r"line (\d+)", lambda m: f"row {int(m.group(1)) - 1}", str(exc))
+                .replace(f"gold file {path}", "the gold rows")
+                .replace(str(path), "the gold rows")
+            )
+            raise CampaignError(message) from None
+
+
 def create_review(engine: Engine, settings: Settings, **options: Any) -> dict[str, Any]:
     """A review campaign of a dataset's items (``options``: those of
     ``annotation.labelstudio.campaigns.create_review``)."""
@@ -170,6 +199,16 @@ def export_campaign(engine: Engine, name: str, path: str | Path) -> int:
 
     with session_scope(engine) as session:
         return export(session, name, path)
+
+
+def export_campaign_text(engine: Engine, name: str) -> str:
+    """``export_campaign`` as CSV text (what ``campaign export`` writes to its file)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "ratings.csv"
+        export_campaign(engine, name, path)
+        return path.read_text(encoding="utf-8")
 
 
 def add_annotator(engine: Engine, settings: Settings, email: str, name: str) -> NewAnnotator:

@@ -99,7 +99,7 @@ def check_targets(
 
     if settings is not None and params.get("endpoint"):
         settings.endpoint(params["endpoint"])
-    if kind == "judge":
+    if kind in ("judge", "sweep"):
         get_generation_run(session, params["generation_run_id"])
     elif kind == "generate":
         get_dataset(session, params["dataset"])
@@ -130,6 +130,37 @@ def check_targets(
                 f"audit run {run.id} is a {run.suite} audit; only award audits have follow-up "
                 "explanations to classify"
             )
+
+
+DRY_RUNS = ("judge", "item-plan")
+"""The kinds of job a dry run can estimate."""
+
+
+def dry_run(
+    engine: Engine, settings: Settings, kind: str, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What a job of ``kind`` with ``params`` would send and cost, nothing sent or stored:
+    the same checks as ``submit``, then the dry run of the CLI's ``--dry-run``."""
+    from sqlmodel import Session
+
+    if kind not in DRY_RUNS:
+        raise InvalidInputError(
+            f"a {kind} job has no dry run; dry runs estimate {' and '.join(DRY_RUNS)} jobs"
+        )
+    checked = check_params(kind, params)
+    with Session(engine) as session:
+        check_targets(session, kind, checked, settings)
+    request = job_request(kind, checked)
+    if isinstance(request, ItemPlanRequest):
+        from server.usecases.datasets import plan_items_dry_run
+
+        return {"kind": kind, **plan_items_dry_run(engine, settings, request)}
+    from server.usecases.requests import JudgeRequest
+    from server.usecases.runs import judge_dry_run
+
+    if not isinstance(request, JudgeRequest):  # DRY_RUNS holds only these two kinds
+        raise InvalidInputError(f"a {kind} job has no dry run")
+    return {"kind": kind, **judge_dry_run(engine, settings, request)}
 
 
 def submit(

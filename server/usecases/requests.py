@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -440,6 +440,37 @@ class CounterfactualRequest(Request):
     )
 
 
+PROMPT_VARIANTS: tuple[Literal["plain", "cot"], ...] = ("plain", "cot")
+
+
+class SweepRequest(Request):
+    """Judge a generation run under every temperature x prompt variant, each a judge run of its
+    own (``fairjudge sweep``); resumable and cached."""
+
+    OVERRIDES: ClassVar[dict[str, str]] = {
+        "endpoint": "judge.endpoint",
+        "samples": "judge.samples",
+    }
+
+    generation_run_id: int = Field(ge=1, le=MAX_ID, description="The answers to judge.")
+    temperatures: list[Annotated[float, Field(ge=0, le=2)]] = Field(
+        default_factory=lambda: [0.1, 0.5, 1.0],
+        min_length=1,
+        max_length=20,
+        description="Judge temperatures.",
+    )
+    prompt_variants: list[Literal["plain", "cot"]] = Field(
+        default_factory=lambda: list(PROMPT_VARIANTS),
+        min_length=1,
+        max_length=2,
+        description="Prompt variants.",
+    )
+    samples: int | None = Field(default=None, ge=1, le=50, description="Judge samples per item.")
+    endpoint: str | None = Field(
+        default=None, description="Judge endpoint's name (default: [judge] endpoint)."
+    )
+
+
 JOB_REQUESTS: dict[str, type[Request]] = {
     "judge": JudgeRequest,
     "generate": GenerateRequest,
@@ -449,5 +480,6 @@ JOB_REQUESTS: dict[str, type[Request]] = {
     "item-plan": ItemPlanRequest,
     "item-generate": ItemCellRequest,
     "counterfactual": CounterfactualRequest,
+    "sweep": SweepRequest,
 }
 """Every kind of job and the request it stores (server/jobs/tasks.py runs them)."""

@@ -1,9 +1,12 @@
 """Campaigns over HTTP against the real Label Studio (the session's server): create, status,
-and a pull that runs as a job. Scores are given by hand through Label Studio's own API: two
-annotators rate every sampled item, one 2 and the other 4."""
+a pull that runs as a job, then the export, gold items, a review campaign and annotators.
+Scores are given by hand through Label Studio's own API: two annotators rate every sampled
+item, one 2 and the other 4."""
 
 from __future__ import annotations
 
+import csv
+import io
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +20,7 @@ from annotation.labelstudio.annotators import add_annotator
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.service import LabelStudioService
 from judge.store.engine import make_engine
-from judge.store.tables import HumanRating
+from judge.store.tables import HumanRating, Item
 from server import create_app
 from server.auth import create_key
 from server.jobs.queue import Worker
@@ -121,3 +124,49 @@ def test_create_status_and_pull_a_campaign_over_http(
     # The run's agreement over HTTP now has something to compare with.
     assert client.get(f"/api/v1/judge-runs/{run}/agreement", headers=key).status_code == 200
     assert client.get("/api/v1/campaigns/nope", headers=key).status_code == 404
+
+    # -- what the CLI's campaign export, gold, review and annotators do, over HTTP --
+    exported = client.get("/api/v1/campaigns/api-campaign/ratings.csv", headers=key)
+    assert exported.status_code == 200 and exported.mimetype == "text/csv"
+    rows = list(csv.DictReader(io.StringIO(exported.get_data(as_text=True))))
+    # the same 8 ratings as the SQL read above, in the `ratings import` columns
+    assert sorted(float(r["score"]) for r in rows) == scores
+    assert len({r["rater"] for r in rows}) == 2 and labelstudio_rater in {r["rater"] for r in rows}
+    assert set(rows[0]) == {"item_id", "rubric", "rater", "score", "rationale"}
+    sampled = {r["item_id"] for r in rows}
+
+    people = client.get("/api/v1/annotators", headers=key).json
+    mine = next(p for p in people if p["email"] == labelstudio_rater)
+    assert mine["campaigns"] == {"api-campaign": "4/4"}  # rated 4 of the 4 sampled items
+    _, admin_key = create_key(engine, "boss", "admin")
+    boss = {"Authorization": f"Bearer {admin_key}"}
+    person = {"email": "second.rater@example.org", "name": "Second"}
+    assert client.post("/api/v1/annotators", json=person, headers=key).status_code == 403
+    added = client.post("/api/v1/annotators", json=person, headers=boss)
+    assert added.status_code == 201 and added.json["created"], added.json
+    again = client.post("/api/v1/annotators", json=person, headers=boss)
+    assert again.status_code == 200 and not again.json["created"]
+    assert added.json["user_id"] == again.json["user_id"]
+
+    with Session(engine) as session:
+        s1 = sorted(session.exec(select(Item.key).where(Item.stage == "S1")).all())
+    outside = next(k for k in s1 if k not in sampled)
+    gold = {"rows": [{"item_id": outside, "rubric": "ICS", "score": 3}]}
+    made_gold = client.post("/api/v1/campaigns/api-campaign/gold", json=gold, headers=key)
+    assert made_gold.status_code == 201, made_gold.json
+    assert (made_gold.json["added"], made_gold.json["imported"]) == (1, 1)
+    assert (
+        client.post("/api/v1/campaigns/api-campaign/gold", json=gold, headers=key).json["added"]
+        == 0
+    )
+    # Label Studio itself now holds the 4 sampled tasks and the gold one
+    assert len(admin.export_tasks(project)) == 5
+    inside = {"rows": [{"item_id": next(iter(sampled)), "rubric": "ICS", "score": 3}]}
+    refused = client.post("/api/v1/campaigns/api-campaign/gold", json=inside, headers=key)
+    assert refused.status_code == 400 and "/tmp" not in refused.json["error"]["message"]
+
+    review = {"dataset": "sample", "items": s1[:2], "name": "api-review"}
+    reviewed = client.post("/api/v1/reviews", json=review, headers=key)
+    assert reviewed.status_code == 201, reviewed.json
+    assert (reviewed.json["campaign"], reviewed.json["imported"]) == ("api-review", 2)
+    assert len(admin.export_tasks(reviewed.json["project"])) == 2

@@ -289,3 +289,64 @@ def test_agreement_on_posted_files_names_a_bad_line(api: Api) -> None:
         == 400
     )
     assert api.post("/api/v1/agreement", json={"human_csv": ""}).status_code == 422
+
+
+def test_a_sweep_runs_as_one_job_with_progress_over_every_configuration(judged_api: Api) -> None:
+    api = judged_api
+    first = _judged(api)
+    per_run = select(func.count()).select_from(Judgment).where(Judgment.judge_run_id == first)
+    judgments = scalar(api, per_run)
+    assert judgments > 0
+    sweep = {"generation_run_id": _generation_of(api, first), "temperatures": [0.3, 0.7],
+             "prompt_variants": ["plain", "cot"]}  # fmt: skip
+    made = job(api, "sweep", **sweep)
+    assert made.status_code == 201, made.json
+    assert run_jobs(api) == ["finished"]
+    done = api.get(f"/api/v1/jobs/{made.json['id']}").json
+    runs = done["result"]["judge_run_ids"]
+    # 2 temperatures x 2 prompt variants: four judge runs, none of them the first one
+    assert len(set(runs)) == 4 and first not in runs
+    for run in runs:
+        count = select(func.count()).select_from(Judgment).where(Judgment.judge_run_id == run)
+        assert scalar(api, count) == judgments
+    # progress over the whole sweep: every configuration's tasks, and all of them done
+    assert done["total"] == 4 * judgments and done["done"] == done["total"], done
+    assert job(api, "sweep", generation_run_id=999).status_code == 404
+    assert job(api, "sweep", generation_run_id=1, prompt_variants=["loud"]).status_code == 400
+
+
+def _generation_of(api: Api, judge_run: int) -> int:
+    return int(scalar(api, select(JudgeRun.generation_run_id).where(JudgeRun.id == judge_run)))
+
+
+def test_dry_runs_say_what_a_job_would_send_and_store_nothing(api: Api) -> None:
+    engine = make_engine(api.settings.database_url)
+    try:
+        with Session(engine) as session:
+            keys = sorted(session.exec(select(Item.key).where(Item.stage == "S1")).all())[:8]
+        rows = [{"item_id": k, "part": "answer", "text": f"answer {k}"} for k in keys]
+        generation = import_responses(engine, "sample", rows, model="writer").generation_run_id
+    finally:
+        engine.dispose()
+    body = {"kind": "judge", "params": {"generation_run_id": generation}}
+    judged = api.post("/api/v1/jobs/dry-run", json=body)
+    assert judged.status_code == 200, judged.json
+    # 8 S1 answers, each judged on S1's one rubric (ICS), nothing cached yet
+    assert (judged.json["judgments_to_make"], judged.json["calls_to_send"]) == (8, 8)
+    plan = {"endpoint": "test", "into": "written", "per_cell": 3, **CELL}
+    planned = api.post("/api/v1/jobs/dry-run", json={"kind": "item-plan", "params": plan})
+    assert planned.status_code == 200, planned.json
+    # one cell short of 3 items, 5 asked per call by default: one call
+    assert (planned.json["cells"], planned.json["items_wanted"]) == (1, 3)
+    assert planned.json["calls_to_send"] == 1
+    audit = {"kind": "audit", "params": {"suite": "award"}}
+    assert api.post("/api/v1/jobs/dry-run", json=audit).status_code == 400
+    missing = {"kind": "judge", "params": {"generation_run_id": 999}}
+    assert api.post("/api/v1/jobs/dry-run", json=missing).status_code == 404
+    # nothing queued, judged or written
+    assert scalar(api, select(func.count()).select_from(Job)) == 0
+    assert scalar(api, select(func.count()).select_from(JudgeRun)) == 0
+    assert (
+        scalar(api, select(func.count()).select_from(Item).where(Item.review_status == "draft"))
+        == 0
+    )
