@@ -32,6 +32,9 @@
     weighs less.
 13. Dedupe (bench/dedupe.py): the near-duplicate pass over 12,632 item texts, in batches of
     10 as a plan checks them and all at once (<= 30 s), with the planted duplicates found.
+14. Judge-assisted statistics (bench/stats_ppi.py): prediction-powered estimates for 100,000
+    judged items with 2,000 human ratings (<= 1 s) and the alt-test on 3 annotators x 1,200
+    items (<= 1 s).
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -62,6 +65,7 @@ from bench.dedupe import dedupe_bench
 from bench.generate import generate_bench
 from bench.labelstudio import bench_labelstudio
 from bench.server import bench_server
+from bench.stats_ppi import bench_stats_ppi
 from bench.trust import bench_trust
 from judge.config import EmbeddedConfig, Settings
 from judge.data.datasets import import_items
@@ -291,6 +295,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
         for n in (1000, 10_000)
     },
     "dedupe": lambda tmp: dedupe_bench(),
+    "stats_ppi": lambda tmp: bench_stats_ppi(),
 }
 
 
