@@ -339,11 +339,8 @@ class LabelStudioService:
                     )
             command = _installer(self.venv / "bin" / "python", f"label-studio=={version}")
             label = f"installing Label Studio {version} into {self.venv}"
-            took = (
-                "minutes with pip"
-                if command[0] == str(self.venv / "bin" / "python")
-                else "seconds with uv"
-            )
+            installer = "pip" if command[0] == str(self.venv / "bin" / "python") else "uv"
+            took = {"pip": "minutes with pip", "uv": "seconds with uv"}[installer]
             say(f"{label} ({took}, ~0.8 GB; log: {self.install_log})")
             with open(self.install_log, "wb") as log:
                 code = self._wait(
@@ -355,7 +352,7 @@ class LabelStudioService:
                 )
             if code != 0:
                 raise LabelStudioError(
-                    f"installing Label Studio {version} failed ({command[0]} exited with {code}): "
+                    f"installing Label Studio {version} failed ({installer} exited with {code}): "
                     f"{_tail(self.install_log)}; full log: {self.install_log}"
                 )
             self._stamp.write_text(version + "\n")

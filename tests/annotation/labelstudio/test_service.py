@@ -211,15 +211,27 @@ def test_connection_to_our_server_says_how_to_start_it(tmp_path: Path) -> None:
         connection(settings)
 
 
-def test_a_failed_install_reports_the_log(tmp_path: Path) -> None:
-    # No label-studio 0.0.0 exists on any index: pip fails, whether online or not.
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_a_failed_install_reports_the_log(
+    tmp_path: Path, installer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No label-studio 0.0.0 exists on any index: the installer fails, whether online or not.
+    # pip is the fallback where uv's binary cannot be found.
+    if installer == "pip":
+        import uv
+
+        def no_uv() -> str:
+            raise FileNotFoundError("uv")
+
+        monkeypatch.setattr(uv, "find_uv_bin", no_uv)
     service = LabelStudioService(LabelStudioConfig(version="0.0.0"), tmp_path)
     lines: list[str] = []
     with pytest.raises(LabelStudioError) as raised:
         service.install(lines.append)
     message = str(raised.value)
-    assert "pip exited with" in message and str(service.install_log) in message
+    assert f"({installer} exited with" in message and str(service.install_log) in message
     assert lines[0].startswith("installing Label Studio 0.0.0 into ")
+    assert f"with {installer}" in lines[0]
     assert not service.installed()
 
 
