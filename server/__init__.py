@@ -66,14 +66,20 @@ def openapi_document() -> dict[str, Any]:
 
 def _document(app: OpenAPI) -> dict[str, Any]:
     """flask-openapi3's document with what it cannot say itself: operations whose body may
-    be left out (``server.api.OPTIONAL_BODIES``) do not mark it required."""
+    be left out (``server.api.OPTIONAL_BODIES``) do not mark it required, and the links
+    between operations (``server.api.LINKS``)."""
     import copy
 
-    from server.api import OPTIONAL_BODIES
+    from server.api import LINKS, OPTIONAL_BODIES
 
     doc = copy.deepcopy(app.api_doc)
     for method, path in OPTIONAL_BODIES:
         body = doc["paths"][path][method].get("requestBody")
         if body is not None:
             body["required"] = False
+    for (method, path, status), targets in LINKS.items():
+        links = doc["paths"]["/api/v1" + path][method]["responses"][status].setdefault("links", {})
+        for to_method, to_path, parameters in targets:
+            target = doc["paths"]["/api/v1" + to_path][to_method]["operationId"]
+            links[target] = {"operationId": target, "parameters": parameters}
     return doc

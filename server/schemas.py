@@ -687,6 +687,60 @@ class RubricOut(BaseModel):
 # -- audits ---------------------------------------------------------------------------------
 
 
+class AnalysisPath(Strict):
+    suite: Literal["award", "names", "bbi"]
+
+
+class AnalysisIn(Strict):
+    """A suite's answers (or labels) of one's own, as CSV text in the columns its `fairjudge
+    audit SUITE analyze --from-csv` reads (docs/audits.md)."""
+
+    csv: str = Field(min_length=1, description="The CSV text, header first.")
+
+
+class AnalysisOut(RootModel[dict[str, Any]]):
+    """What `fairjudge audit SUITE analyze --json` prints, with ``suite`` and ``note`` (why a
+    test is missing, say); numbers that are not finite are null."""
+
+
+class FollowupCampaignIn(Strict):
+    annotators: int = Field(
+        default=2, ge=1, le=100, description="People each follow-up is asked of."
+    )
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    project: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_ID,
+        description="Add only the missing follow-ups to this existing project instead.",
+    )
+
+
+class FollowupCampaignOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    run_id: int
+    project: int = Field(description="The Label Studio project (the pull needs it).")
+    created: bool
+    imported: int
+    already_there: int
+    tasks: int
+    url: str
+
+
+class FollowupPullIn(Strict):
+    project: int = Field(ge=1, le=MAX_ID, description="The project the campaign created.")
+
+
+class FollowupPullOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    run_id: int
+    project: int
+    added: int
+    changed: int
+    unchanged: int
+    skipped: int
+
+
 class AuditCreate(AuditRequest):
     """An audit suite to send to the model under test, run as a job (docs/audits.md): the
     ``server.usecases.audits`` request the CLI's ``audit SUITE run`` builds too. The

@@ -202,6 +202,12 @@ SLOW_MODULES = (
 keep a worker busy alone at the end of the run."""
 
 
+SPLIT_BY_PARAMETER = ("tests/server/api/test_schemathesis_live.py",)
+"""Modules whose tests go out in one scope per first parameter (the database), not one per
+module: the schemathesis runs take minutes on each database, and apart they run side by
+side."""
+
+
 def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
@@ -255,6 +261,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class ServerGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = _module(nodeid)
+            if module in SPLIT_BY_PARAMETER and nodeid.endswith("]"):
+                # one scope per database: each builds its own module-scoped server
+                return f"{module}[{nodeid.rsplit('[', 1)[1].split('-')[0]}"
             return GROUP_OF_MODULE.get(module, module)
 
     return ServerGroups(config, log)

@@ -29,6 +29,36 @@ OPEN = ("/api/v1/health",)
 OPTIONAL_BODIES = (("post", "/api/v1/audit-runs/{run_id}/classify"),)
 """Operations whose JSON body may be left out (every field has a default)."""
 
+JOB_ID = {"job_id": "$response.body#/id"}
+FIRST_RUN = {"run_id": "$response.body#/items/0/id"}
+LINKS: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str]]]] = {
+    # (method, path under /api/v1, status) of a reply -> the operations it leads to
+    ("post", "/jobs", "201"): [
+        ("get", "/jobs/{job_id}", JOB_ID),
+        ("post", "/jobs/{job_id}/cancel", JOB_ID),
+        ("post", "/jobs/{job_id}/resume", JOB_ID),
+    ],
+    ("post", "/audits", "202"): [("get", "/jobs/{job_id}", JOB_ID)],
+    ("get", "/jobs", "200"): [("get", "/jobs/{job_id}", {"job_id": "$response.body#/items/0/id"})],
+    ("post", "/datasets", "201"): [
+        ("get", "/datasets/{name}", {"name": "$request.body#/name"}),
+        ("get", "/datasets/{name}/items", {"name": "$request.body#/name"}),
+    ],
+    ("post", "/keys", "201"): [("delete", "/keys/{name}", {"name": "$response.body#/name"})],
+    ("get", "/generation-runs", "200"): [
+        ("get", "/generation-runs/{run_id}", FIRST_RUN),
+        ("get", "/generation-runs/{run_id}/responses", FIRST_RUN),
+    ],
+    ("get", "/judge-runs", "200"): [
+        ("get", "/judge-runs/{run_id}", FIRST_RUN),
+        ("get", "/judge-runs/{run_id}/metrics", FIRST_RUN),
+        ("get", "/judge-runs/{run_id}/report.json", FIRST_RUN),
+        ("get", "/judge-runs/{run_id}/diagnostics.json", FIRST_RUN),
+    ],
+}
+"""OpenAPI links between operations: where an id a reply holds can be used next (clients and
+schemathesis's stateful phase follow them)."""
+
 
 HTML_PAGE: dict[str, Any] = {
     "description": "One self-contained HTML page.",

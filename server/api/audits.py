@@ -1,5 +1,7 @@
 """``/api/v1/audits`` and ``/api/v1/audit-runs``: start an audit suite as a job, read its runs
-back (figures, reports), classify the award follow-ups by judge (a job) and by people."""
+back (figures, reports), classify the award follow-ups by judge (a job) and by people (sent
+as labels, or through a Label Studio campaign), and a suite's statistics on CSV text of
+one's own."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from server.api import CSV_TABLE, HTML_PAGE, blueprint, dump, page
 from server.db import get_session
 from server.jobs import queue
 from server.schemas import (
+    AnalysisIn,
+    AnalysisOut,
+    AnalysisPath,
     AuditClassify,
     AuditCreate,
     AuditLabelsIn,
@@ -20,14 +25,18 @@ from server.schemas import (
     AuditRunOut,
     AuditRunQuery,
     CsvQuery,
+    FollowupCampaignIn,
+    FollowupCampaignOut,
     FollowupOut,
+    FollowupPullIn,
+    FollowupPullOut,
     JobOut,
     Page,
     PageQuery,
     ReportOut,
     RunPath,
 )
-from server.usecases import audits, rendering
+from server.usecases import audits, campaigns, rendering
 
 bp = blueprint("audits", __name__, "audits")
 
@@ -152,3 +161,32 @@ def store_labels(path: RunPath, body: AuditLabelsIn) -> Any:
         raise LabelsError(what, exc.problems) from None
     status = 201 if counts["added"] or counts["changed"] else 200
     return dump(AuditLabelsOut, counts), status
+
+
+@bp.post("/audits/<suite>/analyze", responses={200: AnalysisOut})
+def analyze(path: AnalysisPath, body: AnalysisIn) -> Any:
+    """A suite's statistics on answers of one's own sent as CSV text (nothing is stored): the
+    award's binomial tests (or the follow-up's chi-square), the names audit's means and
+    Welch's tests, or BBI. A bad line is a 400 naming it."""
+    return audits.analyze_csv_text(path.suite, body.csv)
+
+
+@bp.post("/audit-runs/<int:run_id>/campaign", responses={201: FollowupCampaignOut})
+def followup_campaign(path: RunPath, body: FollowupCampaignIn) -> Any:
+    """Send an award run's follow-up explanations to Label Studio, one task each, for people
+    to classify (the chosen student's group is not shown); again, only what is missing."""
+    settings = current_app.config["SETTINGS"]
+    made = campaigns.create_followup_campaign(
+        _engine(), settings, path.run_id, title=body.title, annotators=body.annotators,
+        project_id=body.project,
+    )  # fmt: skip
+    return made, 201
+
+
+@bp.post("/audit-runs/<int:run_id>/campaign/pull", responses={200: FollowupPullOut})
+def followup_pull(path: RunPath, body: FollowupPullIn) -> Any:
+    """Store each person's class of the run's follow-ups from the Label Studio project
+    (idempotent; a changed choice replaces the stored one)."""
+    settings = current_app.config["SETTINGS"]
+    result = campaigns.pull_followup_labels(_engine(), settings, path.run_id, body.project)
+    return result.to_dict()

@@ -118,7 +118,7 @@ def api_markdown() -> str:
     return "\n".join(lines)
 
 
-HTTP_SECTION = "## What is over HTTP, and what is not yet"
+HTTP_SECTION = "## What is over HTTP, and what is not"
 
 
 def _cli_and_http() -> list[str]:

@@ -434,3 +434,35 @@ def analyze_bbi_csv(path: str | Path) -> Analysis:
 
     result = suite.analyze_labels(suite.read_labels_csv(Path(path)))
     return Analysis(result.to_dict(), bbi_report(result))
+
+
+ANALYSES = ("award", "names", "bbi")
+
+
+def analyze_csv_text(suite: str, text: str) -> dict[str, Any]:
+    """A suite's statistics on CSV text sent in a request (``audit SUITE analyze`` on a
+    file), as JSON with non-finite numbers as null, and its ``note`` when there is one; a
+    problem names the text, not a temporary file."""
+    import tempfile
+
+    from judge.errors import FairJudgeError
+
+    if suite not in ANALYSES:
+        raise InvalidInputError(f"unknown suite {suite!r}: use one of {', '.join(ANALYSES)}")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "answers.csv"
+        path.write_text(text, encoding="utf-8")
+        try:
+            if suite == "award":
+                found = analyze_award_csv(path)
+            elif suite == "names":
+                found = analyze_names_csv(path)
+            else:
+                found = analyze_bbi_csv(path)
+        except FairJudgeError as exc:
+            # the first line, naming the text; the problems (line numbers) stay as they are
+            head = str(exc).split("\n", 1)[0]
+            head = head.replace(f"the CSV file {path}", "the CSV text")
+            head = head.replace(str(path), "the CSV text")
+            raise InvalidInputError(head, getattr(exc, "problems", None)) from None
+    return {"suite": suite, **finite(found.data), "note": found.note}

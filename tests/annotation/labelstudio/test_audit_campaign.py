@@ -350,3 +350,49 @@ def test_campaign_and_pull_through_the_cli(
     assert isinstance(bad.exception, CampaignError)
     assert f"task {tasks[0]['id']}: " in str(bad.exception)  # Label Studio's task id
     assert "'undecided' is not one of" in str(bad.exception)
+
+
+def test_campaign_and_pull_over_http(
+    tmp_path: Path, labelstudio: LabelStudioService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`POST /api/v1/audit-runs/RUN/campaign` then `.../campaign/pull`: the same round trip
+    as the CLI's, over the JSON API (Flask's test client), Label Studio reached by URL."""
+    from server import create_app
+    from server.auth import create_key
+
+    db_url = f"sqlite:///{tmp_path / 'fj.db'}"
+    engine, run_id = award_run(db_url)
+    answers = followup_ids(engine, run_id)
+    _, key = create_key(engine, "member", "member")
+    token = labelstudio.connection().token
+    monkeypatch.setenv(TOKEN_ENV, token)
+    settings = make_settings("http://127.0.0.1:9", db_url)
+    settings = settings.model_copy(
+        update={
+            "state_dir": str(tmp_path / "state"),
+            "labelstudio": settings.labelstudio.model_copy(
+                update={"url": labelstudio.url, "token_env": TOKEN_ENV}
+            ),
+        }
+    )
+    client = create_app({"SETTINGS": settings, "TESTING": True}).test_client()
+    member = {"Authorization": f"Bearer {key}"}
+    made = client.post(
+        f"/api/v1/audit-runs/{run_id}/campaign", json={"annotators": 1}, headers=member
+    )
+    assert made.status_code == 201, made.json
+    assert (made.json["created"], made.json["tasks"], made.json["imported"]) == (True, 8, 8)
+    admin = LabelStudioClient(labelstudio.url, token)
+    for task in admin.export_tasks(made.json["project"]):
+        admin.annotate(task["id"], choose(IRR))
+    pull = {"project": made.json["project"]}
+    pulled = client.post(f"/api/v1/audit-runs/{run_id}/campaign/pull", json=pull, headers=member)
+    assert pulled.status_code == 200, pulled.json
+    assert pulled.json["added"] == 8
+    again = client.post(f"/api/v1/audit-runs/{run_id}/campaign/pull", json=pull, headers=member)
+    assert (again.json["added"], again.json["unchanged"]) == (0, 8)
+    email = admin.whoami()["email"]
+    with Session(engine) as s:
+        assert labels_by_source(s, run_id) == {f"human:{email}": dict.fromkeys(answers, IRR)}
+    client.application.extensions["fairjudge_engine"].dispose()
+    engine.dispose()

@@ -58,3 +58,27 @@ def test_list_routes_declare_pages_and_lists() -> None:
         assert set(success_schema(path)["properties"]) == {"items", "total", "limit", "offset"}
     for path in ("/api/v1/datasets", "/api/v1/rubrics", "/api/v1/campaigns"):
         assert success_schema(path)["type"] == "array"
+
+
+def test_links_lead_to_operations_that_take_the_parameters_they_fill() -> None:
+    """Every link of the document names an operation that exists, and each parameter it
+    fills is one of that operation's path parameters (a client or schemathesis's stateful
+    phase follows them)."""
+    document = openapi_document()
+    operations = {
+        op["operationId"]: (path, op)
+        for path, ops in document["paths"].items()
+        for op in ops.values()
+    }
+    found = 0
+    for ops in document["paths"].values():
+        for op in ops.values():
+            for reply in op["responses"].values():
+                for link in reply.get("links", {}).values():
+                    path, target = operations[link["operationId"]]
+                    names = {p["name"] for p in target.get("parameters", []) if p["in"] == "path"}
+                    assert set(link["parameters"]) <= names, (path, link)
+                    assert all(f"{{{name}}}" in path for name in link["parameters"])
+                    found += 1
+    # server.api.LINKS: 3 + 1 + 1 + 2 + 1 + 2 + 4 links
+    assert found == 14

@@ -1,8 +1,9 @@
 """The CLI workflows that came over HTTP last: item generation (``dataset plan``/``generate``
 as jobs), the judge's counterfactual check (``judge-audit counterfactual`` as a job, ``show``
-as a report), judge runs compared (``compare``) and a dataset's coverage (``dataset
-coverage``), on a real store (SQLite and PostgreSQL) through Flask's test client, the jobs run
-by the function the worker runs.
+as a report), judge runs compared (``compare``), a dataset's coverage (``dataset coverage``),
+a sweep, dry runs, agreement and a suite's statistics on one's own CSV text (``agreement
+compute``, ``audit SUITE analyze``), on a real store (SQLite and PostgreSQL) through Flask's
+test client, the jobs run by the function the worker runs.
 
 Expected values are worked out here: the scripted stub writes valid, distinct items as asked
 (tests/support/stub_openai.py), so a plan of one cell up to N items adds N; its judge
@@ -32,6 +33,8 @@ from judge.store.tables import Item, Job, JudgeRun, Judgment
 from server.jobs import queue
 from tests.judge.trust.test_trust import by_name
 from tests.server.api.test_api import Api, make_api
+from tests.server.cli.test_award_pairs_cli import OVERALL
+from tests.server.cli.test_award_pairs_cli import ROWS as PAIR_ROWS
 from tests.support.cli import fairjudge  # the command's main, run in this process
 from tests.support.stub_openai import StubServer
 
@@ -350,3 +353,25 @@ def test_dry_runs_say_what_a_job_would_send_and_store_nothing(api: Api) -> None:
         scalar(api, select(func.count()).select_from(Item).where(Item.review_status == "draft"))
         == 0
     )
+
+
+def test_a_suites_statistics_on_posted_csv_match_the_cli_and_scipy(api: Api) -> None:
+    text = "level,name_pair,choice\n" + "".join(f"{a},{b},{c}\n" for a, b, c in PAIR_ROWS)
+    got = api.post("/api/v1/audits/award/analyze", json={"csv": text})
+    assert got.status_code == 200, got.json
+    data = got.json
+    # the Kruskal-Wallis test across name pairs, as tests/server/cli/test_award_pairs_cli.py
+    # checks it through the CLI: scipy on the hand-written 0/1 indicators
+    expected = stats.kruskal(*OVERALL.values())
+    assert data["overall"]["equivocal_by_pair"]["p_value"] == pytest.approx(expected.pvalue)
+    level5 = data["levels"][0]
+    assert (level5["group_a"], level5["group_b"], level5["equivocal"]) == (4, 2, 6)
+    assert (data["suite"], data["note"]) == ("award", None)
+    # line 3 of the text holds a choice the suite does not know
+    bad = text.replace("5,Latoya/Mary,White", "5,Latoya/Mary,purple")
+    refused = api.post("/api/v1/audits/award/analyze", json={"csv": bad})
+    assert refused.status_code == 400, refused.json
+    error = refused.json["error"]
+    assert error["message"] == "the CSV text has rows to fix", error
+    assert error["problems"][0].startswith("line 3: choice must be"), error
+    assert api.post("/api/v1/audits/tarot/analyze", json={"csv": text}).status_code == 422
