@@ -54,6 +54,7 @@ LINKS: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str]]]] = {
         ("get", "/judge-runs/{run_id}/metrics", FIRST_RUN),
         ("get", "/judge-runs/{run_id}/report.json", FIRST_RUN),
         ("get", "/judge-runs/{run_id}/diagnostics.json", FIRST_RUN),
+        ("get", "/judge-runs/{run_id}/estimates", FIRST_RUN),
     ],
 }
 """OpenAPI links between operations: where an id a reply holds can be used next (clients and
@@ -213,10 +214,12 @@ def _check_request() -> None:
 
 def register(app: OpenAPI) -> None:
     from server.api import (
+        alttest,
         audits,
         campaigns,
         datasets,
         endpoints,
+        estimates,
         health,
         jobs,
         judgments,
@@ -242,6 +245,8 @@ def register(app: OpenAPI) -> None:
         reports,
         rubrics,
         ratings,
+        estimates,
+        alttest,
         campaigns,
         audits,
     ):

@@ -26,6 +26,7 @@ from server.cli import (
     compare,
     dataset,
     db,
+    estimates,
     export,
     keys,
     labelstudio,
@@ -115,6 +116,7 @@ cli.add_command(report.demo)
 cli.add_command(compare.compare)
 cli.add_command(ratings.ratings)
 cli.add_command(agreement.agreement)
+cli.add_command(estimates.estimates)
 cli.add_command(serve.serve)
 cli.add_command(serve.worker)
 cli.add_command(sweep.sweep)

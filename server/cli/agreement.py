@@ -1,7 +1,8 @@
 """``fairjudge agreement``: judge reliability against the stored human ratings, and
 ``agreement compute`` for ratings and judge scores kept in the user's own CSV files. Both
 ask ``server.usecases.agreement``; ``--json`` gives the shape the web API's agreement route
-gives."""
+gives. ``agreement alt-test`` asks ``server.usecases.alttest`` whether the judge may replace
+the annotators, on the stored ratings or on the same files."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from server.cli.output import (
     table,
     writing,
 )
-from server.cli.ratings import scale_option
+from server.cli.ratings import ScaleType, scale_option
 
 campaign_option = click.option(
     "--campaign",
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from judge.vocab import Scale
     from server.cli import Context
     from server.usecases.agreement import Agreement
+    from server.usecases.alttest import AltTestReport
 
 R = TypeVar("R", bound="BaseModel")
 
@@ -187,6 +189,130 @@ def agreement_compute(
     emit(result.to_dict(), as_json, render)
 
 
+@agreement.command("alt-test")
+@click.option(
+    "--judge-run",
+    "judge_run",
+    type=ROW_ID,
+    help="Test this judge run against the stored ratings of its generation run.",
+)
+@click.option("--rubric", help="Only this rubric (default: every rubric with ratings).")
+@campaign_option
+@click.option(
+    "--human",
+    "human_csv",
+    type=click.Path(dir_okay=False),
+    help="Instead of a judge run: long-format CSV item_id,rater,score (with --judge).",
+)
+@click.option(
+    "--judge",
+    "judge_csv",
+    type=click.Path(dir_okay=False),
+    help="CSV item_id,score (several rows per item = samples, averaged); with --human.",
+)
+@click.option(
+    "--scale",
+    type=ScaleType(),
+    default=None,
+    metavar="SCALE",
+    help="With --human/--judge: their rating scale (LOW-HIGH, 0/1, 1,2,3 or named levels); "
+    "1-5 unless given.",
+)
+@click.option(
+    "--epsilon",
+    required=True,
+    metavar="expert|skilled|crowd|FLOAT",
+    help="How far the judge may trail an annotator for its lower cost to pay: expert 0.2, "
+    "skilled 0.15, crowd 0.1, or a number in (0, 1). Required: a verdict means nothing "
+    "without it.",
+)
+@click.option(
+    "--alpha",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="False discovery rate over the annotators (Benjamini-Yekutieli).",
+)
+@click.option(
+    "--alignment",
+    type=click.Choice(["neg_rmse", "neg_mae", "accuracy"]),
+    default="neg_rmse",
+    show_default=True,
+    help="How close a score is to the other annotators': neg_rmse or neg_mae for numbers, "
+    "accuracy for categories.",
+)
+@click.option(
+    "--min-items",
+    "min_items",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Refuse when an annotator shares fewer items with the others (the paper asks 30+).",
+)
+@json_option
+@click.pass_obj
+def agreement_alt_test(
+    ctx: Context,
+    judge_run: int | None,
+    rubric: str | None,
+    campaigns: tuple[str, ...],
+    human_csv: str | None,
+    judge_csv: str | None,
+    scale: Scale | None,
+    epsilon: str,
+    alpha: float,
+    alignment: str,
+    min_items: int,
+    as_json: bool,
+) -> None:
+    """The Alternative Annotator Test: may the judge replace the annotators?
+
+    Each annotator is left out in turn; on the items they rated, is the judge closer to the
+    other annotators than they are, up to EPSILON? The judge passes when it wins against at
+    least half of them (omega >= 0.5). Needs three annotators or more, each with
+    --min-items items shared with another; otherwise the test is refused (exit 1).
+
+    Give --judge-run (stored ratings; --campaign, --rubric) or --human and --judge (files).
+    """
+    from server.usecases.alttest import (
+        AltTestOptions,
+        AltTestRequest,
+        alt_test_files,
+        alt_test_in,
+    )
+
+    files = human_csv is not None or judge_csv is not None
+    if (judge_run is not None) == files or (files and (human_csv is None or judge_csv is None)):
+        raise click.UsageError("give --judge-run RUN, or both --human FILE and --judge FILE")
+    if files and (rubric or campaigns):
+        raise click.UsageError("--rubric and --campaign choose stored ratings: use --judge-run")
+    if not files and scale is not None:
+        raise click.UsageError("--scale is for --human/--judge files; stored ratings keep theirs")
+    options = dict(epsilon=epsilon, alpha=alpha, alignment=alignment, min_items=min_items)
+    if files:
+        assert human_csv is not None and judge_csv is not None
+        report = alt_test_files(
+            human_csv, judge_csv, _request(AltTestOptions, **options), scale=scale
+        )
+    else:
+        request = _request(
+            AltTestRequest, judge_run=judge_run, rubric=rubric, campaigns=list(campaigns), **options
+        )
+        report = alt_test_in(ctx.engine(), request)
+    emit(report.to_dict(), as_json, lambda _: print_alt_test(report))
+
+
+def print_alt_test(report: AltTestReport) -> None:
+    """Each rubric's table of annotators, then one line per rubric: its verdict or why it
+    was refused."""
+    from rich.text import Text
+
+    for t in report.tables():
+        report_table(t)
+    for line in report.lines():
+        out().print(Text(line))
+
+
 def _request(model: type[R], **fields: Any) -> R:
     """``model`` built from the options; a value it refuses is a usage error naming it."""
     from pydantic import ValidationError
@@ -201,6 +327,6 @@ def _request(model: type[R], **fields: Any) -> R:
 def _option(loc: tuple[int | str, ...]) -> str:
     """The option that sets a request's field."""
     name = str(loc[0]) if loc else ""
-    return {"n_bootstrap": "--bootstrap", "generation_run": "--run"}.get(
+    return {"n_bootstrap": "--bootstrap", "generation_run": "--run", "campaigns": "--campaign"}.get(
         name, "--" + name.replace("_", "-")
     )

@@ -175,8 +175,17 @@ def test_ids_past_the_largest_integer_are_422_naming_the_limit(env: Env) -> None
         if method == "GET":
             # The largest id a store can hold is a fair question; the store is empty of
             # runs and jobs, so it is simply not there.
-            reply = client.get(fill(rule, LARGEST_ID), headers=bearer(raw))
+            query = REQUIRED_QUERY.get(rule, "")
+            reply = client.get(fill(rule, LARGEST_ID) + query, headers=bearer(raw))
             refused(reply, 404, str(LARGEST_ID))
+
+
+REQUIRED_QUERY = {
+    "/api/v1/judge-runs/<int:run_id>/alt-test": "?epsilon=expert",
+    "/api/v1/judge-runs/<int:run_id>/rating-plan": "?target_half_width=5",
+}
+"""Routes whose query has a required parameter: without it they are a 422 before the id is
+looked up."""
 
 
 def test_a_judge_run_filter_past_the_largest_integer_is_422(env: Env) -> None:

@@ -1,0 +1,195 @@
+"""``/api/v1/judge-runs/<id>/estimates`` and ``/rating-plan``: a judge run's bias figures
+corrected by human ratings (judge-only, human-only and prediction-powered, side by side), and
+the human ratings a target interval needs (``server.usecases.estimates``; the shapes of
+``fairjudge estimates --json`` and ``fairjudge estimates --plan --json``).
+
+The response models below are the domain results' ``to_dict()`` field by field; each forbids
+fields it does not declare, so the OpenAPI document cannot drift from what is sent. A number
+that can be missing (a refused estimate, an undefined correlation) is nullable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.api import blueprint, dump
+from server.db import get_session
+from server.schemas import RatingScopeQuery, RunPath
+from server.usecases.estimates import (
+    EstimatesOptions,
+    EstimatesRequest,
+    RatingPlanOptions,
+    RatingPlanRequest,
+    estimates,
+    plan_ratings,
+)
+
+bp = blueprint("estimates", __name__, "estimates")
+
+
+class EstimatesQuery(RatingScopeQuery, EstimatesOptions):
+    """Which ratings count, the design to assume for ratings without one, and an optional
+    gap (gap_by, gap_a, gap_b and gap_metric together)."""
+
+
+class RatingPlanQuery(RatingScopeQuery, RatingPlanOptions):
+    """The interval to aim for, and the correlation to plan with (default: the pilot's)."""
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EstimateOut(_Out):
+    """One estimate with its interval, in the target's unit (null: refused, see reason)."""
+
+    method: str = Field(description="judge-only, human-only or prediction-powered.")
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    se: float | None = Field(description="Standard error.")
+    n: int = Field(description="Rated items used (0 for judge-only).")
+    N: int = Field(description="Items of the cell the judge scored.")
+    effective_n: float | None = Field(
+        description="Human ratings alone that would give an interval as narrow."
+    )
+    ratings_saved: float | None = Field(description="effective_n - n.")
+    lam: float | None = Field(description="PPI++'s tuning weight (0: human-only).")
+    design: str = Field(description="How the rated items are weighted.")
+    small_sample: bool = Field(description="Fewer than 30 rated items: approximate interval.")
+    reason: str = Field(description="Why there is no value; empty when there is one.")
+
+
+class BestOut(_Out):
+    """Prediction-powered where people rated the cell, else judge-only (``method`` says)."""
+
+    method: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+class CellOut(_Out):
+    """A stage metric (percent) or a rubric's mean (its scale) for one factor, or 'all'."""
+
+    factor: str
+    target: str = Field(description="The metric's name, or the rubric's.")
+    label: str
+    stage: str | None = Field(description="The metric's stage; null for a rubric's mean.")
+    rubric: str
+    unit: str
+    items: int = Field(description="Items of the cell in the judge run, scored or not.")
+    judge_only: EstimateOut
+    human_only: EstimateOut
+    prediction_powered: EstimateOut
+    best: BestOut
+
+
+class GapGroupsOut(_Out):
+    """One method's estimate in each group."""
+
+    a: EstimateOut
+    b: EstimateOut
+
+
+class GapOut(_Out):
+    """Group A's value minus group B's, three ways: each method's gap is an estimate whose
+    interval is the difference's own (``n``, ``N``: both groups together)."""
+
+    target: str
+    group_by: str
+    a: str
+    b: str
+    unit: str
+    judge_only: EstimateOut
+    human_only: EstimateOut
+    prediction_powered: EstimateOut
+    groups: dict[str, GapGroupsOut] = Field(description="Method -> its estimate in A and B.")
+    best: BestOut
+
+
+class DesignOut(_Out):
+    """The sampling design the human-only and prediction-powered estimates assume."""
+
+    name: str = Field(
+        description="random, stratified, disagreement, assumed random (...), refused or no ratings."
+    )
+    usable: bool = Field(description="False: no human-only or prediction-powered estimate.")
+    description: str
+    reason: str = Field(description="Why the ratings cannot be used; empty when they can.")
+    campaign: str | None
+    weighted: bool
+    stratified: bool
+
+
+class RatingsUsedOut(_Out):
+    scopes: list[str] = Field(description="The campaigns and import batches used.")
+    named: bool
+    superseded: int
+    rule: str
+
+
+class EstimatesOut(_Out):
+    """Every stage metric and rubric mean of the run, three ways, and the gap asked for."""
+
+    judge_run: int
+    generation_run: int
+    human_score: str
+    alpha: float
+    design: DesignOut
+    ratings_used: RatingsUsedOut
+    ratings_note: str
+    metrics: list[CellOut]
+    rubrics: list[CellOut]
+    gap: GapOut | None
+
+
+class RatingPlanOut(_Out):
+    """Human ratings one target needs (null counts: no plan, see reason)."""
+
+    target: str
+    unit: str
+    half_width: float
+    N: int = Field(description="Items the judge scored.")
+    n_pilot: int = Field(description="Rated items the judge also scored.")
+    rho: float | None
+    rho_source: str
+    sd: float | None = Field(description="The people's spread planned with.")
+    sd_source: str
+    n_ppi: int | None = Field(description="Ratings for the prediction-powered interval.")
+    n_human_only: int | None = Field(description="Ratings for a human-only interval.")
+    ratings_saved: int | None
+    reason: str
+
+
+class RatingPlansOut(_Out):
+    judge_run: int
+    alpha: float
+    plans: list[RatingPlanOut]
+
+
+@bp.get("/judge-runs/<int:run_id>/estimates", responses={200: EstimatesOut})
+def judge_run_estimates(path: RunPath, query: EstimatesQuery) -> Any:
+    """The run's stage metrics and rubric means three ways: judge-only, human-only and
+    prediction-powered (PPI++), per factor and overall, with intervals.
+
+    The shape of `fairjudge estimates --json`. Imported ratings (or those of several
+    campaigns) have no sampling design: their human-only and prediction-powered estimates
+    are null with the reason, unless `assume_random=true`."""
+    options = query.model_dump(exclude={"campaign"})
+    request = EstimatesRequest(judge_run=path.run_id, campaigns=query.campaign, **options)
+    return dump(EstimatesOut, estimates(get_session(), request).to_dict())
+
+
+@bp.get("/judge-runs/<int:run_id>/rating-plan", responses={200: RatingPlansOut})
+def rating_plan(path: RunPath, query: RatingPlanQuery) -> Any:
+    """How many human ratings an interval of `target_half_width` needs, with the judge
+    (PPI++) and without, per stage metric (or for `metric`), from `rho` or the stored
+    ratings' correlation with the judge.
+
+    The shape of `fairjudge estimates --plan --json`."""
+    options = query.model_dump(exclude={"campaign"})
+    request = RatingPlanRequest(judge_run=path.run_id, campaigns=query.campaign, **options)
+    return dump(RatingPlansOut, plan_ratings(get_session(), request).to_dict())

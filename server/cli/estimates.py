@@ -1,0 +1,177 @@
+"""``fairjudge estimates``: a judge run's bias figures three ways (judge-only, human-only,
+prediction-powered), and with ``--plan`` the human ratings a target interval needs. Both ask
+``server.usecases.estimates``; ``--json`` gives the shape the web API's routes give."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from server.cli.output import ROW_ID, emit, human_option, json_option, out, report_table
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from server.usecases import Section
+
+R = TypeVar("R", bound="BaseModel")
+
+OPTION_OF = {
+    "judge_run": "JUDGE_RUN",
+    "campaigns": "--campaign",
+    "gap_by": "--gap-by",
+    "gap_a": "--gap",
+    "gap_b": "--gap",
+    "gap_metric": "--gap-metric",
+    "metric": "--metric",
+}
+"""A request field -> the option that sets it (the rest: the field's name as an option)."""
+
+
+@click.command()
+@click.argument("judge_run", type=ROW_ID, metavar="JUDGE_RUN")
+@click.option(
+    "--campaign",
+    "campaigns",
+    multiple=True,
+    metavar="NAME",
+    help="Use only this campaign's ratings (repeatable; import:BATCH for an imported batch). "
+    "Default: every campaign and batch, the newest winning per rater, item and rubric.",
+)
+@human_option
+@click.option(
+    "--assume-random",
+    is_flag=True,
+    help="Treat imported ratings (or those of several campaigns) as a simple random sample "
+    "of the run's items. Without it they give no human-only or prediction-powered estimate.",
+)
+@click.option(
+    "--alpha",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="1 - the intervals' coverage (0.05: 95 % intervals).",
+)
+@click.option(
+    "--gap-by",
+    metavar="FIELD",
+    help="Also estimate a gap between two groups of items: factor, scenario, stage or "
+    "fields.NAME (needs --gap and --gap-metric).",
+)
+@click.option("--gap", nargs=2, metavar="A B", help="The two groups: the gap is A minus B.")
+@click.option(
+    "--gap-metric",
+    metavar="NAME",
+    help="The gap's target: a stage metric's name or label (e.g. 'S2 TCS mean') or a rubric.",
+)
+@click.option(
+    "--plan",
+    is_flag=True,
+    help="Instead: how many human ratings an interval of --target-half-width needs, with the "
+    "judge (PPI++) and without.",
+)
+@click.option(
+    "--target-half-width",
+    type=float,
+    help="With --plan: half the interval's width, in percentage points for a stage metric "
+    "(scale points for a rubric).",
+)
+@click.option(
+    "--rho",
+    type=float,
+    help="With --plan: the judge-human correlation to plan with (default: the stored "
+    "ratings' own, a pilot).",
+)
+@click.option(
+    "--metric",
+    metavar="NAME",
+    help="With --plan: this stage metric or rubric only (default: every stage metric).",
+)
+@json_option
+@click.pass_context
+def estimates(
+    click_ctx: click.Context,
+    judge_run: int,
+    campaigns: tuple[str, ...],
+    human_score: str,
+    assume_random: bool,
+    alpha: float,
+    gap_by: str | None,
+    gap: tuple[str, str] | None,
+    gap_metric: str | None,
+    plan: bool,
+    target_half_width: float | None,
+    rho: float | None,
+    metric: str | None,
+    as_json: bool,
+) -> None:
+    """Bias figures of JUDGE_RUN corrected by human ratings: each stage metric and rubric
+    mean, per factor and overall, as the judge says it, as the rated items say it, and
+    prediction-powered (the judge's scores of every item, corrected by the rated ones).
+
+    The output names the sampling design it assumed: a campaign's (random, stratified or
+    disagreement), or none for imported ratings unless --assume-random."""
+    from server.usecases.estimates import (
+        EstimatesRequest,
+        RatingPlanRequest,
+        estimates_in,
+        plan_ratings_in,
+    )
+
+    engine = click_ctx.obj.engine()
+    common = {
+        "judge_run": judge_run,
+        "campaigns": list(campaigns),
+        "human_score": human_score,
+        "alpha": alpha,
+    }
+    if plan:
+        if gap_by or gap or gap_metric or assume_random:
+            raise click.UsageError(
+                "--plan takes no --gap, --gap-by, --gap-metric or --assume-random"
+            )
+        if target_half_width is None:
+            raise click.UsageError("--plan needs --target-half-width")
+        plans = plan_ratings_in(
+            engine,
+            _request(
+                RatingPlanRequest, **common, target_half_width=target_half_width, rho=rho,
+                metric=metric,
+            ),
+        )  # fmt: skip
+        emit(plans.to_dict(), as_json, lambda _: report_table(plans.table()))
+        return
+    if target_half_width is not None or rho is not None or metric is not None:
+        raise click.UsageError("--target-half-width, --rho and --metric go with --plan")
+    request = _request(
+        EstimatesRequest, **common, assume_random=assume_random, gap_by=gap_by,
+        gap_a=gap[0] if gap else None, gap_b=gap[1] if gap else None, gap_metric=gap_metric,
+    )  # fmt: skip
+    result = estimates_in(engine, request)
+    emit(result.to_dict(), as_json, lambda _: _print(result.section()))
+
+
+def _print(section: Section) -> None:
+    """The section's tables, then its notes, one per line."""
+    from rich.text import Text
+
+    for t in section.tables:
+        report_table(t)
+    for note in section.notes:
+        out().print(Text(note))
+
+
+def _request(model: type[R], **fields: Any) -> R:
+    """``model`` from the options; a value it refuses is a usage error naming the option."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors():
+            name = str(e["loc"][0]) if e["loc"] else ""
+            option = OPTION_OF.get(name, "--" + name.replace("_", "-")) if name else "options"
+            problems.append(f"{option}: {e['msg']}")
+        raise click.UsageError("; ".join(problems)) from None

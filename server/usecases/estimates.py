@@ -1,0 +1,176 @@
+"""Bias figures corrected by human ratings (prediction-powered inference), one use case for
+the CLI (``fairjudge estimates``) and the web API (``GET /api/v1/judge-runs/RUN/estimates``),
+and the human-rating budget (``fairjudge estimates --plan``, ``GET .../rating-plan``).
+
+Both interfaces take a typed request and give the domain result's ``to_dict()``
+(``annotation.estimates``): every estimate as numbers, null where it is missing, with the
+reason and the sampling design it assumed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from server.usecases.requests import MAX_ID, NumbersNotBooleans
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlmodel import Session
+
+    from annotation.estimates import Estimates
+    from annotation.rating_plan import RatingPlans
+
+GAP_BY_PATTERN = r"^(stage|factor|scenario|fields\.[A-Za-z0-9_.-]{1,100})$"
+TARGET_HELP = (
+    "A stage metric (its name, e.g. 'S2 TCS mean (% of max)', or its label, 'S2 TCS mean') "
+    "or a rubric (ICS, TCS, ...: its mean on its own scale)."
+)
+
+
+class _Level(NumbersNotBooleans):
+    """How raters combine per item, and the intervals' level."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    human_score: Literal["mean", "median"] = Field(
+        default="mean", description="How an item's human score combines its raters."
+    )
+    alpha: float = Field(
+        default=0.05,
+        ge=0.001,
+        le=0.5,
+        description="1 - the intervals' coverage (0.05: 95 %), from 0.001 to 0.5.",
+    )
+
+
+class _Scope(NumbersNotBooleans):
+    """Which judge run, and which of its generation run's ratings."""
+
+    judge_run: int = Field(ge=1, le=MAX_ID, description="The judge run whose figures to correct.")
+    campaigns: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Campaigns (or import:BATCH) whose ratings count; empty: every one of the "
+        "run's, the newest winning per rater, item and rubric.",
+    )
+
+
+class EstimatesOptions(_Level):
+    """The options of ``fairjudge estimates``: the design to assume for ratings without
+    one, and optionally one gap between two groups of items (all four gap fields, or none)."""
+
+    assume_random: bool = Field(
+        default=False,
+        description="Treat imported ratings (or those of several campaigns) as a simple "
+        "random sample of the run's items; without it they get no human-only or "
+        "prediction-powered estimate.",
+    )
+    gap_by: str | None = Field(
+        default=None,
+        pattern=GAP_BY_PATTERN,
+        description="Group the items by factor, scenario, stage or fields.NAME for a gap.",
+    )
+    gap_a: str | None = Field(
+        default=None, min_length=1, max_length=200, description="The gap's group A."
+    )
+    gap_b: str | None = Field(
+        default=None, min_length=1, max_length=200, description="The gap's group B."
+    )
+    gap_metric: str | None = Field(
+        default=None, min_length=1, max_length=200, description="The gap's target. " + TARGET_HELP
+    )
+
+    @model_validator(mode="after")
+    def _whole_gap(self) -> EstimatesOptions:
+        given = [self.gap_by, self.gap_a, self.gap_b, self.gap_metric]
+        if any(v is not None for v in given) and not all(v is not None for v in given):
+            raise ValueError(
+                "a gap needs gap_by, gap_a, gap_b and gap_metric together (or none of them)"
+            )
+        return self
+
+
+class EstimatesRequest(EstimatesOptions, _Scope):
+    """Judge-only, human-only and prediction-powered figures of one judge run."""
+
+
+class RatingPlanOptions(_Level):
+    """The options of ``fairjudge estimates --plan``."""
+
+    target_half_width: float = Field(
+        ge=1e-6,
+        le=1000,
+        description="Half the interval's width to aim for, in the target's unit: percentage "
+        "points for a stage metric, scale points for a rubric.",
+    )
+    rho: float | None = Field(
+        default=None,
+        ge=-1,
+        le=1,
+        description="The judge-human correlation to plan with; without it, the one of the "
+        "stored ratings (a pilot).",
+    )
+    metric: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Plan for this target only; without it, every stage metric. " + TARGET_HELP,
+    )
+
+
+class RatingPlanRequest(RatingPlanOptions, _Scope):
+    """How many human ratings an interval of ``target_half_width`` needs."""
+
+
+def estimates(session: Session, request: EstimatesRequest) -> Estimates:
+    """The judge run's corrected figures (``annotation.estimates.run_estimates``).
+    NotFoundError for an unknown run; InvalidInputError for an unknown campaign or gap."""
+    from annotation.estimates import GapQuery, run_estimates
+
+    gap = None
+    if request.gap_metric and request.gap_by and request.gap_a and request.gap_b:
+        gap = GapQuery(request.gap_metric, request.gap_by, request.gap_a, request.gap_b)
+    return run_estimates(
+        session,
+        request.judge_run,
+        campaigns=request.campaigns,
+        human=request.human_score,
+        assume_random=request.assume_random,
+        alpha=request.alpha,
+        gap=gap,
+    )
+
+
+def estimates_in(engine: Engine, request: EstimatesRequest) -> Estimates:
+    """``estimates`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return estimates(session, request)
+
+
+def plan_ratings(session: Session, request: RatingPlanRequest) -> RatingPlans:
+    """Human ratings needed with the judge (PPI++) and without, per stage metric or for the
+    target named, from ``rho`` or the stored ratings' correlation with the judge."""
+    from annotation.rating_plan import rating_plans
+
+    return rating_plans(
+        session,
+        request.judge_run,
+        half_width=request.target_half_width,
+        rho=request.rho,
+        target=request.metric,
+        campaigns=request.campaigns,
+        human=request.human_score,
+        alpha=request.alpha,
+    )
+
+
+def plan_ratings_in(engine: Engine, request: RatingPlanRequest) -> RatingPlans:
+    """``plan_ratings`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return plan_ratings(session, request)

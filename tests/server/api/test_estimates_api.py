@@ -1,0 +1,119 @@
+"""``GET /api/v1/judge-runs/<id>/estimates`` and ``/rating-plan`` through Flask's test client
+on a real SQLite store: the planted judge of tests/annotation/test_estimates.py (2 points
+above the truth except on race_culture items), ratings of the truth imported over HTTP
+(``POST /api/v1/ratings``), and the figures checked against ``judge.stats.ppi`` on arrays
+built from the planted table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from judge.stats.ppi import ppi_mean
+from judge.store.engine import make_engine
+from tests.annotation.test_estimates import (
+    RATED,
+    RUBRICS,
+    Planted,
+    answer_and_judge,
+    pct,
+    planted_judge,
+    truth,
+)
+from tests.annotation.test_estimates import judged as judge_score
+from tests.server.api.test_api import Api, make_api
+from tests.support.stub_openai import StubServer
+
+
+@pytest.fixture
+def planted_api(db_url: str, tmp_path: Any) -> Iterator[tuple[Api, Planted]]:
+    with StubServer(responder=planted_judge) as stub:
+        api = make_api(db_url, stub, tmp_path)
+        engine = make_engine(db_url)
+        gen, run, items = answer_and_judge(engine, db_url, stub)
+        engine.dispose()
+        yield api, Planted(tmp_path, gen, run, stub.base_url, items)
+    api.close()
+
+
+def test_estimates_over_http(planted_api: tuple[Api, Planted]) -> None:
+    api, planted = planted_api
+    rated = [k for k in planted.keys() if k.endswith(RATED)]
+    rows = [
+        {"item_id": k, "rubric": rubric, "rater": "r1", "score": truth(k)}
+        for k in rated
+        for rubric in RUBRICS[planted.items[k][1]]
+    ]
+    body = {"generation_run": planted.generation_run, "rows": rows, "batch": "pilot"}
+    imported = api.post("/api/v1/ratings", json=body)
+    assert imported.status_code == 201, imported.json
+    url = f"/api/v1/judge-runs/{planted.judge_run}/estimates"
+
+    refused = api.get(url)
+    assert refused.status_code == 200, refused.json
+    assert refused.json["design"]["name"] == "refused"
+    assert "import:pilot were imported" in refused.json["design"]["reason"]
+    first = refused.json["metrics"][0]
+    assert first["prediction_powered"]["value"] is None
+    assert first["best"]["method"] == "judge-only"
+
+    found = api.get(f"{url}?assume_random=true&campaign=import:pilot")
+    assert found.status_code == 200, found.json
+    assert found.json["design"]["name"] == "assumed random (imported ratings)"
+    (tcs,) = [
+        c
+        for c in found.json["metrics"]
+        if c["target"] == "S2 TCS mean (% of max)" and c["factor"] == "all"
+    ]
+    s2 = planted.keys("S2")
+    labelled = [k for k in s2 if k in rated]
+    expected = ppi_mean(
+        [pct(truth(k)) for k in labelled],
+        [pct(judge_score(k)) for k in labelled],
+        [pct(judge_score(k)) for k in s2],
+    )
+    ppi = tcs["prediction_powered"]
+    assert ppi["value"] == pytest.approx(expected.estimate)
+    assert (ppi["n"], ppi["N"]) == (9, 18)
+    assert tcs["best"] == {
+        "method": "prediction-powered",
+        "value": ppi["value"],
+        "ci_low": ppi["ci_low"],
+        "ci_high": ppi["ci_high"],
+    }
+
+    gap = api.get(
+        f"{url}?assume_random=true&gap_by=factor&gap_a=gender&gap_b=race_culture&gap_metric=ICS"
+    )
+    assert gap.status_code == 200, gap.json
+    # The judge adds 2 to gender items and nothing to race_culture ones (planted).
+    judge_gap = gap.json["gap"]["judge_only"]["value"]
+    human_gap = gap.json["gap"]["human_only"]["value"]
+    assert judge_gap - human_gap == pytest.approx(2.0)
+
+    half = api.get(f"{url}?gap_by=factor&gap_a=gender")
+    assert half.status_code == 422
+    assert "gap_by, gap_a, gap_b and gap_metric together" in half.json["error"]["message"]
+    assert api.get(f"{url}?campaign=none-such").status_code == 400
+    assert api.get("/api/v1/judge-runs/999/estimates").status_code == 404
+    assert api.get(url, headers={}).status_code == 401
+
+
+def test_rating_plan_over_http(planted_api: tuple[Api, Planted]) -> None:
+    api, planted = planted_api
+    url = f"/api/v1/judge-runs/{planted.judge_run}/rating-plan"
+    # No ratings yet: a given rho still plans (the judge's spread stands in for people's).
+    given = api.get(f"{url}?target_half_width=0.5&rho=0.8&metric=ICS")
+    assert given.status_code == 200, given.json
+    (plan,) = given.json["plans"]
+    assert plan["rho"] == 0.8 and plan["rho_source"] == "given"
+    assert plan["sd_source"] == "the judge's spread"
+    assert plan["n_ppi"] < plan["n_human_only"]
+    # Without rho or a pilot there is nothing to plan with, and the reason says so.
+    bare = api.get(f"{url}?target_half_width=5")
+    assert bare.status_code == 200
+    assert all(p["n_ppi"] is None and "pilot pair" in p["reason"] for p in bare.json["plans"])
+    assert api.get(url).status_code == 422  # target_half_width is required
+    assert api.get(f"{url}?target_half_width=5&rho=2").status_code == 422
