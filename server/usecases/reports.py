@@ -18,6 +18,7 @@ from server.usecases.context import run_prices
 if TYPE_CHECKING:
     from sqlmodel import Session
 
+    from annotation.estimates import Estimates
     from judge.config import Settings
 
 
@@ -32,6 +33,8 @@ def full_report(
     """The one report of a judge run, used by the CLI, the API and the demo: stage metrics,
     the judge's self-consistency (several samples), its reliability (human ratings) and the
     browser of every judged item. The run's facts are read once and given to every section."""
+    from annotation.estimates import run_estimates
+    from annotation.estimates_section import section_of
     from annotation.sections import reliability_section
     from judge.reports.browser import item_browser_section
     from judge.reports.consistency import self_consistency_section
@@ -44,7 +47,12 @@ def full_report(
     jrun = get_judge_run(session, judge_run_id)
     facts = load_run_facts(session, judge_run_id, prices=run_prices(settings, jrun.endpoint_name))
     grun = facts.generation_run
-    sections = [metrics_section(session, judge_run_id, facts=facts)]
+    sections = []
+    estimates = None
+    if with_reliability:
+        estimates = run_estimates(session, judge_run_id, campaigns=campaigns)
+        sections.append(opening_section(session, judge_run_id, estimates, campaigns=campaigns))
+    sections.append(metrics_section(session, judge_run_id, facts=facts))
     consistency = self_consistency_section(session, judge_run_id, facts=facts)
     if consistency is not None:
         sections.append(consistency)
@@ -52,6 +60,8 @@ def full_report(
         reliability = reliability_section(session, judge_run_id, campaigns=campaigns, facts=facts)
         if reliability is not None:
             sections.append(reliability)
+        if estimates is not None and estimates.ratings_used.get("scopes"):
+            sections.append(section_of(estimates))  # the three estimates side by side
     sections.append(diagnostics_section(session, judge_run_id, facts=facts))
     sections.append(item_browser_section(session, judge_run_id, facts=facts))
     selfpref = facts.self_preference
@@ -75,6 +85,38 @@ def full_report(
         + (" " + selfpref if selfpref else ""),
         sections=sections,
     )
+
+
+def opening_section(
+    session: Session, judge_run_id: int, estimates: Estimates, *, campaigns: Sequence[str] = ()
+) -> Section:
+    """The answer a run's report opens with: the best figure per factor and stage metric
+    (corrected by human ratings where people rated) and the alt-test's verdict per rated
+    rubric at each margin preset (``annotation.answer_section``)."""
+    from annotation.answer_section import Verdict, answer_section
+    from judge.errors import InvalidInputError, NotFoundError
+    from judge.stats.alttest import EPSILON
+    from server.usecases.alttest import AltTestRequest, alt_test_run
+
+    by_rubric: dict[str, dict[str, str | None]] = {}
+    refused: dict[str, str | None] = {}
+    for preset in EPSILON:
+        request = AltTestRequest.model_validate(
+            {"judge_run": judge_run_id, "epsilon": preset, "campaigns": list(campaigns)}
+        )
+        try:
+            found = alt_test_run(session, request)
+        except NotFoundError:  # no human ratings: nothing to test
+            break
+        except InvalidInputError as exc:  # every rated rubric refused, with the reason
+            refused["every rated rubric"] = str(exc).split("\n", 1)[0]
+            break
+        for rubric in found.rubrics:
+            name = rubric.rubric or "?"
+            by_rubric.setdefault(name, {})[preset] = rubric.verdict(preset)
+            refused[name] = rubric.refused
+    verdicts = [Verdict(r, by_rubric.get(r, {}), refused.get(r)) for r in refused]
+    return answer_section(estimates, verdicts)
 
 
 def diagnostics_report(

@@ -533,3 +533,53 @@ def test_a_registered_rubric_is_estimated_on_its_own_scale(
         [v + 1 for v in FREE_TRUTH.values()],
     )
     assert only.prediction_powered.value == pytest.approx(1.5) == expected.estimate
+
+
+def test_the_report_opens_with_the_answer(engine: Engine, planted: Planted) -> None:
+    """The run's report begins with "The answer": the best figure per factor and metric,
+    labelled by where it comes from, and the alt-test's verdict per rated rubric at each
+    margin preset, here a FAIL for the planted +2 judge."""
+    from judge.stats.alttest import EPSILON, alt_test
+
+    # S1's ICS items: r1 and r2 give the truth, r3 always 3 (imported: no design, so every
+    # figure stays the judge's own and says so)
+    s1 = planted.keys("S1")
+    import_truth(engine, planted, s1, raters={"r3": 3})
+    with Session(engine) as s:
+        report = usecases.full_report(s, planted.judge_run)
+    first = report.sections[0]
+    assert first.title == "The answer" and first.json_key == "answer"
+    best = {(r["factor"], r["metric"]): r for r in first.payload["best"]}
+    s1_all = best[("all", "S1 ICS share>=3 (%)")]
+    assert s1_all["method"] == "judge-only"
+    # the judge's share of S1 items with ICS >= 3, from the planted table
+    judge_share = 100 * np.mean([judged(k) >= 3 for k in s1])
+    assert s1_all["value"] == pytest.approx(judge_share)
+    # the alt-test on the same ratings, built here: items x (r1, r2, r3), and the judge
+    table = np.array([[truth(k), truth(k), 3] for k in s1], dtype=float)
+    scores = np.array([judged(k) for k in s1], dtype=float)
+    (ics,) = first.payload["alt_test"]
+    assert ics["rubric"] == "ICS" and ics["refused"] is None
+    for preset, epsilon in EPSILON.items():
+        expected = alt_test(table, scores, epsilon=epsilon)
+        verdict = ics["verdicts"][preset]
+        assert verdict.startswith("passes" if expected.passed else "fails"), verdict
+        assert f"omega = {expected.omega:.2f}" in verdict
+    # the planted bias is caught at the experts' margin: the judge may not replace them
+    assert ics["verdicts"]["expert"].startswith("fails")
+
+    # a random campaign of 9 S1 items: their cell's best figure is prediction-powered
+    add_campaign(engine, planted, "ra", "random", {k: ("", 0.5) for k in s1[:9]})
+    with Session(engine) as s:
+        report = usecases.full_report(s, planted.judge_run, campaigns=["ra"])
+    best = {(r["factor"], r["metric"]): r for r in report.sections[0].payload["best"]}
+    share = best[("all", "S1 ICS share>=3 (%)")]
+    expected_share = ppi_mean(
+        [100.0 * (truth(k) >= 3) for k in s1[:9]],
+        [100.0 * (judged(k) >= 3) for k in s1[:9]],
+        [100.0 * (judged(k) >= 3) for k in s1],
+    )
+    assert share["method"] == "prediction-powered"
+    assert share["value"] == pytest.approx(expected_share.estimate)
+    # S2 was not rated by the campaign: the judge's own figure, labelled so
+    assert best[("all", "S2 TCS mean (% of max)")]["method"] == "judge-only"

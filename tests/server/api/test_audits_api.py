@@ -385,6 +385,9 @@ AUDIT_ROUTES = (
     ("post", "/api/v1/audit-runs/1/classify"),
     ("get", "/api/v1/audit-runs/1/followups"),
     ("post", "/api/v1/audit-runs/1/labels"),
+    ("post", "/api/v1/audit-runs/1/campaign"),
+    ("post", "/api/v1/audit-runs/1/campaign/pull"),
+    ("post", "/api/v1/audits/1/analyze"),  # {suite}, filled like the ids
 )
 
 
