@@ -148,6 +148,12 @@ def estimates(
         EstimatesRequest, **common, assume_random=assume_random, gap_by=gap_by,
         gap_a=gap[0] if gap else None, gap_b=gap[1] if gap else None, gap_metric=gap_metric,
     )  # fmt: skip
+    if problem := request.gap_problem():
+        raise click.UsageError(
+            problem.replace(
+                "gap_by, gap_a, gap_b and gap_metric", "--gap-by, --gap and --gap-metric"
+            )
+        )
     result = estimates_in(engine, request)
     emit(result.to_dict(), as_json, lambda _: _print(result.section()))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field
 
 from server.usecases.requests import MAX_ID, NumbersNotBooleans
 
@@ -82,14 +82,13 @@ class EstimatesOptions(_Level):
         default=None, min_length=1, max_length=200, description="The gap's target. " + TARGET_HELP
     )
 
-    @model_validator(mode="after")
-    def _whole_gap(self) -> EstimatesOptions:
+    def gap_problem(self) -> str | None:
+        """Why the gap fields do not make a gap: all four or none. A rule the request's JSON
+        schema cannot state, so it is a 400 over HTTP (checked in ``estimates``), not a 422."""
         given = [self.gap_by, self.gap_a, self.gap_b, self.gap_metric]
         if any(v is not None for v in given) and not all(v is not None for v in given):
-            raise ValueError(
-                "a gap needs gap_by, gap_a, gap_b and gap_metric together (or none of them)"
-            )
-        return self
+            return "a gap needs gap_by, gap_a, gap_b and gap_metric together (or none of them)"
+        return None
 
 
 class EstimatesRequest(EstimatesOptions, _Scope):
@@ -128,7 +127,10 @@ def estimates(session: Session, request: EstimatesRequest) -> Estimates:
     """The judge run's corrected figures (``annotation.estimates.run_estimates``).
     NotFoundError for an unknown run; InvalidInputError for an unknown campaign or gap."""
     from annotation.estimates import GapQuery, run_estimates
+    from judge.errors import InvalidInputError
 
+    if problem := request.gap_problem():
+        raise InvalidInputError(problem)
     gap = None
     if request.gap_metric and request.gap_by and request.gap_a and request.gap_b:
         gap = GapQuery(request.gap_metric, request.gap_by, request.gap_a, request.gap_b)

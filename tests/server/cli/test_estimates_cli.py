@@ -68,4 +68,4 @@ def test_estimates_tables_json_and_plan(config: tuple[Path, Planted]) -> None:
     wrong = run(path, run_id, "--plan")
     assert wrong.exit_code == 2 and "--plan needs --target-half-width" in wrong.output
     partial = run(path, run_id, "--gap-by", "factor")
-    assert partial.exit_code == 2 and "gap_by, gap_a, gap_b and gap_metric" in partial.output
+    assert partial.exit_code == 2 and "--gap-by, --gap and --gap-metric" in partial.output
