@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Response, current_app, g
+from pydantic import BaseModel, ConfigDict, Field
 
 from judge.errors import InvalidInputError
 from server.api import CSV_TABLE, HTML_PAGE, blueprint, dump, page
+from server.api.estimates import BestOut, EstimateOut
 from server.db import get_session
 from server.jobs import queue
 from server.schemas import (
@@ -35,6 +37,7 @@ from server.schemas import (
     PageQuery,
     ReportOut,
     RunPath,
+    Strict,
 )
 from server.usecases import audits, campaigns, rendering
 
@@ -190,3 +193,110 @@ def followup_pull(path: RunPath, body: FollowupPullIn) -> Any:
     settings = current_app.config["SETTINGS"]
     result = campaigns.pull_followup_labels(_engine(), settings, path.run_id, body.project)
     return result.to_dict()
+
+
+class FollowupEstimatesQuery(Strict):
+    """Which judge's classes, the design to assume for people's, the intervals' level."""
+
+    assume_random: bool = Field(
+        default=False,
+        description="Treat the follow-ups people classified as a simple random sample of the "
+        "run's; without it a subset gives no human-only or prediction-powered estimate.",
+    )
+    alpha: float = Field(
+        default=0.05, ge=0.001, le=0.5, description="1 - the intervals' coverage (0.05: 95 %)."
+    )
+    judge: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=300,
+        description="The judge whose classes to use (judge:ENDPOINT/MODEL), where several "
+        "classified; default: the only one.",
+    )
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FollowupDesignOut(_Out):
+    """How people's classes are used."""
+
+    name: str = Field(description="census, assumed random, refused or no labels.")
+    usable: bool = Field(description="False: no human-only or prediction-powered estimate.")
+    description: str
+    reason: str = Field(description="Why people's classes cannot be used; empty when they can.")
+
+
+class FollowupCountsOut(_Out):
+    """What was read: follow-ups, the judge's classes by outcome, people's."""
+
+    followups: int = Field(description="Answered follow-ups of the run.")
+    judge_classified: int = Field(description="Follow-ups whose judge class could be read.")
+    judge_unparsed: int = Field(description="Judge replies with no readable class (left out).")
+    judge_failed: int = Field(description="Judge calls that failed for good (left out).")
+    judge_missing: int = Field(description="Follow-ups never sent to the judge.")
+    people: list[str] = Field(description="Annotators who classified some.")
+    human_classified: int = Field(description="Follow-ups with at least one person's class.")
+    human_labels: int = Field(description="Classes people gave, all together.")
+    several_people: int = Field(description="Follow-ups classified by more than one person.")
+    human_unjudged: int = Field(
+        description="Follow-ups people classified without a readable judge class: used by "
+        "human-only, not by prediction-powered."
+    )
+
+
+class ClassShareOut(_Out):
+    """One class's share of the follow-ups of one cell (percent), three ways."""
+
+    chosen: str = Field(description="all, A or B: the group the model chose first.")
+    group: str = Field(description="all, or the chosen group's label.")
+    label: str = Field(description="indecisive, justified or irrational.")
+    followups: int = Field(description="Answered follow-ups of the cell.")
+    judge_only: EstimateOut
+    human_only: EstimateOut
+    prediction_powered: EstimateOut
+    best: BestOut
+
+
+class ClassGapOut(_Out):
+    """Group A's share of a class minus group B's (percentage points), three ways."""
+
+    label: str
+    a: str = Field(description="Group A's label.")
+    b: str = Field(description="Group B's label.")
+    judge_only: EstimateOut
+    human_only: EstimateOut
+    prediction_powered: EstimateOut
+    best: BestOut
+
+
+class FollowupEstimatesOut(_Out):
+    """An award run's follow-up class shares and gaps: judge-only, human-only and
+    prediction-powered side by side."""
+
+    audit_run: int
+    judge: str = Field(description="The judge's source, judge:ENDPOINT/MODEL.")
+    groups: dict[str, str] = Field(description="A and B -> the groups' labels.")
+    alpha: float
+    design: FollowupDesignOut
+    people_combined: str = Field(description="How several people's classes of one combine.")
+    counts: FollowupCountsOut
+    shares: list[ClassShareOut]
+    gaps: list[ClassGapOut]
+
+
+@bp.get("/audit-runs/<int:run_id>/estimates", responses={200: FollowupEstimatesOut})
+def followup_estimates(path: RunPath, query: FollowupEstimatesQuery) -> Any:
+    """Each follow-up class's share of an award run, overall and per chosen group, and the
+    gap between the groups: judge-only, human-only and prediction-powered (PPI++).
+
+    The shape of `fairjudge audit award estimates RUN --json`. People's classes carry no
+    sampling design: where they cover a subset of the follow-ups, the human-only and
+    prediction-powered estimates are null with the reason, unless `assume_random=true`. A
+    run of another suite is a 400; one no judge classified, a 404."""
+    found = audits.followup_estimates(
+        get_session(), path.run_id, assume_random=query.assume_random, alpha=query.alpha,
+        judge=query.judge,
+    )  # fmt: skip
+    return dump(FollowupEstimatesOut, found.to_dict())

@@ -14,7 +14,17 @@ import click
 
 from judge.vocab import RunStatus
 from server.cli.audit_campaign import register
-from server.cli.output import ROW_ID, emit, err, json_option, out, progress_bar, table, writing
+from server.cli.output import (
+    ROW_ID,
+    emit,
+    err,
+    json_option,
+    out,
+    progress_bar,
+    report_table,
+    table,
+    writing,
+)
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -254,6 +264,49 @@ def award_import(ctx: Context, run_id: int, path: str, annotator: str, as_json: 
     emit(counts, as_json, lambda c: out().print(
         f"{c['added']} added, {c['changed']} changed, {c['unchanged']} unchanged",
         highlight=False))  # fmt: skip
+
+
+@award.command("estimates")
+@click.argument("run_id", type=ROW_ID, metavar="RUN")
+@click.option(
+    "--assume-random",
+    is_flag=True,
+    help="Treat the follow-ups people classified as a simple random sample of the run's. "
+    "Without it a subset gives no human-only or prediction-powered estimate.",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0.001, 0.5),
+    default=0.05,
+    show_default=True,
+    help="1 - the intervals' coverage (0.05: 95 % intervals).",
+)
+@click.option(
+    "--judge",
+    metavar="SOURCE",
+    help="The judge whose classes to use (judge:ENDPOINT/MODEL), where several classified.",
+)
+@json_option
+@click.pass_obj
+def award_estimates(
+    ctx: Context, run_id: int, assume_random: bool, alpha: float, judge: str | None,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Each follow-up class's share of RUN, overall and per chosen group, and the gap
+    between the groups: as the judge classified them, as people did, and prediction-powered
+    (the judge's classes of every follow-up corrected by people's, PPI++)."""
+    from server.usecases import audits
+
+    found = audits.followup_estimates_in(
+        ctx.engine(), run_id, assume_random=assume_random, alpha=alpha, judge=judge
+    )
+    emit(found.to_dict(), as_json, lambda _: _tables(found.tables()))
+
+
+def _tables(tables: list[Any]) -> None:
+    """Report tables, each followed by its notes."""
+    for t in tables:
+        report_table(t, notes=True)
 
 
 register(award)  # campaign and pull: the follow-ups' classes by people in Label Studio

@@ -466,3 +466,49 @@ def analyze_csv_text(suite: str, text: str) -> dict[str, Any]:
             head = head.replace(str(path), "the CSV text")
             raise InvalidInputError(head, getattr(exc, "problems", None)) from None
     return {"suite": suite, **finite(found.data), "note": found.note}
+
+
+# -- the follow-up classes corrected by people's (prediction-powered) ------------------------
+
+if TYPE_CHECKING:
+    from annotation.followup_estimates import FollowupEstimates
+
+
+def followup_estimates(
+    session: Session,
+    run_id: int,
+    *,
+    assume_random: bool = False,
+    alpha: float = 0.05,
+    judge: str | None = None,
+) -> FollowupEstimates:
+    """Each follow-up class's share of an award run, overall and per chosen group, and the
+    gap between the groups: judge-only, human-only and prediction-powered side by side
+    (``annotation.followup_estimates``). NotFoundError for an unknown run or one no judge has
+    classified; InvalidInputError for a run of another suite."""
+    from annotation.followup_estimates import followup_estimates as estimate
+
+    info = run_info(session, run_id)  # an unknown run is named as such
+    if info["suite"] != "award":
+        raise InvalidInputError(
+            f"audit run {run_id} is a {info['suite']} audit; estimates of the follow-up "
+            "classes need an award audit run with follow-ups"
+        )
+    return estimate(session, run_id, judge=judge, assume_random=assume_random, alpha=alpha)
+
+
+def followup_estimates_in(
+    engine: Engine,
+    run_id: int,
+    *,
+    assume_random: bool = False,
+    alpha: float = 0.05,
+    judge: str | None = None,
+) -> FollowupEstimates:
+    """``followup_estimates`` in a session of its own (the CLI)."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return followup_estimates(
+            session, run_id, assume_random=assume_random, alpha=alpha, judge=judge
+        )

@@ -388,6 +388,7 @@ AUDIT_ROUTES = (
     ("post", "/api/v1/audit-runs/1/campaign"),
     ("post", "/api/v1/audit-runs/1/campaign/pull"),
     ("post", "/api/v1/audits/1/analyze"),  # {suite}, filled like the ids
+    ("get", "/api/v1/audit-runs/1/estimates"),
 )
 
 
@@ -410,3 +411,56 @@ def test_every_audit_route_needs_a_key(au: Audits) -> None:
 def _documented(au: Audits) -> list[tuple[str, str]]:
     document = au.api.client.get("/api/v1/openapi.json").json
     return [(m, p) for p, ops in document["paths"].items() for m in ops]
+
+
+def test_follow_up_estimates_over_http(au: Audits) -> None:
+    """The stub's model always chose group A and its judge calls every explanation
+    justified; alice calls 2 of 4 follow-ups irrational. Expected values: by hand, and
+    ``judge.stats.ppi.ppi_mean`` called on those arrays (percent: 100 in the class, else 0)."""
+    from judge.stats.ppi import ppi_mean
+
+    run_id = au.audit(suite="award", options={**SMALL, "followup": True})
+    url = f"/api/v1/audit-runs/{run_id}/estimates"
+    none_yet = au.api.get(url)
+    assert none_yet.status_code == 404, none_yet.json
+    assert "no follow-up classes from a judge yet" in none_yet.json["error"]["message"]
+    assert au.api.post(f"/api/v1/audit-runs/{run_id}/classify").status_code == 202
+    assert au.run_jobs() == ["finished"]
+    rows = au.api.get(f"/api/v1/audit-runs/{run_id}/followups").json["items"]
+    said = ["irrational", "irrational", "justified", "justified"]
+    labels = [{"answer_id": r["answer_id"], "label": k} for r, k in zip(rows, said, strict=False)]
+    body = {"annotator": "alice", "labels": labels}
+    assert au.api.post(f"/api/v1/audit-runs/{run_id}/labels", json=body).status_code == 201
+
+    refused = au.api.get(url)
+    assert refused.status_code == 200, refused.json
+    assert refused.json["design"]["name"] == "refused"
+    assert "assume_random=true" in refused.json["design"]["reason"]
+    first = refused.json["shares"][0]
+    assert first["prediction_powered"]["value"] is None and first["best"]["method"] == "judge-only"
+
+    found = au.api.get(f"{url}?assume_random=true")
+    assert found.status_code == 200, found.json
+    data = found.json
+    assert data["design"]["name"] == "assumed random" and data["judge"] == "judge:test/stub-model"
+    assert data["counts"]["followups"] == SMALL_PROMPTS
+    assert (data["counts"]["judge_classified"], data["counts"]["human_classified"]) == (8, 4)
+    cell = {(s["chosen"], s["label"]): s for s in data["shares"]}
+    irr = cell[("all", "irrational")]
+    assert irr["judge_only"]["value"] == 0.0  # the judge never says irrational
+    assert irr["human_only"]["value"] == 50.0  # 2 of alice's 4
+    expected = ppi_mean([100, 100, 0, 0], [0, 0, 0, 0], [0] * SMALL_PROMPTS)
+    assert irr["prediction_powered"]["value"] == pytest.approx(expected.estimate)
+    assert irr["prediction_powered"]["ci_low"] == pytest.approx(max(0.0, expected.ci_low))
+    # Every follow-up came after a choice of group A: group B's cells and the gaps say so.
+    b = cell[("B", "irrational")]
+    assert b["followups"] == 0 and b["judge_only"]["value"] is None
+    assert f"group B ({GROUPS.group_b})" in b["judge_only"]["reason"]
+    assert all(g["prediction_powered"]["value"] is None for g in data["gaps"])
+
+    bad = au.api.get(f"{url}?alpha=2")
+    assert bad.status_code == 422
+    assert au.api.get("/api/v1/audit-runs/99/estimates").status_code == 404
+    names = au.audit(suite="names", options={"repeats": 1}, limit=2)
+    other = au.api.get(f"/api/v1/audit-runs/{names}/estimates")
+    assert other.status_code == 400 and "names audit" in other.json["error"]["message"]
