@@ -157,7 +157,9 @@ def test_cut_answers_are_flagged_judged_counted_and_marked(
     assert by_key["both-cut"]["truncated_parts"] == ["A", "B"]
     assert by_key["whole"]["truncated_parts"] == []
 
-    metrics_table = report.sections[0].tables[0]
+    # the metrics section (the report opens with "The answer", then the metrics)
+    metrics = next(s for s in report.sections if s.title == "Stage metrics")
+    metrics_table = metrics.tables[0]
     all_row = next(row for row in metrics_table.rows if row[0] == "all")
     s1_cell = all_row[metrics_table.columns.index("S1 ICS>=3")]
     assert s1_cell.endswith("n=3 † 2 cut"), s1_cell

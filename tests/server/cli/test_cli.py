@@ -40,8 +40,8 @@ def test_python_m_server_cli_lists_every_command() -> None:
         [*FAIRJUDGE, "--help"], capture_output=True, text=True, timeout=60, check=True
     )
     names = (
-        "agreement annotators audit campaign compare dataset db demo export generate judge "
-        "judge-audit keys "
+        "agreement annotators audit campaign compare dataset db demo estimates export generate "
+        "judge judge-audit keys "
         "labelstudio model ratings report responses rubrics runs serve sweep worker"
     ).split()
     listed = [line.split()[0] for line in run.stdout.split("Commands:")[1].splitlines() if line]
