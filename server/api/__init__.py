@@ -31,6 +31,7 @@ OPTIONAL_BODIES = (("post", "/api/v1/audit-runs/{run_id}/classify"),)
 
 JOB_ID = {"job_id": "$response.body#/id"}
 FIRST_RUN = {"run_id": "$response.body#/items/0/id"}
+CAMPAIGN = {"name": "$response.body#/campaign"}
 LINKS: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str]]]] = {
     # (method, path under /api/v1, status) of a reply -> the operations it leads to
     ("post", "/jobs", "201"): [
@@ -55,6 +56,19 @@ LINKS: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str]]]] = {
         ("get", "/judge-runs/{run_id}/report.json", FIRST_RUN),
         ("get", "/judge-runs/{run_id}/diagnostics.json", FIRST_RUN),
         ("get", "/judge-runs/{run_id}/estimates", FIRST_RUN),
+        ("get", "/judge-runs/{run_id}/agreement", FIRST_RUN),
+        ("get", "/judge-runs/{run_id}/report.html", FIRST_RUN),
+    ],
+    ("get", "/audit-runs", "200"): [
+        ("get", "/audit-runs/{run_id}", FIRST_RUN),
+        ("get", "/audit-runs/{run_id}/report.json", FIRST_RUN),
+        ("get", "/audit-runs/{run_id}/followups", FIRST_RUN),
+        ("get", "/audit-runs/{run_id}/estimates", FIRST_RUN),
+    ],
+    ("post", "/campaigns", "201"): [
+        ("get", "/campaigns/{name}", CAMPAIGN),
+        ("get", "/campaigns/{name}/ratings.csv", CAMPAIGN),
+        ("post", "/campaigns/{name}/pull", CAMPAIGN),
     ],
 }
 """OpenAPI links between operations: where an id a reply holds can be used next (clients and
