@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from server.cli.agreement import campaign_option
 from server.cli.output import ROW_ID, emit, human_option, json_option, out, report_table
 
 if TYPE_CHECKING:
@@ -31,14 +32,7 @@ OPTION_OF = {
 
 @click.command()
 @click.argument("judge_run", type=ROW_ID, metavar="JUDGE_RUN")
-@click.option(
-    "--campaign",
-    "campaigns",
-    multiple=True,
-    metavar="NAME",
-    help="Use only this campaign's ratings (repeatable; import:BATCH for an imported batch). "
-    "Default: every campaign and batch, the newest winning per rater, item and rubric.",
-)
+@campaign_option
 @human_option
 @click.option(
     "--assume-random",

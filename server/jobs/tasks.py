@@ -145,25 +145,22 @@ def _audit_classify(
     return {"audit_run_id": p.run_id, "summary": asdict(summary)}
 
 
-def _item_plan(
-    engine: Engine, settings: Settings, r: ItemPlanRequest, progress: Progress, note: Note
+def _items(
+    engine: Engine,
+    settings: Settings,
+    r: ItemPlanRequest | ItemCellRequest,
+    progress: Progress,
+    note: Note,
 ) -> dict[str, Any]:
+    """Test items an endpoint writes: a plan over cells, or one cell's ``count`` more."""
     from server import usecases
 
     _ensure_embedded(r.endpoint, settings)
     note({"dataset": r.into})
-    summary = usecases.plan_items(engine, settings, r, progress=progress)
-    return {"dataset": r.into, "summary": asdict(summary)}
-
-
-def _item_generate(
-    engine: Engine, settings: Settings, r: ItemCellRequest, progress: Progress, note: Note
-) -> dict[str, Any]:
-    from server import usecases
-
-    _ensure_embedded(r.endpoint, settings)
-    note({"dataset": r.into})
-    summary = usecases.generate_items(engine, settings, r, progress=progress)
+    if isinstance(r, ItemPlanRequest):
+        summary = usecases.plan_items(engine, settings, r, progress=progress)
+    else:
+        summary = usecases.generate_items(engine, settings, r, progress=progress)
     return {"dataset": r.into, "summary": asdict(summary)}
 
 
@@ -221,8 +218,8 @@ TASKS: dict[str, Task] = {
     "pull": Task(PullRequest, _pull),
     "audit": Task(AuditRequest, _audit),
     "audit-classify": Task(AuditClassifyRequest, _audit_classify),
-    "item-plan": Task(ItemPlanRequest, _item_plan),
-    "item-generate": Task(ItemCellRequest, _item_generate),
+    "item-plan": Task(ItemPlanRequest, _items),
+    "item-generate": Task(ItemCellRequest, _items),
     "counterfactual": Task(CounterfactualRequest, _counterfactual),
     "sweep": Task(SweepRequest, _sweep),
 }

@@ -13,6 +13,7 @@ generation run).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -204,6 +205,16 @@ def files_agreement(
     )
 
 
+SCALE_FIELD: Any = Field(
+    default="1-5",
+    min_length=1,
+    max_length=2000,
+    description="Rating scale: LOW-HIGH (e.g. 0-3, 1-7), 0/1, 1,2,3 (the levels) or "
+    "poor,fair,good (named levels, coded 1, 2, 3).",
+)
+"""The ``scale`` of a request that carries CSV text (the CLI's ``--scale``)."""
+
+
 class FilesAgreementRequest(BootstrapChoices):
     """``fairjudge agreement compute`` over HTTP: the two files' text in the request."""
 
@@ -222,41 +233,48 @@ class FilesAgreementRequest(BootstrapChoices):
         max_length=200,
         description="A column of human_csv to compute grouped correlations by.",
     )
-    scale: str = Field(
-        default="1-5",
-        min_length=1,
-        max_length=2000,
-        description="Rating scale: LOW-HIGH (e.g. 0-3, 1-7), 0/1, 1,2,3 (the levels) or "
-        "poor,fair,good (named levels, coded 1, 2, 3).",
-    )
+    scale: str = SCALE_FIELD
+
+
+@contextmanager
+def posted_csv(
+    human_csv: str, judge_csv: str | None, scale: str
+) -> Iterator[tuple[Path, Path | None, Scale]]:
+    """CSV text sent in a request as the files the file readers take (``human_csv`` and
+    ``judge_csv`` in a temporary folder), and the scale parsed. An InvalidInputError raised
+    while they are in use names the text (``human_csv line 3: ...``), never the folder."""
+    import tempfile
+
+    from judge.vocab import Scale
+
+    try:
+        parsed = Scale.parse(scale)
+    except ValueError as exc:
+        raise InvalidInputError(f"scale: {exc}") from None
+    with tempfile.TemporaryDirectory() as folder:
+        human = Path(folder) / "human_csv"
+        human.write_text(human_csv, encoding="utf-8")
+        judge = None
+        if judge_csv is not None:
+            judge = Path(folder) / "judge_csv"
+            judge.write_text(judge_csv, encoding="utf-8")
+        try:
+            yield human, judge, parsed
+        except InvalidInputError as exc:
+            head = str(exc).split("\n", 1)[0].replace(f"{folder}/", "")
+            problems = [(n, why.replace(f"{folder}/", "")) for n, why in exc.problems]
+            raise InvalidInputError(head, problems) from None
 
 
 def text_agreement(request: FilesAgreementRequest) -> dict[str, Any]:
     """``files_agreement`` on CSV text sent in a request, as JSON (numbers that are not
     finite as null); a problem in either text names it (``human_csv line 3: ...``)."""
-    import tempfile
-
-    from judge.vocab import Scale
     from server.usecases.audits import finite
 
-    try:
-        scale = Scale.parse(request.scale)
-    except ValueError as exc:
-        raise InvalidInputError(f"scale: {exc}") from None
-    with tempfile.TemporaryDirectory() as folder:
-        human = Path(folder) / "human_csv"
-        human.write_text(request.human_csv, encoding="utf-8")
-        judge = None
-        if request.judge_csv is not None:
-            judge = Path(folder) / "judge_csv"
-            judge.write_text(request.judge_csv, encoding="utf-8")
-        try:
-            result = files_agreement(
-                human, judge, group_by=request.group_by, scale=scale, options=request
-            )
-        except InvalidInputError as exc:
-            head = str(exc).split("\n", 1)[0].replace(f"{folder}/", "")
-            raise InvalidInputError(head, exc.problems) from None
+    with posted_csv(request.human_csv, request.judge_csv, request.scale) as (human, judge, scale):
+        result = files_agreement(
+            human, judge, group_by=request.group_by, scale=scale, options=request
+        )
     return dict(finite(result.to_dict()))
 
 

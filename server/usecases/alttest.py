@@ -26,6 +26,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from judge.errors import InvalidInputError, NotFoundError
 from judge.stats.alttest import EPSILON, MIN_ITEMS
+from server.usecases.agreement import SCALE_FIELD
 from server.usecases.requests import MAX_ID, NumbersNotBooleans
 
 if TYPE_CHECKING:
@@ -123,13 +124,7 @@ class FilesAltTestRequest(AltTestOptions):
         min_length=1,
         description="CSV text: item_id,score (several rows per item = samples, averaged).",
     )
-    scale: str = Field(
-        default="1-5",
-        min_length=1,
-        max_length=2000,
-        description="Rating scale: LOW-HIGH (e.g. 0-3, 1-7), 0/1, 1,2,3 (the levels) or "
-        "poor,fair,good (named levels, coded 1, 2, 3).",
-    )
+    scale: str = SCALE_FIELD
 
 
 @dataclass(frozen=True)
@@ -428,22 +423,10 @@ def alt_test_files(
 def alt_test_text(request: FilesAltTestRequest) -> dict[str, Any]:
     """``alt_test_files`` on CSV text sent in a request, as JSON; a problem in either text
     names it (``human_csv line 3: ...``), never the temporary files it was written to."""
-    import tempfile
+    from server.usecases.agreement import posted_csv
 
-    from judge.vocab import Scale
-
-    try:
-        scale = Scale.parse(request.scale)
-    except ValueError as exc:
-        raise InvalidInputError(f"scale: {exc}") from None
-    with tempfile.TemporaryDirectory() as folder:
-        human, judge = Path(folder) / "human_csv", Path(folder) / "judge_csv"
-        human.write_text(request.human_csv, encoding="utf-8")
-        judge.write_text(request.judge_csv, encoding="utf-8")
-        try:
-            report = alt_test_files(human, judge, request, scale=scale)
-        except InvalidInputError as exc:
-            message = str(exc).split("\n", 1)[0].replace(f"{folder}/", "")
-            problems = [(n, why.replace(f"{folder}/", "")) for n, why in exc.problems]
-            raise InvalidInputError(message, problems) from None
+    with posted_csv(request.human_csv, request.judge_csv, request.scale) as (human, judge, scale):
+        if judge is None:  # the request's schema requires it; a caller building one may not
+            raise InvalidInputError("judge_csv: the judge's scores are required")
+        report = alt_test_files(human, judge, request, scale=scale)
     return report.to_dict()
