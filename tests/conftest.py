@@ -189,6 +189,9 @@ SERVER_MODULES: dict[str, tuple[str, ...]] = {
     ),
 }
 GROUP_OF_MODULE = {m: group for group, modules in SERVER_MODULES.items() for m in modules}
+FIRST_IN_GROUP = ("tests/annotation/labelstudio/test_first_start.py",)
+"""Modules that run first in their server group: Label Studio's first start migrates a fresh
+database and leaves it as the template the session's server then starts from."""
 SLOW_MODULES = (
     "tests/server/api/test_schemathesis_live.py",
     "tests/server/test_live.py",
@@ -241,12 +244,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
     order = list(SERVER_MODULES)
 
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[int, int]:
         module = _module(item.nodeid)
         group = GROUP_OF_MODULE.get(module)
         if group is not None:
-            return order.index(group)
-        return len(order) + (0 if module in SLOW_MODULES else 1)
+            return order.index(group), 0 if module in FIRST_IN_GROUP else 1
+        return len(order) + (0 if module in SLOW_MODULES else 1), 0
 
     items.sort(key=rank)
 

@@ -89,6 +89,32 @@ def _progress(line: str) -> None:
     print(f"[labelstudio fixture] {line}", flush=True)
 
 
+def installed_venv() -> Path:
+    """The tests' Label Studio venv, installed if it is not yet (a failure to install is the
+    session's failure: skipped on a laptop, failed in CI)."""
+    if "failed" in _SESSION:
+        _unavailable(str(_SESSION["failed"]))
+    home = labelstudio_venv().parent
+    try:
+        started = time.monotonic()
+        if LabelStudioService(LabelStudioConfig(), home, venv=labelstudio_venv()).install(
+            _progress
+        ):
+            _progress(f"installed in {time.monotonic() - started:.0f} s")
+    except LabelStudioError as exc:
+        _SESSION["failed"] = f"Label Studio is not available: {exc}"
+        _unavailable(str(_SESSION["failed"]))
+    return labelstudio_venv()
+
+
+def save_template_from(home: Path) -> None:
+    """Keep a just-started server's data (its home ``home``) as the session's template, when
+    there is none yet: the first start of a fresh checkout migrates once, not twice."""
+    service = LabelStudioService(LabelStudioConfig(home=str(home)), home)
+    if not (_data_template(service.config.version) / "admin.json").exists():
+        _save_template(service)
+
+
 def shared_labelstudio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStudioService]:
     """Start the session's Label Studio once, whichever fixture asks first, and stop it when
     the session ends. Session-scoped fixtures in several folders may call this: each gets

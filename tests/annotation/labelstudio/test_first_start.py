@@ -8,9 +8,10 @@ its own home) and, with an absolute venv, the data land in
 read from the config file's folder, so both commands here run from *another* folder and the
 data must still land in ``<config folder>/.fairjudge/labelstudio/data`` (docs/annotation.md).
 
-Only the venv is shared with the session's server (``[labelstudio] venv``, so nothing is
-installed); the data folder is new, so this is a real first start: Label Studio migrates its
-database (30-90 s on 2 cores).
+Only the venv is shared with the session's server (``[labelstudio] venv``); the data folder is
+new, so this is a real first start: Label Studio migrates its database (30-90 s on 2 cores).
+The migrated data then become the session's template (when there is none), so the session's
+server does not migrate a second time.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from annotation.labelstudio.service import LabelStudioService
-from tests.annotation.labelstudio.conftest import CHECKOUT, labelstudio_venv
+from tests.annotation.labelstudio.conftest import CHECKOUT, installed_venv, save_template_from
 from tests.support.factories import free_port
 
 pytestmark = pytest.mark.labelstudio
@@ -44,12 +44,11 @@ def fairjudge(config: Path, cwd: Path, *args: str) -> subprocess.CompletedProces
     )
 
 
-def test_start_and_stop_with_the_shipped_config(
-    tmp_path: Path, labelstudio: LabelStudioService
-) -> None:
-    # The session's server (the fixture) installs the venv first, or fails in CI: this test
-    # never skips for want of it, whatever order the tests run in.
-    venv = labelstudio_venv()
+def test_start_and_stop_with_the_shipped_config(tmp_path: Path) -> None:
+    # The venv is installed here if it is not yet (or the test fails in CI): this test runs
+    # first in its group (tests/conftest.py), before the session's server, which then starts
+    # from the data this first start migrated (save_template_from) instead of migrating again.
+    venv = installed_venv()
     assert (venv / ".fairjudge-installed").exists(), venv
     clone = tmp_path / "clone"
     clone.mkdir()
@@ -79,6 +78,7 @@ def test_start_and_stop_with_the_shipped_config(
         assert (home / "admin.json").is_file() and (home / "labelstudio.pid").is_file()
         assert not (home / ".fairjudge").exists()
         assert list(elsewhere.iterdir()) == []
+        save_template_from(home)
     finally:
         stopped = fairjudge(config, clone, "labelstudio", "stop", "--json")
     assert stopped.returncode == 0, stopped.stderr
