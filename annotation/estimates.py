@@ -275,7 +275,6 @@ def load_run_data(
     if human not in ("mean", "median"):
         raise InvalidInputError(f"human must be 'mean' or 'median', got {human!r}")
     run = get_judge_run(session, judge_run_id)
-    assert run.id is not None
     gold = gold_pairs(session, run.generation_run_id)
     selection = select_ratings(
         session, run.generation_run_id, campaigns, skip=lambda r: (r.campaign_id, r.item_id) in gold
@@ -288,9 +287,9 @@ def load_run_data(
         matrix = RatingMatrix.from_long(*zip(*found, strict=True))
         values = matrix.item_scores(human)
         combined[rubric] = {int(i): float(v) for i, v in zip(matrix.items, values, strict=True)}
-    scores = item_scores(session, run.id, run.aggregation)
+    scores = item_scores(session, judge_run_id, run.aggregation)
     scales = registered_scales(session)
-    return RunData(run.id, run.generation_run_id, scores, combined, selection, scales)
+    return RunData(judge_run_id, run.generation_run_id, scores, combined, selection, scales)
 
 
 def ratings_design(
@@ -310,7 +309,7 @@ def ratings_design(
                 f"{missing} rated item(s) are not among the campaign's tasks, so the "
                 "probability with which they were drawn is unknown"
             )
-    if absent:
+    if absent or campaign is None:
         if assume_random:
             imported = any(s.scope.startswith(IMPORT) for s in selection.used)
             what = "imported ratings" if imported else "several campaigns"
@@ -328,7 +327,6 @@ def ratings_design(
             f"no human-only or prediction-powered estimate: {reason}; or pass --assume-random "
             "(assume_random=true) to treat them as a simple random sample of the run's items",
         )
-    assert campaign is not None
     name = campaign.name
     if campaign.strategy == "random":
         return Design("random", True, f"campaign {name}: a simple random sample", campaign=name)
