@@ -49,6 +49,20 @@ class Api:
         self.client.application.extensions["fairjudge_engine"].dispose()
 
 
+def run_jobs(api: Api) -> list[str]:
+    """Run every queued job to its end, as the worker would (the same function); their
+    statuses."""
+    from server.jobs import queue
+
+    engine = make_engine(api.settings.database_url)
+    try:
+        with Session(engine) as session:
+            ids = queue.runnable(session)
+        return [queue.run_job(engine, api.settings, job_id) for job_id in ids]
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_url(request: pytest.FixtureRequest) -> str:
     # SQLite: a copy of the session's empty migrated store (tests/support/stores.py).

@@ -30,10 +30,9 @@ from judge.audits.award import load_name_groups
 from judge.reports.render import csv_table
 from judge.store.engine import make_engine
 from judge.store.tables import AuditAnswer, AuditLabel, AuditRun, Job
-from server.jobs import queue
 from server.usecases import audits
 from tests.judge.audits.test_runner import QUESTION, always_group_a
-from tests.server.api.test_api import Api, make_api
+from tests.server.api.test_api import Api, make_api, run_jobs
 from tests.support.stub_openai import StubServer
 
 GROUPS = load_name_groups()
@@ -65,13 +64,7 @@ class Audits:
 
     def run_jobs(self) -> list[str]:
         """Run every queued job to its end, as the worker would (the same function)."""
-        engine = self.engine()
-        try:
-            with Session(engine) as session:
-                ids = queue.runnable(session)
-            return [queue.run_job(engine, self.api.settings, job_id) for job_id in ids]
-        finally:
-            engine.dispose()
+        return run_jobs(self.api)
 
     def audit(self, **body: Any) -> int:
         """Start an audit, run its job, and return the run's id from the job's result."""

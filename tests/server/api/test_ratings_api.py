@@ -18,8 +18,7 @@ from sqlmodel import Session, func, select
 
 from judge.store.engine import make_engine
 from judge.store.tables import HumanRating
-from server.jobs import queue
-from tests.server.api.test_api import Api, make_api
+from tests.server.api.test_api import Api, make_api, run_jobs
 from tests.support import summeval_coherence as se
 from tests.support.stub_openai import StubServer
 
@@ -42,17 +41,6 @@ def api(store_url: str, tmp_path: Path, summaries: list[se.Summary]) -> Iterator
         made = make_api(store_url, stub, tmp_path)
         yield made
         made.close()
-
-
-def run_jobs(api: Api) -> list[str]:
-    """Run every queued job to its end, as the worker would (the same function)."""
-    engine = make_engine(api.settings.database_url)
-    try:
-        with Session(engine) as session:
-            ids = queue.runnable(session)
-        return [queue.run_job(engine, api.settings, job_id) for job_id in ids]
-    finally:
-        engine.dispose()
 
 
 def ratings_stored(api: Api) -> int:

@@ -30,9 +30,8 @@ from sqlmodel import Session, select
 from judge.data.responses import import_responses
 from judge.store.engine import make_engine
 from judge.store.tables import Item, Job, JudgeRun, Judgment
-from server.jobs import queue
 from tests.judge.trust.test_trust import by_name
-from tests.server.api.test_api import Api, make_api
+from tests.server.api.test_api import Api, make_api, run_jobs
 from tests.server.cli.test_award_pairs_cli import OVERALL
 from tests.server.cli.test_award_pairs_cli import ROWS as PAIR_ROWS
 from tests.support.cli import fairjudge  # the command's main, run in this process
@@ -68,17 +67,6 @@ def judged_api(store_url: str, judge_stub: StubServer, tmp_path: Any) -> Iterato
     made = make_api(store_url, judge_stub, tmp_path)
     yield made
     made.close()
-
-
-def run_jobs(api: Api) -> list[str]:
-    """Every queued job run to its end by the worker's own function."""
-    engine = make_engine(api.settings.database_url)
-    try:
-        with Session(engine) as session:
-            ids = queue.runnable(session)
-        return [queue.run_job(engine, api.settings, job_id) for job_id in ids]
-    finally:
-        engine.dispose()
 
 
 def scalar(api: Api, query: Any) -> Any:
