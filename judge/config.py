@@ -88,6 +88,18 @@ class EndpointConfig(_Strict):
         description="Price of one million completion (output) tokens, in the same currency "
         "as `input_price_per_mtok` (unset = cost unknown).",
     )
+    requests_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most calls started per minute (unset = no limit). With [workers] "
+        "limiter_url set, this and `concurrency` are one quota shared by every process and "
+        "worker calling the endpoint; without it, each process keeps its own.",
+    )
+    batch: bool = Field(
+        default=False,
+        description="The endpoint offers the OpenAI Batch API (/files and /batches): "
+        "`--batch` runs may send their calls through it, priced with `batch_discount`.",
+    )
     batch_discount: float = Field(
         default=0.0,
         ge=0,
@@ -252,6 +264,53 @@ class ServerConfig(_Strict):
     )
 
 
+class WorkersConfig(_Strict):
+    """Jobs on Celery workers across machines (docs/scaling.md). Unset ``broker_url`` (the
+    default): jobs run in ``fairjudge serve``'s own worker thread and nothing needs Redis."""
+
+    broker_url: str = Field(
+        default="",
+        description="Celery broker: redis://HOST:6379/0 or amqp://USER:PASSWORD@HOST:5672// "
+        "('' = no Celery: the server's own worker runs jobs). Needs a PostgreSQL "
+        "`database_url` that every worker reaches.",
+    )
+    limiter_url: str = Field(
+        default="",
+        description="Redis holding each endpoint's shared quota (`concurrency` and "
+        "`requests_per_minute` across every worker); '' = the broker's URL when it is "
+        "redis://, else no shared quota (each process limits itself).",
+    )
+    chunk_size: int = Field(
+        default=500,
+        ge=1,
+        le=1_000_000,
+        description="Items per Celery task: a judge or generation run is split into tasks of "
+        "this many items, spread over the workers.",
+    )
+    visibility_timeout_s: int = Field(
+        default=3600,
+        ge=60,
+        description="Redis broker only: seconds before a task not yet acknowledged is "
+        "delivered again. Keep it above the longest task and any retry delay, or a task "
+        "still running is handed to a second worker.",
+    )
+
+    def quota_url(self) -> str:
+        """The Redis that keeps the endpoints' shared quota: ``limiter_url``, else the broker
+        when it is Redis, else '' (each process limits itself; judge.models.limiter).
+
+        >>> WorkersConfig(broker_url="redis://q:6379/0").quota_url()
+        'redis://q:6379/0'
+        >>> WorkersConfig(broker_url="amqp://guest@q:5672//").quota_url()
+        ''
+        """
+        if self.limiter_url:
+            return self.limiter_url
+        if self.broker_url.lower().startswith(("redis://", "rediss://")):
+            return self.broker_url
+        return ""
+
+
 class Settings(_Strict):
     """Everything FairJudge reads from its config file."""
 
@@ -282,6 +341,7 @@ class Settings(_Strict):
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     labelstudio: LabelStudioConfig = Field(default_factory=LabelStudioConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    workers: WorkersConfig = Field(default_factory=WorkersConfig)
 
     @model_validator(mode="after")
     def _endpoints_exist(self) -> Settings:

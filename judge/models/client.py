@@ -13,6 +13,11 @@ most of the client's cost per judgment.
 Asked with ``top_logprobs``, a completion also carries the log-probability of each generated
 token and of its most likely alternatives (OpenAI's ``logprobs.content``), kept as plain JSON
 for the call cache and for ``judge.grading.logprobs``.
+
+Each HTTP attempt holds a place in the endpoint's quota (``judge.models.limiter``) while it is
+out, not the whole call: an attempt is what the server counts against ``concurrency`` and
+``requests_per_minute`` (a retry is one more request to it), and a call sleeping through its
+backoff or a Retry-After would otherwise keep a slot that other workers could use.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from tenacity.wait import wait_random_exponential
 
 from judge.config import EndpointConfig
 from judge.errors import EndpointError
+from judge.models.limiter import Limiter, QuotaUnavailable, local_limiter
 
 RETRYABLE = (
     openai.RateLimitError,
@@ -54,6 +60,8 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
+    """Seconds from the first attempt to the reply, retries and backoff included, waits for
+    the endpoint's quota left out."""
     attempts: int
     logprobs: TokenLogprobs | None = None
     """The reply's token log-probabilities; None when not asked for or none were returned."""
@@ -89,11 +97,19 @@ def retry_after_seconds(exc: BaseException | None) -> float | None:
 
 
 class ModelClient:
-    """Calls one endpoint; thread-safe, so a pool of workers can share it."""
+    """Calls one endpoint; thread-safe, so a pool of workers can share it.
 
-    def __init__(self, name: str, config: EndpointConfig) -> None:
+    ``limiter`` keeps the endpoint's quota: the shared one in Redis that
+    ``judge.models.limiter.limiter_for`` builds from the settings, or by default the
+    process's own (``requests_per_minute`` within this process).
+    """
+
+    def __init__(
+        self, name: str, config: EndpointConfig, *, limiter: Limiter | None = None
+    ) -> None:
         self.name = name
         self.config = config
+        self.limiter = limiter if limiter is not None else local_limiter()
         self._client = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key(),
@@ -186,11 +202,15 @@ class ModelClient:
             kwargs["logprobs"] = True
             kwargs["top_logprobs"] = top_logprobs
         attempts = 0
+        queued = 0.0  # seconds spent waiting for the quota, left out of the latency
 
         def once() -> Any:
-            nonlocal attempts
-            attempts += 1
-            return self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
+            nonlocal attempts, queued
+            asked = time.perf_counter()
+            with self.limiter.hold(self.config):
+                queued += time.perf_counter() - asked
+                attempts += 1
+                return self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
 
         retrying = Retrying(
             retry=retry_if_exception(_is_retryable),
@@ -212,7 +232,9 @@ class ModelClient:
             raise CallFailed(f"{type(exc).__name__}: {exc}", attempts) from None
         except openai.APIError as exc:  # e.g. a body that is not a chat completion
             raise CallFailed(f"{type(exc).__name__}: {exc}", attempts) from None
-        latency = time.perf_counter() - start
+        except QuotaUnavailable as exc:  # Redis down for long: a failed call, kept as such
+            raise CallFailed(str(exc), attempts) from None
+        latency = time.perf_counter() - start - queued
         try:
             choice = result.choices[0]
             text = choice.message.content

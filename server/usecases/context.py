@@ -39,10 +39,16 @@ def session(engine: Engine) -> Iterator[Session]:
 
 
 def make_client(settings: Settings, endpoint: str) -> ModelClient:
-    """A client for a named endpoint, after checking that it serves the configured model."""
-    from judge.models.client import ModelClient
+    """A client for a named endpoint, after checking that it serves the configured model.
 
-    client = ModelClient(endpoint, settings.endpoint(endpoint))
+    Its calls keep the endpoint's quota: shared through Redis by every process and worker
+    when the settings name one (``[workers] limiter_url`` or a redis:// broker; built once
+    per process, and an error naming Redis when it does not answer), else this process's own.
+    """
+    from judge.models.client import ModelClient
+    from judge.models.limiter import limiter_for
+
+    client = ModelClient(endpoint, settings.endpoint(endpoint), limiter=limiter_for(settings))
     client.check_model()
     return client
 

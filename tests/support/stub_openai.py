@@ -16,6 +16,11 @@ shape: ``{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}``), or the
 given ``logprobs=``, a function from any reply's text to such entries (``score_logprobs``
 makes one). Either is sent only to a request that asked for logprobs (``"logprobs": true``);
 other requests get replies without them, as from a real endpoint.
+
+For quota tests the state measures the load it saw: ``max_in_flight``, the most chat requests
+being worked on at once (from a request's body read to its reply's first byte, so the count
+never includes a reply already on its way back), and ``starts``, when each one arrived, read
+with ``most_in_window``.
 """
 
 from __future__ import annotations
@@ -110,6 +115,9 @@ class StubState:
         self.by_key: Counter[str] = Counter()
         self.times: dict[str, list[float]] = {}
         self.bodies: list[dict[str, Any]] = []  # every chat request body, in arrival order
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.starts: list[float] = []  # monotonic arrival time of every chat request
 
     def count(self, key: str) -> int:
         with self.lock:
@@ -118,11 +126,35 @@ class StubState:
             self.times.setdefault(key, []).append(time.monotonic())
             return self.by_key[key]
 
+    def arrived(self) -> None:
+        """A chat request is being worked on."""
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.starts.append(time.monotonic())
+
+    def answered(self) -> None:
+        """A chat request's reply is about to go out."""
+        with self.lock:
+            self.in_flight -= 1
+
+    def most_in_window(self, window_s: float) -> int:
+        """The most chat requests that arrived within any ``window_s`` seconds."""
+        with self.lock:
+            times = sorted(self.starts)
+        most, first = 0, 0
+        for last, at in enumerate(times):
+            while at - times[first] >= window_s:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
+
 
 class Handler(BaseHTTPRequestHandler):
     server: Any
     seed = 0
     wants_logprobs = False
+    counted = False  # this request is in the state's in-flight count
     protocol_version = "HTTP/1.1"
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle's algorithm and the
     # client's delayed ACK add ~40 ms to every reply, which would dwarf the latency under test.
@@ -138,6 +170,9 @@ class Handler(BaseHTTPRequestHandler):
         content_type: str = "application/json",
         headers: dict[str, str] | None = None,
     ) -> None:
+        if self.counted:
+            self.counted = False
+            self.server.state.answered()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -161,6 +196,16 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         request = json.loads(self.rfile.read(length) or b"{}")
+        self.counted = True
+        self.server.state.arrived()
+        try:
+            self._chat(request)
+        finally:
+            if self.counted:  # ended without a reply (a client gone, an error)
+                self.counted = False
+                self.server.state.answered()
+
+    def _chat(self, request: dict[str, Any]) -> None:
         with self.server.state.lock:
             self.server.state.bodies.append(request)
         messages = request.get("messages", [])
@@ -393,6 +438,11 @@ GENERATION_BEHAVIOURS = {
 class _QuietServer(ThreadingHTTPServer):
     """A client killed mid-request (the durability tests do that) is not an error here."""
 
+    # The listen backlog, read when the constructor starts listening (an instance attribute
+    # set afterwards changes nothing): 64 clients connecting at once overflowed the default 5,
+    # and some of their connections were refused.
+    request_queue_size = 256
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
 
@@ -413,7 +463,6 @@ class StubServer:
     ) -> None:
         self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.httpd.request_queue_size = 256
         state = StubState(latency, model, responder, logprobs)
         self.httpd.state = state  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -441,9 +490,8 @@ if __name__ == "__main__":  # python -m tests.support.stub_openai PORT LATENCY
 
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8799
     latency = float(sys.argv[2]) if len(sys.argv) > 2 else 0.2
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    httpd = _QuietServer(("127.0.0.1", port), Handler)
     httpd.daemon_threads = True
-    httpd.request_queue_size = 256
     httpd.state = StubState(latency)  # type: ignore[attr-defined]
     print(f"stub serving on http://127.0.0.1:{port}/v1 with {latency}s latency", flush=True)
     httpd.serve_forever()
