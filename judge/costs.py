@@ -1,9 +1,13 @@
-"""What judge runs cost: an endpoint's prices, a run's tokens and cost by rubric and item, an
-estimate before anything is sent (``judge --dry-run``), and the budget behind ``--max-cost``.
+"""What runs cost: an endpoint's prices, a judge run's tokens and cost by rubric and item, the
+tokens and cost of a generation or audit run's answers, an estimate before anything is sent
+(``--dry-run``), and the budget behind ``--max-cost`` with the gate that holds calls to it.
 
-Prices are per million tokens in whatever currency the user wrote them in; nothing here
-converts currencies or rounds (reports round for display). Every figure that is a guess says
-how it was guessed, so a report never shows an assumption as a measurement.
+Every cost is given twice: at the endpoint's prices for calls sent one by one (live), and at
+the batch price (``batch_discount`` taken off both prices), what the same tokens cost through
+a provider's batch API. Prices are per million tokens in whatever currency the user wrote
+them in; nothing here converts currencies or rounds (reports round for display). Without
+prices a cost is None ("unknown"), never 0. Every figure that is a guess says how it was
+guessed, so a report never shows an assumption as a measurement.
 """
 
 from __future__ import annotations
@@ -13,16 +17,16 @@ import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, func
 
 from judge.config import EndpointConfig
-from judge.errors import ConfigError, InvalidInputError
+from judge.errors import ConfigError, InvalidInputError, NotFoundError
 from judge.hashing import Messages
 from judge.store.queries import get_judge_run
-from judge.store.tables import GenerationRun, Item, Judgment, Response
+from judge.store.tables import AuditAnswer, AuditRun, GenerationRun, Item, Judgment, Response
 
 MTOK = 1_000_000
 CHARS_PER_TOKEN = 4
@@ -94,16 +98,27 @@ def missing_prices_message(endpoint: str) -> str:
 # -- a judge run's cost -------------------------------------------------------------------
 
 
+def batch_cost(prices: Prices | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """What these tokens cost at the batch price; None without prices (cost unknown)."""
+    return None if prices is None else prices.cost(prompt_tokens, completion_tokens, batch=True)
+
+
+def live_cost(prices: Prices | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """What these tokens cost sent call by call; None without prices (cost unknown)."""
+    return None if prices is None else prices.cost(prompt_tokens, completion_tokens)
+
+
 @dataclass(frozen=True)
 class Usage:
-    """Judgments, model calls and tokens of a group of judgments, and their cost (None
-    without prices). ``calls`` counts repair calls too."""
+    """Judgments, model calls and tokens of a group of judgments, and their cost, live and
+    at the batch price (None without prices). ``calls`` counts repair calls too."""
 
     judgments: int
     calls: int
     prompt_tokens: int
     completion_tokens: int
     cost: float | None
+    cost_batch: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,7 +171,10 @@ def judge_run_cost(
 
     def usage(n: int, calls: int, prompt: int, completion: int) -> Usage:
         cost = prices.cost(prompt, completion, batch=batch) if prices else None
-        return Usage(int(n), int(calls), int(prompt), int(completion), cost)
+        return Usage(
+            int(n), int(calls), int(prompt), int(completion), cost,
+            batch_cost(prices, int(prompt), int(completion)),
+        )  # fmt: skip
 
     total = session.execute(sa_select(*sums).where(of_run)).one()
     rubrics = session.execute(
@@ -180,7 +198,7 @@ def judge_run_cost(
             "Cost at the endpoint's prices of the tokens the endpoint reported for the calls "
             "behind these judgments, repairs included; judgments answered from the call cache "
             "count the tokens of the call that filled it; attempts that failed before a reply "
-            "reported no tokens and count nothing."
+            "reported no tokens and count nothing. " + batch_note(prices)
         )
     return RunCost(
         judge_run_id=judge_run_id,
@@ -190,6 +208,90 @@ def judge_run_cost(
         total=usage(*total),
         by_rubric={row[0]: usage(*row[1:]) for row in rubrics},
         by_item={row[0]: usage(*row[1:]) for row in items},
+        note=note,
+    )
+
+
+def batch_note(prices: Prices) -> str:
+    """What the batch figure means for these prices."""
+    if not prices.batch_discount:
+        return "The batch price equals the live price: the endpoint sets no batch_discount."
+    return (
+        f"The batch price is the live price less batch_discount ({prices.batch_discount:g}): "
+        "what the same tokens cost through the provider's batch API."
+    )
+
+
+# -- a generation or audit run's cost -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnswersCost:
+    """The tokens and cost of a generation run's or an audit run's stored answers (one call
+    each), live and at the batch price (None without prices: cost unknown)."""
+
+    kind: str  # "generation" or "audit"
+    run_id: int
+    endpoint: str
+    model: str
+    answers: int
+    prompt_tokens: int
+    completion_tokens: int
+    prices: Prices | None
+    cost: float | None
+    cost_batch: float | None
+    note: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)  # recurses into ``prices``
+
+
+def answers_cost(session: Session, kind: str, run_id: int, prices: Prices | None) -> AnswersCost:
+    """Tokens and cost of a generation run's answers (``kind`` "generation") or an audit
+    run's (``kind`` "audit", both turns), summed in SQL: a name audit holds 168,000 answers.
+    NotFoundError for an unknown run."""
+    run: GenerationRun | AuditRun | None
+    if kind == "generation":
+        run, table = session.get(GenerationRun, run_id), Response
+    elif kind == "audit":
+        run, table = session.get(AuditRun, run_id), AuditAnswer  # type: ignore[assignment]
+    else:
+        raise ValueError(f"kind must be 'generation' or 'audit', got {kind!r}")
+    if run is None:
+        raise NotFoundError(f"no {kind} run {run_id}")
+    n, prompt, completion = session.execute(
+        sa_select(
+            func.count(),
+            func.coalesce(func.sum(col(table.prompt_tokens)), 0),
+            func.coalesce(func.sum(col(table.completion_tokens)), 0),
+        ).where(col(table.run_id) == run_id)
+    ).one()
+    prompt, completion = int(prompt), int(completion)
+    if prices is None:
+        note = f"No cost: endpoint {run.endpoint_name!r} has no prices; "
+        note += missing_prices_message(run.endpoint_name) + "."
+    else:
+        note = (
+            "Cost at the endpoint's prices of the tokens it reported for these answers; an "
+            "answer taken from the call cache counts the tokens of the call that filled it, a "
+            "call that failed counts nothing. " + batch_note(prices)
+        )
+    if getattr(run, "source", "generated") != "generated":
+        note += (
+            " These answers were imported or copied, not asked by FairJudge: they count only "
+            "the tokens their source reported, if any."
+        )
+    return AnswersCost(
+        kind=kind,
+        run_id=run_id,
+        endpoint=run.endpoint_name,
+        model=run.model,
+        answers=int(n),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        prices=prices,
+        cost=live_cost(prices, prompt, completion),
+        cost_batch=batch_cost(prices, prompt, completion),
         note=note,
     )
 
@@ -260,6 +362,46 @@ def measured_completion_tokens(session: Session, model: str) -> Measure | None:
     return Measure(mean, f"measured: {mean:.1f} completion tokens per call over {n} judgments")
 
 
+def measured_answer_tokens(session: Session, model: str) -> Measure | None:
+    """Mean completion tokens of ``model``'s earlier answers as the model under test (those
+    with tokens reported); None with fewer than ``MIN_MEASURED`` of them."""
+    n, tokens = session.execute(
+        sa_select(func.count(), func.coalesce(func.sum(col(Response.completion_tokens)), 0))
+        .join(GenerationRun, col(GenerationRun.id) == col(Response.run_id))
+        .where(
+            col(GenerationRun.model) == model,
+            col(GenerationRun.source) == "generated",
+            col(Response.completion_tokens) > 0,
+        )
+    ).one()
+    if n < MIN_MEASURED:
+        return None
+    mean = int(tokens) / int(n)
+    return Measure(mean, f"measured: {mean:.1f} completion tokens per answer over {n} answers")
+
+
+def measured_audit_tokens(session: Session, model: str, suite: str) -> Measure | None:
+    """Mean completion tokens of ``model``'s earlier first-turn answers to the ``suite``
+    audit (answers differ by suite: a number, a name, sixty lines); None with fewer than
+    ``MIN_MEASURED`` of them."""
+    n, tokens = session.execute(
+        sa_select(func.count(), func.coalesce(func.sum(col(AuditAnswer.completion_tokens)), 0))
+        .join(AuditRun, col(AuditRun.id) == col(AuditAnswer.run_id))
+        .where(
+            col(AuditRun.model) == model,
+            col(AuditRun.suite) == suite,
+            col(AuditAnswer.turn) == "main",
+            col(AuditAnswer.completion_tokens) > 0,
+        )
+    ).one()
+    if n < MIN_MEASURED:
+        return None
+    mean = int(tokens) / int(n)
+    return Measure(
+        mean, f"measured: {mean:.1f} completion tokens per answer over {n} {suite} audit answers"
+    )
+
+
 @dataclass(frozen=True)
 class Estimate:
     """Calls, tokens and cost of sending some prompts, before sending them.
@@ -268,7 +410,8 @@ class Estimate:
     ``prompt_rule``); ``completion_tokens_max`` assumes every reply runs to ``max_tokens``
     (a bound); ``completion_tokens_typical`` is set only when measured. Costs are None
     without prices: ``cost_min`` prompts alone, ``cost_typical`` with typical replies,
-    ``cost_max`` with every reply at ``max_tokens``.
+    ``cost_max`` with every reply at ``max_tokens``; the ``*_batch`` ones are the same tokens
+    at the batch price (``batch_discount`` off). ``batch``: ``cost_*`` are batch prices too.
     """
 
     calls: int
@@ -285,6 +428,9 @@ class Estimate:
     cost_typical: float | None
     cost_max: float | None
     note: str
+    cost_min_batch: float | None = None
+    cost_typical_batch: float | None = None
+    cost_max_batch: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)  # recurses into ``prices``
@@ -298,12 +444,17 @@ def estimate(
     tokens_per_char: Measure | None = None,
     completion_tokens: Measure | None = None,
     batch: bool = False,
+    repairs: bool = True,
+    unknown_prompt_tokens: int = 0,
 ) -> Estimate:
     """Estimate one call per prompt in ``prompts`` (each a list of chat messages).
 
     ``tokens_per_char``: a measured ratio (``measured_tokens_per_char``); without one, 4
     characters per token. ``completion_tokens``: a typical reply length
-    (``measured_completion_tokens``), or None to give the bound only.
+    (``measured_completion_tokens``), or None to give the bound only. ``repairs``: an
+    unreadable reply gets a repair call (judging), which the note says comes on top.
+    ``unknown_prompt_tokens``: prompt tokens whose text is not known yet (an earlier reply
+    of the same conversation, at its bound), added to the estimate from characters.
 
     >>> e = estimate([[{"role": "user", "content": "x" * 400}]], max_tokens=100, prices=None)
     >>> e.calls, e.prompt_tokens, e.completion_tokens_max, e.cost_max
@@ -318,26 +469,36 @@ def estimate(
     for messages in prompts:
         calls += 1
         chars += sum(len(m.get("content") or "") for m in messages)
-    prompt_tokens = math.ceil(chars * ratio.value)
+    _check_amount("unknown_prompt_tokens", unknown_prompt_tokens)
+    prompt_tokens = math.ceil(chars * ratio.value) + unknown_prompt_tokens
     most = calls * max_tokens
     typical = None
     if completion_tokens is not None:
         typical = min(most, math.ceil(calls * completion_tokens.value))
 
-    def cost(completion: int | None) -> float | None:
+    def cost(completion: int | None, *, at_batch: bool = batch) -> float | None:
         if prices is None or completion is None:
             return None
-        return prices.cost(prompt_tokens, completion, batch=batch)
+        return prices.cost(prompt_tokens, completion, batch=at_batch)
 
     note = (
-        f"Prompt tokens {ratio.rule}. Completion tokens: at most max_tokens ({max_tokens}) "
-        "per call"
+        f"Prompt tokens {ratio.rule}"
+        + (
+            f", plus {unknown_prompt_tokens:,} tokens of earlier replies not known yet (at "
+            "their bound, max_tokens each)"
+            if unknown_prompt_tokens
+            else ""
+        )
+        + f". Completion tokens: at most max_tokens ({max_tokens}) per call"
         + (f"; typically {completion_tokens.rule}" if completion_tokens else "")
-        + ". One call per prompt: a repair call for an unreadable reply would come on top."
+        + ". One call per prompt"
+        + (": a repair call for an unreadable reply would come on top." if repairs else ".")
     )
     if prices is None:
         note += " No cost: the endpoint has no prices (input_price_per_mtok, "
         note += "output_price_per_mtok)."
+    else:
+        note += " " + batch_note(prices)
     return Estimate(
         calls=calls,
         prompt_chars=chars,
@@ -353,6 +514,9 @@ def estimate(
         cost_typical=cost(typical),
         cost_max=cost(most),
         note=note,
+        cost_min_batch=cost(0, at_batch=True),
+        cost_typical_batch=cost(typical, at_batch=True),
+        cost_max_batch=cost(most, at_batch=True),
     )
 
 
@@ -461,3 +625,58 @@ class Budget:
                 "refused": self._refused,
                 "exhausted": self._refused > 0,
             }
+
+
+class ReportedTokens(Protocol):
+    """What a finished call reported (``judge.models.client.Completion`` has both)."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def completion_tokens(self) -> int: ...
+
+
+class BudgetGate:
+    """``--max-cost`` for calls made through the call cache (``judge.models.cache``'s
+    ``CallGate``): a call goes out only while its worst-case cost fits the budget
+    (``Budget.reservation``: the bound on its prompt tokens in, ``max_tokens`` out);
+    afterwards the reservation becomes the call's real cost, at the live price. A call the
+    cache answers never reaches the gate and costs nothing. Generation, audit and judge runs
+    share it, so a budget means the same for every kind of run."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+
+    def open(self, messages: list[dict[str, str]], max_tokens: int) -> float | None:
+        held = self.budget.reservation(messages, max_tokens=max_tokens)
+        return held if self.budget.reserve(held) else None
+
+    def close(self, held: float, done: ReportedTokens | None) -> None:
+        spent = 0.0
+        if done is not None:
+            spent = self.budget.prices.cost(done.prompt_tokens, done.completion_tokens)
+        self.budget.settle(held, spent)
+
+
+def budget_stop_detail(budget: Budget, not_made: int, what: str, command: str) -> str:
+    """The status line of a run a budget stopped: how much it spent, how many ``what``
+    (answers, judgments) it did not make, and that ``command`` run again goes on.
+
+    >>> b = Budget(0.5, Prices(1, 1))
+    >>> budget_stop_detail(b, 3, "answers", "generate").split(";")[0]
+    'stopped at --max-cost 0.5: spent 0.0000, 3 answers not made'
+    """
+    return (
+        f"stopped at --max-cost {budget.max_cost:g}: spent {budget.spent:.4f}, "
+        f"{not_made} {what} not made; run the same {command} command again (with a higher "
+        "--max-cost) to go on"
+    )
+
+
+def make_budget(max_cost: float | None, prices: Prices | None, endpoint: str) -> Budget | None:
+    """The budget of ``--max-cost`` (None: no budget); ConfigError before any call when the
+    endpoint has no prices."""
+    if max_cost is None:
+        return None
+    return Budget(max_cost, prices, endpoint=endpoint)

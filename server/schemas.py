@@ -150,23 +150,32 @@ class JobCreate(Strict):
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="judge: generation_run_id, endpoint, prompt_variant, temperature, samples, "
-        "rubric_set, swap_order; generate: dataset, endpoint, temperature, max_tokens, limit, "
-        "accepted_only, include_drafts; pull: campaign; audit: suite, options, endpoint, "
-        "temperature, max_tokens, limit; audit-classify: run_id, endpoint; item-plan: endpoint, "
-        "into, per_cell, stages, factors, scenarios, items_per_call, temperature, max_tokens; "
-        "item-generate: endpoint, into, stage, factor, scenario, count and the same options; "
-        "counterfactual: judge_run_id, swap, limit; sweep: generation_run_id, temperatures, "
-        "prompt_variants, samples, endpoint.",
+        "rubric_set, swap_order, max_cost; generate: dataset, endpoint, temperature, max_tokens, "
+        "limit, accepted_only, include_drafts, max_cost; pull: campaign; audit: suite, options, "
+        "endpoint, temperature, max_tokens, limit; audit-classify: run_id, endpoint; item-plan: "
+        "endpoint, into, per_cell, stages, factors, scenarios, items_per_call, temperature, "
+        "max_tokens; item-generate: endpoint, into, stage, factor, scenario, count and the same "
+        "options; counterfactual: judge_run_id, swap, limit; sweep: generation_run_id, "
+        "temperatures, prompt_variants, samples, endpoint. max_cost: stop before spending more "
+        "at the endpoint's prices (audit and counterfactual jobs refuse it for now: use the "
+        "CLI's --max-cost).",
     )
 
 
 class DryRunOut(BaseModel):
-    """What a job would send and cost (``kind``: judge or item-plan): the calls to send and
-    those the cache answers, and an ``estimate`` of tokens and cost at the endpoint's prices
-    (null where it has none); the other fields are those of the CLI's ``--dry-run --json``."""
+    """What a job would send and cost (``kind``: judge, generate, audit, counterfactual or
+    item-plan): the calls to send and those the cache answers, and an ``estimate`` of tokens
+    and cost at the endpoint's prices, live (``cost_min``, ``cost_typical``, ``cost_max``)
+    and at the batch price (the same with ``_batch``), null where the endpoint has no
+    prices; ``prompt_rule`` and ``completion_rule`` say whether the tokens were measured or
+    assumed. An award audit with follow-ups adds ``followup_estimate``. The other fields are
+    those of the CLI's ``--dry-run --json``."""
 
     model_config = ConfigDict(extra="allow")
     kind: str
+    calls_to_send: int | None = Field(
+        default=None, description="Calls the job would send (the cache answers the others)."
+    )
     estimate: dict[str, Any] | None = None
 
 
@@ -189,7 +198,9 @@ class JobOut(BaseModel):
     counts: dict[str, Any] | None = Field(
         default=None,
         description="GET /jobs/ID only: its run's rows so far by status (judgments) or flag "
-        "(answers), and their prompt and completion tokens.",
+        "(answers), their prompt and completion tokens, and ``cost``: what they cost at the "
+        "run's endpoint's prices, live (``cost``) and at the batch price (``cost_batch``), "
+        "null with a ``note`` when the endpoint has no prices.",
     )
 
 
@@ -794,6 +805,12 @@ class AuditResultOut(BaseModel):
     """One audit run read back (``server.usecases.audits.AuditResult``)."""
 
     run: AuditRunInfoOut
+    cost: dict[str, Any] | None = Field(
+        default=None,
+        description="The answers' tokens and their cost at the endpoint's prices, live "
+        "(cost) and at the batch price (cost_batch); null costs with a note when the "
+        "endpoint has no prices.",
+    )
     answers: dict[str, dict[str, int]] = Field(description="Answers by turn and status.")
     analysis: dict[str, Any] | None = Field(description="The suite's figures, when it has any.")
     analysis_error: str | None = Field(description="Why there are no figures yet.")

@@ -19,21 +19,25 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from judge.answers.kinds import classify_answer
+from judge.costs import Budget, BudgetGate, budget_stop_detail
 from judge.data.items import DRAFT, status_name
 from judge.endpoint_url import same_server
 from judge.errors import InvalidInputError, NotFoundError
-from judge.models.cache import CallCacheView, CallOutcome, cached_complete
+from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
 from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import (
+    NOT_MADE,
     Outcome,
     Row,
+    RunPart,
     RunSummary,
     commit_run,
     finish_run,
@@ -60,25 +64,56 @@ def get_or_create_run(
 ) -> GenerationRun:
     """The newest run with these exact settings at this server (to resume it), or a new
     one: the same endpoint name and model at another base_url is another run."""
-    dataset = get_dataset(session, dataset_name)
     base_url = client.config.base_url
     return get_or_create(
         session,
         GenerationRun,
-        {
-            "dataset_id": dataset.id,
-            "endpoint_name": client.name,
-            "model": client.model,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-            "template_version": book.generation_version,
-        },
+        _identity(session, dataset_name, client, book, temperature, max_tokens),
         fields={"base_url": base_url},
         # The server is part of the identity, compared in its normal form (judge.endpoint_url)
         # so that a trailing slash or the host's case does not split a run.
         same=lambda existing: same_server(existing.base_url, base_url),
         new=new,
     )
+
+
+def _identity(
+    session: Session,
+    dataset_name: str,
+    client: ModelClient,
+    book: PromptBook,
+    temperature: float,
+    max_tokens: int,
+) -> dict[str, Any]:
+    """The columns that identify a generation run (besides its server)."""
+    dataset = get_dataset(session, dataset_name)
+    return {
+        "dataset_id": dataset.id,
+        "endpoint_name": client.name,
+        "model": client.model,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "template_version": book.generation_version,
+    }
+
+
+def find_run(
+    session: Session,
+    dataset_name: str,
+    client: ModelClient,
+    book: PromptBook,
+    *,
+    temperature: float,
+    max_tokens: int,
+) -> GenerationRun | None:
+    """The run ``get_or_create_run`` would resume, without making one (None: it would make
+    a new run)."""
+    identity = _identity(session, dataset_name, client, book, temperature, max_tokens)
+    query = select(GenerationRun).order_by(col(GenerationRun.id).desc())
+    for name, value in identity.items():
+        query = query.where(getattr(GenerationRun, name) == value)
+    base_url = client.config.base_url
+    return next((r for r in session.exec(query) if same_server(r.base_url, base_url)), None)
 
 
 @dataclass(frozen=True)
@@ -103,12 +138,18 @@ def generate(
     new: bool = False,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
+    part: RunPart | None = None,
+    budget: Budget | None = None,
 ) -> RunSummary:
     """Create (or resume) the generation run for these settings and ask for every missing or
-    failed answer, storing each as it arrives (``on_run`` hears the run's id first). A run
+    failed answer, storing each as it arrives (``on_run`` hears the run's id first). With a
+    ``part`` only its items are asked, under the part's own lease, and the run's status is
+    left to ``finish_generation_run``. A run
     left with failed answers ends ``incomplete`` with a line saying how many; a second
     process on the same run gets
-    ``RunBusyError`` before any call (``judge.runs.run_lease``).
+    ``RunBusyError`` before any call (``judge.runs.run_lease``). With a ``budget``
+    (``--max-cost``) no call goes out once the next could pass it: the run stops cleanly,
+    ``incomplete``, every answer that came back stored, and a rerun goes on.
 
     Items are chosen by review status (module docstring): drafts and rejected items are left
     out unless ``include_drafts`` adds the drafts; ``accepted_only`` asks only for items an
@@ -129,15 +170,18 @@ def generate(
     run_id = commit_run(engine, get)
     if on_run is not None:
         on_run(run_id)
-    with run_lease(engine, GenerationRun.run_kind, run_id):
+    kind = GenerationRun.run_kind if part is None else part.lease_kind(GenerationRun.run_kind)
+    with run_lease(engine, kind, run_id):
         with session_scope(engine) as session:
             run = start_run(session, GenerationRun, run_id)
             tasks, left_out = _plan(
-                session, run, book, dataset_name, limit, accepted_only, include_drafts
-            )
+                session, run, book, dataset_name, limit, accepted_only, include_drafts,
+                only=None if part is None else part.item_ids,
+            )  # fmt: skip
         cache = CallCacheView(engine, client.model)
+        gate = BudgetGate(budget) if budget is not None else None
 
-        def work(task: _Task) -> tuple[Row, list[CallOutcome]]:
+        def work(task: _Task) -> tuple[Row | None, list[CallOutcome]]:
             outcome = cached_complete(
                 client,
                 cache,
@@ -145,7 +189,10 @@ def generate(
                 sample_index=0,
                 temperature=run.temperature,
                 max_tokens=run.max_tokens,
+                gate=gate,
             )
+            if outcome.refused:  # the budget: no call, no row (asked again on a rerun)
+                return None, []
             return _response_row(run_id, task, outcome), [outcome]
 
         summary = store_results(
@@ -159,8 +206,99 @@ def generate(
             progress=progress,
             run_column="run_id",
         )
-        finish_run(engine, GenerationRun, run_id, partial(_final_status, left_out=left_out))
+        if part is None:
+            stopped = None
+            if budget is not None and budget.exhausted:
+                not_made = summary.flags.get(NOT_MADE, 0)
+                stopped = budget_stop_detail(budget, not_made, "answers", "generate")
+            final = partial(_final_status, left_out=left_out, stopped=stopped)
+            finish_run(engine, GenerationRun, run_id, final)
     return summary
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a generate command would send (``generate --dry-run``): the run it would
+    resume (None: a new one), the answers it would ask for, how many the call cache holds,
+    the messages of the others, and the line on items left out by review status."""
+
+    run_id: int | None
+    answers: int
+    cached: int
+    to_send: list[list[dict[str, str]]]
+    left_out: str | None
+
+
+def plan_answers(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    dataset_name: str,
+    *,
+    temperature: float,
+    max_tokens: int,
+    limit: int | None = None,
+    accepted_only: bool = False,
+    include_drafts: bool = False,
+    new: bool = False,
+) -> Planned:
+    """The calls ``generate`` with these settings would make, without making any or writing
+    anything: the same checks (a selection with no item, a run that these options would
+    mix) and the same plan, read only."""
+    with session_scope(engine) as session:
+        _check_selection(session, dataset_name, accepted_only, include_drafts)
+        found = None
+        if not new:
+            found = find_run(
+                session, dataset_name, client, book, temperature=temperature,
+                max_tokens=max_tokens,
+            )  # fmt: skip
+        run = found or GenerationRun(  # a transient run: never added to the session
+            **_identity(session, dataset_name, client, book, temperature, max_tokens),
+            base_url=client.config.base_url,
+        )
+        tasks, left_out = _plan(
+            session, run, book, dataset_name, limit, accepted_only, include_drafts,
+            readonly=True,
+        )  # fmt: skip
+        run_id = found.id if found is not None else None
+        session.rollback()  # nothing read here is written back
+    cache = CallCacheView(engine, client.model)
+    to_send = [
+        task.messages
+        for task in tasks
+        if not cache.has(
+            call_key(
+                client,
+                task.messages,
+                sample_index=0,
+                temperature=temperature,
+                max_tokens=max_tokens,
+            )  # fmt: skip
+        )
+    ]
+    return Planned(run_id, len(tasks), len(tasks) - len(to_send), to_send, left_out)
+
+
+def finish_generation_run(
+    engine: Engine,
+    run_id: int,
+    dataset_name: str,
+    *,
+    accepted_only: bool = False,
+    include_drafts: bool = False,
+) -> Outcome:
+    """Store how a generation run whose parts all ended stands, as ``generate`` does at the
+    end of a whole run (with the line on the items its options leave out)."""
+    rule = {"accepted_only": accepted_only, "include_drafts": include_drafts}
+    with session_scope(engine) as session:
+        left = Counter(
+            status_name(item.review_status)
+            for item in dataset_items(session, dataset_name)
+            if not asked(item.review_status, **rule)
+        )
+    left_out = left_out_detail(left, accepted_only=accepted_only)
+    return finish_run(engine, GenerationRun, run_id, partial(_final_status, left_out=left_out))
 
 
 def asked(status: str | None, *, accepted_only: bool, include_drafts: bool) -> bool:
@@ -240,10 +378,14 @@ def _plan(
     limit: int | None,
     accepted_only: bool = False,
     include_drafts: bool = False,
+    *,
+    only: frozenset[int] | None = None,
+    readonly: bool = False,
 ) -> tuple[list[_Task], str | None]:
-    """Every (item, part) still to answer, and the words for the items left out by review
-    status; failed answers are deleted and asked again."""
-    assert run.id is not None
+    """Every (item, part) still to answer (of the items in ``only``, when given: a part of
+    the run, after ``limit``), and the words for
+    the items left out by review status; failed answers are deleted and asked again (left
+    in place when ``readonly``, for a dry run, whose ``run`` may be one not stored yet)."""
     rule = {"accepted_only": accepted_only, "include_drafts": include_drafts}
     items, left_out = [], {}  # left_out: item id -> its review status's name
     for item in dataset_items(session, dataset_name):
@@ -255,13 +397,18 @@ def _plan(
     if not items:  # reviewed since _check_selection looked
         raise NotFoundError(f"dataset {dataset_name!r} has no item these options ask")
     items = items[:limit]
-    done = {
-        (r.item_id, r.part): r
-        for r in session.exec(select(Response).where(Response.run_id == run.id))
-    }
-    _check_scope(run.id, done.values(), left_out, accepted_only)
+    done: dict[tuple[int, str], Response] = {}
+    if run.id is not None:  # a run not stored yet (a dry run's) has no answers
+        done = {
+            (r.item_id, r.part): r
+            for r in session.exec(select(Response).where(Response.run_id == run.id))
+        }
+        _check_scope(run.id, done.values(), left_out, accepted_only)
+    if only is not None:  # a part: its own items' answers only (other parts go on meanwhile)
+        items = [item for item in items if item.id in only]
+        done = {key: row for key, row in done.items() if key[0] in only}
     for row in done.values():  # failed calls are retried on every rerun
-        if row.flag == "error":
+        if row.flag == "error" and not readonly:
             session.delete(row)
     tasks = []
     for item in items:
@@ -297,15 +444,20 @@ def _check_scope(
     )
 
 
-def _final_status(session: Session, run: GenerationRun, *, left_out: str | None) -> Outcome:
-    """Finished, or incomplete with how many answers are missing and why; either way the
-    status line also counts the items left out by review status (``left_out``)."""
+def _final_status(
+    session: Session, run: GenerationRun, *, left_out: str | None, stopped: str | None = None
+) -> Outcome:
+    """Finished, or incomplete with how many answers are missing and why (``stopped``: the
+    line of a cost budget that stopped the run); either way the status line also counts
+    the items left out by review status (``left_out``)."""
     flags = session.exec(select(Response.flag).where(Response.run_id == run.id)).all()
     failed = sum(flag == "error" for flag in flags)
     status, detail = RunStatus.FINISHED, None
     if failed:
         status, detail = RunStatus.INCOMPLETE, incomplete_detail(failed, len(flags))
-    return status, "; ".join(d for d in (detail, left_out) if d) or None
+    if stopped:
+        status = RunStatus.INCOMPLETE
+    return status, "; ".join(d for d in (stopped, detail, left_out) if d) or None
 
 
 def incomplete_detail(failed: int, total: int) -> str:

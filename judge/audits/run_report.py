@@ -12,6 +12,7 @@ from typing import Any
 from judge.audits.award import FollowupAnalysis
 from judge.audits.base import STATUSES
 from judge.audits.report import award_report
+from judge.costs import AnswersCost
 from judge.reports.sections import Section, Table
 
 
@@ -24,8 +25,10 @@ def answers_section(
     statuses: Mapping[str, Mapping[str, int]],
     examples: Sequence[Mapping[str, Any]],
     analysis_error: str | None,
+    cost: AnswersCost | None = None,
 ) -> Section:
-    """Answers per turn and status, and up to 20 answers that gave no reading, verbatim."""
+    """Answers per turn and status, their tokens and cost (``cost``), and up to 20 answers
+    that gave no reading, verbatim."""
     rows = [
         [turn, *(str(counts.get(s, 0)) for s in STATUSES), str(sum(counts.values()))]
         for turn, counts in sorted(statuses.items())
@@ -47,6 +50,8 @@ def answers_section(
             ],
         )
     ]
+    if cost is not None:
+        tables.append(cost_table(cost))
     if examples:
         tables.append(
             Table(
@@ -60,8 +65,28 @@ def answers_section(
         notes.append(str(info["status_detail"]))
     if analysis_error:
         notes.append(f"No analysis yet: {analysis_error}")
-    payload = {"run": dict(info), "statuses": {k: dict(v) for k, v in statuses.items()}}
+    payload: dict[str, Any] = {
+        "run": dict(info),
+        "statuses": {k: dict(v) for k, v in statuses.items()},
+    }
+    if cost is not None:
+        payload["cost"] = {k: v for k, v in cost.to_json().items() if k != "prices"}
     return Section("Answers", "answers", payload, tables, notes=notes)
+
+
+def cost_table(cost: AnswersCost) -> Table:
+    """A run's answers, tokens and cost, live and at the batch price ("unknown" without
+    prices, never 0)."""
+
+    def money(value: float | None) -> str:
+        return "unknown" if value is None else f"{value:.4f}"
+
+    row = [
+        str(cost.answers), f"{cost.prompt_tokens:,}", f"{cost.completion_tokens:,}",
+        money(cost.cost), money(cost.cost_batch),
+    ]  # fmt: skip
+    head = ["answers", "prompt tokens", "completion tokens", "cost", "cost at batch price"]
+    return Table(f"Tokens and cost ({cost.endpoint}, {cost.model})", head, [row], [cost.note])
 
 
 def followup_sections(

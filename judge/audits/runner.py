@@ -42,6 +42,7 @@ from judge.audits.base import (
     Suite,
     number_draws,
 )
+from judge.costs import Budget, BudgetGate, budget_stop_detail
 from judge.endpoint_url import identity_url
 from judge.errors import NotFoundError
 from judge.hashing import content_hash
@@ -49,6 +50,7 @@ from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call
 from judge.models.client import ModelClient
 from judge.progress import Progress
 from judge.runs import (
+    NOT_MADE,
     Outcome,
     Row,
     RunSummary,
@@ -60,7 +62,7 @@ from judge.runs import (
 )
 from judge.runs import get_or_create_run as get_or_create
 from judge.store.engine import session_scope
-from judge.store.tables import AuditAnswer, AuditLabel, AuditRun, utcnow
+from judge.store.tables import AuditAnswer, AuditLabel, AuditRun, CallCache, utcnow
 from judge.vocab import RunStatus
 
 
@@ -137,10 +139,13 @@ def run_audit(
     new: bool = False,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
+    budget: Budget | None = None,
 ) -> AuditSummary:
     """Create (or resume) the audit run for these settings and send every prompt of the
     design not yet answered (``limit``: only the design's first ``limit`` prompts), then the
-    suite's second turn if it has one. ``on_run`` hears the run's id before any call."""
+    suite's second turn if it has one. ``on_run`` hears the run's id before any call. With a
+    ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run stops
+    cleanly, ``incomplete``, every answer that came back stored, and a rerun goes on."""
     run_id = commit_run(
         engine,
         lambda session: get_or_create_run(
@@ -150,8 +155,9 @@ def run_audit(
     if on_run is not None:
         on_run(run_id)
     cache = CallCacheView(engine, client.model)
+    gate = BudgetGate(budget) if budget is not None else None
 
-    def work(task: AuditTask) -> tuple[Row, list[CallOutcome]]:
+    def work(task: AuditTask) -> tuple[Row | None, list[CallOutcome]]:
         outcome = cached_complete(
             client,
             cache,
@@ -159,7 +165,10 @@ def run_audit(
             sample_index=task.sample_index,
             temperature=temperature,
             max_tokens=max_tokens,
+            gate=gate,
         )
+        if outcome.refused:  # the budget: no call, no row (asked on a rerun)
+            return None, []
         return answer_row(run_id, task, outcome, suite), [outcome]
 
     def store(tasks: list[AuditTask]) -> RunSummary:
@@ -182,27 +191,146 @@ def run_audit(
         with session_scope(engine) as session:
             start_run(session, AuditRun, run_id)
             done = _forget_failures(session, run_id)
-        design = number_draws(suite.tasks())
-        todo: list[tuple[int, AuditTask]] = []
-        copies: dict[str, tuple[int, AuditTask]] = {}
-        for position, task in enumerate(design if limit is None else islice(design, limit)):
-            if (task.key, MAIN) not in done:
-                todo.append((position, task))
-            elif DRAW in task.meta:  # answered before: by its own call, or a shared one?
-                copies[task.key] = (position, task)
+        todo, copies = _main_todo(suite, done, limit)
         if copies:
             with session_scope(engine) as session:
                 wanted_keys = {key: expected(task) for key, (_, task) in copies.items()}
                 todo += [copies[key] for key in _forget_shared_draws(session, run_id, wanted_keys)]
         main = store([task for _, task in sorted(todo, key=lambda pair: pair[0])])
+        followup = None
+        if budget is None or not budget.exhausted:  # else each would only be refused
+            with Session(engine) as session:
+                answers = stored_answers(session, run_id, turn=MAIN, with_prompt=True)
+                done = _done(session, run_id)
+            follow = _followup_draws(suite, suite.followups(answers))
+            wanted = [t for t in follow if (t.key, FOLLOWUP) not in done]
+            followup = store(wanted) if wanted else None
+
+        def outcome(session: Session, run: AuditRun) -> Outcome:
+            status, detail = _final_status(session, run)
+            if budget is None or not budget.exhausted:
+                return status, detail
+            not_made = main.flags.get(NOT_MADE, 0)
+            if followup is not None:
+                not_made += followup.flags.get(NOT_MADE, 0)
+            stopped = budget_stop_detail(budget, not_made, "answers", "audit")
+            return RunStatus.INCOMPLETE, "; ".join(d for d in (stopped, detail) if d)
+
+        finish_run(engine, AuditRun, run_id, outcome)
+    return AuditSummary(run_id, main, followup)
+
+
+def _main_todo(
+    suite: Suite, done: set[tuple[str, str]], limit: int | None, *, numbered: bool = True
+) -> tuple[list[tuple[int, AuditTask]], dict[str, tuple[int, AuditTask]]]:
+    """The design's first-turn prompts not answered yet (``done``: the (key, turn) stored),
+    with their places in the design; and the answered repeats whose answer may have come
+    from a shared call (``_forget_shared_draws`` decides), by key. Not ``numbered``: the
+    repeats keep the design's sample index (only the cache key differs; a dry run with no
+    run and no cached call needs none)."""
+    design = number_draws(suite.tasks()) if numbered else suite.tasks()
+    todo: list[tuple[int, AuditTask]] = []
+    copies: dict[str, tuple[int, AuditTask]] = {}
+    for position, task in enumerate(design if limit is None else islice(design, limit)):
+        if (task.key, MAIN) not in done:
+            todo.append((position, task))
+        elif DRAW in task.meta:  # answered before: by its own call, or a shared one?
+            copies[task.key] = (position, task)
+    return todo, copies
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What an audit command would send (``audit SUITE run --dry-run``): the run it would
+    resume (None: a new one), the design's prompts, the first-turn prompts to ask, how many
+    the call cache holds and the messages of the others; and the second-turn prompts that
+    may follow (the award audit's "why?", asked only after an answer that chose a student),
+    ``replies_to_come`` of them with the first answer still empty (it is not known yet)."""
+
+    run_id: int | None
+    prompts: int
+    to_ask: int
+    cached: int
+    to_send: list[list[dict[str, str]]]
+    followups: list[list[dict[str, str]]]
+    replies_to_come: int
+
+
+def find_run(
+    session: Session, suite: Suite, client: ModelClient, *, temperature: float, max_tokens: int
+) -> AuditRun | None:
+    """The run ``get_or_create_run`` would resume, without making one."""
+    digest = config_hash(suite, client, temperature=temperature, max_tokens=max_tokens)
+    return session.exec(
+        select(AuditRun).where(AuditRun.config_hash == digest).order_by(col(AuditRun.id).desc())
+    ).first()
+
+
+def plan_audit(
+    engine: Engine,
+    client: ModelClient,
+    suite: Suite,
+    *,
+    temperature: float,
+    max_tokens: int,
+    limit: int | None = None,
+    new: bool = False,
+) -> Planned:
+    """The calls ``run_audit`` with these settings would make, without making any or
+    writing anything. The store is read once for the run's answered keys (and, for a run
+    stored before every repeat was its own draw, once per 500 repeats), the call cache's
+    keys once, and only when the model has cached calls is each prompt's cache key hashed:
+    the 168,000 prompts of the name audit are planned in seconds, with no query per prompt
+    (docs/audits.md has the time)."""
+
+    def key_of(task: AuditTask) -> str:
+        return call_key(client, task.messages, sample_index=task.sample_index,
+                        temperature=temperature, max_tokens=max_tokens)  # fmt: skip
+
+    run_id: int | None = None
+    done: set[tuple[str, str]] = set()
+    with Session(engine) as session:
+        found = None if new else find_run(
+            session, suite, client, temperature=temperature, max_tokens=max_tokens
+        )  # fmt: skip
+        if found is not None and found.id is not None:
+            run_id = found.id
+            done = _done(session, run_id, answered_only=True)
+        first_cached = select(CallCache.key).where(CallCache.model == client.model).limit(1)
+        cached_any = session.exec(first_cached).first() is not None
+    todo, copies = _main_todo(suite, done, limit, numbered=run_id is not None or cached_any)
+    if copies and run_id is not None:
+        with Session(engine) as session:
+            wanted = {key: key_of(task) for key, (_, task) in copies.items()}
+            todo += [copies[key] for key in _shared_draws(session, run_id, wanted)]
+    to_send = [task.messages for _, task in todo]
+    if cached_any:
+        cache = CallCacheView(engine, client.model)
+        to_send = [task.messages for _, task in todo if not cache.has(key_of(task))]
+    # A suite with a second turn asks it at most once per first answer still to come (its
+    # reply unknown: left empty here), and once per stored answer that has none yet.
+    first = next(iter(suite.tasks()), None)
+    second_turn = first is not None and any(True for _ in suite.followups([_chose(first)]))
+    followups: list[list[dict[str, str]]] = []
+    if second_turn:
+        followups = [t.messages for t in suite.followups([_chose(task) for _, task in todo])]
+    to_come = len(followups)
+    if second_turn and run_id is not None:
         with Session(engine) as session:
             answers = stored_answers(session, run_id, turn=MAIN, with_prompt=True)
-            done = _done(session, run_id)
-        follow = _followup_draws(suite, suite.followups(answers))
-        wanted = [t for t in follow if (t.key, FOLLOWUP) not in done]
-        followup = store(wanted) if wanted else None
-        finish_run(engine, AuditRun, run_id, _final_status)
-    return AuditSummary(run_id, main, followup)
+        stored = [a for a in answers if (a.key, MAIN) in done and (a.key, FOLLOWUP) not in done]
+        followups += [t.messages for t in suite.followups(stored)]
+    prompts = suite.count() if limit is None else min(limit, suite.count())
+    return Planned(
+        run_id, prompts, len(todo), len(todo) - len(to_send), to_send, followups, to_come
+    )
+
+
+def _chose(task: AuditTask) -> StoredAnswer:
+    """A first answer to ``task`` that chose a student, its text not known yet: what the
+    suite's ``followups`` needs to say which second turn would follow it."""
+    prompt = task.messages[-1]["content"]
+    return StoredAnswer(0, task.key, MAIN, task.meta, "parsed", "A", "", prompt)
 
 
 def answer_row(run_id: int, task: AuditTask, outcome: CallOutcome, suite: Suite) -> Row:
@@ -272,6 +400,20 @@ def _forget_shared_draws(session: Session, run_id: int, wanted: dict[str, str]) 
     keys: a run stored before every repeat was its own draw answered them all with one call,
     so they are asked again. Other answers, answers to repeats from their own call, and copies
     whose follow-up has a class stored (``auditlabel``) stay."""
+    stale = _shared_draws(session, run_id, wanted)
+    for start in range(0, len(stale), 500):
+        for row in session.exec(
+            select(AuditAnswer).where(
+                AuditAnswer.run_id == run_id, col(AuditAnswer.key).in_(stale[start : start + 500])
+            )
+        ):
+            session.delete(row)
+    session.flush()
+    return stale
+
+
+def _shared_draws(session: Session, run_id: int, wanted: dict[str, str]) -> list[str]:
+    """The keys ``_forget_shared_draws`` deletes and asks again, read only (a dry run)."""
     stale: list[str] = []
     keys = list(wanted)
     for start in range(0, len(keys), 500):  # bounded IN lists
@@ -298,23 +440,16 @@ def _forget_shared_draws(session: Session, run_id: int, wanted: dict[str, str]) 
                 )
             )
         )
-    stale = [key for key in stale if key not in labelled]
-    for start in range(0, len(stale), 500):
-        for row in session.exec(
-            select(AuditAnswer).where(
-                AuditAnswer.run_id == run_id, col(AuditAnswer.key).in_(stale[start : start + 500])
-            )
-        ):
-            session.delete(row)
-    session.flush()
-    return stale
+    return [key for key in stale if key not in labelled]
 
 
-def _done(session: Session, run_id: int) -> set[tuple[str, str]]:
-    rows = session.exec(
-        select(AuditAnswer.key, AuditAnswer.turn).where(AuditAnswer.run_id == run_id)
-    )
-    return {(key, turn) for key, turn in rows}
+def _done(session: Session, run_id: int, *, answered_only: bool = False) -> set[tuple[str, str]]:
+    """The (key, turn) of the run's stored answers (``answered_only``: leaving out failed
+    calls, which a run deletes and sends again)."""
+    query = select(AuditAnswer.key, AuditAnswer.turn).where(AuditAnswer.run_id == run_id)
+    if answered_only:
+        query = query.where(AuditAnswer.status != ERROR)
+    return {(key, turn) for key, turn in session.exec(query)}
 
 
 def _forget_failures(session: Session, run_id: int) -> set[tuple[str, str]]:

@@ -104,61 +104,12 @@ def make_copy(
     """The counterfactual copy of a judge run's answers with ``swaps`` applied, made and
     stored in one transaction if it does not exist yet. Refuses a judge run with no scored
     judgment and a copy with nothing to swap (InvalidInputError saying what to change)."""
-    if not swaps:
-        raise InvalidInputError("no swap pairs chosen; pick --swap names, gender, race or all")
     wanted = derivation(judge_run_id, kinds, swaps, limit)
     with session_scope(engine) as session:
-        jrun = get_judge_run(session, judge_run_id)
-        for run in find_copies(session, judge_run_id):
-            if _identity(run.derivation) == _identity(wanted):
-                assert run.id is not None and run.derivation is not None
-                return _copy_of(run, created=False)
-        scored = (
-            session.execute(
-                columns(col(Judgment.item_id))
-                .where(col(Judgment.judge_run_id) == judge_run_id, col(Judgment.status) == "scored")
-                .distinct()
-                .order_by(col(Judgment.item_id))
-            )
-            .scalars()
-            .all()
-        )
-        if not scored:
-            raise InvalidInputError(
-                f"judge run {judge_run_id} has no scored judgment, so there is nothing to "
-                "compare a counterfactual with; judge the run first (`fairjudge judge`), or "
-                "pick a run that scored some answers (`fairjudge runs`)"
-            )
-        source = get_generation_run(session, jrun.generation_run_id)
-        answers: dict[int, list[Any]] = {}
-        for response in session.execute(
-            columns(*(col(getattr(Response, name)) for name in _COPIED))
-            .where(col(Response.run_id) == source.id)
-            .order_by(col(Response.item_id), col(Response.part))
-        ):  # plain rows, not ORM objects: a run has tens of thousands of answers
-            answers.setdefault(response.item_id, []).append(response)
-        rows: list[dict[str, Any]] = []
-        counts: Counter[str] = Counter()
-        copied = skipped = 0
-        for item_id in scored:
-            if limit is not None and copied >= limit:
-                break
-            parts = answers.get(item_id, [])
-            done = [(r, swap_text(r.raw_text or "", swaps)) for r in parts]
-            if not any(s.changed for _, s in done):
-                skipped += 1
-                continue
-            copied += 1
-            for response, swapped in done:
-                for change in swapped.changes:
-                    counts[f"{change.before} -> {change.after}"] += change.count
-                rows.append(_row(response, swapped))
-        if not copied:
-            raise InvalidInputError(
-                f"none of the {len(scored)} answers judge run {judge_run_id} scored holds a "
-                f"word of the chosen swaps ({', '.join(sorted(kinds))}); choose other kinds "
-                "(--swap all), or add pairs to the swap list (--swaps FILE)"
-            )
+        found = find_copy(session, judge_run_id, kinds, swaps, limit)
+        if found is not None:
+            return _copy_of(found, created=False)
+        source, built = build_copy(session, judge_run_id, kinds, swaps, limit)
         run = GenerationRun(
             dataset_id=source.dataset_id,
             endpoint_name=source.endpoint_name,
@@ -172,9 +123,9 @@ def make_copy(
             derived_from=source.id,
             derivation={
                 **wanted,
-                "items_copied": copied,
-                "items_skipped": skipped,
-                "swaps": dict(counts.most_common()),
+                "items_copied": built.copied,
+                "items_skipped": built.skipped,
+                "swaps": dict(built.counts.most_common()),
                 # the pairs themselves: which word is on which side, for reading each
                 # copied answer's direction later (not part of the identity above)
                 "pairs": [[s.kind, s.a, s.b] for s in swaps],
@@ -183,10 +134,98 @@ def make_copy(
         )
         session.add(run)
         session.flush()
-        for row in rows:
+        for row in built.rows:
             row["run_id"] = run.id
-        session.connection().execute(insert(Response.__table__), rows)  # type: ignore[attr-defined]
+        session.connection().execute(insert(Response.__table__), built.rows)  # type: ignore[attr-defined]
         return _copy_of(run, created=True)
+
+
+def find_copy(
+    session: Session,
+    judge_run_id: int,
+    kinds: Sequence[str],
+    swaps: Sequence[Swap],
+    limit: int | None,
+) -> GenerationRun | None:
+    """The copy with this identity, if it was made already (NotFoundError: no judge run)."""
+    wanted = _identity(derivation(judge_run_id, kinds, swaps, limit))
+    for run in find_copies(session, judge_run_id):
+        if _identity(run.derivation) == wanted:
+            return run
+    return None
+
+
+@dataclass(frozen=True)
+class Built:
+    """A copy's answers before they are stored: the rows (``run_id`` not set), the items
+    copied and skipped, and how often each word was swapped."""
+
+    rows: list[dict[str, Any]]
+    copied: int
+    skipped: int
+    counts: Counter[str]
+
+
+def build_copy(
+    session: Session,
+    judge_run_id: int,
+    kinds: Sequence[str],
+    swaps: Sequence[Swap],
+    limit: int | None,
+) -> tuple[GenerationRun, Built]:
+    """The judge run's generation run and the copy of its answers with ``swaps`` applied,
+    read only (``make_copy`` stores it; a dry run only counts what judging it would send).
+    InvalidInputError for a run with no scored judgment and a copy with nothing to swap."""
+    if not swaps:
+        raise InvalidInputError("no swap pairs chosen; pick --swap names, gender, race or all")
+    jrun = get_judge_run(session, judge_run_id)
+    scored = (
+        session.execute(
+            columns(col(Judgment.item_id))
+            .where(col(Judgment.judge_run_id) == judge_run_id, col(Judgment.status) == "scored")
+            .distinct()
+            .order_by(col(Judgment.item_id))
+        )
+        .scalars()
+        .all()
+    )
+    if not scored:
+        raise InvalidInputError(
+            f"judge run {judge_run_id} has no scored judgment, so there is nothing to "
+            "compare a counterfactual with; judge the run first (`fairjudge judge`), or "
+            "pick a run that scored some answers (`fairjudge runs`)"
+        )
+    source = get_generation_run(session, jrun.generation_run_id)
+    answers: dict[int, list[Any]] = {}
+    for response in session.execute(
+        columns(*(col(getattr(Response, name)) for name in _COPIED))
+        .where(col(Response.run_id) == source.id)
+        .order_by(col(Response.item_id), col(Response.part))
+    ):  # plain rows, not ORM objects: a run has tens of thousands of answers
+        answers.setdefault(response.item_id, []).append(response)
+    rows: list[dict[str, Any]] = []
+    counts: Counter[str] = Counter()
+    copied = skipped = 0
+    for item_id in scored:
+        if limit is not None and copied >= limit:
+            break
+        parts = answers.get(item_id, [])
+        done = [(r, swap_text(r.raw_text or "", swaps)) for r in parts]
+        if not any(s.changed for _, s in done):
+            skipped += 1
+            continue
+        copied += 1
+        for response, swapped in done:
+            for change in swapped.changes:
+                counts[f"{change.before} -> {change.after}"] += change.count
+            rows.append(_row(response, swapped))
+    if not copied:
+        raise InvalidInputError(
+            f"none of the {len(scored)} answers judge run {judge_run_id} scored holds a "
+            f"word of the chosen swaps ({', '.join(sorted(kinds))}); choose other kinds "
+            "(--swap all), or add pairs to the swap list (--swaps FILE)"
+        )
+    return source, Built(rows, copied, skipped, counts)
 
 
 def copy_swaps(d: dict[str, Any] | None) -> tuple[Swap, ...] | None:

@@ -13,10 +13,14 @@ import importlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from sqlalchemy import select as columns
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from judge.config import JudgeConfig
+from judge.costs import Budget
 from judge.errors import InvalidInputError
 from judge.grading import judging
 from judge.grading.rubrics import RubricSet
@@ -26,8 +30,8 @@ from judge.prompts import PromptBook
 from judge.runs import RunSummary
 from judge.store.engine import session_scope
 from judge.store.queries import get_judge_run
-from judge.store.tables import JudgeRun
-from judge.trust.copies import Copy, make_copy
+from judge.store.tables import Item, JudgeRun
+from judge.trust.copies import Copy, build_copy, find_copy, make_copy
 from judge.trust.swaps import Swap
 
 
@@ -88,9 +92,12 @@ def run_counterfactual(
     *,
     limit: int | None = None,
     progress: Progress | None = None,
+    budget: Budget | None = None,
 ) -> CounterfactualRun:
     """Make (or find) the copy and judge it with the run's own settings; resumable like any
-    judge run (a second call judges only what is missing)."""
+    judge run (a second call judges only what is missing). With a ``budget``
+    (``--max-cost``) the copy's judge run stops cleanly, ``incomplete``, once the next call
+    could pass it (``judging.judge``)."""
     with session_scope(engine) as session:
         jrun = get_judge_run(session, judge_run_id)
         config = check_same_judge(jrun, client, book, rubrics)
@@ -102,6 +109,100 @@ def run_counterfactual(
     warm.start()
     summary = judging.judge(
         engine, client, book, rubrics, config, copy.run_id, progress=progress,
-        swap_order=swap_order,
+        swap_order=swap_order, budget=budget,
     )  # fmt: skip
     return CounterfactualRun(copy, summary.run_id, summary)
+
+
+_IN_LIMIT = 5000
+"""The most ids put in one SQL ``IN (...)`` (SQLite allows 32,766 bound values)."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What ``run_counterfactual`` would send (``judge-audit counterfactual --dry-run``):
+    the copy (its generation run's id, None when it is not made yet) and its judge run (None:
+    not made yet), the items copied and skipped, the judgments to make, those without an
+    answer to judge, the first calls the cache answers and the messages of the others."""
+
+    copy_run_id: int | None
+    judge_run_id: int | None
+    items_copied: int
+    items_skipped: int
+    judgments: int
+    missing_answers: int
+    cached: int
+    to_send: list[list[dict[str, str]]]
+    max_tokens: int
+
+
+def plan_counterfactual(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    rubrics: RubricSet,
+    judge_run_id: int,
+    kinds: Sequence[str],
+    swaps: Sequence[Swap],
+    *,
+    limit: int | None = None,
+) -> Planned:
+    """The calls ``run_counterfactual`` would make, with nothing sent or stored: the same
+    checks first. A copy made already is planned as its judge run would be
+    (``judging.plan_calls``); one not made yet is built in memory and every judge prompt it
+    would get is rendered, each counted once per sample and order (none is cached: its
+    texts are new)."""
+    with session_scope(engine) as session:
+        jrun = get_judge_run(session, judge_run_id)
+        config = check_same_judge(jrun, client, book, rubrics)
+        swap_order = jrun.swap_order
+        found = find_copy(session, judge_run_id, kinds, swaps, limit)
+        if found is None:
+            _, built = build_copy(session, judge_run_id, kinds, swaps, limit)
+        found_id = None if found is None else found.id
+        derived = dict(found.derivation or {}) if found is not None else {}
+    if found_id is not None:
+        planned = judging.plan_calls(
+            engine, client, book, rubrics, config, found_id, swap_order=swap_order
+        )
+        return Planned(
+            found_id, planned.run_id, int(derived.get("items_copied", 0)),
+            int(derived.get("items_skipped", 0)), planned.judgments, planned.missing_answers,
+            planned.cached, planned.to_send, config.max_tokens,
+        )  # fmt: skip
+    answers: dict[int, dict[str, tuple[str | None, str, str | None]]] = {}
+    for row in built.rows:
+        answers.setdefault(row["item_id"], {})[row["part"]] = (
+            row["raw_text"],
+            row["flag"],
+            row["error"],
+        )
+    wanted = sorted(answers)
+    items: dict[int, tuple[str, dict[str, Any]]] = {}
+    with session_scope(engine) as session:
+        for start in range(0, len(wanted), _IN_LIMIT):  # bounded IN lists
+            chunk = wanted[start : start + _IN_LIMIT]
+            query = columns(col(Item.id), col(Item.stage), col(Item.fields))
+            for item_id, stage, fields in session.execute(query.where(col(Item.id).in_(chunk))):
+                items[item_id] = (stage, fields)
+    judgments = missing = 0
+    to_send: list[list[dict[str, str]]] = []
+    for item_id in wanted:
+        stage, fields = items[item_id]
+        parts = answers[item_id]
+        for name in rubrics.for_stage(stage):
+            rubric = rubrics[name]
+            times = config.samples * (2 if swap_order and rubric.swapped_order else 1)
+            judgments += times
+            # the judge's own rule for an answer it cannot judge (no call is made)
+            if judging._missing_answer(rubric.parts, parts) is not None:
+                missing += times
+                continue
+            texts = rubric.render_texts(fields, {p: row[0] or "" for p, row in parts.items()})
+            # the swapped order has the same texts, so the same characters
+            messages = book.judge_prompt(rubric, texts, variant=config.prompt_variant).messages
+            to_send += [messages] * times
+    return Planned(
+        None, None, built.copied, built.skipped, judgments, missing, 0, to_send,
+        config.max_tokens,
+    )  # fmt: skip

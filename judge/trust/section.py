@@ -205,16 +205,20 @@ def logprob_table(rows: list[LogprobRow]) -> Table:
 
 
 def cost_table(run: RunCost) -> Table:
-    """Calls, tokens and cost per rubric and for the whole run."""
+    """Calls, tokens and cost per rubric and for the whole run, live and at the batch price
+    ("unknown" without prices, never 0)."""
+
+    def money(value: float | None) -> str:
+        return "unknown" if value is None else f"{value:.4f}"
 
     def cells(name: str, u: Usage) -> list[str]:
-        cost = "n/a" if u.cost is None else f"{u.cost:.4f}"
         return [name, str(u.judgments), str(u.calls), f"{u.prompt_tokens:,}",
-                f"{u.completion_tokens:,}", cost]  # fmt: skip
+                f"{u.completion_tokens:,}", money(u.cost), money(u.cost_batch)]  # fmt: skip
 
     rows = [cells(name, u) for name, u in run.by_rubric.items()]
     rows.append(cells("all", run.total))
-    head = ["rubric", "judgments", "calls", "prompt tokens", "completion tokens", "cost"]
+    head = ["rubric", "judgments", "calls", "prompt tokens", "completion tokens", "cost",
+            "cost at batch price"]  # fmt: skip
     return Table(f"Tokens and cost ({run.endpoint}, {run.model})", head, rows, [run.note])
 
 

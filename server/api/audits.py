@@ -72,33 +72,39 @@ def list_audit_runs(query: AuditRunQuery) -> Any:
     return page(AuditRunOut, chosen, len(runs), query.limit, query.offset)
 
 
+def _result(run_id: int) -> audits.AuditResult:
+    """The run read back, its cost at the prices the server's config gives."""
+    return audits.audit_result(get_session(), run_id, current_app.config["SETTINGS"])
+
+
 @bp.get("/audit-runs/<int:run_id>", responses={200: AuditResultOut})
 def audit_run(path: RunPath) -> Any:
-    """One audit run read back: settings, answers by status, figures, follow-up classes.
+    """One audit run read back: settings, answers by status, cost, figures, follow-up classes.
 
-    The suite's figures (or why there are none yet), the follow-up classes with their
-    chi-square tests and agreement, and up to 20 answers that gave no reading, verbatim.
-    Figures that are not numbers (NaN) are null."""
-    return audits.finite(audits.audit_result(get_session(), path.run_id).to_dict())
+    The answers' tokens and cost (live and at the batch price), the suite's figures (or
+    why there are none yet), the follow-up classes with their chi-square tests and
+    agreement, and up to 20 answers that gave no reading, verbatim. Figures that are not
+    numbers (NaN) are null."""
+    return audits.finite(_result(path.run_id).to_dict())
 
 
 @bp.get("/audit-runs/<int:run_id>/report.json", responses={200: ReportOut})
 def audit_report_json(path: RunPath) -> Any:
     """The run's report data (what ``fairjudge audit show --out`` writes as report.json)."""
-    return audits.finite(audits.audit_result(get_session(), path.run_id).report.to_json())
+    return audits.finite(_result(path.run_id).report.to_json())
 
 
 @bp.get("/audit-runs/<int:run_id>/report.html", responses={200: HTML_PAGE})
 def audit_report_html(path: RunPath) -> Any:
     """The run's report as one self-contained HTML page, charts included."""
-    report = audits.audit_result(get_session(), path.run_id).report
+    report = _result(path.run_id).report
     return Response(rendering.html(report), mimetype="text/html")
 
 
 @bp.get("/audit-runs/<int:run_id>/report.csv", responses={200: CSV_TABLE})
 def audit_report_csv(path: RunPath, query: CsvQuery) -> Any:
     """One of the report's tables as CSV (``table``: its file name, e.g. award.csv)."""
-    report = audits.audit_result(get_session(), path.run_id).report
+    report = _result(path.run_id).report
     name, text = rendering.csv_table(report, query.table)
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
     return Response(text, mimetype="text/csv", headers=headers)

@@ -34,8 +34,10 @@ def create_job(body: JobCreate) -> Any:
 
 @bp.post("/jobs/dry-run", responses={200: DryRunOut})
 def dry_run(body: JobCreate) -> Any:
-    """What a judge or item-plan job with these parameters would send and cost, with nothing
-    sent, stored or queued (`fairjudge judge --dry-run`, `dataset plan --dry-run`)."""
+    """What a judge, generate, audit, counterfactual or item-plan job with these parameters
+    would send and cost, live and at the batch price, with nothing sent, stored or queued
+    (the CLI's `--dry-run` of `judge`, `generate`, `audit SUITE run`, `judge-audit
+    counterfactual` and `dataset plan`)."""
     from server.usecases.jobs import dry_run as estimate
 
     return estimate(_engine(), current_app.config["SETTINGS"], body.kind, body.params)
@@ -52,11 +54,12 @@ def list_jobs(query: JobQuery) -> Any:
 
 @bp.get("/jobs/<int:job_id>", responses={200: JobOut})
 def get_job(path: JobPath) -> Any:
-    """One job: status, progress (done of total), its run's counts and tokens so far, the
-    result or the last error."""
+    """One job: status, progress (done of total), its run's counts, tokens and their cost so
+    far (live and at the batch price), the result or the last error."""
     session = get_session()
     job = queue.get_job(session, path.job_id)
-    return {**dump(JobOut, job), "counts": usecases.job_counts(session, job.result)}
+    settings = current_app.config["SETTINGS"]
+    return {**dump(JobOut, job), "counts": usecases.job_counts(session, job.result, settings)}
 
 
 @bp.post("/jobs/<int:job_id>/cancel", responses={200: JobOut})
@@ -68,4 +71,5 @@ def cancel_job(path: JobPath) -> Any:
 @bp.post("/jobs/<int:job_id>/resume", responses={200: JobOut})
 def resume_job(path: JobPath) -> Any:
     """Queue a failed or cancelled job again; it continues from what is stored."""
-    return dump(JobOut, queue.resume_job(_engine(), path.job_id))
+    settings = current_app.config["SETTINGS"]
+    return dump(JobOut, queue.resume_job(_engine(), path.job_id, settings=settings))

@@ -16,10 +16,14 @@ from judge.vocab import RunStatus
 from server.cli.audit_campaign import register
 from server.cli.output import (
     ROW_ID,
+    dry_run_option,
     emit,
     err,
+    estimate_lines,
     json_option,
+    max_cost_option,
     out,
+    print_lines,
     progress_bar,
     report_table,
     table,
@@ -81,6 +85,8 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
             is_flag=True,
             help="Start a new run even if one with these settings exists.",
         ),
+        max_cost_option,
+        dry_run_option,
         click.option(
             "--allow-failures",
             is_flag=True,
@@ -113,10 +119,32 @@ def _run(
     )
     settings = ctx.settings()
     engine = ctx.engine(settings)
+    if request.dry_run:
+        emit(audits.audit_dry_run(engine, settings, request), as_json, _print_plan)
+        return
     with progress_bar(f"audit {suite}", as_json) as bar:
         summary = audits.audit(engine, settings, request, progress=bar)
     _show(ctx, summary.run_id, out_path, as_json, extra={"pass": summary.to_dict()})
     _check_complete(ctx, summary.run_id, allow_failures, as_json)
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    """An audit's dry run for people: prompts, calls, tokens and cost (live and batch)."""
+    lines = [
+        f"audit run: {plan['audit_run_id'] or 'new'} ({plan['suite']}; {plan['endpoint']}, "
+        f"{plan['model']})",
+        f"prompts: {plan['prompts']:,} in the design; {plan['prompts_to_ask']:,} to ask "
+        f"({plan['cached_calls']:,} answered by the cache)",
+        f"calls to send: {plan['calls_to_send']:,}",
+        *estimate_lines(plan["estimate"]),
+    ]
+    if plan["followup_estimate"] is not None:
+        lines += [
+            f'follow-up calls: at most {plan["followup_calls_max"]:,} ("why?" after each '
+            "answer that chose a student), on top of the above:",
+            *("  " + line for line in estimate_lines(plan["followup_estimate"])),
+        ]
+    print_lines(lines)
 
 
 def _show(
@@ -128,7 +156,8 @@ def _show(
 ) -> None:
     from server.usecases import audits
 
-    result = audits.show(ctx.engine(), run_id)
+    settings = ctx.settings()
+    result = audits.show(ctx.engine(settings), run_id, settings)
     _write(result.report, out_path)
     emit(finite({**(extra or {}), **result.to_dict()}), as_json, _print)
 

@@ -353,3 +353,67 @@ def progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]
             bar.update(task, completed=done, total=total, rate=rate_text(rate) if rate else "")
 
         yield update
+
+
+# -- costs -----------------------------------------------------------------------------------
+
+max_cost_option = click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0),
+    help="Stop before spending more than this, at the endpoint's prices (set "
+    "input_price_per_mtok and output_price_per_mtok); what finished is kept, rerun to go on.",
+)
+dry_run_option = click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Only say how many calls, tokens and how much money (live and at the batch price) "
+    "the run would take; send and store nothing.",
+)
+
+
+def money(value: float | None) -> str:
+    """A cost for people: four decimals, or 'unknown' (a missing price is never 0).
+
+    >>> money(0.01234), money(None)
+    ('0.0123', 'unknown')
+    """
+    return "unknown" if value is None else f"{value:.4f}"
+
+
+def cost_line(cost: dict[str, Any]) -> str:
+    """One line on what a run's tokens cost, live and at the batch price, e.g. 'cost: 0.0120
+    (40 prompt + 20 completion tokens); at the batch price 0.0060'."""
+    tokens = f"{cost['prompt_tokens']:,} prompt + {cost['completion_tokens']:,} completion tokens"
+    if cost.get("cost") is None:
+        return f"cost: unknown ({tokens}): {cost.get('note') or 'the endpoint has no prices'}"
+    return f"cost: {money(cost['cost'])} ({tokens}); at the batch price {money(cost['cost_batch'])}"
+
+
+def estimate_lines(e: dict[str, Any]) -> list[str]:
+    """The token and cost lines of a dry run's estimate (``judge.costs.Estimate``): prompt and
+    completion tokens, the cost live and at the batch price, and how each figure was got."""
+    typical = e["completion_tokens_typical"]
+    live = e["cost_typical"] if typical is not None else e["cost_min"]
+    batch = e["cost_typical_batch"] if typical is not None else e["cost_min_batch"]
+    which = "" if typical is not None or e["cost_min"] is None else " (prompts alone)"
+    completion = f"at most {e['completion_tokens_max']:,}"
+    if typical is not None:
+        completion += f", typically {typical:,}"
+    lines = [f"prompt tokens: about {e['prompt_tokens']:,}; completion tokens: {completion}"]
+    if e["cost_max"] is None:
+        lines.append("cost: unknown (no prices for this endpoint)")
+    else:
+        lines.append(f"cost: {money(live)}{which}, at most {money(e['cost_max'])}")
+        lines.append(
+            f"cost at the batch price: {money(batch)}{which}, at most {money(e['cost_max_batch'])}"
+        )
+    lines.append(e["note"])  # says which figures were measured and which assumed
+    return lines
+
+
+def print_lines(lines: Sequence[str]) -> None:
+    """Lines as they are (no markup, no highlighting, never wrapped mid-line)."""
+    from rich.text import Text
+
+    for line in lines:
+        out().print(Text(line), soft_wrap=True)

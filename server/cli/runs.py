@@ -14,7 +14,20 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from judge.vocab import RunStatus
-from server.cli.output import ROW_ID, emit, err, json_option, out, progress_bar, table
+from server.cli.output import (
+    ROW_ID,
+    cost_line,
+    dry_run_option,
+    emit,
+    err,
+    estimate_lines,
+    json_option,
+    max_cost_option,
+    out,
+    print_lines,
+    progress_bar,
+    table,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -46,6 +59,8 @@ allow_failures_option = click.option(
     "left out). Rejected items are never asked.",
 )
 @click.option("--new", is_flag=True, help="Start a new run even if one with these settings exists.")
+@max_cost_option
+@dry_run_option
 @allow_failures_option
 @json_option
 @click.pass_obj
@@ -59,6 +74,8 @@ def generate(
     accepted_only: bool,
     include_drafts: bool,
     new: bool,
+    max_cost: float | None,
+    dry_run: bool,
     allow_failures: bool,
     as_json: bool,
 ) -> None:
@@ -67,22 +84,27 @@ def generate(
     says how many."""
     from server import usecases
     from server.usecases.requests import GenerateRequest
+    from server.usecases.runs import generate_dry_run, run_cost
 
     fields = {
         "dataset": dataset_name, "endpoint": endpoint, "temperature": temperature,
         "max_tokens": max_tokens, "limit": limit, "accepted_only": accepted_only,
-        "include_drafts": include_drafts, "new": new,
+        "include_drafts": include_drafts, "new": new, "max_cost": max_cost, "dry_run": dry_run,
     }  # fmt: skip
     # The config is loaded with the overrides first, so a bad value is blamed on its option.
     settings = ctx.settings(**GenerateRequest.overrides_of(fields))
     request = GenerateRequest.build(**fields)
     engine = ctx.engine(settings)
+    if request.dry_run:
+        emit(generate_dry_run(engine, settings, request), as_json, _print_answers_plan)
+        return
     with progress_bar("generating", as_json) as bar:
         summary = usecases.generate(engine, settings, request, progress=bar)
+    cost = run_cost(engine, settings, "generation", summary.run_id)
     emit(
-        asdict(summary),
+        {**asdict(summary), "cost": cost},
         as_json,
-        lambda _: out().print(usecases.summary_line("generation", summary)),
+        lambda _: print_lines([usecases.summary_line("generation", summary), cost_line(cost)]),
     )
     _note_finished(engine, summary.run_id, as_json)
     _check_complete(engine, "generation", summary.run_id, allow_failures, as_json)
@@ -124,17 +146,8 @@ def _note_finished(engine: Engine, run_id: int, as_json: bool) -> None:
     help="Judge every pair (TCS, PCS, ETCS, SBAS) in both orders, to measure order bias; "
     "item scores then combine both orders. Another judge run.",
 )
-@click.option(
-    "--max-cost",
-    type=click.FloatRange(min=0),
-    help="Stop before spending more than this, at the judge endpoint's prices (set "
-    "input_price_per_mtok and output_price_per_mtok); what finished is kept, rerun to go on.",
-)
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Only say how many calls, tokens and how much money the run would take; send nothing.",
-)
+@max_cost_option
+@dry_run_option
 @allow_failures_option
 @json_option
 @click.pass_obj
@@ -157,6 +170,7 @@ def judge(
     (resumable)."""
     from server import usecases
     from server.usecases.requests import JudgeRequest
+    from server.usecases.runs import run_cost
 
     fields = {
         "generation_run_id": run_id, "endpoint": endpoint, "prompt_variant": prompt_variant,
@@ -173,34 +187,39 @@ def judge(
         return
     with progress_bar("judging", as_json) as bar:
         summary = usecases.judge(engine, settings, request, progress=bar)
-    emit(asdict(summary), as_json, lambda _: out().print(usecases.summary_line("judge", summary)))
+    cost = run_cost(engine, settings, "judge", summary.run_id)
+    emit(
+        {**asdict(summary), "cost": cost},
+        as_json,
+        lambda _: print_lines([usecases.summary_line("judge", summary), cost_line(cost)]),
+    )
     _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
 
 
 def _print_plan(plan: dict[str, Any]) -> None:
-    from rich.text import Text
+    print_lines(
+        [
+            f"judge run: {plan['judge_run_id'] or 'new'} ({plan['endpoint']}, {plan['model']})",
+            f"judgments to make: {plan['judgments_to_make']:,} ({plan['missing_answers']:,} "
+            f"without an answer, {plan['cached_calls']:,} answered by the cache)",
+            f"calls to send: {plan['calls_to_send']:,} (repairs of unreadable replies come on top)",
+            *estimate_lines(plan["estimate"]),
+        ]
+    )
 
-    e = plan["estimate"]
 
-    def money(x: float | None) -> str:
-        return "unknown (no prices for this endpoint)" if x is None else f"{x:.4f}"
-
-    typical = e["completion_tokens_typical"]
-    lines = [
-        f"judge run: {plan['judge_run_id'] or 'new'} ({plan['endpoint']}, {plan['model']})",
-        f"judgments to make: {plan['judgments_to_make']:,} ({plan['missing_answers']:,} "
-        f"without an answer, {plan['cached_calls']:,} answered by the cache)",
-        f"calls to send: {plan['calls_to_send']:,} (repairs of unreadable replies come on top)",
-        f"prompt tokens: about {e['prompt_tokens']:,}; completion tokens: at most "
-        f"{e['completion_tokens_max']:,}"
-        + (f", typically {typical:,}" if typical is not None else ""),
-        f"cost: {money(e['cost_typical'] if typical is not None else e['cost_min'])}"
-        + (" (prompts alone)" if typical is None and e["cost_min"] is not None else "")
-        + f", at most {money(e['cost_max'])}",
-        e["note"],
-    ]
-    for line in lines:
-        out().print(Text(line), soft_wrap=True)
+def _print_answers_plan(plan: dict[str, Any]) -> None:
+    print_lines(
+        [
+            f"generation run: {plan['generation_run_id'] or 'new'} ({plan['endpoint']}, "
+            f"{plan['model']}) on dataset {plan['dataset']}",
+            f"answers to ask: {plan['answers_to_ask']:,} ({plan['cached_calls']:,} answered by "
+            "the cache)",
+            f"calls to send: {plan['calls_to_send']:,}",
+            *estimate_lines(plan["estimate"]),
+            *([f"note: {plan['left_out']}"] if plan["left_out"] else []),
+        ]
+    )
 
 
 def _check_complete(

@@ -10,7 +10,20 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from judge.vocab import RunStatus
-from server.cli.output import ROW_ID, emit, err, json_option, out, progress_bar, report_table
+from server.cli.output import (
+    ROW_ID,
+    cost_line,
+    dry_run_option,
+    emit,
+    err,
+    estimate_lines,
+    json_option,
+    max_cost_option,
+    out,
+    print_lines,
+    progress_bar,
+    report_table,
+)
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -69,6 +82,8 @@ def judge_audit() -> None:
     "datasets/counterfactual_swaps.txt).",
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N items with a swap.")
+@max_cost_option
+@dry_run_option
 @tolerance_option
 @margin_option
 @click.option(
@@ -81,34 +96,62 @@ def judge_audit() -> None:
 @click.pass_obj
 def counterfactual(
     ctx: Context, judge_run_id: int, swap: tuple[str, ...], swaps_file: str | None,
-    limit: int | None, tolerance: float, margin: float, allow_failures: bool,
-    out_dir: str | None, as_json: bool,
+    limit: int | None, max_cost: float | None, dry_run: bool, tolerance: float, margin: float,
+    allow_failures: bool, out_dir: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Judge a copy of RUN's answers with only sensitive words swapped, with RUN's own judge
     and settings, and report per rubric how the scores moved (resumable)."""
     from judge.errors import IncompleteError
     from server.usecases import trust
+    from server.usecases.requests import CounterfactualRequest
+    from server.usecases.runs import run_cost
 
+    request = CounterfactualRequest.build(
+        judge_run_id=judge_run_id, swap=list(swap), swaps_file=swaps_file, limit=limit,
+        max_cost=max_cost, dry_run=dry_run,
+    )  # fmt: skip
     settings = ctx.settings()
     engine = ctx.engine(settings)
+    if request.dry_run:
+        emit(trust.counterfactual_dry_run(engine, settings, request), as_json, _print_plan)
+        return
     with progress_bar("judging the counterfactual copy", as_json) as bar:
-        done = trust.counterfactual_audit(
-            engine, settings, judge_run_id, swap=swap, swaps_file=swaps_file, limit=limit,
-            progress=bar,
-        )  # fmt: skip
+        done = trust.counterfactual_audit(engine, settings, request, progress=bar)
     report = trust.diagnostics(engine, settings, judge_run_id, tolerance=tolerance, margin=margin)
     status, detail = trust.judge_run_status(engine, done.judge_run_id)
+    cost = run_cost(engine, settings, "judge", done.judge_run_id)
     extra = {
         "copy": asdict(done.copy),
         "copy_judge_run_id": done.judge_run_id,
         "summary": asdict(done.summary),
+        "cost": cost,
     }
     _show(report, out_dir, as_json, extra)
+    if not as_json:
+        print_lines([f"the copy's judge run {done.judge_run_id}: {cost_line(cost)}"])
     if status == RunStatus.INCOMPLETE:
         line = f"the copy's judge run {done.judge_run_id} is incomplete: {detail}"
         if not allow_failures:
             raise IncompleteError(f"{line}; run the same command again to retry them")
         (err() if as_json else out()).print(line, highlight=False, soft_wrap=True)
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    """A counterfactual's dry run for people: the copy, judgments, calls, tokens, cost."""
+    copy = plan["copy_run_id"]
+    print_lines(
+        [
+            f"copy of judge run {plan['checked_judge_run_id']}'s answers: "
+            + (f"generation run {copy}" if copy else "new (made in memory for this estimate)")
+            + f", {plan['items_copied']:,} items copied, {plan['items_skipped']:,} without a "
+            "word to swap",
+            f"its judge run: {plan['judge_run_id'] or 'new'} ({plan['endpoint']}, {plan['model']})",
+            f"judgments to make: {plan['judgments_to_make']:,} ({plan['missing_answers']:,} "
+            f"without an answer, {plan['cached_calls']:,} answered by the cache)",
+            f"calls to send: {plan['calls_to_send']:,} (repairs of unreadable replies come on top)",
+            *estimate_lines(plan["estimate"]),
+        ]
+    )
 
 
 @judge_audit.command()

@@ -117,17 +117,8 @@ def _audit(
     from server.usecases import audits
 
     _ensure_embedded(p.endpoint or settings.generation.endpoint, settings)
-    summary = audits.run_audit(
-        engine,
-        settings,
-        p.suite,
-        p.options,
-        endpoint=p.endpoint,
-        temperature=p.temperature,
-        max_tokens=p.max_tokens,
-        limit=p.limit,
-        progress=progress,
-        on_run=lambda run_id: note({"audit_run_id": run_id}),
+    summary = audits.audit(
+        engine, settings, p, progress=progress, on_run=lambda run_id: note({"audit_run_id": run_id})
     )
     return {"audit_run_id": summary.run_id, "summary": summary.to_dict()}
 
@@ -170,7 +161,13 @@ def _counterfactual(
     from server.usecases import trust
 
     done = trust.counterfactual_audit(
-        engine, settings, r.judge_run_id, swap=r.swap, limit=r.limit, progress=progress
+        engine,
+        settings,
+        r.judge_run_id,
+        swap=r.swap,
+        limit=r.limit,
+        max_cost=r.max_cost,
+        progress=progress,
     )
     status, detail = trust.judge_run_status(engine, done.judge_run_id)
     return {

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judge.errors import InvalidInputError
 from judge.progress import Progress
-from server.usecases.context import make_client
+from server.usecases.context import make_client, run_prices
 from server.usecases.requests import AuditRequest
 
 if TYPE_CHECKING:
@@ -64,17 +64,23 @@ def run_audit(
     max_tokens: int | None = None,
     limit: int | None = None,
     new: bool = False,
+    max_cost: float | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> AuditSummary:
     """Send a suite's design to the model under test (the generation endpoint unless
     ``endpoint`` names another) and store every answer; resumes a run with the same
-    settings. ``options`` are the suite's design options (see ``judge.audits.suites``)."""
+    settings. ``options`` are the suite's design options (see ``judge.audits.suites``).
+    ``max_cost``: stop before spending more, at the endpoint's prices (refused before any
+    call without them)."""
     from judge.audits import runner
     from judge.audits.suites import make_suite
+    from judge.costs import Prices, make_budget
 
     suite = make_suite(suite_name, **options)
-    client = make_client(settings, endpoint or settings.generation.endpoint)
+    name = endpoint or settings.generation.endpoint
+    budget = make_budget(max_cost, Prices.of(settings.endpoint(name)), name)
+    client = make_client(settings, name)
     return runner.run_audit(
         engine,
         client,
@@ -85,7 +91,64 @@ def run_audit(
         new=new,
         progress=progress,
         on_run=on_run,
+        budget=budget,
     )
+
+
+def audit_dry_run(engine: Engine, settings: Settings, request: AuditRequest) -> dict[str, Any]:
+    """What ``audit`` with ``request`` would send and cost, with nothing sent or stored: the
+    first-turn prompts to ask, those the call cache holds, an estimate of the rest (prompt
+    tokens from the model's measured tokens per character where there is one, completion
+    tokens at most ``max_tokens`` and typically the model's measured mean answer to this
+    suite; cost live and at the batch price), and for the award audit with follow-ups a
+    second estimate of the "why?" turn, which is asked only after an answer that chose."""
+    from judge.audits import runner
+    from judge.audits.suites import make_suite
+    from judge.costs import Prices, estimate, measured_audit_tokens, measured_tokens_per_char
+    from judge.models.client import ModelClient
+    from judge.store.engine import session_scope
+
+    files: dict[str, str] = {}
+    new = False
+    if isinstance(request, AuditRunRequest):
+        files, new = request.inputs.of(request.suite), request.new
+    suite = make_suite(request.suite, **{**request.options, **files})
+    name = request.endpoint or settings.generation.endpoint
+    endpoint = settings.endpoint(name)
+    client = ModelClient(name, endpoint)  # no /models check: a dry run sends nothing
+    temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
+    max_tokens = request.max_tokens or DEFAULT_MAX_TOKENS[suite.name]
+    planned = runner.plan_audit(
+        engine, client, suite, temperature=temperature, max_tokens=max_tokens,
+        limit=request.limit, new=new,
+    )  # fmt: skip
+    with session_scope(engine) as session:
+        ratio = measured_tokens_per_char(session, client.model)
+        typical = measured_audit_tokens(session, client.model, suite.name)
+    prices = Prices.of(endpoint)
+    main = estimate(
+        planned.to_send, max_tokens=max_tokens, prices=prices, tokens_per_char=ratio,
+        completion_tokens=typical, repairs=False,
+    )  # fmt: skip
+    followup = None
+    if planned.followups:
+        followup = estimate(
+            planned.followups, max_tokens=max_tokens, prices=prices, tokens_per_char=ratio,
+            repairs=False, unknown_prompt_tokens=planned.replies_to_come * max_tokens,
+        ).to_json()  # fmt: skip
+    return {
+        "audit_run_id": planned.run_id,
+        "suite": suite.name,
+        "endpoint": name,
+        "model": client.model,
+        "prompts": planned.prompts,
+        "prompts_to_ask": planned.to_ask,
+        "cached_calls": planned.cached,
+        "calls_to_send": len(planned.to_send),
+        "estimate": main.to_json(),
+        "followup_calls_max": len(planned.followups),
+        "followup_estimate": followup,
+    }
 
 
 def classify_followups(
@@ -129,10 +192,12 @@ class AuditResult:
     followup: dict[str, Any]
     unread: list[dict[str, Any]]
     report: Report
+    cost: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run": self.info,
+            "cost": self.cost,
             "answers": self.statuses,
             "analysis": self.analysis,
             "analysis_error": self.analysis_error,
@@ -182,13 +247,16 @@ def list_runs(session: Session, suite: str | None = None) -> list[dict[str, Any]
     return [{**_info(run), "answers": counts.get(run.id or 0, 0)} for run in session.exec(query)]
 
 
-def audit_result(session: Session, run_id: int) -> AuditResult:
-    """Everything one run says: figures, counts, follow-up tests and agreement, and the
-    report (tables, bar charts, the answers that could not be read, raw text kept)."""
+def audit_result(session: Session, run_id: int, settings: Settings | None = None) -> AuditResult:
+    """Everything one run says: figures, counts, follow-up tests and agreement, the tokens
+    and their cost (at the endpoint's prices in ``settings``, live and at the batch price;
+    unknown without them), and the report (tables, bar charts, the answers that could not be
+    read, raw text kept)."""
     from judge.audits import followup as fu
     from judge.audits.run_report import answers_section, followup_sections
     from judge.audits.runner import get_run, status_counts, stored_answers, unread
     from judge.audits.suites import SUITES
+    from judge.costs import answers_cost
     from judge.errors import InvalidInputError
     from judge.reports.sections import Report
 
@@ -220,10 +288,13 @@ def audit_result(session: Session, run_id: int) -> AuditResult:
             followup["agreement"] = agreement.to_dict()
         sections += followup_sections(tests, agreement)
     info = _info(run)
-    sections.insert(0, answers_section(info, statuses, examples, error))
+    spent = answers_cost(session, "audit", run.id, run_prices(settings, run.endpoint_name))
+    sections.insert(0, answers_section(info, statuses, examples, error, spent))
     title = f"FairJudge audit run {run.id}: {run.suite} on {run.model}"
     report = Report(title, f"Endpoint {run.endpoint_name}; status {run.status}.", sections)
-    return AuditResult(info, statuses, analysis, error, followup, examples, report)
+    cost = spent.to_json()
+    cost.pop("prices")
+    return AuditResult(info, statuses, analysis, error, followup, examples, report, cost)
 
 
 # -- one request for every interface --------------------------------------------------------
@@ -262,12 +333,15 @@ class AuditRunRequest(AuditRequest):
     job take) with what only the CLI may add: input files and ``new``."""
 
     NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
+        **AuditRequest.NOT_FOR_JOBS,
         "inputs": "a job reads the bundled designs only",
         "new": "a resumed job would start yet another run",
+        "dry_run": "a job always runs; POST /jobs/dry-run says what it would cost",
     }
 
     inputs: AuditInputs = Field(default_factory=AuditInputs)
     new: bool = Field(default=False, description="Start a new run even if one matches.")
+    dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
 
     def job_problems(self) -> list[str]:
         return [
@@ -301,6 +375,7 @@ def audit(
         max_tokens=request.max_tokens,
         limit=request.limit,
         new=new,
+        max_cost=request.max_cost,
         progress=progress,
         on_run=on_run,
     )
@@ -309,12 +384,12 @@ def audit(
 # -- reading runs back, in a session of their own (the CLI) ---------------------------------
 
 
-def show(engine: Engine, run_id: int) -> AuditResult:
+def show(engine: Engine, run_id: int, settings: Settings | None = None) -> AuditResult:
     """``audit_result`` in a session of its own."""
     from judge.store.engine import session_scope
 
     with session_scope(engine) as session:
-        return audit_result(session, run_id)
+        return audit_result(session, run_id, settings)
 
 
 def run_status(engine: Engine, run_id: int) -> dict[str, Any]:

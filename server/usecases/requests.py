@@ -13,6 +13,10 @@ each time a crashed job is resumed) are refused by the job queue and never store
 
 Stored job parameters from before these models keep loading: every old key kept its name
 and meaning, and the new ones (``aggregation``, ``max_cost``) are optional.
+
+``max_cost`` is one meaning everywhere: the most a run may spend at its endpoint's prices
+(``input_price_per_mtok``, ``output_price_per_mtok``; refused without them); no call goes out
+once the next could pass it, and the run stops ``incomplete`` with what it finished stored.
 """
 
 from __future__ import annotations
@@ -195,6 +199,8 @@ class GenerateRequest(Request):
     }
     NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
         "new": "a job resumes its run; a new run would start again each time it is resumed",
+        "dry_run": "a job always runs; POST /jobs/dry-run (or `fairjudge generate --dry-run`) "
+        "says what it would cost",
     }
 
     dataset: str = Field(min_length=1, description="The dataset's name.")
@@ -213,6 +219,12 @@ class GenerateRequest(Request):
     new: bool = Field(
         default=False, description="A new run even if one with these settings exists."
     )
+    max_cost: float | None = Field(
+        default=None,
+        ge=0,
+        description="Stop before spending more, at the endpoint's prices (refused without them).",
+    )
+    dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
 
 
 # -- items a model writes -------------------------------------------------------------------
@@ -378,6 +390,11 @@ class AuditRequest(Request):
         description="Longest answer (default: award 300, names 200, bbi 2048).",
     )
     limit: int | None = Field(default=None, ge=1, description="Only the design's first N prompts.")
+    max_cost: float | None = Field(
+        default=None,
+        ge=0,
+        description="Stop before spending more, at the endpoint's prices (refused without them).",
+    )
 
     @field_validator("options")
     @classmethod
@@ -422,7 +439,9 @@ class CounterfactualRequest(Request):
 
     NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
         "swaps_file": "a job reads no file from the server's disk; the bundled swap list only "
-        "(use `fairjudge judge-audit counterfactual --swaps` for one of your own)"
+        "(use `fairjudge judge-audit counterfactual --swaps` for one of your own)",
+        "dry_run": "a job always runs; POST /jobs/dry-run (or `fairjudge judge-audit "
+        "counterfactual --dry-run`) says what it would cost",
     }
 
     judge_run_id: int = Field(ge=1, le=MAX_ID, description="The judge run to check.")
@@ -438,6 +457,13 @@ class CounterfactualRequest(Request):
     limit: int | None = Field(
         default=None, ge=1, le=MAX_ID, description="Only the first N items with a swap."
     )
+    max_cost: float | None = Field(
+        default=None,
+        ge=0,
+        description="Stop before spending more, at the judge endpoint's prices (refused "
+        "without them).",
+    )
+    dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
 
 
 PROMPT_VARIANTS: tuple[Literal["plain", "cot"], ...] = ("plain", "cot")

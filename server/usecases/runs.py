@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from judge.progress import Progress
-from server.usecases.context import make_client
+from server.usecases.context import make_client, run_prices
 from server.usecases.requests import GenerateRequest, JudgeRequest, apply_overrides
 from server.usecases.rubrics import rubrics
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from judge.config import Settings
-    from judge.runs import RunSummary
+    from judge.runs import RunPart, RunSummary
     from judge.store.queries import GenerationRunInfo, JudgeRunInfo, RunListing
 
 
@@ -33,23 +33,27 @@ def generate(
     accepted_only: bool = False,
     include_drafts: bool = False,
     new: bool = False,
+    max_cost: float | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
+    part: RunPart | None = None,
 ) -> RunSummary:
     """Answers from the model under test for a dataset (resumes a run with the same settings);
     ``on_run`` hears the run's id before any call. ``request``: the whole request (its
     settings overrides applied here), or only the dataset's name with the other fields as
-    keywords."""
+    keywords. ``max_cost``: stop before spending more, at the endpoint's prices (refused
+    before any call without them). ``part``: only these items, for a run split between
+    workers (``server.usecases.parts``)."""
     from judge.answers import collect
+    from judge.costs import Prices, make_budget
     from judge.prompts import PromptBook
 
-    if isinstance(request, str):
-        request = GenerateRequest.build(
-            dataset=request, limit=limit, accepted_only=accepted_only,
-            include_drafts=include_drafts, new=new,
-        )  # fmt: skip
+    request = _generate_request(request, limit, accepted_only, include_drafts, new, max_cost)
     settings = apply_overrides(settings, request)
     cfg = settings.generation
+    # refused before any call when the endpoint has no prices
+    prices = Prices.of(settings.endpoint(cfg.endpoint))
+    budget = make_budget(request.max_cost, prices, cfg.endpoint)
     return collect.generate(
         engine,
         make_client(settings, cfg.endpoint),
@@ -63,7 +67,70 @@ def generate(
         new=request.new,
         progress=progress,
         on_run=on_run,
+        part=part,
+        budget=budget,
     )
+
+
+def _generate_request(
+    request: GenerateRequest | str,
+    limit: int | None,
+    accepted_only: bool,
+    include_drafts: bool,
+    new: bool,
+    max_cost: float | None,
+) -> GenerateRequest:
+    if isinstance(request, GenerateRequest):
+        return request
+    return GenerateRequest.build(
+        dataset=request, limit=limit, accepted_only=accepted_only,
+        include_drafts=include_drafts, new=new, max_cost=max_cost,
+    )  # fmt: skip
+
+
+def generate_dry_run(
+    engine: Engine, settings: Settings, request: GenerateRequest | str
+) -> dict[str, Any]:
+    """What ``generate`` with these settings would send and cost, with nothing sent or
+    stored: answers to ask, those the call cache holds, and an estimate of the rest (prompt
+    tokens from the model's measured tokens per character where there is one, completion
+    tokens at most ``max_tokens`` and typically the model's measured mean answer; cost live
+    and at the batch price)."""
+    from judge.answers import collect
+    from judge.costs import Prices, estimate, measured_answer_tokens, measured_tokens_per_char
+    from judge.models.client import ModelClient
+    from judge.prompts import PromptBook
+    from judge.store.engine import session_scope
+
+    request = _generate_request(request, None, False, False, False, None)
+    settings = apply_overrides(settings, request)
+    cfg = settings.generation
+    endpoint = settings.endpoint(cfg.endpoint)
+    client = ModelClient(cfg.endpoint, endpoint)  # no /models check: a dry run sends nothing
+    planned = collect.plan_answers(
+        engine, client, PromptBook(settings.prompts_path()), request.dataset,
+        temperature=cfg.temperature, max_tokens=cfg.max_tokens, limit=request.limit,
+        accepted_only=request.accepted_only, include_drafts=request.include_drafts,
+        new=request.new,
+    )  # fmt: skip
+    with session_scope(engine) as session:
+        ratio = measured_tokens_per_char(session, client.model)
+        typical = measured_answer_tokens(session, client.model)
+    guess = estimate(
+        planned.to_send, max_tokens=cfg.max_tokens, prices=Prices.of(endpoint),
+        tokens_per_char=ratio, completion_tokens=typical, repairs=False,
+    )  # fmt: skip
+    return {
+        "generation_run_id": planned.run_id,
+        "dataset": request.dataset,
+        "endpoint": cfg.endpoint,
+        "model": client.model,
+        "answers_to_ask": planned.answers,
+        "cached_calls": planned.cached,
+        "calls_to_send": len(planned.to_send),
+        "left_out": planned.left_out,
+        "estimate": guess.to_json(),
+    }
 
 
 def _judge_request(
@@ -86,6 +153,7 @@ def judge(
     max_cost: float | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
+    part: RunPart | None = None,
 ) -> RunSummary:
     """Rubric scores for a generation run's answers (resumes a run with the same settings).
     ``request``: the whole request (its settings overrides applied here), or only the
@@ -93,8 +161,9 @@ def judge(
     registered or built-in rubric names, comma-separated; another set is another judge run.
     ``swap_order``: judge every pair in both orders (another judge run). ``max_cost``: stop
     before spending more, at the judge endpoint's prices (refused without them). ``on_run``
-    hears the judge run's id before any call."""
-    from judge.costs import Budget, Prices
+    hears the judge run's id before any call. ``part``: only these items, for a run split
+    between workers (``server.usecases.parts``)."""
+    from judge.costs import Prices, make_budget
     from judge.grading import judging
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
@@ -105,10 +174,9 @@ def judge(
     with session_scope(engine) as session:
         get_generation_run(session, request.generation_run_id)  # missing: fails before a call
         chosen = rubrics(settings, session, rubric_set=request.rubric_set)
-    budget = None
-    if request.max_cost is not None:  # refused before any call when the endpoint has no prices
-        name = settings.judge.endpoint
-        budget = Budget(request.max_cost, Prices.of(settings.endpoint(name)), endpoint=name)
+    # refused before any call when the endpoint has no prices
+    name = settings.judge.endpoint
+    budget = make_budget(request.max_cost, Prices.of(settings.endpoint(name)), name)
     return judging.judge(
         engine,
         make_client(settings, settings.judge.endpoint),
@@ -120,6 +188,7 @@ def judge(
         on_run=on_run,
         swap_order=bool(request.swap_order),
         budget=budget,
+        part=part,
     )
 
 
@@ -271,25 +340,37 @@ def run_metrics(session: Session, judge_run_id: int) -> dict[str, Any]:
     }
 
 
-def job_counts(session: Session, result: dict[str, Any] | None) -> dict[str, Any] | None:
+def job_counts(
+    session: Session, result: dict[str, Any] | None, settings: Settings | None = None
+) -> dict[str, Any] | None:
     """What a job's run holds so far: rows by status (judgments, audit answers) or flag
-    (answers), and the tokens they used; None before the job knows its run."""
+    (answers), the tokens they used and, with ``settings``, their cost at the run's
+    endpoint's prices, live and at the batch price (null: no prices); None before the job
+    knows its run."""
     from sqlmodel import func, select
 
-    from judge.store.tables import AuditAnswer, Judgment, Response
+    from judge.store.tables import (
+        AuditAnswer,
+        AuditRun,
+        GenerationRun,
+        JudgeRun,
+        Judgment,
+        Response,
+    )
 
     if not result:
         return None
+    runs: Any
     if "audit_run_id" in result:
         table: Any = AuditAnswer
         column, run = AuditAnswer.status, AuditAnswer.run_id
-        run_id = result["audit_run_id"]
+        run_id, runs = result["audit_run_id"], AuditRun
     elif "judge_run_id" in result:
         table, column, run = Judgment, Judgment.status, Judgment.judge_run_id
-        run_id = result["judge_run_id"]
+        run_id, runs = result["judge_run_id"], JudgeRun
     elif "generation_run_id" in result:
         table, column, run = Response, Response.flag, Response.run_id  # type: ignore[assignment]
-        run_id = result["generation_run_id"]
+        run_id, runs = result["generation_run_id"], GenerationRun
     else:
         return None
     rows = session.exec(
@@ -302,8 +383,60 @@ def job_counts(session: Session, result: dict[str, Any] | None) -> dict[str, Any
         .where(run == run_id)
         .group_by(column)
     ).all()
-    return {
+    counts: dict[str, Any] = {
         "by_status": {str(status): int(n) for status, n, _, _ in rows},
         "prompt_tokens": sum(int(p) for _, _, p, _ in rows),
         "completion_tokens": sum(int(c) for _, _, _, c in rows),
     }
+    held = session.get(runs, run_id)
+    if settings is not None and held is not None:
+        counts["cost"] = tokens_cost(
+            settings, held.endpoint_name, counts["prompt_tokens"], counts["completion_tokens"]
+        )
+    return counts
+
+
+def tokens_cost(
+    settings: Settings, endpoint: str, prompt_tokens: int, completion_tokens: int
+) -> dict[str, Any]:
+    """What these tokens cost at ``endpoint``'s prices as the config gives them now: live
+    (``cost``), at the batch price (``cost_batch``) and the discount between them; the costs
+    are None (unknown, never 0) without prices, and ``note`` says what to set."""
+    from judge.costs import batch_cost, live_cost, missing_prices_message
+
+    prices = run_prices(settings, endpoint)
+    return {
+        "cost": live_cost(prices, prompt_tokens, completion_tokens),
+        "cost_batch": batch_cost(prices, prompt_tokens, completion_tokens),
+        "batch_discount": None if prices is None else prices.batch_discount,
+        "note": None if prices is not None else "cost unknown: " + missing_prices_message(endpoint),
+    }
+
+
+def run_cost(engine: Engine, settings: Settings, kind: str, run_id: int) -> dict[str, Any]:
+    """A generation, audit or judge run's calls, tokens and cost so far (``kind``), at its
+    endpoint's prices as the config gives them now, live and at the batch price. Without
+    prices the costs are None (unknown, never 0) and ``note`` says what to set."""
+    from judge.costs import answers_cost, judge_run_cost, missing_prices_message
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_judge_run
+
+    with session_scope(engine) as session:
+        if kind == "judge":
+            endpoint = get_judge_run(session, run_id).endpoint_name
+            cost = judge_run_cost(session, run_id, run_prices(settings, endpoint))
+            total = cost.total
+            data: dict[str, Any] = {
+                "kind": kind, "run_id": run_id, "endpoint": endpoint, "model": cost.model,
+                "judgments": total.judgments, "calls": total.calls,
+                "prompt_tokens": total.prompt_tokens,
+                "completion_tokens": total.completion_tokens, "cost": total.cost,
+                "cost_batch": total.cost_batch, "note": cost.note,
+            }  # fmt: skip
+        else:
+            endpoint = answers_cost(session, kind, run_id, None).endpoint
+            data = answers_cost(session, kind, run_id, run_prices(settings, endpoint)).to_json()
+            data.pop("prices")
+    if data["cost"] is None:
+        data["note"] = missing_prices_message(endpoint)
+    return data

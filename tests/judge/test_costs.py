@@ -183,34 +183,38 @@ def _store(engine: Engine) -> tuple[int, int]:
 
 def test_judge_run_cost_by_run_rubric_and_item(engine: Engine) -> None:
     run_id, _ = _store(engine)
-    prices = Prices(2.50, 10.00)
+    # 40 % off through a batch API: every batch figure is 0.6 x its live figure.
+    prices = Prices(2.50, 10.00, batch_discount=0.4)
     with Session(engine) as s:
         result = judge_run_cost(s, run_id, prices)
     # Sums of the first run's four rows, by hand:
     # total: calls 1+2+1+1 = 5, prompt 1000+3000+1200+0 = 5200, completion 100+250+300 = 650;
-    #   cost 5200 x 2.50/M + 650 x 10.00/M = 0.013 + 0.0065 = 0.0195
-    assert result.total == Usage(4, 5, 5_200, 650, pytest.approx(0.0195))
-    # R1: a + b: calls 2, prompt 2200, completion 400 -> 0.0055 + 0.004 = 0.0095
-    # R2: a + b: calls 3, prompt 3000, completion 250 -> 0.0075 + 0.0025 = 0.0100
+    #   cost 5200 x 2.50/M + 650 x 10.00/M = 0.013 + 0.0065 = 0.0195; batch 0.6 x = 0.0117
+    approx = pytest.approx
+    assert result.total == Usage(4, 5, 5_200, 650, approx(0.0195), approx(0.0117))
+    # R1: a + b: calls 2, prompt 2200, completion 400 -> 0.0055 + 0.004 = 0.0095 (0.0057)
+    # R2: a + b: calls 3, prompt 3000, completion 250 -> 0.0075 + 0.0025 = 0.0100 (0.0060)
     assert result.by_rubric == {
-        "R1": Usage(2, 2, 2_200, 400, pytest.approx(0.0095)),
-        "R2": Usage(2, 3, 3_000, 250, pytest.approx(0.0100)),
+        "R1": Usage(2, 2, 2_200, 400, approx(0.0095), approx(0.0057)),
+        "R2": Usage(2, 3, 3_000, 250, approx(0.0100), approx(0.0060)),
     }
-    # a: calls 3, prompt 4000, completion 350 -> 0.0100 + 0.0035 = 0.0135
-    # b: calls 2, prompt 1200, completion 300 -> 0.0030 + 0.0030 = 0.0060
+    # a: calls 3, prompt 4000, completion 350 -> 0.0100 + 0.0035 = 0.0135 (0.0081)
+    # b: calls 2, prompt 1200, completion 300 -> 0.0030 + 0.0030 = 0.0060 (0.0036)
     assert result.by_item == {
-        "a": Usage(2, 3, 4_000, 350, pytest.approx(0.0135)),
-        "b": Usage(2, 2, 1_200, 300, pytest.approx(0.0060)),
+        "a": Usage(2, 3, 4_000, 350, approx(0.0135), approx(0.0081)),
+        "b": Usage(2, 2, 1_200, 300, approx(0.0060), approx(0.0036)),
     }
     payload = result.to_json()
-    assert payload["total"]["cost"] == pytest.approx(0.0195)
+    assert payload["total"]["cost"] == approx(0.0195)
+    assert payload["total"]["cost_batch"] == approx(0.0117)
     assert payload["by_item"]["b"]["prompt_tokens"] == 1_200
     assert payload["prices"] == {
         "input_per_mtok": 2.5,
         "output_per_mtok": 10.0,
-        "batch_discount": 0,
+        "batch_discount": 0.4,
     }
     assert (payload["endpoint"], payload["model"]) == ("judge", "judge-m")
+    assert "batch_discount (0.4)" in result.note
 
 
 def test_judge_run_cost_without_prices_says_what_to_set(engine: Engine) -> None:

@@ -330,8 +330,8 @@ def test_dry_runs_say_what_a_job_would_send_and_store_nothing(api: Api) -> None:
     # one cell short of 3 items, 5 asked per call by default: one call
     assert (planned.json["cells"], planned.json["items_wanted"]) == (1, 3)
     assert planned.json["calls_to_send"] == 1
-    audit = {"kind": "audit", "params": {"suite": "award"}}
-    assert api.post("/api/v1/jobs/dry-run", json=audit).status_code == 400
+    pull = {"kind": "pull", "params": {"campaign": "c"}}  # a kind with no dry run
+    assert api.post("/api/v1/jobs/dry-run", json=pull).status_code == 400
     missing = {"kind": "judge", "params": {"generation_run_id": 999}}
     assert api.post("/api/v1/jobs/dry-run", json=missing).status_code == 404
     # nothing queued, judged or written
