@@ -39,11 +39,12 @@ from judge.hashing import content_hash
 from judge.models.cache import CallCacheView, CallGate, CallOutcome, cached_complete, call_key
 from judge.models.client import CallFailed, Completion, ModelClient
 from judge.progress import Progress
-from judge.prompts import PromptBook
+from judge.prompts import PromptBook, RenderedPrompt
 from judge.runs import (
     NOT_MADE,
     Outcome,
     Row,
+    RunPart,
     RunSummary,
     commit_run,
     finish_run,
@@ -200,6 +201,7 @@ def judge(
     on_run: Callable[[int], None] | None = None,
     swap_order: bool = False,
     budget: Budget | None = None,
+    part: RunPart | None = None,
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
     with a ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run
@@ -210,7 +212,8 @@ def judge(
     judgments that failed outside the judge's reply are tried again. A second process on
     the same run gets ``RunBusyError`` before any call (``judge.runs.run_lease``). A rubric
     set that cannot judge the run's items is refused before the run is created
-    (``check_rubric_set``)."""
+    (``check_rubric_set``). With a ``part`` only its items are judged, under the part's own
+    lease, and the run's status is left to ``finish_judge_run``."""
     with session_scope(engine) as session:
         check_rubric_set(session, generation_run_id, rubrics)
     if config.aggregation == LOGPROB:
@@ -223,10 +226,11 @@ def judge(
     )
     if on_run is not None:
         on_run(run_id)
-    with run_lease(engine, JudgeRun.run_kind, run_id):
+    kind = JudgeRun.run_kind if part is None else part.lease_kind(JudgeRun.run_kind)
+    with run_lease(engine, kind, run_id):
         with session_scope(engine) as session:
             jrun = start_run(session, JudgeRun, run_id)
-            tasks = _plan(session, jrun, rubrics)
+            tasks = _plan(session, jrun, rubrics, items=None if part is None else part.item_ids)
         cache = CallCacheView(engine, client.model)
         gate = BudgetGate(budget) if budget is not None else None
 
@@ -256,8 +260,15 @@ def judge(
                 + (f"; also {detail}" if detail else "")
             )
 
-        finish_run(engine, JudgeRun, run_id, outcome)
+        if part is None:
+            finish_run(engine, JudgeRun, run_id, outcome)
     return summary
+
+
+def finish_judge_run(engine: Engine, run_id: int) -> Outcome:
+    """Store how a judge run whose parts all ended stands (finished, or incomplete with what
+    is missing), as ``judge`` does at the end of a whole run."""
+    return finish_run(engine, JudgeRun, run_id, _final_status)
 
 
 _IN_LIMIT = 5000
@@ -309,9 +320,15 @@ def check_rubric_set(session: Session, generation_run_id: int, rubrics: RubricSe
 
 
 def _plan(
-    session: Session, jrun: JudgeRun, rubrics: RubricSet, *, readonly: bool = False
+    session: Session,
+    jrun: JudgeRun,
+    rubrics: RubricSet,
+    *,
+    readonly: bool = False,
+    items: frozenset[int] | None = None,
 ) -> list[_Task]:
-    """Every (item, rubric, sample) still to judge, rubric by rubric; retryable failures are
+    """Every (item, rubric, sample) still to judge, rubric by rubric (of ``items`` only, when
+    given); retryable failures are
     deleted and redone (left in place when ``readonly``, for a dry run). Reads only the
     columns it needs, and item texts and answers only for items with something left to
     judge, so a finished run plans in a fraction of a second."""
@@ -337,6 +354,8 @@ def _plan(
         name: bool(jrun.swap_order and rubrics[name].swapped_order)
         for name in {n for _, stage in stages for n in rubrics.for_stage(stage)}
     }
+    if items is not None:
+        stages = [(item_id, stage) for item_id, stage in stages if item_id in items]
     for item_id, stage in stages:
         assert item_id is not None
         for name in rubrics.for_stage(stage):
@@ -424,9 +443,11 @@ def _judge_one(
     book: PromptBook,
     jrun: JudgeRun,
     gate: CallGate | None = None,
+    prompt: RenderedPrompt | None = None,
 ) -> tuple[Row | None, list[CallOutcome]]:
     """One judgment's row and the calls behind it; no row when the gate (a cost budget)
-    refused a call it needed (paid calls made before still reach the cache)."""
+    refused a call it needed (paid calls made before still reach the cache). ``prompt``: the
+    task's judge prompt when the caller rendered it already (a batch run renders each once)."""
     base: dict[str, Any] = {
         "judge_run_id": jrun.id,
         "item_id": task.item_id,
@@ -448,7 +469,8 @@ def _judge_one(
     if task.texts is None:
         missing = Unscored(UnscoredKind.MISSING_ANSWER, task.missing or "answer missing")
         return _row(base, missing, [], prompt_hash="", cache_key=""), []
-    prompt = book.judge_prompt(task.rubric, task.texts, variant=jrun.prompt_variant)
+    if prompt is None:
+        prompt = book.judge_prompt(task.rubric, task.texts, variant=jrun.prompt_variant)
     call = _call(task, jrun)
     first = cached_complete(client, cache, prompt.messages, gate=gate, **call)
     if first.refused:
@@ -465,13 +487,7 @@ def _judge_one(
     repair_raw = None
     scored_by = first.completion
     if isinstance(grade, Unscored):
-        why = grade.reason
-        if first.completion.finish_reason == "length":
-            why += " (the reply was cut off at max_tokens)"
-        repair_messages = prompt.messages + [
-            {"role": "assistant", "content": first.completion.text or ""},
-            {"role": "user", "content": book.repair_message(why, task.rubric)},
-        ]
+        why, repair_messages = repair_request(prompt.messages, first.completion, grade, book, task)
         second = cached_complete(client, cache, repair_messages, gate=gate, **call)
         if second.refused:
             return None, outcomes
@@ -510,6 +526,25 @@ def _judge_one(
         else:
             row["params"] = {**row["params"], "logprob_missing": found.reason}
     return row, outcomes
+
+
+def repair_request(
+    messages: list[dict[str, str]],
+    first: Completion,
+    grade: Unscored,
+    book: PromptBook,
+    task: _Task,
+) -> tuple[str, list[dict[str, str]]]:
+    """Why a first reply is being repaired, and the messages of its repair call: the judge
+    prompt, the reply, and the request to fix it (one place, so that a repair sent later in
+    a batch, ``judge.grading.batched``, is the same call with the same cache key)."""
+    why = grade.reason
+    if first.finish_reason == "length":
+        why += " (the reply was cut off at max_tokens)"
+    return why, messages + [
+        {"role": "assistant", "content": first.text or ""},
+        {"role": "user", "content": book.repair_message(why, task.rubric)},
+    ]
 
 
 def _call(task: _Task, jrun: JudgeRun) -> dict[str, Any]:

@@ -9,6 +9,7 @@ registered; ApiKey the server's keys (hashes only); Job the server's background 
 AuditRun -> AuditAnswer -> AuditLabel hold the audit suites' runs, the model's answers with
 what was read from them, and the classes judges and people gave to follow-up explanations.
 ItemGenerationCall records each call that asked a model for new items of a dataset.
+BatchJob records each batch of a run's calls sent through a provider's Batch API.
 GenerationRun, JudgeRun and AuditRun share their common columns through RunBase (not a table);
 their ``status`` holds a ``judge.vocab.RunStatus`` value as plain text.
 """
@@ -508,6 +509,74 @@ class Job(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+class JobPart(SQLModel, table=True):
+    """One share of a job that Celery workers split (a judge or generation run's items, in
+    parts of ``[workers] chunk_size``): which items, where it stands, which worker has it.
+    A part found ``running`` under a worker whose heartbeat stopped is sent again."""
+
+    __table_args__ = (UniqueConstraint("job_id", "number"),)
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="job.id", index=True)
+    number: int
+    item_ids: list[int] = Field(default_factory=list, sa_column=Column(JSON))
+    status: str = Field(default="queued", description="queued, running, done or failed")
+    worker: str | None = Field(default=None, description="host:pid of the worker on it.")
+    done: int = Field(default=0, description="Calls this part finished.")
+    total: int | None = Field(default=None, description="Calls this part planned.")
+    attempts: int = Field(default=0, description="Times a worker has started it.")
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    sent_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class BatchJob(SQLModel, table=True):
+    """One batch of a run's model calls sent through a provider's Batch API, written down
+    before each step so that an interrupted command resumes it and never sends its calls
+    twice (``judge.models.batching``): ``state`` goes intent (its calls chosen) -> uploaded
+    (``input_file_id``) -> submitted (``batch_id``) -> collected (answers in the call cache,
+    failures kept), or abandoned (an intent whose calls were all answered elsewhere)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_kind: str = Field(description="'judge' (later 'generation', 'audit'): the run's kind.")
+    run_id: int = Field(index=True)
+    purpose: str = Field(default="first", description="first (the calls) or repair.")
+    endpoint_name: str
+    base_url: str
+    model: str
+    state: str = Field(default="intent", index=True)
+    input_name: str = Field(
+        index=True,
+        unique=True,
+        description="The name the input file is uploaded under (unique): finds an upload "
+        "whose file id was never written down.",
+    )
+    keys: list[str] = Field(
+        default_factory=list,
+        sa_column=Column(JSON),
+        description="The calls' cache keys, each the custom_id of its line.",
+    )
+    calls: int = 0
+    input_file_id: str | None = None
+    batch_id: str | None = Field(default=None, index=True)
+    batch_status: str | None = Field(default=None, description="The provider's, last seen.")
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    request_counts: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))
+    answered: int = Field(default=0, description="Calls whose answer reached the call cache.")
+    failures: dict[str, str] | None = Field(
+        default=None,
+        sa_column=Column(JSON),
+        description="Call key -> why the batch gave no answer (an error line, an unreadable "
+        "or missing line, an expired or failed batch).",
+    )
+    detail: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+    uploaded_at: datetime | None = None
+    submitted_at: datetime | None = None
+    collected_at: datetime | None = None
 
 
 class AuditRun(RunBase, table=True):

@@ -1,0 +1,131 @@
+"""Judging through a provider's Batch API (``fairjudge judge RUN --batch``): the same judge run
+as a live command, its calls sent as batches at the batch price (docs/judging.md, "The Batch
+API")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+from judge.errors import ConfigError, InvalidInputError
+from judge.progress import Progress
+from server.usecases.context import make_client
+from server.usecases.requests import JudgeRequest, apply_overrides
+from server.usecases.rubrics import rubrics
+
+# The stages and the model client (openai) are imported inside the function, as in
+# server/usecases/runs.py, so commands that only read the store start fast.
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from judge.config import Settings
+    from judge.grading.batched import BatchJudgeResult
+
+POLL_S = 30.0
+"""Seconds between two looks at a running batch (the provider's batches take minutes to
+hours)."""
+
+
+def check_batch_endpoint(settings: Settings, endpoint: str) -> None:
+    """Refuse, in one line naming the setting, an endpoint not marked as offering the Batch
+    API."""
+    if not settings.endpoint(endpoint).batch:
+        raise ConfigError(
+            f"endpoint {endpoint!r} is not set up for the Batch API: set `batch = true` under "
+            f"[endpoints.{endpoint}] in the config (only for a provider that serves /v1/files "
+            "and /v1/batches), or judge without --batch"
+        )
+
+
+def judge_batch(
+    engine: Engine,
+    settings: Settings,
+    request: JudgeRequest | int,
+    *,
+    rubric_set: str | None = None,
+    swap_order: bool = False,
+    repairs: Literal["live", "batch"] = "live",
+    retry_live: bool = False,
+    wait: bool = True,
+    poll_s: float = POLL_S,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+) -> BatchJudgeResult:
+    """Judge a generation run's answers with the judge calls sent through the judge
+    endpoint's Batch API (resumes the judge run with the same settings, and any batch an
+    earlier command left running). ``request``: as for ``runs.judge`` (``max_cost`` is
+    refused: a batch's cost is known only once it is done). ``repairs``: unreadable replies
+    get their repair call "live" (the default) or in a follow-up "batch". ``retry_live``:
+    calls a batch did not answer are sent live in the same command (else the run ends
+    incomplete and the next command sends them in a new batch). ``wait``: False submits (or
+    looks at) the batches and returns without waiting; run it again to collect.
+    ``progress`` hears (finished, total) calls of the running batches."""
+    from judge.costs import Prices
+    from judge.grading import batched
+    from judge.models.batch import BatchApi
+    from judge.prompts import PromptBook
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_generation_run
+
+    if isinstance(request, int):
+        request = JudgeRequest.build(
+            generation_run_id=request, rubric_set=rubric_set, swap_order=swap_order
+        )
+    if request.max_cost is not None:
+        raise InvalidInputError(
+            "--max-cost cannot be used with --batch (a batch's cost is known only when it "
+            "is done); estimate it with --dry-run, or judge live"
+        )
+    if poll_s <= 0:
+        raise InvalidInputError(f"poll_s must be above 0, got {poll_s!r}")
+    settings = apply_overrides(settings, request)
+    name = settings.judge.endpoint
+    check_batch_endpoint(settings, name)
+    with session_scope(engine) as session:
+        get_generation_run(session, request.generation_run_id)  # missing: fails before a call
+        chosen = rubrics(settings, session, rubric_set=request.rubric_set)
+    endpoint = settings.endpoint(name)
+    return batched.judge_batch(
+        engine,
+        make_client(settings, name),
+        BatchApi(name, endpoint),
+        PromptBook(settings.prompts_path()),
+        chosen,
+        settings.judge,
+        request.generation_run_id,
+        swap_order=bool(request.swap_order),
+        repairs=repairs,
+        retry_live=retry_live,
+        wait=wait,
+        poll_s=poll_s,
+        prices=Prices.of(endpoint),
+        progress=progress,
+        on_run=on_run,
+    )
+
+
+def batch_summary_lines(result: BatchJudgeResult, *, shown: int = 10) -> list[str]:
+    """Lines for people about a ``--batch`` judge command: the batches, the judgments, the
+    calls left without an answer (the first ``shown``), the cost."""
+    lines = [
+        f"batch {b.batch_id or '(not created)'}: {b.status}, {b.calls:,} calls, "
+        f"{b.answered:,} answered, {b.failed:,} without an answer"
+        for b in result.batches
+    ]
+    flags = ", ".join(f"{n:,} {flag}" for flag, n in sorted(result.summary.flags.items()))
+    lines.append(
+        f"judge run {result.run_id}: {result.summary.tasks:,} to do; {flags or 'nothing new'}; "
+        f"{result.live_calls:,} live calls"
+    )
+    for missing in result.missing[:shown]:
+        lines.append(
+            f"  no answer: {missing.item} {missing.rubric} sample {missing.sample_index}: "
+            f"{missing.reason}"
+        )
+    if len(result.missing) > shown:
+        lines.append(f"  ... and {len(result.missing) - shown:,} more")
+    if result.cost is not None:
+        lines.append(f"cost: {result.cost:.6f} ({result.cost_note()})")
+    if result.status_detail:
+        lines.append(f"run {result.status}: {result.status_detail}")
+    return lines
