@@ -273,12 +273,19 @@ def bench_kills(tmp: Path, kills: int = 5, concurrency: int = 4) -> dict[str, fl
     }
 
 
+def bench_celery(tmp: Path) -> dict[str, Any]:
+    from bench.celery import bench_celery as run
+
+    return run(tmp)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
 
 
 PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "startup": bench_startup,
+    "celery": bench_celery,
     "wire": bench_wire,
     "rerun": bench_rerun,
     "agreement": lambda tmp: bench_agreement(),

@@ -426,6 +426,20 @@ def interrupts_held() -> Iterator[None]:
             signal.raise_signal(got)
 
 
+@dataclass(frozen=True)
+class RunPart:
+    """One share of a run's items, for a run that several workers split between them
+    (``server.jobs``' Celery tasks): the part's number and the items it covers. A part holds
+    a lease of its own (``lease_kind``), so parts of one run go on side by side, and it leaves
+    the run's status alone: whoever sees the last part end finishes the run."""
+
+    number: int
+    item_ids: frozenset[int]
+
+    def lease_kind(self, kind: str) -> str:
+        return f"{kind}#{self.number}"
+
+
 class RunBusyError(FairJudgeError):
     """Another live process holds the run's lease."""
 

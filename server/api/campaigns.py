@@ -69,7 +69,13 @@ def pull_campaign(path: NamePath) -> Any:
     """Queue a job that brings the campaign's ratings into the store."""
     campaigns.get_campaign(get_session(), path.name)  # unknown: a 404 now, not a failed job
     engine = current_app.extensions["fairjudge_engine"]
-    job = queue.submit(engine, "pull", {"campaign": path.name}, created_by=g.key.name)
+    job = queue.submit(
+        engine,
+        "pull",
+        {"campaign": path.name},
+        created_by=g.key.name,
+        settings=current_app.config["SETTINGS"],
+    )
     return dump(JobOut, job), 202
 
 

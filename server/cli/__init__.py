@@ -28,6 +28,7 @@ from server.cli import (
     db,
     estimates,
     export,
+    jobs,
     keys,
     labelstudio,
     model,
@@ -119,6 +120,7 @@ cli.add_command(agreement.agreement)
 cli.add_command(estimates.estimates)
 cli.add_command(serve.serve)
 cli.add_command(serve.worker)
+cli.add_command(jobs.jobs)
 cli.add_command(sweep.sweep)
 cli.add_command(export.export)
 cli.add_command(labelstudio.labelstudio)

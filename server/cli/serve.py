@@ -40,9 +40,14 @@ def serve(
 
     settings = ctx.settings(**{"server.host": host, "server.port": port, "server.workers": workers})
     open_store(settings, migrate=False).dispose()  # refuse a stale schema now
+    celery = bool(settings.workers.broker_url)
+    if celery:  # jobs go to the Celery workers (`fairjudge worker` on each machine)
+        from server.jobs.celery_app import check_broker
+
+        check_broker(settings)
     worker = (
         None
-        if no_worker
+        if no_worker or celery
         else Supervised(_start_worker(ctx), lambda: _start_worker(ctx, die_with_parent=False))
     )
     cfg = settings.server
@@ -50,6 +55,7 @@ def serve(
         f"FairJudge serving on http://{cfg.host}:{cfg.port}/ (API /api/v1, docs "
         f"/api/v1/docs/swagger); {cfg.workers} web workers x {cfg.threads} threads"
         + ("" if worker is None else f"; job worker pid {worker.pid} (restarted if it dies)")
+        + ("; jobs go to the Celery workers ([workers] broker_url)" if celery else "")
     )
     try:
         _Gunicorn(lambda: _app(ctx), _gunicorn_options(settings)).run()
@@ -65,10 +71,18 @@ def serve(
     hidden=True,
     help="Stop when the process that started this one ends (used by serve).",
 )
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 64),
+    help="Celery only: tasks this worker runs at once (default: [server] job_slots); each "
+    "task makes up to its endpoint's `concurrency` calls at once.",
+)
 @click.pass_obj
-def worker(ctx: Context, exit_with_parent: bool) -> None:
-    """Run queued jobs (generation, judging, campaign pulls) until stopped; resumes jobs
-    whose worker died. Several workers may share one database."""
+def worker(ctx: Context, exit_with_parent: bool, concurrency: int | None) -> None:
+    """Run queued jobs (generation, judging, audits, campaign pulls...) until stopped; resumes
+    jobs whose worker died. Several workers may share one database. With [workers]
+    broker_url set, this is a Celery worker: start one on each machine, with the same
+    config (docs/scaling.md)."""
     import logging
 
     from server.jobs.queue import Worker
@@ -76,10 +90,24 @@ def worker(ctx: Context, exit_with_parent: bool) -> None:
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] [worker] %(message)s")
     settings = ctx.settings()
+    celery = bool(settings.workers.broker_url)
+    if celery and settings.database_url.startswith("sqlite"):
+        raise click.UsageError(
+            "Celery workers need a database every machine reaches: set database_url to a "
+            "PostgreSQL URL ([workers] broker_url is set)"
+        )
     engine = open_store(settings, migrate=False)
     # A worker lives long: load the judging and generation code (openai among it, ~1 s) now
     # rather than when the first job has started and is being timed by its user.
     preload_runners()
+    if celery:
+        from server.jobs.celery_app import check_broker, start_worker
+
+        check_broker(settings)
+        slots = concurrency or settings.server.job_slots
+        err().print(f"Celery worker {os.getpid()} running ({slots} tasks at once)")
+        start_worker(engine, settings, concurrency=slots)
+        return
 
     stop = threading.Event()
     if exit_with_parent:

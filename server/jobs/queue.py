@@ -22,10 +22,11 @@ import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from judge.errors import FairJudgeError, InvalidInputError, NotFoundError
 from server.jobs.tasks import run_task
+from server.usecases import jobs as stored
 from server.usecases.jobs import (
     BEAT_EVERY_S,
     DONE,
@@ -38,18 +39,22 @@ from server.usecases.jobs import (
     job_lease,
     list_jobs,
     report_progress,
-    resume_job,
     runnable,
     set_job,
     start_job,
-    submit,
     worker_beat,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from sqlalchemy.engine import Engine
 
     from judge.config import Settings
+    from server.usecases.requests import Request
+
+Job = Any
+"""A job's row (``judge.store.tables.Job``), which this package does not import."""
 
 __all__ = [
     "DONE",
@@ -75,6 +80,44 @@ WAIT_RETRY_S = 2.0
 again (the job waits in the queue meanwhile)."""
 PROGRESS_EVERY_S = 0.5
 """How often a running job writes its progress (and reads whether it was cancelled)."""
+
+
+def submit(
+    engine: Engine,
+    kind: str,
+    params: Mapping[str, Any] | Request,
+    *,
+    created_by: str | None = None,
+    settings: Settings | None = None,
+) -> Job:
+    """Queue a job (``server.usecases.jobs.submit``: its parameters checked now) and, where
+    ``[workers] broker_url`` is set, hand it to the Celery workers; else the server's own
+    worker finds it in the store."""
+    job = stored.submit(engine, kind, params, created_by=created_by, settings=settings)
+    _dispatch(settings, job)
+    return job
+
+
+def resume_job(engine: Engine, job_id: int, *, settings: Settings | None = None) -> Job:
+    """Put a failed or cancelled job back in the queue (and on the broker, with Celery)."""
+    job = stored.resume_job(engine, job_id)
+    if job.status == "queued":
+        _dispatch(settings, job)
+    return job
+
+
+def _dispatch(settings: Settings | None, job: Job) -> None:
+    if settings is None or not settings.workers.broker_url or job.id is None:
+        return
+    from server.jobs.celery_app import send_job
+
+    send_job(settings, job.id)
+
+
+def uses_celery(settings: Settings) -> bool:
+    """Whether jobs go to Celery workers (``[workers] broker_url``) rather than the server's
+    own worker."""
+    return bool(settings.workers.broker_url)
 
 
 class JobCancelled(Exception):

@@ -132,7 +132,7 @@ def check_targets(
             )
 
 
-DRY_RUNS = ("judge", "item-plan")
+DRY_RUNS = ("judge", "generate", "audit", "counterfactual", "item-plan")
 """The kinds of job a dry run can estimate."""
 
 
@@ -140,12 +140,20 @@ def dry_run(
     engine: Engine, settings: Settings, kind: str, params: Mapping[str, Any]
 ) -> dict[str, Any]:
     """What a job of ``kind`` with ``params`` would send and cost, nothing sent or stored:
-    the same checks as ``submit``, then the dry run of the CLI's ``--dry-run``."""
+    the same checks as ``submit``, then the dry run of the CLI's ``--dry-run`` (the same
+    function, so the numbers are the CLI's)."""
     from sqlmodel import Session
+
+    from server.usecases.requests import (
+        AuditRequest,
+        CounterfactualRequest,
+        GenerateRequest,
+        JudgeRequest,
+    )
 
     if kind not in DRY_RUNS:
         raise InvalidInputError(
-            f"a {kind} job has no dry run; dry runs estimate {' and '.join(DRY_RUNS)} jobs"
+            f"a {kind} job has no dry run; dry runs estimate {', '.join(DRY_RUNS)} jobs"
         )
     checked = check_params(kind, params)
     with Session(engine) as session:
@@ -155,12 +163,23 @@ def dry_run(
         from server.usecases.datasets import plan_items_dry_run
 
         return {"kind": kind, **plan_items_dry_run(engine, settings, request)}
-    from server.usecases.requests import JudgeRequest
-    from server.usecases.runs import judge_dry_run
+    if isinstance(request, JudgeRequest):
+        from server.usecases.runs import judge_dry_run
 
-    if not isinstance(request, JudgeRequest):  # DRY_RUNS holds only these two kinds
-        raise InvalidInputError(f"a {kind} job has no dry run")
-    return {"kind": kind, **judge_dry_run(engine, settings, request)}
+        return {"kind": kind, **judge_dry_run(engine, settings, request)}
+    if isinstance(request, GenerateRequest):
+        from server.usecases.runs import generate_dry_run
+
+        return {"kind": kind, **generate_dry_run(engine, settings, request)}
+    if isinstance(request, AuditRequest):
+        from server.usecases.audits import audit_dry_run
+
+        return {"kind": kind, **audit_dry_run(engine, settings, request)}
+    if isinstance(request, CounterfactualRequest):
+        from server.usecases.trust import counterfactual_dry_run
+
+        return {"kind": kind, **counterfactual_dry_run(engine, settings, request)}
+    raise InvalidInputError(f"a {kind} job has no dry run")  # DRY_RUNS holds only these
 
 
 def submit(
@@ -447,3 +466,76 @@ def worker_health(engine: Engine, *, stale_after_s: float) -> WorkerHealth:
     else:
         healthy, reason = True, "no job worker runs, and no job waits for one"
     return WorkerHealth(healthy, live, silent, last, newest, int(waiting), reason)
+
+
+def live_workers(session: Session, *, silent_after_s: float) -> set[str]:
+    """host:pid of the job workers that beat within ``silent_after_s`` and did not stop."""
+    from sqlmodel import select
+
+    from judge.store.tables import WorkerBeat, utcnow
+
+    cutoff = utcnow() - timedelta(seconds=silent_after_s)
+    live = set()
+    for row in session.exec(select(WorkerBeat)):
+        beat = row.beat_at if row.beat_at.tzinfo else row.beat_at.replace(tzinfo=cutoff.tzinfo)
+        if row.stopped_at is None and beat >= cutoff:
+            live.add(row.worker)
+    return live
+
+
+def job_overview(
+    session: Session,
+    *,
+    silent_after_s: float,
+    status: str | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """Jobs newest first, as ``fairjudge jobs`` shows them: state, worker (and whether it
+    still beats), progress, parts done of all (jobs split between Celery workers), attempts
+    and the last error."""
+    from sqlmodel import col, func, select
+
+    from judge.store.tables import JobPart
+
+    rows, _ = list_jobs(session, status=status, kind=kind, limit=limit)
+    live = live_workers(session, silent_after_s=silent_after_s)
+    ids = [j.id for j in rows]
+    parts: dict[int, tuple[int, int]] = {}
+    if ids:
+        done = func.sum(func.cast(col(JobPart.status) == "done", type_=_int_type()))
+        for job_id, n, finished in session.execute(
+            select(JobPart.job_id, func.count(), done)
+            .where(col(JobPart.job_id).in_(ids))
+            .group_by(col(JobPart.job_id))
+        ):
+            parts[int(job_id)] = (int(finished or 0), int(n))
+    out = []
+    for job in rows:
+        worker_state = None
+        if job.status == "running" and job.worker:
+            worker_state = "beating" if job.worker in live else "silent"
+        finished, n = parts.get(job.id or 0, (0, 0))
+        out.append(
+            {
+                "id": job.id,
+                "kind": job.kind,
+                "status": job.status,
+                "worker": job.worker,
+                "worker_state": worker_state,
+                "done": job.done,
+                "total": job.total,
+                "parts_done": finished if n else None,
+                "parts": n or None,
+                "attempts": job.attempts,
+                "error": job.error,
+                "created_at": job.created_at.isoformat(),
+            }
+        )
+    return out
+
+
+def _int_type() -> Any:
+    from sqlalchemy import Integer
+
+    return Integer()

@@ -41,7 +41,7 @@ def test_python_m_server_cli_lists_every_command() -> None:
     )
     names = (
         "agreement annotators audit campaign compare dataset db demo estimates export generate "
-        "judge judge-audit keys "
+        "jobs judge judge-audit keys "
         "labelstudio model ratings report responses rubrics runs serve sweep worker"
     ).split()
     listed = [line.split()[0] for line in run.stdout.split("Commands:")[1].splitlines() if line]
@@ -145,9 +145,11 @@ def test_judge_says_when_the_run_is_incomplete(tmp_path: Path, db_url: str) -> N
         "run the same judge command again to retry them"
     )
     assert human.exit_code == 0, human.output
-    summary, last = human.stdout.splitlines()[-2:]
+    summary, cost, last = human.stdout.splitlines()[-3:]
     # 3 HTTP requests: the failing call is tried twice (max_retries = 1), the other once.
     assert summary.startswith("judge run 1: 2 to do, 2 model calls, 0 from cache, 3 HTTP")
+    # one judgment got a reply: the stub's 10 prompt and 5 completion tokens; no prices set
+    assert cost.startswith("cost: unknown (10 prompt + 5 completion tokens): set input_price")
     assert last == detail
     # With --json the line goes to stderr, so stdout stays one JSON document.
     assert again.exit_code == 0, again.output

@@ -1,0 +1,184 @@
+"""Celery workers sharing one judge run (bench part ``celery``), timed as users run them.
+
+10,000 S1 items are answered once by the stub (200 ms), on a fresh PostgreSQL database; then
+the same judge job (10,000 judgments, one ICS call each) runs on 1, 2 and 4 ``fairjudge
+worker`` processes through a redis-server of the benchmark's own. The endpoint's quota is
+32 calls in flight per worker (``concurrency`` = 32 x workers, shared through Redis), so
+the ideal is 32 x workers / 0.2 s judgments per second. Each configuration judges at
+another temperature: another judge run and other cache keys, so nothing is answered from
+the cache. Timed from the job's submission to its end (the workers are up and idle
+before). Targets: two workers >= 1.8 x one worker's throughput, four >= 3 x.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import wire
+from tests.support.factories import FAIRJUDGE
+from tests.support.redis_server import PrivateRedis
+
+N_ITEMS = 10_000
+LATENCY = 0.2
+PER_WORKER = 32
+SETUPS = ((1, 0.0), (2, 0.1), (4, 0.2))
+"""(workers, judge temperature): one judge run each."""
+
+
+def _config(path: Path, stub_url: str, db_url: str, broker: str | None, *, workers: int,
+            temperature: float) -> Path:  # fmt: skip
+    celery = f'[workers]\nbroker_url = "{broker}"\nchunk_size = 500\n' if broker else ""
+    path.write_text(
+        f"""
+database_url = "{db_url}"
+state_dir = "{path.parent / "state"}"
+[endpoints.gen]
+base_url = "{stub_url}"
+model = "stub-model"
+concurrency = 128
+[endpoints.judge]
+base_url = "{stub_url}"
+model = "stub-model"
+structured_output = "json_object_schema"
+concurrency = {PER_WORKER * workers}
+[generation]
+endpoint = "gen"
+max_tokens = 64
+[judge]
+endpoint = "judge"
+temperature = {temperature}
+{celery}""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _pg_database() -> tuple[str, Any]:
+    import uuid
+
+    from sqlalchemy import create_engine, text
+
+    name = f"fairjudge_bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(
+        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres", isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", drop
+
+
+def _job_seconds(config: Path, db_url: str, workers: int, log_dir: Path) -> float:
+    from sqlmodel import Session
+
+    from judge.store.engine import make_engine
+    from judge.store.tables import Job
+
+    procs = [
+        subprocess.Popen(
+            [*FAIRJUDGE, "--config", str(config), "worker", "--concurrency", "1"],
+            stdout=(log_dir / f"worker{i}.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        for i in range(workers)
+    ]
+    engine = make_engine(db_url)
+    try:
+        # Every worker up and idle before timing: its heartbeat row is written just before
+        # it connects to the broker, which takes a moment more.
+        pids = {p.pid for p in procs}
+        deadline = time.monotonic() + 120
+        while not pids <= _beating(engine):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the workers did not start; see {log_dir}/worker*.log")
+            time.sleep(0.2)
+        time.sleep(3)
+        start = time.perf_counter()
+        job = subprocess.run(
+            [*FAIRJUDGE, "--config", str(config), "jobs", "submit", "judge",
+             '{"generation_run_id": 1}'],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+        while True:
+            with Session(engine) as session:
+                row = session.get(Job, int(job))
+                assert row is not None
+                if row.status in ("finished", "failed", "cancelled"):
+                    if row.status != "finished":
+                        raise RuntimeError(f"job {job} ended {row.status}: {row.error}")
+                    break
+            time.sleep(0.2)
+        return time.perf_counter() - start
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+        engine.dispose()
+
+
+def _beating(engine: Any) -> set[int]:
+    from sqlmodel import Session, select
+
+    from judge.store.tables import WorkerBeat
+
+    with Session(engine) as session:
+        rows = session.exec(
+            select(WorkerBeat.worker).where(WorkerBeat.stopped_at == None)  # noqa: E711
+        ).all()
+    return {int(w.rsplit(":", 1)[1]) for w in rows}
+
+
+def bench_celery(tmp: Path, n_items: int = N_ITEMS) -> dict[str, Any]:
+    redis = PrivateRedis(tmp)
+    redis.start()
+    stub = wire.Stub(LATENCY)
+    db_url, drop = _pg_database()
+    results: dict[str, Any] = {"judgments": n_items, "latency_s": LATENCY}
+    try:
+        plain = _config(tmp / "plain.toml", stub.url, db_url, None, workers=4, temperature=0)
+        base = [*FAIRJUDGE, "--config", str(plain)]
+        subprocess.run([*base, "db", "upgrade"], check=True, capture_output=True)
+        items = wire.write_items(tmp / "items.jsonl", n_items)
+        subprocess.run([*base, "dataset", "import", str(items), "--name", "bench"], check=True,
+                       capture_output=True)  # fmt: skip
+        subprocess.run([*base, "generate", "bench"], check=True, capture_output=True)
+        for workers, temperature in SETUPS:
+            config = _config(tmp / f"w{workers}.toml", stub.url, db_url, redis.url,
+                             workers=workers, temperature=temperature)  # fmt: skip
+            wall = _job_seconds(config, db_url, workers, tmp)
+            ideal = PER_WORKER * workers / LATENCY
+            results[f"workers_{workers}"] = {
+                "wall_s": round(wall, 1),
+                "per_s": round(n_items / wall, 1),
+                "ratio_to_ideal": round(n_items / wall / ideal, 3),
+            }
+            print(f"  {workers} worker(s): {wall:.1f} s, {n_items / wall:.0f}/s", flush=True)
+        one = results["workers_1"]["per_s"]
+        results["speedup_2"] = round(results["workers_2"]["per_s"] / one, 2)
+        results["speedup_4"] = round(results["workers_4"]["per_s"] / one, 2)
+        results["targets"] = {"speedup_2": ">= 1.8", "speedup_4": ">= 3"}
+    finally:
+        stub.stop()
+        redis.stop()
+        drop()
+    return results
+
+
+if __name__ == "__main__":
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        n = int(sys.argv[1]) if len(sys.argv) > 1 else N_ITEMS
+        print(json.dumps(bench_celery(Path(folder), n), indent=2))
+        sys.exit(0)

@@ -1,0 +1,483 @@
+"""Jobs split into parts for Celery workers (``[workers] broker_url``, docs/scaling.md).
+
+A judge or generation job is too big for one worker: its run's items are cut into parts of
+``[workers] chunk_size`` items, each a ``jobpart`` row and a Celery task. A part runs the
+same use case as a whole run (``usecases.judge`` / ``usecases.generate``) on its items only,
+under a lease of its own, so parts of one run go on side by side on several machines. Every
+part resumes from the store: run twice (a task delivered again after its worker died), it
+asks only for what is missing, and the call cache answers any call whose reply was stored.
+Whoever sees the last part end stores how the run ended and finishes the job.
+
+Nothing here knows Celery: ``server.jobs.celery_app`` sends the tasks and calls these.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from judge.errors import InvalidInputError
+from judge.runs import RunPart
+from server.usecases.requests import GenerateRequest, JudgeRequest, Request
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from judge.config import Settings
+    from judge.store.tables import JobPart
+
+__all__ = [
+    "SPLIT_KINDS",
+    "PartCancelled",
+    "finish_if_done",
+    "open_parts",
+    "part_rows",
+    "run_part",
+    "stale_jobs",
+    "stale_parts",
+]
+
+log = logging.getLogger("fairjudge.jobs")
+
+SPLIT_KINDS = {"judge": "judge_run_id", "generate": "generation_run_id"}
+"""The job kinds split into parts, and the key of their run's id in the job's result."""
+
+PROGRESS_EVERY_S = 0.5
+_OPENING = RunPart(-1, frozenset())
+"""The part with no items: running it makes (or finds) the run and checks the request, with
+no call sent."""
+
+
+class PartCancelled(Exception):
+    """The part's job was cancelled or failed elsewhere: the part stops where it is."""
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A split job's run and its parts (those not done yet are to be sent)."""
+
+    run_id: int
+    parts: list[int]
+    """Numbers of the parts still to run."""
+    total: int
+
+
+def _run(
+    engine: Engine,
+    settings: Settings,
+    kind: str,
+    request: Request,
+    part: RunPart,
+    progress: Callable[[int, int], None] | None = None,
+    on_run: Callable[[int], None] | None = None,
+) -> Any:
+    from server import usecases
+
+    if kind == "judge":
+        assert isinstance(request, JudgeRequest)
+        return usecases.judge(
+            engine, settings, request, part=part, progress=progress, on_run=on_run
+        )
+    assert isinstance(request, GenerateRequest)
+    return usecases.generate(engine, settings, request, part=part, progress=progress, on_run=on_run)
+
+
+def _items_of(engine: Engine, kind: str, request: Request, run_id: int) -> list[int]:
+    """The items a split run covers, in id order: the generation run's answered items (a
+    judge run), or the dataset's items (a generation run; those its options leave out make
+    empty work for their part)."""
+    from sqlmodel import col, select
+
+    from judge.store.engine import session_scope
+    from judge.store.queries import dataset_items
+    from judge.store.tables import JudgeRun, Response
+
+    with session_scope(engine) as session:
+        if kind == "judge":
+            jrun = session.get(JudgeRun, run_id)
+            assert jrun is not None
+            rows = session.exec(
+                select(Response.item_id)
+                .where(col(Response.run_id) == jrun.generation_run_id)
+                .distinct()
+            ).all()
+            return sorted(int(r) for r in rows)
+        assert isinstance(request, GenerateRequest)
+        return sorted(int(i.id) for i in dataset_items(session, request.dataset) if i.id)
+
+
+def open_parts(
+    engine: Engine,
+    settings: Settings,
+    job_id: int,
+    kind: str,
+    request: Request,
+    known_run: int | None,
+) -> Opened:
+    """Make (or find) the job's run and its parts: the part rows are written once, the first
+    time; a job opened again (its task delivered twice, or resumed) keeps them. ``known_run``:
+    the run the job already made (so a generation job with ``new`` makes only one)."""
+    from sqlmodel import col, select
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import JobPart
+
+    if kind not in SPLIT_KINDS:
+        raise InvalidInputError(f"a {kind} job is not split into parts")
+    if getattr(request, "max_cost", None) is not None:
+        raise InvalidInputError(
+            "--max-cost keeps its budget in one process, and Celery workers split this job "
+            "between several: run it without max_cost, or on one machine (no [workers] "
+            "broker_url)"
+        )
+    if known_run is not None and isinstance(request, GenerateRequest):
+        request = request.model_copy(update={"new": False})
+    ids: list[int] = []
+    _run(engine, settings, kind, request, _OPENING, on_run=ids.append)
+    run_id = ids[0]
+    with session_scope(engine) as session:
+        rows = session.exec(select(JobPart).where(col(JobPart.job_id) == job_id)).all()
+        if not rows:
+            items = _items_of(engine, kind, request, run_id)
+            size = settings.workers.chunk_size
+            rows = [
+                JobPart(job_id=job_id, number=n, item_ids=items[start : start + size])
+                for n, start in enumerate(range(0, len(items), size))
+            ]
+            session.add_all(rows)
+        # Parts a live worker is on are left to it (the watch sends a stranded one again).
+        todo = [r.number for r in rows if r.status not in ("done", "running")]
+        return Opened(run_id, todo, len(rows))
+
+
+def mark_sent(engine: Engine, job_id: int, numbers: Iterable[int]) -> None:
+    """The parts were handed to the broker now (queued again, if they were running)."""
+    from sqlalchemy import update
+    from sqlmodel import col
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import JobPart, utcnow
+
+    wanted = list(numbers)
+    if not wanted:
+        return
+    with session_scope(engine) as session:
+        session.execute(
+            update(JobPart)
+            .where(col(JobPart.job_id) == job_id, col(JobPart.number).in_(wanted))
+            .where(col(JobPart.status) != "done")
+            .values(status="queued", worker=None, sent_at=utcnow())
+        )
+
+
+def part_rows(engine: Engine, job_id: int) -> list[JobPart]:
+    """The job's parts, in order (none for a job that is not split)."""
+    from sqlmodel import col, select
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import JobPart
+
+    with session_scope(engine) as session:
+        rows = session.exec(
+            select(JobPart).where(col(JobPart.job_id) == job_id).order_by(col(JobPart.number))
+        ).all()
+        for row in rows:
+            session.expunge(row)
+        return list(rows)
+
+
+class _PartProgress:
+    """A part's progress callback: writes the part's done/total and the job's sums now and
+    then; raises PartCancelled once the job was cancelled or ended elsewhere."""
+
+    def __init__(self, engine: Engine, job_id: int, number: int) -> None:
+        self.engine, self.job_id, self.number, self.last = engine, job_id, number, 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last < PROGRESS_EVERY_S and done < total:
+            return
+        self.last = now
+        if write_progress(self.engine, self.job_id, self.number, done, total):
+            raise PartCancelled
+
+
+def write_progress(engine: Engine, job_id: int, number: int, done: int, total: int) -> bool:
+    """Store one part's progress and the job's (the sum over its parts); whether the part
+    should stop (the job was cancelled, or failed in another part)."""
+    from sqlalchemy import func, select, update
+    from sqlmodel import col
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import Job, JobPart
+
+    with session_scope(engine) as session:
+        session.execute(
+            update(JobPart)
+            .where(col(JobPart.job_id) == job_id, col(JobPart.number) == number)
+            .values(done=done, total=total)
+        )
+        sums = select(
+            func.coalesce(func.sum(JobPart.done), 0), func.coalesce(func.sum(JobPart.total), 0)
+        ).where(col(JobPart.job_id) == job_id)
+        got_done, got_total = session.execute(sums).one()
+        session.execute(
+            update(Job).where(col(Job.id) == job_id).values(done=got_done, total=got_total)
+        )
+        job = session.get(Job, job_id)
+        return job is None or job.cancel_requested or job.status != "running"
+
+
+def _set_part(engine: Engine, job_id: int, number: int, **values: Any) -> None:
+    from sqlalchemy import update
+    from sqlmodel import col
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import JobPart
+
+    with session_scope(engine) as session:
+        session.execute(
+            update(JobPart)
+            .where(col(JobPart.job_id) == job_id, col(JobPart.number) == number)
+            .values(**values)
+        )
+
+
+def run_part(engine: Engine, settings: Settings, job_id: int, number: int, worker: str) -> str:
+    """Run one part of a split job (the job's run must exist: ``open_parts``); its status
+    after: ``done``, ``skipped`` (the part was done already, or its job ended), ``busy``
+    (another live worker holds it) or ``failed`` (the job says why)."""
+    from judge.errors import FairJudgeError
+    from judge.runs import RunBusyError
+    from judge.store.engine import session_scope
+    from judge.store.tables import Job, utcnow
+    from server.usecases.jobs import job_request
+
+    with session_scope(engine) as session:
+        job = session.get(Job, job_id)
+        if job is None or job.status != "running" or job.cancel_requested:
+            return "skipped"
+        kind, params, result = job.kind, dict(job.params), dict(job.result or {})
+        part = session.exec(_part_query(job_id, number)).first()
+        if part is None or part.status == "done":
+            return "skipped"
+        items, attempts = frozenset(part.item_ids), part.attempts
+    request = job_request(kind, params)
+    if isinstance(request, GenerateRequest) and result.get(SPLIT_KINDS[kind]) is not None:
+        request = request.model_copy(update={"new": False})  # the run the job made
+    _set_part(
+        engine, job_id, number, status="running", worker=worker, started_at=utcnow(),
+        attempts=attempts + 1, error=None,
+    )  # fmt: skip
+    try:
+        _run(
+            engine, settings, kind, request, RunPart(number, items),
+            progress=_PartProgress(engine, job_id, number),
+        )  # fmt: skip
+    except RunBusyError:  # the same part delivered twice: the live holder goes on
+        holder = _holder(engine, kind, result.get(SPLIT_KINDS[kind]), number)
+        _set_part(engine, job_id, number, status="running", worker=holder)
+        return "busy"
+    except PartCancelled:
+        _set_part(engine, job_id, number, status="queued", worker=None)
+        _settle_cancelled(engine, job_id)
+        return "skipped"
+    except FairJudgeError as exc:
+        _fail(engine, job_id, number, str(exc))
+        return "failed"
+    except Exception as exc:  # a bug: the job says what happened, the worker goes on
+        log.exception("job %s, part %s failed", job_id, number)
+        _fail(engine, job_id, number, f"unexpected {type(exc).__name__}: {exc}")
+        return "failed"
+    _set_part(engine, job_id, number, status="done", worker=None, finished_at=utcnow())
+    finish_if_done(engine, settings, job_id)
+    return "done"
+
+
+def _holder(engine: Engine, kind: str, run_id: int | None, number: int) -> str | None:
+    """host:pid of the live process holding the lease of the run's part."""
+    from sqlmodel import col, select
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import GenerationRun, JudgeRun, RunLease
+
+    table = JudgeRun if kind == "judge" else GenerationRun
+    lease_kind = RunPart(number, frozenset()).lease_kind(table.run_kind)
+    with session_scope(engine) as session:
+        row = session.exec(
+            select(RunLease).where(col(RunLease.kind) == lease_kind, RunLease.run_id == run_id)
+        ).first()
+        return None if row is None else f"{row.host}:{row.pid}"
+
+
+def _part_query(job_id: int, number: int) -> Any:
+    from sqlmodel import col, select
+
+    from judge.store.tables import JobPart
+
+    return select(JobPart).where(col(JobPart.job_id) == job_id, col(JobPart.number) == number)
+
+
+def _fail(engine: Engine, job_id: int, number: int, message: str) -> None:
+    """The part failed: so does its job (its other parts stop at their next progress); a
+    resumed job sends again the parts that are not done."""
+    from sqlalchemy import update
+    from sqlmodel import col
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import Job, utcnow
+
+    _set_part(engine, job_id, number, status="failed", worker=None, error=message)
+    with session_scope(engine) as session:
+        session.execute(
+            update(Job)
+            .where(col(Job.id) == job_id, col(Job.status) == "running")
+            .values(status="failed", error=f"part {number}: {message}", finished_at=utcnow())
+        )
+
+
+def _settle_cancelled(engine: Engine, job_id: int) -> None:
+    from sqlalchemy import update
+    from sqlmodel import col
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import Job, utcnow
+
+    with session_scope(engine) as session:
+        session.execute(
+            update(Job)
+            .where(col(Job.id) == job_id, col(Job.status) == "running")
+            .where(col(Job.cancel_requested).is_(True))
+            .values(status="cancelled", finished_at=utcnow())
+        )
+
+
+def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
+    """Once every part of the job is done: store how its run ended and finish the job
+    (whoever gets here first; a second caller changes nothing). Whether it finished now."""
+    from sqlalchemy import update
+    from sqlmodel import col, func, select
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import Job, JobPart, utcnow
+
+    with session_scope(engine) as session:
+        job = session.get(Job, job_id)
+        if job is None or job.status != "running":
+            return False
+        left = session.exec(
+            select(func.count())
+            .select_from(JobPart)
+            .where(col(JobPart.job_id) == job_id, col(JobPart.status) != "done")
+        ).one()
+        kind, result = job.kind, dict(job.result or {})
+        params = dict(job.params)
+    if left:
+        return False
+    key = SPLIT_KINDS[kind]
+    run_id = int(result[key])
+    status, detail = _finish_run(engine, kind, params, run_id)
+    result.update({"status": str(status), "status_detail": detail})
+    with session_scope(engine) as session:
+        won = session.execute(
+            update(Job)
+            .where(col(Job.id) == job_id, col(Job.status) == "running")
+            .values(status="finished", result=result, finished_at=utcnow())
+        )
+        return bool(won.rowcount)  # type: ignore[attr-defined]
+
+
+def _finish_run(engine: Engine, kind: str, params: dict[str, Any], run_id: int) -> Any:
+    """Store how a split run ended, read from what its parts stored."""
+    from server.usecases.jobs import job_request
+
+    request = job_request(kind, params)
+    if isinstance(request, JudgeRequest):
+        from judge.grading.judging import finish_judge_run
+
+        return finish_judge_run(engine, run_id)
+    from judge.answers.collect import finish_generation_run
+
+    assert isinstance(request, GenerateRequest)
+    return finish_generation_run(
+        engine, run_id, request.dataset,
+        accepted_only=request.accepted_only, include_drafts=request.include_drafts,
+    )  # fmt: skip
+
+
+def stale_parts(engine: Engine, *, silent_after_s: float) -> list[tuple[int, int]]:
+    """(job, part) of running parts whose worker stopped beating more than
+    ``silent_after_s`` ago (or stopped): their worker died; they are to be sent again."""
+    from datetime import timedelta
+
+    from sqlmodel import col, select
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import Job, JobPart, WorkerBeat, utcnow
+
+    cutoff = utcnow() - timedelta(seconds=silent_after_s)
+    with session_scope(engine) as session:
+        live = {
+            w
+            for w, beat, stopped in session.execute(
+                select(WorkerBeat.worker, WorkerBeat.beat_at, WorkerBeat.stopped_at)
+            )
+            if stopped is None and _aware(beat) >= cutoff
+        }
+        rows = session.execute(
+            select(JobPart.job_id, JobPart.number, JobPart.worker, JobPart.started_at)
+            .join(Job, col(Job.id) == col(JobPart.job_id))
+            .where(col(Job.status) == "running", col(JobPart.status) == "running")
+        ).all()
+    return [
+        (job_id, number)
+        for job_id, number, worker, started in rows
+        if worker not in live and (started is None or _aware(started) < cutoff)
+    ]
+
+
+def stale_jobs(engine: Engine, *, silent_after_s: float) -> list[int]:
+    """Running jobs that are not split whose worker stopped beating more than
+    ``silent_after_s`` ago: their worker died; they are to be sent again (they resume)."""
+    from sqlmodel import col, select
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import Job, JobPart
+    from server.usecases.jobs import live_workers
+
+    with session_scope(engine) as session:
+        live = live_workers(session, silent_after_s=silent_after_s)
+        split = select(JobPart.job_id).distinct()
+        rows = session.execute(
+            select(Job.id, Job.worker).where(
+                col(Job.status) == "running", col(Job.id).not_in(split)
+            )
+        ).all()
+    return [int(j) for j, worker in rows if worker and worker not in live]
+
+
+def unsent(engine: Engine) -> tuple[list[int], list[tuple[int, int]]]:
+    """Everything a broker that lost its messages (Redis restarted with nothing on disk)
+    must be handed again: queued jobs, and the queued parts of running jobs."""
+    from sqlmodel import col, select
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import Job, JobPart
+
+    with session_scope(engine) as session:
+        jobs = session.exec(select(Job.id).where(col(Job.status) == "queued")).all()
+        parts = session.execute(
+            select(JobPart.job_id, JobPart.number)
+            .join(Job, col(Job.id) == col(JobPart.job_id))
+            .where(col(Job.status) == "running", col(JobPart.status) == "queued")
+        ).all()
+    return [int(j) for j in jobs if j is not None], [(int(j), int(n)) for j, n in parts]
+
+
+def _aware(moment: Any) -> Any:
+    from datetime import UTC
+
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
