@@ -29,7 +29,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
-from judge.costs import Budget
+from judge.costs import Budget, BudgetGate, budget_stop_detail
 from judge.endpoint_url import identity_url
 from judge.errors import InvalidInputError
 from judge.grading.logprobs import ScoreDistribution, score_distribution
@@ -202,6 +202,7 @@ def judge(
     swap_order: bool = False,
     budget: Budget | None = None,
     part: RunPart | None = None,
+    resume_command: str = "judge",
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
     with a ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run
@@ -213,7 +214,8 @@ def judge(
     the same run gets ``RunBusyError`` before any call (``judge.runs.run_lease``). A rubric
     set that cannot judge the run's items is refused before the run is created
     (``check_rubric_set``). With a ``part`` only its items are judged, under the part's own
-    lease, and the run's status is left to ``finish_judge_run``."""
+    lease, and the run's status is left to ``finish_judge_run``. ``resume_command``: the
+    command a budget's stop line tells the user to run again."""
     with session_scope(engine) as session:
         check_rubric_set(session, generation_run_id, rubrics)
     if config.aggregation == LOGPROB:
@@ -253,12 +255,10 @@ def judge(
             status, detail = _final_status(session, run)
             if budget is None or not budget.exhausted:
                 return status, detail
-            return RunStatus.INCOMPLETE, (
-                f"stopped at --max-cost {budget.max_cost:g}: spent {budget.spent:.4f}, "
-                f"{summary.flags.get(NOT_MADE, 0)} judgments not made; run the same "
-                "judge command again (with a higher --max-cost) to go on"
-                + (f"; also {detail}" if detail else "")
+            stopped = budget_stop_detail(
+                budget, summary.flags.get(NOT_MADE, 0), "judgments", resume_command
             )
+            return RunStatus.INCOMPLETE, stopped + (f"; also {detail}" if detail else "")
 
         if part is None:
             finish_run(engine, JudgeRun, run_id, outcome)
@@ -615,24 +615,6 @@ def plan_calls(
     return Planned(run_id, len(tasks), missing, cached, to_send)
 
 
-class BudgetGate:
-    """``judge --max-cost``: a call goes out only while its worst-case cost fits the budget
-    (``judge.costs.Budget``); afterwards the reservation becomes the call's real cost."""
-
-    def __init__(self, budget: Budget) -> None:
-        self.budget = budget
-
-    def open(self, messages: list[dict[str, str]], max_tokens: int) -> float | None:
-        held = self.budget.reservation(messages, max_tokens=max_tokens)
-        return held if self.budget.reserve(held) else None
-
-    def close(self, held: float, done: Completion | None) -> None:
-        spent = 0.0
-        if done is not None:
-            spent = self.budget.prices.cost(done.prompt_tokens, done.completion_tokens)
-        self.budget.settle(held, spent)
-
-
 LOGPROB = "logprob"
 """The aggregation that also reads each score level's probability from the score token."""
 
@@ -646,7 +628,11 @@ def top_logprobs(scale: Scale) -> int:
 def check_logprobs(client: ModelClient) -> None:
     """Refuse, with one small call and no retries, an endpoint that returns no
     log-probabilities: ``--aggregation logprob`` never falls back to sampled scores alone."""
-    probe = ModelClient(client.name, client.config.model_copy(update={"max_retries": 0}))
+    probe = ModelClient(
+        client.name,
+        client.config.model_copy(update={"max_retries": 0}),
+        limiter=client.limiter,  # the probe keeps the endpoint's quota too
+    )
     why = "its reply carried none"
     try:
         done = probe.complete(

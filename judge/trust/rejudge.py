@@ -109,7 +109,7 @@ def run_counterfactual(
     warm.start()
     summary = judging.judge(
         engine, client, book, rubrics, config, copy.run_id, progress=progress,
-        swap_order=swap_order, budget=budget,
+        swap_order=swap_order, budget=budget, resume_command="judge-audit counterfactual",
     )  # fmt: skip
     return CounterfactualRun(copy, summary.run_id, summary)
 

@@ -66,6 +66,8 @@ def test_counterfactual_dry_run_sends_nothing_and_max_cost_stops_the_copy(
         assert (
             detail.startswith("stopped at --max-cost 0.000325") and "2 judgments not made" in detail
         )
+        # the line names the command that goes on: the counterfactual check, not `judge`
+        assert "run the same judge-audit counterfactual command again" in detail
         left = trust.counterfactual_dry_run(engine, settings, request)
         assert (left["copy_run_id"], left["judge_run_id"]) == (
             stopped.copy.run_id, stopped.judge_run_id,
