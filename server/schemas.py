@@ -179,6 +179,18 @@ class DryRunOut(BaseModel):
     estimate: dict[str, Any] | None = None
 
 
+class JobPartOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    number: int
+    items: int = Field(description="Items in the part.")
+    status: str = Field(description="queued, running, done or failed")
+    worker: str | None
+    done: int
+    total: int | None
+    attempts: int
+    error: str | None
+
+
 class JobOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
     id: int
@@ -191,10 +203,16 @@ class JobOut(BaseModel):
     error: str | None
     attempts: int
     cancel_requested: bool
+    worker: str | None = Field(default=None, description="host:pid of the worker on it.")
     created_by: str | None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    parts: list[JobPartOut] | None = Field(
+        default=None,
+        description="GET /jobs/ID only: the parts Celery workers split a judge or generation "
+        "job into (docs/scaling.md); empty for a job run whole.",
+    )
     counts: dict[str, Any] | None = Field(
         default=None,
         description="GET /jobs/ID only: its run's rows so far by status (judgments) or flag "

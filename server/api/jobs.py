@@ -55,11 +55,22 @@ def list_jobs(query: JobQuery) -> Any:
 @bp.get("/jobs/<int:job_id>", responses={200: JobOut})
 def get_job(path: JobPath) -> Any:
     """One job: status, progress (done of total), its run's counts, tokens and their cost so
-    far (live and at the batch price), the result or the last error."""
+    far (live and at the batch price), the result or the last error, and its parts when
+    Celery workers split it."""
+    from server.usecases.parts import part_rows
+
     session = get_session()
     job = queue.get_job(session, path.job_id)
     settings = current_app.config["SETTINGS"]
-    return {**dump(JobOut, job), "counts": usecases.job_counts(session, job.result, settings)}
+    parts = [
+        {**p.model_dump(exclude={"item_ids"}), "items": len(p.item_ids)}
+        for p in part_rows(_engine(), path.job_id)
+    ]
+    return {
+        **dump(JobOut, job),
+        "parts": parts,
+        "counts": usecases.job_counts(session, job.result, settings),
+    }
 
 
 @bp.post("/jobs/<int:job_id>/cancel", responses={200: JobOut})

@@ -26,7 +26,8 @@ from judge.config import load_settings
 from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Job, JobPart, Judgment, WorkerBeat
-from server import usecases
+from server import create_app, usecases
+from server.auth import create_key
 from server.jobs import queue
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.kills import requests_of
@@ -210,6 +211,17 @@ def test_two_workers_split_a_run_and_survive_a_kill_and_a_redis_restart(
         paid = requests_of(stub, "judge")
         assert len(expected) <= paid <= len(expected) + CONCURRENCY
         assert done.result is not None and done.result["status"] == "finished"
+        # The API shows the job's parts as the store holds them.
+        app = create_app({"SETTINGS": settings})
+        _, key = create_key(engine, "reader", "member")
+        shown = app.test_client().get(
+            f"/api/v1/jobs/{job.id}", headers={"Authorization": f"Bearer {key}"}
+        )
+        assert shown.status_code == 200, shown.json
+        assert [(p["number"], p["items"], p["status"]) for p in shown.json["parts"]] == [
+            (n, 4 if n == 7 else 8, "done") for n in range(8)
+        ]
+        app.extensions["fairjudge_engine"].dispose()
         # Both recoveries happened: the killed worker's part was sent again, and so were
         # the parts Redis lost (at least one was still queued: 8 parts, 2 workers).
         logs = workers.logs()
