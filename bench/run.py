@@ -35,6 +35,12 @@
 14. Judge-assisted statistics (bench/stats_ppi.py): prediction-powered estimates for 100,000
     judged items with 2,000 human ratings (<= 1 s) and the alt-test on 3 annotators x 1,200
     items (<= 1 s).
+15. Celery (bench/celery.py): one judge job of 10,000 judgments (stub at 200 ms) on 1, 2 and
+    4 ``fairjudge worker`` processes sharing a run, the endpoint's quota 32 calls per worker
+    kept in Redis: throughput, and its ratio to one worker's (targets: >= 1.8 x with two,
+    >= 3 x with four).
+16. Batch API (bench/batch.py): ``judge RUN --batch`` of 10,000 calls through the batch stub:
+    wall time outside the stub's simulated window, and client CPU per call.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -279,13 +285,18 @@ def bench_celery(tmp: Path) -> dict[str, Any]:
     return run(tmp)
 
 
+def _batch_bench(tmp: Path) -> dict[str, Any]:
+    from bench.batch import batch_bench
+
+    return batch_bench(tmp)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
 
 
 PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "startup": bench_startup,
-    "celery": bench_celery,
     "wire": bench_wire,
     "rerun": bench_rerun,
     "agreement": lambda tmp: bench_agreement(),
@@ -303,6 +314,8 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     },
     "dedupe": lambda tmp: dedupe_bench(),
     "stats_ppi": lambda tmp: bench_stats_ppi(),
+    "celery": bench_celery,
+    "batch": lambda tmp: _batch_bench(tmp),
 }
 
 
