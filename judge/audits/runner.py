@@ -183,31 +183,25 @@ def run_audit(
             progress=progress,
         )
 
-    def expected(task: AuditTask) -> str:
-        return call_key(client, task.messages, sample_index=task.sample_index,
-                        temperature=temperature, max_tokens=max_tokens)  # fmt: skip
-
     with run_lease(engine, AuditRun.run_kind, run_id):
-        with session_scope(engine) as session:
-            start_run(session, AuditRun, run_id)
-            done = _forget_failures(session, run_id)
-        todo, copies = _main_todo(suite, done, limit)
-        if copies:
-            with session_scope(engine) as session:
-                wanted_keys = {key: expected(task) for key, (_, task) in copies.items()}
-                todo += [copies[key] for key in _forget_shared_draws(session, run_id, wanted_keys)]
-        main = store([task for _, task in sorted(todo, key=lambda pair: pair[0])])
+        main = store(
+            main_tasks(
+                engine,
+                run_id,
+                suite,
+                client,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                limit=limit,
+            )  # fmt: skip
+        )
         followup = None
         if budget is None or not budget.exhausted:  # else each would only be refused
-            with Session(engine) as session:
-                answers = stored_answers(session, run_id, turn=MAIN, with_prompt=True)
-                done = _done(session, run_id)
-            follow = _followup_draws(suite, suite.followups(answers))
-            wanted = [t for t in follow if (t.key, FOLLOWUP) not in done]
+            wanted = followup_tasks(engine, run_id, suite)
             followup = store(wanted) if wanted else None
 
         def outcome(session: Session, run: AuditRun) -> Outcome:
-            status, detail = _final_status(session, run)
+            status, detail = final_status(session, run)
             if budget is None or not budget.exhausted:
                 return status, detail
             not_made = main.flags.get(NOT_MADE, 0)
@@ -218,6 +212,46 @@ def run_audit(
 
         finish_run(engine, AuditRun, run_id, outcome)
     return AuditSummary(run_id, main, followup)
+
+
+def main_tasks(
+    engine: Engine,
+    run_id: int,
+    suite: Suite,
+    client: ModelClient,
+    *,
+    temperature: float,
+    max_tokens: int,
+    limit: int | None,
+) -> list[AuditTask]:
+    """For the holder of the run's lease: mark the run running, forget its failed calls
+    (they are asked again), and return the design's first-turn prompts still to ask, in the
+    design's order; a repeat that a shared call answered (a run stored before every repeat
+    was its own draw) is asked again as its own draw."""
+
+    def expected(task: AuditTask) -> str:
+        return call_key(client, task.messages, sample_index=task.sample_index,
+                        temperature=temperature, max_tokens=max_tokens)  # fmt: skip
+
+    with session_scope(engine) as session:
+        start_run(session, AuditRun, run_id)
+        done = _forget_failures(session, run_id)
+    todo, copies = _main_todo(suite, done, limit)
+    if copies:
+        with session_scope(engine) as session:
+            wanted_keys = {key: expected(task) for key, (_, task) in copies.items()}
+            todo += [copies[key] for key in _forget_shared_draws(session, run_id, wanted_keys)]
+    return [task for _, task in sorted(todo, key=lambda pair: pair[0])]
+
+
+def followup_tasks(engine: Engine, run_id: int, suite: Suite) -> list[AuditTask]:
+    """The second-turn prompts the run's stored first answers call for and that are not
+    stored yet (none for a suite without a second turn)."""
+    with Session(engine) as session:
+        answers = stored_answers(session, run_id, turn=MAIN, with_prompt=True)
+        done = _done(session, run_id)
+    follow = _followup_draws(suite, suite.followups(answers))
+    return [t for t in follow if (t.key, FOLLOWUP) not in done]
 
 
 def _main_todo(
@@ -500,7 +534,7 @@ def stored_answers(
     return out
 
 
-def _final_status(session: Session, run: AuditRun) -> Outcome:
+def final_status(session: Session, run: AuditRun) -> Outcome:
     """Finished, or incomplete with how many answers are missing (failed calls)."""
     statuses = session.exec(select(AuditAnswer.status).where(AuditAnswer.run_id == run.id)).all()
     failed = sum(s == ERROR for s in statuses)

@@ -17,7 +17,6 @@ two batches). ``retry_live`` sends the calls a batch failed live in the same com
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -43,7 +42,8 @@ from judge.grading.judging import (
 )
 from judge.grading.parsing import Unscored, UnscoredKind, parse_grade
 from judge.grading.rubrics import RubricSet
-from judge.models.batch import TERMINAL, BatchApi
+from judge.models.batch import BatchApi
+from judge.models.batch_pass import LiveTally, merge, waiting_outcome
 from judge.models.batching import (
     POLL_S,
     BatchAnswers,
@@ -74,7 +74,6 @@ from judge.runs import (
 )
 from judge.store.engine import session_scope
 from judge.store.tables import Item, JudgeRun, Judgment
-from judge.vocab import RunStatus
 
 Repairs = Literal["live", "batch"]
 
@@ -226,7 +225,7 @@ def judge_batch(
                 engine, api, BatchOwner(JudgeRun.run_kind, run_id, "repair"),
                 list(calls.values()), poll_s=poll_s, wait=wait, progress=progress, sleep=sleep,
             )  # fmt: skip
-            _merge(got, more)
+            merge(got, more)
         first_keys = {call.key for call in firsts if call is not None}
 
         def live(key: str) -> bool:
@@ -237,7 +236,7 @@ def judge_batch(
         answers = BatchAnswers(client, got.failed, live=live)
         cache = CallCacheView(engine, client.model)
         preload(engine, cache, [c.key for c in firsts if c] + list(repair_keys.values()))
-        tally = _LiveTally()
+        tally = LiveTally()
 
         def judged(index: int, gate: CallGate | None) -> tuple[Row | None, list[CallOutcome]]:
             task, prompt = tasks[index], prompts[index]
@@ -289,15 +288,7 @@ def judge_batch(
 
         def outcome(session: Session, run: JudgeRun) -> Outcome:
             status, detail = _final_status(session, run)
-            if not waiting:
-                return status, detail
-            running = ", ".join(
-                f"{b.batch_id} ({b.status})" for b in got.batches if b.status not in TERMINAL
-            )
-            return RunStatus.INCOMPLETE, (
-                f"{waiting} judgments wait for batch(es) still running: {running}; run the "
-                "same command again to collect them" + (f"; also {detail}" if detail else "")
-            )
+            return waiting_outcome(status, detail, waiting, "judgments", got.batches)
 
         status, detail = finish_run(engine, JudgeRun, run_id, outcome)
     return BatchJudgeResult(
@@ -407,32 +398,6 @@ def _repair_calls(
         _, messages = repair_request(prompt.messages, reply, grade, book, task)
         calls[index] = batch_call(client, messages, **_call(task, jrun))
     return calls
-
-
-def _merge(into: Collected, more: Collected) -> None:
-    into.answered |= more.answered
-    into.failed.update(more.failed)
-    into.pending |= more.pending
-    into.batches += more.batches
-    into.prompt_tokens += more.prompt_tokens
-    into.completion_tokens += more.completion_tokens
-
-
-class _LiveTally:
-    """Calls the pass made live (repairs, retries) and their tokens, from worker threads."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.calls = self.prompt_tokens = self.completion_tokens = 0
-
-    def add(self, outcomes: list[CallOutcome]) -> None:
-        with self._lock:
-            for outcome in outcomes:
-                if outcome.cached or outcome.completion is None:
-                    continue
-                self.calls += 1
-                self.prompt_tokens += outcome.completion.prompt_tokens
-                self.completion_tokens += outcome.completion.completion_tokens
 
 
 def missing_calls(engine: Engine, run_id: int) -> list[MissingCall]:

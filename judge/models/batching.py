@@ -1,6 +1,6 @@
 """A run's model calls sent through a provider's Batch API, their answers collected into the
-call cache: durable at every step, for any stage (judge runs now; generation and audit runs
-can use it the same way, see docs/judging.md "The Batch API").
+call cache: durable at every step, for any stage (judge, generation and audit runs; see
+docs/judging.md "The Batch API").
 
 A stage hands over the calls its live path would make (``BatchCall``: the cache key and the
 request body, ``batch_call``), ``send_batches`` gets them answered, and the stage then runs its
@@ -24,6 +24,9 @@ name (an upload whose id was never written down) and uploads only when there is 
 job is polled and collected. Only calls that no job covers go into a new batch. So the calls
 of a batch are sent once, and a rerun after a batch that expired or failed lines sends only
 the calls that got no answer.
+
+``judge.models.batch_pass`` builds a stage's pass on this (the stand-in client and cache its
+live pass runs with, and the command's result).
 """
 
 from __future__ import annotations

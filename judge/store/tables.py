@@ -540,9 +540,13 @@ class BatchJob(SQLModel, table=True):
     failures kept), or abandoned (an intent whose calls were all answered elsewhere)."""
 
     id: int | None = Field(default=None, primary_key=True)
-    run_kind: str = Field(description="'judge' (later 'generation', 'audit'): the run's kind.")
+    run_kind: str = Field(description="'judge', 'generation' or 'audit': the run's kind.")
     run_id: int = Field(index=True)
-    purpose: str = Field(default="first", description="first (the calls) or repair.")
+    purpose: str = Field(
+        default="first",
+        description="first (the calls), repair (a judge run's repairs) or followup (an "
+        "audit's second turn).",
+    )
     endpoint_name: str
     base_url: str
     model: str

@@ -29,6 +29,13 @@ from server.cli.output import (
     table,
     writing,
 )
+from server.cli.runs import (
+    batch_keywords,
+    batch_options,
+    check_batch_run,
+    check_batch_use,
+    queue_request,
+)
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -87,6 +94,7 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         max_cost_option,
         dry_run_option,
+        batch_options(),
         click.option(
             "--allow-failures",
             is_flag=True,
@@ -114,13 +122,32 @@ def _run(
 
     as_json, out_path = common.pop("as_json"), common.pop("out")
     allow_failures = common.pop("allow_failures")
+    batching = {
+        name: common.pop(name) for name in ("batch", "retry_live", "no_wait", "poll_every", "queue")
+    }
+    check_batch_use(batching, dry_run=common["dry_run"], max_cost=common["max_cost"])
     request = audits.AuditRunRequest.build(
         suite=suite, options=options, inputs=inputs or {}, **common
     )
     settings = ctx.settings()
+    if batching["queue"]:
+        if out_path is not None:
+            raise click.UsageError("--out cannot be used with --queue: nothing runs here to write")
+        queue_request(ctx, settings, "audit", request, as_json)
+        return
     engine = ctx.engine(settings)
+    batch = bool(batching["batch"])
     if request.dry_run:
-        emit(audits.audit_dry_run(engine, settings, request), as_json, _print_plan)
+        if batch:  # refused now, as the run would be
+            from server.usecases.batch import check_batch_endpoint
+
+            check_batch_endpoint(settings, request.endpoint or settings.generation.endpoint)
+        plan = audits.audit_dry_run(engine, settings, request)
+        emit({**plan, "applies": "batch"} if batch else plan, as_json,
+             lambda p: _print_plan(p, batch=batch))  # fmt: skip
+        return
+    if batch:
+        _run_batch(ctx, suite, request, batching, out_path, allow_failures, as_json)
         return
     with progress_bar(f"audit {suite}", as_json) as bar:
         summary = audits.audit(engine, settings, request, progress=bar)
@@ -128,21 +155,53 @@ def _run(
     _check_complete(ctx, summary.run_id, allow_failures, as_json)
 
 
-def _print_plan(plan: dict[str, Any]) -> None:
-    """An audit's dry run for people: prompts, calls, tokens and cost (live and batch)."""
+def _run_batch(
+    ctx: Context,
+    suite: str,
+    request: Any,
+    batching: dict[str, Any],
+    out_path: str | None,
+    allow_failures: bool,
+    as_json: bool,
+) -> None:
+    """``SUITE run --batch``: the batch's lines for people (on stderr, so stdout stays the
+    figures), then the run's figures, with the batch's account under "batch"."""
+    from server.usecases.batch import audit_batch, run_batch_summary_lines
+
+    settings = ctx.settings()
+    with progress_bar(f"audit {suite} batch", as_json) as bar:
+        result = audit_batch(
+            ctx.engine(settings), settings, request, progress=bar, **batch_keywords(batching)
+        )
+    if not as_json:
+        for line in run_batch_summary_lines(result, status=False):
+            err().print(line, markup=False, highlight=False, soft_wrap=True)
+    _show(ctx, result.run_id, out_path, as_json, extra={"batch": result.to_json()})
+    check_batch_run(
+        "audit", result.run_id, result.status, result.status_detail,
+        waiting_only=bool(result.pending) and not result.missing,
+        allow_failures=allow_failures, as_json=as_json,
+    )  # fmt: skip
+
+
+def _print_plan(plan: dict[str, Any], *, batch: bool = False) -> None:
+    """An audit's dry run for people: prompts, calls, tokens and cost (live and batch;
+    ``batch``: the batch price applies)."""
     lines = [
         f"audit run: {plan['audit_run_id'] or 'new'} ({plan['suite']}; {plan['endpoint']}, "
         f"{plan['model']})",
         f"prompts: {plan['prompts']:,} in the design; {plan['prompts_to_ask']:,} to ask "
         f"({plan['cached_calls']:,} answered by the cache)",
         f"calls to send: {plan['calls_to_send']:,}",
-        *estimate_lines(plan["estimate"]),
+        *estimate_lines(plan["estimate"], batch=batch),
     ]
     if plan["followup_estimate"] is not None:
         lines += [
             f'follow-up calls: at most {plan["followup_calls_max"]:,} ("why?" after each '
-            "answer that chose a student), on top of the above:",
-            *("  " + line for line in estimate_lines(plan["followup_estimate"])),
+            "answer that chose a student"
+            + ("; with --batch in a second batch, once the first answers are in" if batch else "")
+            + "), on top of the above:",
+            *("  " + line for line in estimate_lines(plan["followup_estimate"], batch=batch)),
         ]
     print_lines(lines)
 

@@ -389,12 +389,14 @@ def cost_line(cost: dict[str, Any]) -> str:
     return f"cost: {money(cost['cost'])} ({tokens}); at the batch price {money(cost['cost_batch'])}"
 
 
-def estimate_lines(e: dict[str, Any]) -> list[str]:
+def estimate_lines(e: dict[str, Any], *, batch: bool = False) -> list[str]:
     """The token and cost lines of a dry run's estimate (``judge.costs.Estimate``): prompt and
-    completion tokens, the cost live and at the batch price, and how each figure was got."""
+    completion tokens, the cost live and at the batch price, and how each figure was got.
+    ``batch``: the command would run with ``--batch``, so the batch price is what applies:
+    it comes first and each cost line says which one the command would pay."""
     typical = e["completion_tokens_typical"]
     live = e["cost_typical"] if typical is not None else e["cost_min"]
-    batch = e["cost_typical_batch"] if typical is not None else e["cost_min_batch"]
+    batch_cost = e["cost_typical_batch"] if typical is not None else e["cost_min_batch"]
     which = "" if typical is not None or e["cost_min"] is None else " (prompts alone)"
     completion = f"at most {e['completion_tokens_max']:,}"
     if typical is not None:
@@ -402,10 +404,20 @@ def estimate_lines(e: dict[str, Any]) -> list[str]:
     lines = [f"prompt tokens: about {e['prompt_tokens']:,}; completion tokens: {completion}"]
     if e["cost_max"] is None:
         lines.append("cost: unknown (no prices for this endpoint)")
+    elif batch:
+        lines.append(
+            f"cost at the batch price (what --batch pays): {money(batch_cost)}{which}, at most "
+            f"{money(e['cost_max_batch'])}"
+        )
+        lines.append(
+            f"cost live (without --batch; not this command): {money(live)}{which}, at most "
+            f"{money(e['cost_max'])}"
+        )
     else:
         lines.append(f"cost: {money(live)}{which}, at most {money(e['cost_max'])}")
         lines.append(
-            f"cost at the batch price: {money(batch)}{which}, at most {money(e['cost_max_batch'])}"
+            f"cost at the batch price: {money(batch_cost)}{which}, at most "
+            f"{money(e['cost_max_batch'])}"
         )
     lines.append(e["note"])  # says which figures were measured and which assumed
     return lines

@@ -4,12 +4,17 @@ scores, and the list of both kinds of run. Both runs resume when asked again.
 A run left with answers or judgments missing (calls that failed for good) makes ``generate``
 and ``judge`` fail with ``IncompleteError`` (exit code 3) after printing their summary, unless
 ``--allow-failures`` is given; then the run's status line is printed and the exit code is 0.
+
+Two other ways to run the same request, shared with ``audit SUITE run``: ``--batch`` sends
+the calls through the endpoint's Batch API (``server.usecases.batch``), ``--queue`` hands the
+request to the job queue instead of running it here (``server.jobs.queue.submit``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -32,13 +37,180 @@ from server.cli.output import (
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from judge.config import Settings
     from server.cli import Context
+    from server.usecases.requests import Request
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 allow_failures_option = click.option(
     "--allow-failures",
     is_flag=True,
     help="Exit 0 even if answers or judgments are missing (the run's status line is printed).",
 )
+
+
+def batch_options(*, repairs: bool = False) -> Callable[[F], F]:
+    """The options of a run that may go through the Batch API (``--batch`` and what tunes
+    it), and ``--queue``; ``repairs``: also ``--batch-repairs`` (judging only)."""
+    options = [
+        click.option(
+            "--batch",
+            is_flag=True,
+            help="Send the calls through the endpoint's Batch API (`batch = true` in its "
+            "config), at the batch price. The command waits for the batch (the provider has "
+            "24 h to answer); interrupted and run again, it takes up the same batch "
+            '(docs/judging.md, "The Batch API").',
+        ),
+        *(
+            [
+                click.option(
+                    "--batch-repairs",
+                    type=click.Choice(["live", "batch"]),
+                    help="With --batch: an unreadable reply's repair call goes live at once "
+                    "(live, the default) or in a second batch (batch: no live price, two "
+                    "waits).",
+                )
+            ]
+            if repairs
+            else []
+        ),
+        click.option(
+            "--retry-live",
+            is_flag=True,
+            help="With --batch: send the calls a batch did not answer live in the same "
+            "command (else they are listed, and the next --batch command sends them in a new "
+            "batch).",
+        ),
+        click.option(
+            "--no-wait",
+            is_flag=True,
+            help="With --batch: submit the batch (or look at one running) and return; run "
+            "the same command again to collect it. Exits 0 while batches run.",
+        ),
+        click.option(
+            "--poll-every",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="SECONDS",
+            help="With --batch: seconds between two looks at a running batch (default 30).",
+        ),
+        click.option(
+            "--queue",
+            is_flag=True,
+            help="Queue the same request as a job instead of running it here: the Celery "
+            "workers run it when [workers] broker_url is set, else the server's own worker "
+            "(`fairjudge serve`). Prints the job's id; follow it with `fairjudge jobs show "
+            "ID`.",
+        ),
+    ]
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def check_batch_use(options: dict[str, Any], *, dry_run: bool, max_cost: float | None) -> None:
+    """Refuse, as usage errors, options that contradict each other: the --batch tuning
+    options without --batch, --max-cost with --batch, --queue with --dry-run or --batch."""
+    if options.get("queue"):
+        for name, given in (("--dry-run", dry_run), ("--batch", options.get("batch"))):
+            if given:
+                raise click.UsageError(
+                    f"--queue cannot be used with {name}: a job runs the request as a live "
+                    f"run on a worker; drop {name}, or run it here without --queue"
+                )
+    if options.get("batch"):
+        if max_cost is not None:
+            raise click.UsageError(
+                "--max-cost cannot be used with --batch: a batch's cost is known only once it "
+                "is done. Estimate it first with --dry-run --batch, or run live with --max-cost"
+            )
+        return
+    tuning = {
+        "--batch-repairs": options.get("batch_repairs") is not None,
+        "--retry-live": bool(options.get("retry_live")),
+        "--no-wait": bool(options.get("no_wait")),
+        "--poll-every": options.get("poll_every") is not None,
+    }
+    given = [name for name, set_ in tuning.items() if set_]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} only apply with --batch")
+
+
+def batch_keywords(options: dict[str, Any]) -> dict[str, Any]:
+    """The use case's keywords for the --batch tuning options."""
+    from server.usecases.batch import POLL_S
+
+    poll = options.get("poll_every")
+    return {
+        "retry_live": bool(options.get("retry_live")),
+        "wait": not options.get("no_wait"),
+        "poll_s": POLL_S if poll is None else poll,
+    }
+
+
+def queue_request(
+    ctx: Context, settings: Settings, kind: str, request: Request, as_json: bool
+) -> None:
+    """Queue ``request`` as a job of ``kind`` (the parameters ``POST /api/v1/jobs`` would
+    store: ``request.to_params()``) and say how to follow it. A field a job may not carry
+    (``--new``, input files) is a usage error, never dropped unsaid."""
+    from server.jobs.queue import submit, uses_celery
+
+    problems = request.job_problems()
+    if problems:
+        raise click.UsageError("--queue cannot carry " + "; ".join(problems))
+    job = submit(
+        ctx.engine(settings), kind, request.to_params(), created_by="cli", settings=settings
+    )
+    runs_on = "celery" if uses_celery(settings) else "server"
+    where = (
+        "the Celery workers ([workers] broker_url) run it"
+        if runs_on == "celery"
+        else "the server's worker runs it (`fairjudge serve`)"
+    )
+
+    def render(_: Any) -> None:
+        err().print(
+            f"job {job.id} queued ({kind}); {where}; follow it with `fairjudge jobs show {job.id}`",
+            highlight=False,
+        )
+        out().print(str(job.id), highlight=False)
+
+    data = {"id": job.id, "kind": kind, "status": job.status, "params": job.params}
+    emit({**data, "runs_on": runs_on}, as_json, render)
+
+
+def check_batch_run(
+    kind: str,
+    run_id: int,
+    status: str,
+    detail: str | None,
+    *,
+    waiting_only: bool,
+    allow_failures: bool,
+    as_json: bool,
+) -> None:
+    """After a --batch command: a run left incomplete only because batches still run
+    (``waiting_only``: --no-wait) gets its status line as a note; otherwise as
+    ``_check_complete``: IncompleteError (exit 3) unless --allow-failures."""
+    from rich.text import Text
+
+    from judge.errors import IncompleteError
+
+    if status != RunStatus.INCOMPLETE:
+        return
+    console = err() if as_json else out()
+    if waiting_only:
+        console.print(Text(f"note: {kind} run {run_id}: {detail}"), soft_wrap=True)
+        return
+    line = f"{kind} run {run_id} is incomplete: {detail}"
+    if not allow_failures:
+        raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
+    console.print(Text(line), soft_wrap=True)
 
 
 @click.command()
@@ -61,6 +233,7 @@ allow_failures_option = click.option(
 @click.option("--new", is_flag=True, help="Start a new run even if one with these settings exists.")
 @max_cost_option
 @dry_run_option
+@batch_options()
 @allow_failures_option
 @json_option
 @click.pass_obj
@@ -78,13 +251,18 @@ def generate(
     dry_run: bool,
     allow_failures: bool,
     as_json: bool,
+    **batching: Any,
 ) -> None:
     """Send DATASET's items to the model under test and store the answers (resumable).
     Drafts and rejected items are left out (see docs/datasets.md); the run's status line
-    says how many."""
+    says how many. --batch sends them through the Batch API; --queue queues them as a
+    job."""
     from server import usecases
+    from server.usecases.batch import check_batch_endpoint
     from server.usecases.requests import GenerateRequest
     from server.usecases.runs import generate_dry_run, run_cost
+
+    check_batch_use(batching, dry_run=dry_run, max_cost=max_cost)
 
     fields = {
         "dataset": dataset_name, "endpoint": endpoint, "temperature": temperature,
@@ -94,9 +272,19 @@ def generate(
     # The config is loaded with the overrides first, so a bad value is blamed on its option.
     settings = ctx.settings(**GenerateRequest.overrides_of(fields))
     request = GenerateRequest.build(**fields)
+    if batching["queue"]:
+        queue_request(ctx, settings, "generate", request, as_json)
+        return
     engine = ctx.engine(settings)
+    batch = bool(batching["batch"])
     if request.dry_run:
-        emit(generate_dry_run(engine, settings, request), as_json, _print_answers_plan)
+        if batch:  # refused now, as the run would be
+            check_batch_endpoint(settings, settings.generation.endpoint)
+        plan = _applies(generate_dry_run(engine, settings, request), batch)
+        emit(plan, as_json, lambda p: _print_answers_plan(p, batch=batch))
+        return
+    if batch:
+        _generate_batch(engine, settings, request, batching, allow_failures, as_json)
         return
     with progress_bar("generating", as_json) as bar:
         summary = usecases.generate(engine, settings, request, progress=bar)
@@ -108,6 +296,36 @@ def generate(
     )
     _note_finished(engine, summary.run_id, as_json)
     _check_complete(engine, "generation", summary.run_id, allow_failures, as_json)
+
+
+def _generate_batch(
+    engine: Engine,
+    settings: Settings,
+    request: Any,
+    batching: dict[str, Any],
+    allow_failures: bool,
+    as_json: bool,
+) -> None:
+    from server.usecases.batch import generate_batch, run_batch_summary_lines
+
+    with progress_bar("batch", as_json) as bar:
+        result = generate_batch(engine, settings, request, progress=bar, **batch_keywords(batching))
+    emit(
+        result.to_json(),
+        as_json,
+        lambda _: print_lines(run_batch_summary_lines(result, status=False)),
+    )
+    _note_finished(engine, result.run_id, as_json)
+    check_batch_run(
+        "generation", result.run_id, result.status, result.status_detail,
+        waiting_only=bool(result.pending) and not result.missing,
+        allow_failures=allow_failures, as_json=as_json,
+    )  # fmt: skip
+
+
+def _applies(plan: dict[str, Any], batch: bool) -> dict[str, Any]:
+    """A dry run's plan, saying which price the command would pay when it is --batch."""
+    return {**plan, "applies": "batch"} if batch else plan
 
 
 def _note_finished(engine: Engine, run_id: int, as_json: bool) -> None:
@@ -148,6 +366,7 @@ def _note_finished(engine: Engine, run_id: int, as_json: bool) -> None:
 )
 @max_cost_option
 @dry_run_option
+@batch_options(repairs=True)
 @allow_failures_option
 @json_option
 @click.pass_obj
@@ -165,25 +384,40 @@ def judge(
     dry_run: bool,
     allow_failures: bool,
     as_json: bool,
+    **batching: Any,
 ) -> None:
     """Score a generation run's answers with the FairMonitor rubrics, or with --rubrics
-    (resumable)."""
+    (resumable). --batch sends the judge calls through the Batch API; --queue queues the
+    request as a job."""
     from server import usecases
+    from server.usecases.batch import check_batch_endpoint
     from server.usecases.requests import JudgeRequest
     from server.usecases.runs import run_cost
+
+    check_batch_use(batching, dry_run=dry_run, max_cost=max_cost)
 
     fields = {
         "generation_run_id": run_id, "endpoint": endpoint, "prompt_variant": prompt_variant,
         "temperature": temperature, "samples": samples, "aggregation": aggregation,
-        "rubric_set": rubric_set, "swap_order": swap_order, "max_cost": max_cost,
+        "rubric_set": rubric_set, "swap_order": swap_order or None, "max_cost": max_cost,
         "dry_run": dry_run,
     }  # fmt: skip
     # The config is loaded with the overrides first, so a bad value is blamed on its option.
     settings = ctx.settings(**JudgeRequest.overrides_of(fields))
     request = JudgeRequest.build(**fields)
+    if batching["queue"]:
+        queue_request(ctx, settings, "judge", request, as_json)
+        return
     engine = ctx.engine(settings)
+    batch = bool(batching["batch"])
     if request.dry_run:
-        emit(usecases.judge_dry_run(engine, settings, request), as_json, _print_plan)
+        if batch:  # refused now, as the run would be
+            check_batch_endpoint(settings, settings.judge.endpoint)
+        plan = _applies(usecases.judge_dry_run(engine, settings, request), batch)
+        emit(plan, as_json, lambda p: _print_plan(p, batch=batch))
+        return
+    if batch:
+        _judge_batch(engine, settings, request, batching, allow_failures, as_json)
         return
     with progress_bar("judging", as_json) as bar:
         summary = usecases.judge(engine, settings, request, progress=bar)
@@ -196,19 +430,47 @@ def judge(
     _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
 
 
-def _print_plan(plan: dict[str, Any]) -> None:
+def _judge_batch(
+    engine: Engine,
+    settings: Settings,
+    request: Any,
+    batching: dict[str, Any],
+    allow_failures: bool,
+    as_json: bool,
+) -> None:
+    from server.usecases.batch import batch_summary_lines, judge_batch
+
+    with progress_bar("batch", as_json) as bar:
+        result = judge_batch(
+            engine, settings, request, repairs=batching["batch_repairs"] or "live",
+            progress=bar, **batch_keywords(batching),
+        )  # fmt: skip
+    emit(
+        result.to_json(), as_json, lambda _: print_lines(batch_summary_lines(result, status=False))
+    )
+    check_batch_run(
+        "judge", result.run_id, result.status, result.status_detail,
+        waiting_only=bool(result.pending) and not result.missing,
+        allow_failures=allow_failures, as_json=as_json,
+    )  # fmt: skip
+
+
+def _print_plan(plan: dict[str, Any], *, batch: bool = False) -> None:
+    repairs = "repairs of unreadable replies come on top"
+    if batch:
+        repairs += ": live by default, in a second batch with --batch-repairs batch"
     print_lines(
         [
             f"judge run: {plan['judge_run_id'] or 'new'} ({plan['endpoint']}, {plan['model']})",
             f"judgments to make: {plan['judgments_to_make']:,} ({plan['missing_answers']:,} "
             f"without an answer, {plan['cached_calls']:,} answered by the cache)",
-            f"calls to send: {plan['calls_to_send']:,} (repairs of unreadable replies come on top)",
-            *estimate_lines(plan["estimate"]),
+            f"calls to send: {plan['calls_to_send']:,} ({repairs})",
+            *estimate_lines(plan["estimate"], batch=batch),
         ]
     )
 
 
-def _print_answers_plan(plan: dict[str, Any]) -> None:
+def _print_answers_plan(plan: dict[str, Any], *, batch: bool = False) -> None:
     print_lines(
         [
             f"generation run: {plan['generation_run_id'] or 'new'} ({plan['endpoint']}, "
@@ -216,7 +478,7 @@ def _print_answers_plan(plan: dict[str, Any]) -> None:
             f"answers to ask: {plan['answers_to_ask']:,} ({plan['cached_calls']:,} answered by "
             "the cache)",
             f"calls to send: {plan['calls_to_send']:,}",
-            *estimate_lines(plan["estimate"]),
+            *estimate_lines(plan["estimate"], batch=batch),
             *([f"note: {plan['left_out']}"] if plan["left_out"] else []),
         ]
     )

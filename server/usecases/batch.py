@@ -1,6 +1,6 @@
-"""Judging through a provider's Batch API (``fairjudge judge RUN --batch``): the same judge run
-as a live command, its calls sent as batches at the batch price (docs/judging.md, "The Batch
-API")."""
+"""Runs through a provider's Batch API (``--batch`` of ``fairjudge judge``, ``generate`` and
+``audit SUITE run``): the same run as a live command, its calls sent as batches at the batch
+price (docs/judging.md, "The Batch API")."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from judge.errors import ConfigError, InvalidInputError
 from judge.progress import Progress
 from server.usecases.context import make_client
-from server.usecases.requests import JudgeRequest, apply_overrides
+from server.usecases.requests import AuditRequest, GenerateRequest, JudgeRequest, apply_overrides
 from server.usecases.rubrics import rubrics
 
 # The stages and the model client (openai) are imported inside the function, as in
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from judge.config import Settings
     from judge.grading.batched import BatchJudgeResult
+    from judge.models.batch_pass import BatchRunResult
 
 POLL_S = 30.0
 """Seconds between two looks at a running batch (the provider's batches take minutes to
@@ -35,6 +36,16 @@ def check_batch_endpoint(settings: Settings, endpoint: str) -> None:
             f"[endpoints.{endpoint}] in the config (only for a provider that serves /v1/files "
             "and /v1/batches), or judge without --batch"
         )
+
+
+def _check_request(max_cost: float | None, poll_s: float, command: str) -> None:
+    if max_cost is not None:
+        raise InvalidInputError(
+            "--max-cost cannot be used with --batch (a batch's cost is known only when it "
+            f"is done); estimate it with --dry-run --batch, or {command} live"
+        )
+    if poll_s <= 0:
+        raise InvalidInputError(f"poll_s must be above 0, got {poll_s!r}")
 
 
 def judge_batch(
@@ -71,13 +82,7 @@ def judge_batch(
         request = JudgeRequest.build(
             generation_run_id=request, rubric_set=rubric_set, swap_order=swap_order
         )
-    if request.max_cost is not None:
-        raise InvalidInputError(
-            "--max-cost cannot be used with --batch (a batch's cost is known only when it "
-            "is done); estimate it with --dry-run, or judge live"
-        )
-    if poll_s <= 0:
-        raise InvalidInputError(f"poll_s must be above 0, got {poll_s!r}")
+    _check_request(request.max_cost, poll_s, "judge")
     settings = apply_overrides(settings, request)
     name = settings.judge.endpoint
     check_batch_endpoint(settings, name)
@@ -104,9 +109,115 @@ def judge_batch(
     )
 
 
-def batch_summary_lines(result: BatchJudgeResult, *, shown: int = 10) -> list[str]:
+def generate_batch(
+    engine: Engine,
+    settings: Settings,
+    request: GenerateRequest | str,
+    *,
+    retry_live: bool = False,
+    wait: bool = True,
+    poll_s: float = POLL_S,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+) -> BatchRunResult:
+    """Ask the model under test for a dataset's answers with the calls sent through its
+    endpoint's Batch API (resumes the generation run with the same settings, and any batch
+    an earlier command left running). ``request``: as for ``runs.generate`` (or only the
+    dataset's name); ``max_cost`` is refused. ``retry_live``, ``wait``, ``poll_s`` and
+    ``progress``: as for ``judge_batch``."""
+    from judge.answers import batched
+    from judge.costs import Prices
+    from judge.models.batch import BatchApi
+    from judge.prompts import PromptBook
+    from judge.store.engine import session_scope
+    from judge.store.queries import get_dataset
+
+    if isinstance(request, str):
+        request = GenerateRequest.build(dataset=request)
+    _check_request(request.max_cost, poll_s, "generate")
+    settings = apply_overrides(settings, request)
+    cfg = settings.generation
+    check_batch_endpoint(settings, cfg.endpoint)
+    with session_scope(engine) as session:
+        get_dataset(session, request.dataset)  # missing: fails before a call
+    endpoint = settings.endpoint(cfg.endpoint)
+    return batched.generate_batch(
+        engine,
+        make_client(settings, cfg.endpoint),
+        BatchApi(cfg.endpoint, endpoint),
+        PromptBook(settings.prompts_path()),
+        request.dataset,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+        limit=request.limit,
+        accepted_only=request.accepted_only,
+        include_drafts=request.include_drafts,
+        new=request.new,
+        retry_live=retry_live,
+        wait=wait,
+        poll_s=poll_s,
+        prices=Prices.of(endpoint),
+        progress=progress,
+        on_run=on_run,
+    )
+
+
+def audit_batch(
+    engine: Engine,
+    settings: Settings,
+    request: AuditRequest,
+    *,
+    retry_live: bool = False,
+    wait: bool = True,
+    poll_s: float = POLL_S,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+) -> BatchRunResult:
+    """Send an audit suite's design to the model under test with the calls sent through its
+    endpoint's Batch API (resumes the audit run with the same settings and any batch an
+    earlier command left running); the award audit's follow-ups go in a second batch once
+    the first answers are in. ``request``: as for ``audits.audit`` (an ``AuditRunRequest``
+    may add input files and ``new``); ``max_cost`` is refused. ``retry_live``, ``wait``,
+    ``poll_s`` and ``progress``: as for ``judge_batch``."""
+    from judge.audits import batched
+    from judge.audits.suites import make_suite
+    from judge.costs import Prices
+    from judge.models.batch import BatchApi
+    from server.usecases.audits import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, AuditRunRequest
+
+    _check_request(request.max_cost, poll_s, "audit")
+    files: dict[str, str] = {}
+    new = False
+    if isinstance(request, AuditRunRequest):
+        files, new = request.inputs.of(request.suite), request.new
+    name = request.endpoint or settings.generation.endpoint
+    check_batch_endpoint(settings, name)
+    suite = make_suite(request.suite, **{**request.options, **files})
+    endpoint = settings.endpoint(name)
+    return batched.run_audit_batch(
+        engine,
+        make_client(settings, name),
+        BatchApi(name, endpoint),
+        suite,
+        temperature=DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
+        max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS[suite.name],
+        limit=request.limit,
+        new=new,
+        retry_live=retry_live,
+        wait=wait,
+        poll_s=poll_s,
+        prices=Prices.of(endpoint),
+        progress=progress,
+        on_run=on_run,
+    )
+
+
+def batch_summary_lines(
+    result: BatchJudgeResult, *, shown: int = 10, status: bool = True
+) -> list[str]:
     """Lines for people about a ``--batch`` judge command: the batches, the judgments, the
-    calls left without an answer (the first ``shown``), the cost."""
+    calls left without an answer (the first ``shown``), the cost, and (``status``) the
+    run's status line."""
     lines = [
         f"batch {b.batch_id or '(not created)'}: {b.status}, {b.calls:,} calls, "
         f"{b.answered:,} answered, {b.failed:,} without an answer"
@@ -126,6 +237,33 @@ def batch_summary_lines(result: BatchJudgeResult, *, shown: int = 10) -> list[st
         lines.append(f"  ... and {len(result.missing) - shown:,} more")
     if result.cost is not None:
         lines.append(f"cost: {result.cost:.6f} ({result.cost_note()})")
-    if result.status_detail:
+    if status and result.status_detail:
+        lines.append(f"run {result.status}: {result.status_detail}")
+    return lines
+
+
+def run_batch_summary_lines(
+    result: BatchRunResult, *, shown: int = 10, status: bool = True
+) -> list[str]:
+    """Lines for people about a ``--batch`` generation or audit command: the batches, the
+    rows stored, the calls left without an answer (the first ``shown``), the cost, and
+    (``status``) the run's status line."""
+    lines = [
+        f"batch {b.batch_id or '(not created)'}: {b.status}, {b.calls:,} calls, "
+        f"{b.answered:,} answered, {b.failed:,} without an answer"
+        for b in result.batches
+    ]
+    flags = ", ".join(f"{n:,} {flag}" for flag, n in sorted(result.flags.items()))
+    lines.append(
+        f"{result.kind} run {result.run_id}: {result.tasks:,} to do; {flags or 'nothing new'}; "
+        f"{result.live_calls:,} live calls"
+    )
+    for missing in result.missing[:shown]:
+        lines.append(f"  no answer: {missing.text()}: {missing.reason}")
+    if len(result.missing) > shown:
+        lines.append(f"  ... and {len(result.missing) - shown:,} more")
+    if result.cost is not None:
+        lines.append(f"cost: {result.cost:.6f} ({result.cost_note()})")
+    if status and result.status_detail:
         lines.append(f"run {result.status}: {result.status_detail}")
     return lines

@@ -1,6 +1,6 @@
 """``python -m tests.support.batch_command CONFIG GENERATION_RUN [POLL_S]``: judge a
 generation run through the Batch API in a process of its own, as ``fairjudge judge RUN
---batch`` will (the CLI's flag is added separately), so that tests can kill it with SIGKILL
+--batch`` does, but started before its run exists, so that tests can kill it with SIGKILL
 at a chosen step. GENERATION_RUN ``-`` reads the run's id from stdin once the modules are
 imported (3 s of a 2-core machine's time, mostly openai's), so a test can start the command
 first and make the run meanwhile."""

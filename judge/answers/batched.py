@@ -1,0 +1,149 @@
+"""Generation runs through a provider's Batch API (``fairjudge generate DATASET --batch``).
+
+The run is the one a live ``generate`` with the same settings makes or resumes (same
+identity, lease, plan and table); only how its calls reach the model differs. They go out as
+batches (``judge.models.batching``), each line named by the call's cache key; once a batch
+ends its answers are in the call cache, and the live pass stores every answer from there
+with the live path's own row (``collect._response_row``): the same flags, cache keys and
+token counts. A call no batch answered is stored as a failed answer (flag ``error``) with the
+batch's reason, and its output line when that line could not be read, so the run ends
+``incomplete`` and the same command sends exactly those calls again, in a new batch (or at
+once live with ``retry_live``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from judge.answers.collect import (
+    _check_selection,
+    _final_status,
+    _plan,
+    _response_row,
+    _Task,
+    get_or_create_run,
+)
+from judge.costs import Prices
+from judge.models.batch import BatchApi
+from judge.models.batch_pass import BatchRunResult, Unanswered, batch_pass, waiting_outcome
+from judge.models.batching import POLL_S, BatchOwner, batch_call
+from judge.models.cache import CallOutcome, cached_complete
+from judge.models.client import ModelClient
+from judge.progress import Progress
+from judge.prompts import PromptBook
+from judge.runs import NOT_MADE, Outcome, Row, commit_run, finish_run, run_lease, start_run
+from judge.runs import store_results as store
+from judge.store.engine import session_scope
+from judge.store.tables import GenerationRun, Item, Response
+
+KIND = GenerationRun.run_kind
+
+
+def generate_batch(
+    engine: Engine,
+    client: ModelClient,
+    api: BatchApi,
+    book: PromptBook,
+    dataset_name: str,
+    *,
+    temperature: float,
+    max_tokens: int,
+    limit: int | None = None,
+    accepted_only: bool = False,
+    include_drafts: bool = False,
+    new: bool = False,
+    retry_live: bool = False,
+    wait: bool = True,
+    poll_s: float = POLL_S,
+    prices: Prices | None = None,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BatchRunResult:
+    """Create (or resume) the generation run for these settings, as ``collect.generate``
+    does, and ask for its missing or failed answers through the Batch API. ``progress``
+    hears the batches' (finished, total) calls while they run. Without ``wait``, batches
+    still running are left for the next command (their answers are not stored yet and the
+    run ends ``incomplete`` saying so)."""
+
+    def get(session: Session) -> GenerationRun:
+        _check_selection(session, dataset_name, accepted_only, include_drafts)
+        return get_or_create_run(
+            session, dataset_name, client, book, temperature=temperature,
+            max_tokens=max_tokens, new=new,
+        )  # fmt: skip
+
+    run_id = commit_run(engine, get)
+    if on_run is not None:
+        on_run(run_id)
+    with run_lease(engine, KIND, run_id):
+        with session_scope(engine) as session:
+            run = start_run(session, GenerationRun, run_id)
+            tasks, left_out = _plan(
+                session, run, book, dataset_name, limit, accepted_only, include_drafts
+            )
+        calls = [
+            batch_call(
+                client,
+                task.messages,
+                sample_index=0,
+                temperature=run.temperature,
+                max_tokens=run.max_tokens,
+            )  # fmt: skip
+            for task in tasks
+        ]
+        sent = batch_pass(
+            engine, client, api, BatchOwner(KIND, run_id), calls, retry_live=retry_live,
+            wait=wait, poll_s=poll_s, progress=progress, sleep=sleep,
+        )  # fmt: skip
+        ready = [t for t, c in zip(tasks, calls, strict=True) if not sent.waiting(c.key)]
+
+        def work(task: _Task) -> tuple[Row | None, list[CallOutcome]]:
+            outcome = cached_complete(
+                sent.client, sent.cache, task.messages, sample_index=0,
+                temperature=run.temperature, max_tokens=run.max_tokens,
+            )  # fmt: skip
+            sent.tally.add([outcome])
+            return sent.keep_raw_line(_response_row(run_id, task, outcome), outcome), [outcome]
+
+        summary = store(
+            engine,
+            Response.__table__,  # type: ignore[attr-defined]
+            run_id,
+            ready,
+            work,
+            concurrency=client.config.concurrency,
+            label="flag",
+        )
+        waiting = len(tasks) - len(ready)
+        stage = partial(_final_status, left_out=left_out)
+
+        def outcome(session: Session, run: GenerationRun) -> Outcome:
+            status, detail = stage(session, run)
+            return waiting_outcome(status, detail, waiting, "answers", sent.got.batches)
+
+        status, detail = finish_run(engine, GenerationRun, run_id, outcome)
+    flags = dict(summary.flags)
+    if waiting:
+        flags[NOT_MADE] = flags.get(NOT_MADE, 0) + waiting
+    return sent.result(
+        KIND, run_id, tasks=len(tasks), flags=flags, missing=failed_answers(engine, run_id),
+        pending=waiting, prices=prices, status=status.value, detail=detail,
+    )  # fmt: skip
+
+
+def failed_answers(engine: Engine, run_id: int) -> list[Unanswered]:
+    """The run's failed answers (flag ``error``) by item key and part, with why."""
+    with Session(engine) as session:
+        rows = session.exec(
+            select(Item.key, Response.part, Response.error)
+            .join(Item, col(Item.id) == col(Response.item_id))
+            .where(col(Response.run_id) == run_id, col(Response.flag) == "error")
+            .order_by(col(Item.key), col(Response.part))
+        ).all()
+    return [Unanswered({"item": key, "part": part}, error or "") for key, part, error in rows]

@@ -1,0 +1,268 @@
+"""A stage's pass over its calls through the Batch API, on ``judge.models.batching``: the
+calls sent and collected (``batch_pass``), the client and call cache the stage's ordinary
+live pass then runs with, the live calls it makes (``LiveTally``), how the run stands while
+batches still run (``waiting_outcome``), and what a generation or audit command reports
+(``BatchRunResult``; a judge command reports ``judge.grading.batched.BatchJudgeResult``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy.engine import Engine
+
+from judge.models.batch import TERMINAL, BatchApi
+from judge.models.batching import (
+    POLL_S,
+    BatchAnswers,
+    BatchCall,
+    BatchOwner,
+    BatchReport,
+    Collected,
+    failed_raw,
+    preload,
+    send_batches,
+)
+from judge.models.cache import CallCacheView, CallOutcome
+from judge.models.client import ModelClient
+from judge.progress import Progress
+from judge.vocab import RunStatus
+
+
+def merge(into: Collected, more: Collected) -> None:
+    """Add what a second ``send_batches`` did (a follow-up batch) to ``into``."""
+    into.answered |= more.answered
+    into.failed.update(more.failed)
+    into.pending |= more.pending
+    into.batches += more.batches
+    into.prompt_tokens += more.prompt_tokens
+    into.completion_tokens += more.completion_tokens
+
+
+class LiveTally:
+    """Calls a pass made live (repairs, retries) and their tokens, added from worker
+    threads: what the command paid at the full price."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = self.prompt_tokens = self.completion_tokens = 0
+
+    def add(self, outcomes: list[CallOutcome]) -> None:
+        with self._lock:
+            for outcome in outcomes:
+                if outcome.cached or outcome.completion is None:
+                    continue
+                self.calls += 1
+                self.prompt_tokens += outcome.completion.prompt_tokens
+                self.completion_tokens += outcome.completion.completion_tokens
+
+    def add_counts(self, other: LiveTally) -> None:
+        with self._lock:
+            self.calls += other.calls
+            self.prompt_tokens += other.prompt_tokens
+            self.completion_tokens += other.completion_tokens
+
+
+class Prices(Protocol):
+    """What a result needs of ``judge.costs.Prices`` (which this layer does not import)."""
+
+    @property
+    def batch_discount(self) -> float:
+        """The share taken off both prices through the Batch API."""
+        ...
+
+    def cost(self, prompt_tokens: int, completion_tokens: int, *, batch: bool = False) -> float:
+        """The cost of these tokens, at the batch price when ``batch``."""
+        ...
+
+
+@dataclass
+class BatchPass:
+    """A stage's calls after their batches: what the batches did (``got``), the client the
+    stage's live pass uses in their place (``BatchAnswers``), the call cache with their
+    answers read in, and the tally of the calls that pass makes live."""
+
+    got: Collected
+    client: BatchAnswers
+    cache: CallCacheView
+    tally: LiveTally
+
+    def waiting(self, key: str) -> bool:
+        """Whether the call is in a batch still running (only when not waiting)."""
+        return key in self.got.pending
+
+    def keep_raw_line(
+        self, row: dict[str, Any], outcome: CallOutcome, column: str = "error"
+    ) -> dict[str, Any]:
+        """A failed call's row with the batch's output line added to ``column`` when that
+        line could not be read: kept whole with the row it fails, never read as an answer."""
+        raw = failed_raw(self.got.failed, [outcome.key]) if outcome.failure else None
+        if raw is not None:
+            row[column] = f"{row[column]}; the line as it came: {raw}"
+        return row
+
+    def absorb(self, later: BatchPass) -> None:
+        """Count a later pass of the same command (a second turn) in this one's result:
+        its batches, answers, failures and live calls."""
+        merge(self.got, later.got)
+        self.tally.add_counts(later.tally)
+
+    def cost(self, prices: Prices | None) -> float | None:
+        """What this command paid: the batches' answers at the batch price, the live calls
+        at the full price (None without prices)."""
+        if prices is None:
+            return None
+        got, live = self.got, self.tally
+        return prices.cost(got.prompt_tokens, got.completion_tokens, batch=True) + prices.cost(
+            live.prompt_tokens, live.completion_tokens
+        )
+
+    def result(
+        self,
+        kind: str,
+        run_id: int,
+        *,
+        tasks: int,
+        flags: dict[str, int],
+        missing: list[Unanswered],
+        pending: int,
+        prices: Prices | None,
+        status: str,
+        detail: str | None,
+    ) -> BatchRunResult:
+        """The command's result (``BatchRunResult``) from this pass and the run's ending."""
+        got, live = self.got, self.tally
+        return BatchRunResult(
+            kind=kind,
+            run_id=run_id,
+            tasks=tasks,
+            flags=flags,
+            batches=got.batches,
+            missing=missing,
+            pending=pending,
+            batch_prompt_tokens=got.prompt_tokens,
+            batch_completion_tokens=got.completion_tokens,
+            live_calls=live.calls,
+            live_prompt_tokens=live.prompt_tokens,
+            live_completion_tokens=live.completion_tokens,
+            cost=self.cost(prices),
+            batch_discount=None if prices is None else prices.batch_discount,
+            status=status,
+            status_detail=detail,
+        )
+
+
+def batch_pass(
+    engine: Engine,
+    client: ModelClient,
+    api: BatchApi,
+    owner: BatchOwner,
+    calls: Sequence[BatchCall],
+    *,
+    retry_live: bool = False,
+    wait: bool = True,
+    poll_s: float = POLL_S,
+    progress: Progress | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BatchPass:
+    """``send_batches`` for a stage whose every call is a first call (no repairs): the
+    calls a batch failed may go out live when ``retry_live``, any other call not answered
+    by a batch is failed with why (``BatchAnswers``)."""
+    got = send_batches(
+        engine, api, owner, calls, progress=progress, poll_s=poll_s, wait=wait, sleep=sleep
+    )
+    answers = BatchAnswers(client, got.failed, live=lambda key: retry_live and key in got.failed)
+    cache = CallCacheView(engine, client.model)
+    preload(engine, cache, [call.key for call in calls])
+    return BatchPass(got, answers, cache, LiveTally())
+
+
+def waiting_outcome(
+    status: RunStatus, detail: str | None, waiting: int, what: str, batches: Iterable[BatchReport]
+) -> tuple[RunStatus, str | None]:
+    """How a run stands when ``waiting`` of its ``what`` (judgments, answers) wait for
+    batches still running: incomplete, saying so first; else as the stage says."""
+    if not waiting:
+        return status, detail
+    running = ", ".join(f"{b.batch_id} ({b.status})" for b in batches if b.status not in TERMINAL)
+    return RunStatus.INCOMPLETE, (
+        f"{waiting} {what} wait for batch(es) still running: {running}; run the same command "
+        "again to collect them" + (f"; also {detail}" if detail else "")
+    )
+
+
+@dataclass(frozen=True)
+class Unanswered:
+    """A call of a run that got no answer (stored as failed; the next command sends it
+    again): which row it was for (``where``: e.g. item and part) and why."""
+
+    where: dict[str, Any]
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.where, "reason": self.reason}
+
+    def text(self) -> str:
+        return " ".join(f"{name} {value}" for name, value in self.where.items())
+
+
+@dataclass(frozen=True)
+class BatchRunResult:
+    """What a ``--batch`` generation or audit command did: the rows it stored by flag or
+    status (``not_made``: waiting for a batch still running), the batches, the calls left
+    without an answer (listed), the tokens paid at the batch price and live, their cost
+    (None without prices), and how the run stands."""
+
+    kind: str
+    run_id: int
+    tasks: int
+    flags: dict[str, int]
+    batches: list[BatchReport]
+    missing: list[Unanswered]
+    pending: int
+    batch_prompt_tokens: int
+    batch_completion_tokens: int
+    live_calls: int
+    live_prompt_tokens: int
+    live_completion_tokens: int
+    cost: float | None
+    batch_discount: float | None
+    """None: the endpoint has no prices."""
+    status: str
+    status_detail: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            f"{self.kind}_run_id": self.run_id,
+            "status": self.status,
+            "status_detail": self.status_detail,
+            "tasks": self.tasks,
+            "stored": self.flags,
+            "batches": [b.to_json() for b in self.batches],
+            "missing": [m.to_json() for m in self.missing],
+            "pending": self.pending,
+            "batch_tokens": {
+                "prompt": self.batch_prompt_tokens,
+                "completion": self.batch_completion_tokens,
+            },
+            "live_calls": self.live_calls,
+            "live_tokens": {
+                "prompt": self.live_prompt_tokens,
+                "completion": self.live_completion_tokens,
+            },
+            "cost": self.cost,
+            "cost_note": self.cost_note(),
+        }
+
+    def cost_note(self) -> str:
+        if self.batch_discount is None:
+            return "no cost: the endpoint has no prices"
+        return (
+            "tokens the batches answered in this command at the batch price (prices x "
+            f"(1 - batch_discount {self.batch_discount:g})), live calls at the full price; "
+            "answers taken from the call cache cost nothing"
+        )
