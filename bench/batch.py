@@ -17,43 +17,25 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.wire import timed, write_items
-from tests.support.factories import FAIRJUDGE, free_port
+from bench.wire import StubProcess, timed, write_items
+from tests.support.factories import FAIRJUDGE
 
 POLL_S = 0.05
 
 
-class BatchStubProcess:
-    """The batch stub in a process of its own, so its threads do not share the client's
-    CPU time or its GIL."""
+class BatchStubProcess(StubProcess):
+    """The batch stub (``window_s``: how long a batch runs) in a process of its own."""
 
     def __init__(self, window_s: float) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.stub_batch", str(self.port), str(window_s)],
-            stdout=subprocess.DEVNULL,
-        )
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"{self.url}/models", timeout=1)
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("the batch stub did not start")
+        super().__init__("tests.support.stub_batch", str(window_s), name="the batch stub")
 
     def batches(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{self.url}/batches", timeout=10) as reply:
             return list(json.load(reply)["data"])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 def write_config(path: Path, url: str, db_url: str) -> Path:

@@ -56,14 +56,15 @@ def timed(command: list[str], *, env: dict[str, str] | None = None) -> Timed:
     return Timed(wall, usage.ru_utime + usage.ru_stime, stdout)
 
 
-class Stub:
-    """The scripted OpenAI-compatible stub in a process of its own (its threads must not
-    compete with the client for the client's GIL)."""
+class StubProcess:
+    """A stub server (a ``tests.support`` module run with its port and ``args``) in a
+    process of its own: its threads must not compete with the client for the client's GIL
+    or CPU time. ``name`` is what the error says did not start."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, module: str, *args: str, name: str = "the stub") -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.stub_openai", str(self.port), str(latency)],
+            [sys.executable, "-m", module, str(self.port), *args],
             stdout=subprocess.DEVNULL,
         )
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -73,15 +74,22 @@ class Stub:
                 return
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError("the stub did not start")
-
-    def requests(self) -> int:
-        with urllib.request.urlopen(f"{self.url}/stats", timeout=5) as reply:
-            return int(json.load(reply)["requests"])
+        raise RuntimeError(f"{name} did not start")
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
+
+
+class Stub(StubProcess):
+    """The scripted OpenAI-compatible stub (fixed ``latency``) in a process of its own."""
+
+    def __init__(self, latency: float) -> None:
+        super().__init__("tests.support.stub_openai", str(latency))
+
+    def requests(self) -> int:
+        with urllib.request.urlopen(f"{self.url}/stats", timeout=5) as reply:
+            return int(json.load(reply)["requests"])
 
 
 def write_items(path: Path, n: int) -> Path:

@@ -21,12 +21,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.answers.collect import (
-    _check_selection,
     _final_status,
     _plan,
     _response_row,
     _Task,
-    get_or_create_run,
+    open_generation_run,
 )
 from judge.costs import Prices
 from judge.models.batch import BatchApi
@@ -36,7 +35,7 @@ from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.progress import Progress
 from judge.prompts import PromptBook
-from judge.runs import NOT_MADE, Outcome, Row, commit_run, finish_run, run_lease, start_run
+from judge.runs import NOT_MADE, Outcome, Row, finish_run, run_lease, start_run
 from judge.runs import store_results as store
 from judge.store.engine import session_scope
 from judge.store.tables import GenerationRun, Item, Response
@@ -70,17 +69,10 @@ def generate_batch(
     hears the batches' (finished, total) calls while they run. Without ``wait``, batches
     still running are left for the next command (their answers are not stored yet and the
     run ends ``incomplete`` saying so)."""
-
-    def get(session: Session) -> GenerationRun:
-        _check_selection(session, dataset_name, accepted_only, include_drafts)
-        return get_or_create_run(
-            session, dataset_name, client, book, temperature=temperature,
-            max_tokens=max_tokens, new=new,
-        )  # fmt: skip
-
-    run_id = commit_run(engine, get)
-    if on_run is not None:
-        on_run(run_id)
+    run_id = open_generation_run(
+        engine, client, book, dataset_name, temperature=temperature, max_tokens=max_tokens,
+        accepted_only=accepted_only, include_drafts=include_drafts, new=new, on_run=on_run,
+    )  # fmt: skip
     with run_lease(engine, KIND, run_id):
         with session_scope(engine) as session:
             run = start_run(session, GenerationRun, run_id)

@@ -124,7 +124,7 @@ class _Task:
     messages: list[dict[str, str]]
 
 
-def generate(
+def open_generation_run(
     engine: Engine,
     client: ModelClient,
     book: PromptBook,
@@ -132,28 +132,14 @@ def generate(
     *,
     temperature: float,
     max_tokens: int,
-    limit: int | None = None,
-    accepted_only: bool = False,
-    include_drafts: bool = False,
-    new: bool = False,
-    progress: Progress | None = None,
-    on_run: Callable[[int], None] | None = None,
-    part: RunPart | None = None,
-    budget: Budget | None = None,
-) -> RunSummary:
-    """Create (or resume) the generation run for these settings and ask for every missing or
-    failed answer, storing each as it arrives (``on_run`` hears the run's id first). With a
-    ``part`` only its items are asked, under the part's own lease, and the run's status is
-    left to ``finish_generation_run``. A run
-    left with failed answers ends ``incomplete`` with a line saying how many; a second
-    process on the same run gets
-    ``RunBusyError`` before any call (``judge.runs.run_lease``). With a ``budget``
-    (``--max-cost``) no call goes out once the next could pass it: the run stops cleanly,
-    ``incomplete``, every answer that came back stored, and a rerun goes on.
-
-    Items are chosen by review status (module docstring): drafts and rejected items are left
-    out unless ``include_drafts`` adds the drafts; ``accepted_only`` asks only for items an
-    expert review accepted. The run's ``status_detail`` says how many were left out."""
+    accepted_only: bool,
+    include_drafts: bool,
+    new: bool,
+    on_run: Callable[[int], None] | None,
+) -> int:
+    """The generation run for these settings, found or created and committed, after the
+    selection is checked (``_check_selection``); ``on_run`` hears its id. Every door to a
+    generation run (live or through the Batch API) starts here."""
 
     def get(session: Session) -> GenerationRun:
         _check_selection(session, dataset_name, accepted_only, include_drafts)
@@ -170,6 +156,44 @@ def generate(
     run_id = commit_run(engine, get)
     if on_run is not None:
         on_run(run_id)
+    return run_id
+
+
+def generate(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    dataset_name: str,
+    *,
+    temperature: float,
+    max_tokens: int,
+    limit: int | None = None,
+    accepted_only: bool = False,
+    include_drafts: bool = False,
+    new: bool = False,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+    part: RunPart | None = None,
+    budget: Budget | None = None,
+    threads: int | None = None,
+) -> RunSummary:
+    """Create (or resume) the generation run for these settings and ask for every missing or
+    failed answer, storing each as it arrives (``on_run`` hears the run's id first). With a
+    ``part`` only its items are asked, under the part's own lease, and the run's status is
+    left to ``finish_generation_run``. A run
+    left with failed answers ends ``incomplete`` with a line saying how many; a second
+    process on the same run gets
+    ``RunBusyError`` before any call (``judge.runs.run_lease``). With a ``budget``
+    (``--max-cost``) no call goes out once the next could pass it: the run stops cleanly,
+    ``incomplete``, every answer that came back stored, and a rerun goes on.
+
+    Items are chosen by review status (module docstring): drafts and rejected items are left
+    out unless ``include_drafts`` adds the drafts; ``accepted_only`` asks only for items an
+    expert review accepted. The run's ``status_detail`` says how many were left out."""
+    run_id = open_generation_run(
+        engine, client, book, dataset_name, temperature=temperature, max_tokens=max_tokens,
+        accepted_only=accepted_only, include_drafts=include_drafts, new=new, on_run=on_run,
+    )  # fmt: skip
     kind = GenerationRun.run_kind if part is None else part.lease_kind(GenerationRun.run_kind)
     with run_lease(engine, kind, run_id):
         with session_scope(engine) as session:
@@ -201,7 +225,7 @@ def generate(
             run_id,
             tasks,
             work,
-            concurrency=client.config.concurrency,
+            concurrency=threads or client.config.concurrency,
             label="flag",
             progress=progress,
             run_column="run_id",

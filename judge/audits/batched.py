@@ -32,8 +32,8 @@ from judge.audits.runner import (
     answer_row,
     final_status,
     followup_tasks,
-    get_or_create_run,
     main_tasks,
+    open_audit_run,
 )
 from judge.costs import Prices
 from judge.models.batch import BatchApi
@@ -48,7 +48,7 @@ from judge.models.batching import POLL_S, BatchOwner, batch_call
 from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.progress import Progress
-from judge.runs import NOT_MADE, Outcome, Row, commit_run, finish_run, run_lease, store_results
+from judge.runs import NOT_MADE, Outcome, Row, finish_run, run_lease, store_results
 from judge.store.tables import AuditAnswer, AuditRun
 
 KIND = AuditRun.run_kind
@@ -79,14 +79,10 @@ def run_audit_batch(
     turn's in a batch of their own. ``progress`` hears each batch pass's (finished, total)
     calls while it runs. Without ``wait``, batches still running are left for the next
     command (their answers are not stored yet and the run ends ``incomplete`` saying so)."""
-    run_id = commit_run(
-        engine,
-        lambda session: get_or_create_run(
-            session, suite, client, temperature=temperature, max_tokens=max_tokens, new=new
-        ),
-    )
-    if on_run is not None:
-        on_run(run_id)
+    run_id = open_audit_run(
+        engine, suite, client, temperature=temperature, max_tokens=max_tokens, new=new,
+        on_run=on_run,
+    )  # fmt: skip
 
     def turn(tasks: list[AuditTask], purpose: str) -> tuple[Counter[str], int, BatchPass]:
         """One turn's calls through batches, then its rows stored: (rows by status,

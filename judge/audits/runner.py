@@ -128,6 +128,29 @@ class AuditSummary:
         return {"run_id": self.run_id, "main": one(self.main), "followup": one(self.followup)}
 
 
+def open_audit_run(
+    engine: Engine,
+    suite: Suite,
+    client: ModelClient,
+    *,
+    temperature: float,
+    max_tokens: int,
+    new: bool,
+    on_run: Callable[[int], None] | None,
+) -> int:
+    """The audit run for these settings, found or created and committed; ``on_run`` hears
+    its id. Every door to an audit run (live or through the Batch API) starts here."""
+    run_id = commit_run(
+        engine,
+        lambda session: get_or_create_run(
+            session, suite, client, temperature=temperature, max_tokens=max_tokens, new=new
+        ),
+    )
+    if on_run is not None:
+        on_run(run_id)
+    return run_id
+
+
 def run_audit(
     engine: Engine,
     client: ModelClient,
@@ -146,14 +169,10 @@ def run_audit(
     suite's second turn if it has one. ``on_run`` hears the run's id before any call. With a
     ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run stops
     cleanly, ``incomplete``, every answer that came back stored, and a rerun goes on."""
-    run_id = commit_run(
-        engine,
-        lambda session: get_or_create_run(
-            session, suite, client, temperature=temperature, max_tokens=max_tokens, new=new
-        ),
-    )
-    if on_run is not None:
-        on_run(run_id)
+    run_id = open_audit_run(
+        engine, suite, client, temperature=temperature, max_tokens=max_tokens, new=new,
+        on_run=on_run,
+    )  # fmt: skip
     cache = CallCacheView(engine, client.model)
     gate = BudgetGate(budget) if budget is not None else None
 

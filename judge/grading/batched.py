@@ -29,21 +29,25 @@ from sqlmodel import Session, col, select
 from judge.config import JudgeConfig
 from judge.costs import Prices
 from judge.grading.judging import (
-    LOGPROB,
     _call,
     _final_status,
     _judge_one,
     _plan,
     _Task,
-    check_logprobs,
-    check_rubric_set,
-    get_or_create_judge_run,
+    open_judge_run,
     repair_request,
 )
 from judge.grading.parsing import Unscored, UnscoredKind, parse_grade
 from judge.grading.rubrics import RubricSet
 from judge.models.batch import BatchApi
-from judge.models.batch_pass import LiveTally, merge, waiting_outcome
+from judge.models.batch_pass import (
+    LiveTally,
+    batch_cost_note,
+    merge,
+    pass_cost,
+    pass_json,
+    waiting_outcome,
+)
 from judge.models.batching import (
     POLL_S,
     BatchAnswers,
@@ -66,7 +70,6 @@ from judge.runs import (
     ResultWriter,
     Row,
     RunSummary,
-    commit_run,
     finish_run,
     run_lease,
     start_run,
@@ -127,42 +130,21 @@ class BatchJudgeResult:
             "status": self.status,
             "status_detail": self.status_detail,
             "judgments": self.summary.flags,
-            "batches": [b.to_json() for b in self.batches],
-            "missing": [m.to_json() for m in self.missing],
-            "pending": self.pending,
-            "batch_tokens": {
-                "prompt": self.batch_prompt_tokens,
-                "completion": self.batch_completion_tokens,
-            },
-            "live_calls": self.live_calls,
-            "live_tokens": {
-                "prompt": self.live_prompt_tokens,
-                "completion": self.live_completion_tokens,
-            },
-            "cost": self.cost,
-            "cost_note": self.cost_note(),
+            **pass_json(
+                self.batches,
+                [m.to_json() for m in self.missing],
+                self.pending,
+                batch_tokens=(self.batch_prompt_tokens, self.batch_completion_tokens),
+                live_calls=self.live_calls,
+                live_tokens=(self.live_prompt_tokens, self.live_completion_tokens),
+                cost=self.cost,
+                cost_note=self.cost_note(),
+            ),
         }
 
     def cost_note(self) -> str:
-        if self.prices is None:
-            return "no cost: the judge endpoint has no prices"
-        return (
-            "tokens the batches answered in this command at the batch price (prices x "
-            f"(1 - batch_discount {self.prices.batch_discount:g})), live calls at the full "
-            "price; answers taken from the call cache cost nothing"
-        )
-
-
-def pass_cost(prices: Prices | None, batch: tuple[int, int], live: tuple[int, int]) -> float | None:
-    """The cost of a command's calls: ``batch`` (prompt, completion) tokens at the batch
-    price, ``live`` ones at the full price; None without prices.
-
-    >>> pass_cost(Prices(2.0, 8.0, batch_discount=0.5), (1_000, 500), (0, 0))
-    0.003
-    """
-    if prices is None:
-        return None
-    return prices.cost(*batch, batch=True) + prices.cost(*live)
+        discount = None if self.prices is None else self.prices.batch_discount
+        return batch_cost_note(discount, "the judge endpoint")
 
 
 def judge_batch(
@@ -191,18 +173,10 @@ def judge_batch(
     the run ends ``incomplete`` saying so."""
     if repairs not in ("live", "batch"):
         raise ValueError(f"repairs must be 'live' or 'batch', got {repairs!r}")
-    with session_scope(engine) as session:
-        check_rubric_set(session, generation_run_id, rubrics)
-    if config.aggregation == LOGPROB:
-        check_logprobs(client)
-    run_id = commit_run(
-        engine,
-        lambda session: get_or_create_judge_run(
-            session, generation_run_id, client, config, book, rubrics, swap_order
-        ),
-    )
-    if on_run is not None:
-        on_run(run_id)
+    run_id = open_judge_run(
+        engine, client, book, rubrics, config, generation_run_id,
+        swap_order=swap_order, on_run=on_run,
+    )  # fmt: skip
     with run_lease(engine, JudgeRun.run_kind, run_id):
         with session_scope(engine) as session:
             jrun = start_run(session, JudgeRun, run_id)

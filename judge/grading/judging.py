@@ -189,6 +189,36 @@ def _missing_answer(parts_needed: tuple[str, ...], parts: dict[str, tuple[Any, .
     return None
 
 
+def open_judge_run(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    rubrics: RubricSet,
+    config: JudgeConfig,
+    generation_run_id: int,
+    *,
+    swap_order: bool,
+    on_run: Callable[[int], None] | None,
+) -> int:
+    """The judge run for these settings, found or created and committed, after the checks
+    that come before any call (the rubric set fits the run's items, ``check_logprobs`` when
+    the aggregation needs them); ``on_run`` hears its id. Every door to a judge run (live or
+    through the Batch API) starts here."""
+    with session_scope(engine) as session:
+        check_rubric_set(session, generation_run_id, rubrics)
+    if config.aggregation == LOGPROB:
+        check_logprobs(client)
+    run_id = commit_run(
+        engine,
+        lambda session: get_or_create_judge_run(
+            session, generation_run_id, client, config, book, rubrics, swap_order
+        ),
+    )
+    if on_run is not None:
+        on_run(run_id)
+    return run_id
+
+
 def judge(
     engine: Engine,
     client: ModelClient,
@@ -203,6 +233,7 @@ def judge(
     budget: Budget | None = None,
     part: RunPart | None = None,
     resume_command: str = "judge",
+    threads: int | None = None,
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
     with a ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run
@@ -215,19 +246,12 @@ def judge(
     set that cannot judge the run's items is refused before the run is created
     (``check_rubric_set``). With a ``part`` only its items are judged, under the part's own
     lease, and the run's status is left to ``finish_judge_run``. ``resume_command``: the
-    command a budget's stop line tells the user to run again."""
-    with session_scope(engine) as session:
-        check_rubric_set(session, generation_run_id, rubrics)
-    if config.aggregation == LOGPROB:
-        check_logprobs(client)
-    run_id = commit_run(
-        engine,
-        lambda session: get_or_create_judge_run(
-            session, generation_run_id, client, config, book, rubrics, swap_order
-        ),
-    )
-    if on_run is not None:
-        on_run(run_id)
+    command a budget's stop line tells the user to run again. ``threads``: calls this process
+    keeps in flight (default: the endpoint's ``concurrency``, which stays the quota)."""
+    run_id = open_judge_run(
+        engine, client, book, rubrics, config, generation_run_id,
+        swap_order=swap_order, on_run=on_run,
+    )  # fmt: skip
     kind = JudgeRun.run_kind if part is None else part.lease_kind(JudgeRun.run_kind)
     with run_lease(engine, kind, run_id):
         with session_scope(engine) as session:
@@ -245,7 +269,7 @@ def judge(
             run_id,
             tasks,
             work,
-            concurrency=client.config.concurrency,
+            concurrency=threads or client.config.concurrency,
             label="status",
             progress=progress,
             run_column="judge_run_id",

@@ -114,11 +114,11 @@ class BatchPass:
     def cost(self, prices: Prices | None) -> float | None:
         """What this command paid: the batches' answers at the batch price, the live calls
         at the full price (None without prices)."""
-        if prices is None:
-            return None
         got, live = self.got, self.tally
-        return prices.cost(got.prompt_tokens, got.completion_tokens, batch=True) + prices.cost(
-            live.prompt_tokens, live.completion_tokens
+        return pass_cost(
+            prices,
+            (got.prompt_tokens, got.completion_tokens),
+            (live.prompt_tokens, live.completion_tokens),
         )
 
     def result(
@@ -242,27 +242,68 @@ class BatchRunResult:
             "status_detail": self.status_detail,
             "tasks": self.tasks,
             "stored": self.flags,
-            "batches": [b.to_json() for b in self.batches],
-            "missing": [m.to_json() for m in self.missing],
-            "pending": self.pending,
-            "batch_tokens": {
-                "prompt": self.batch_prompt_tokens,
-                "completion": self.batch_completion_tokens,
-            },
-            "live_calls": self.live_calls,
-            "live_tokens": {
-                "prompt": self.live_prompt_tokens,
-                "completion": self.live_completion_tokens,
-            },
-            "cost": self.cost,
-            "cost_note": self.cost_note(),
+            **pass_json(
+                self.batches,
+                [m.to_json() for m in self.missing],
+                self.pending,
+                batch_tokens=(self.batch_prompt_tokens, self.batch_completion_tokens),
+                live_calls=self.live_calls,
+                live_tokens=(self.live_prompt_tokens, self.live_completion_tokens),
+                cost=self.cost,
+                cost_note=self.cost_note(),
+            ),
         }
 
     def cost_note(self) -> str:
-        if self.batch_discount is None:
-            return "no cost: the endpoint has no prices"
-        return (
-            "tokens the batches answered in this command at the batch price (prices x "
-            f"(1 - batch_discount {self.batch_discount:g})), live calls at the full price; "
-            "answers taken from the call cache cost nothing"
-        )
+        return batch_cost_note(self.batch_discount)
+
+
+def pass_cost(prices: Prices | None, batch: tuple[int, int], live: tuple[int, int]) -> float | None:
+    """The cost of a command's calls: ``batch`` (prompt, completion) tokens at the batch
+    price, ``live`` ones at the full price; None without prices.
+
+    >>> from judge.costs import Prices
+    >>> pass_cost(Prices(2.0, 8.0, batch_discount=0.5), (1_000, 500), (0, 0))
+    0.003
+    """
+    if prices is None:
+        return None
+    return prices.cost(*batch, batch=True) + prices.cost(*live)
+
+
+def batch_cost_note(batch_discount: float | None, endpoint: str = "the endpoint") -> str:
+    """How a ``--batch`` command's ``cost`` was counted (``batch_discount`` None: the
+    ``endpoint`` has no prices, no cost)."""
+    if batch_discount is None:
+        return f"no cost: {endpoint} has no prices"
+    return (
+        "tokens the batches answered in this command at the batch price (prices x "
+        f"(1 - batch_discount {batch_discount:g})), live calls at the full price; "
+        "answers taken from the call cache cost nothing"
+    )
+
+
+def pass_json(
+    batches: list[BatchReport],
+    missing: list[dict[str, Any]],
+    pending: int,
+    *,
+    batch_tokens: tuple[int, int],
+    live_calls: int,
+    live_tokens: tuple[int, int],
+    cost: float | None,
+    cost_note: str,
+) -> dict[str, Any]:
+    """The part of a ``--batch`` command's JSON that every stage shares: its batches, the
+    calls left without an answer, those waiting, the (prompt, completion) tokens paid at
+    the batch price and live, and their cost."""
+    return {
+        "batches": [b.to_json() for b in batches],
+        "missing": missing,
+        "pending": pending,
+        "batch_tokens": {"prompt": batch_tokens[0], "completion": batch_tokens[1]},
+        "live_calls": live_calls,
+        "live_tokens": {"prompt": live_tokens[0], "completion": live_tokens[1]},
+        "cost": cost,
+        "cost_note": cost_note,
+    }

@@ -218,28 +218,11 @@ def batch_summary_lines(
     """Lines for people about a ``--batch`` judge command: the batches, the judgments, the
     calls left without an answer (the first ``shown``), the cost, and (``status``) the
     run's status line."""
-    lines = [
-        f"batch {b.batch_id or '(not created)'}: {b.status}, {b.calls:,} calls, "
-        f"{b.answered:,} answered, {b.failed:,} without an answer"
-        for b in result.batches
-    ]
-    flags = ", ".join(f"{n:,} {flag}" for flag, n in sorted(result.summary.flags.items()))
-    lines.append(
-        f"judge run {result.run_id}: {result.summary.tasks:,} to do; {flags or 'nothing new'}; "
-        f"{result.live_calls:,} live calls"
-    )
-    for missing in result.missing[:shown]:
-        lines.append(
-            f"  no answer: {missing.item} {missing.rubric} sample {missing.sample_index}: "
-            f"{missing.reason}"
-        )
-    if len(result.missing) > shown:
-        lines.append(f"  ... and {len(result.missing) - shown:,} more")
-    if result.cost is not None:
-        lines.append(f"cost: {result.cost:.6f} ({result.cost_note()})")
-    if status and result.status_detail:
-        lines.append(f"run {result.status}: {result.status_detail}")
-    return lines
+    missing = [f"{m.item} {m.rubric} sample {m.sample_index}: {m.reason}" for m in result.missing]
+    return _summary_lines(
+        result, "judge", result.summary.tasks, result.summary.flags, missing,
+        shown=shown, status=status,
+    )  # fmt: skip
 
 
 def run_batch_summary_lines(
@@ -248,20 +231,36 @@ def run_batch_summary_lines(
     """Lines for people about a ``--batch`` generation or audit command: the batches, the
     rows stored, the calls left without an answer (the first ``shown``), the cost, and
     (``status``) the run's status line."""
+    missing = [f"{m.text()}: {m.reason}" for m in result.missing]
+    return _summary_lines(
+        result, result.kind, result.tasks, result.flags, missing, shown=shown, status=status
+    )
+
+
+def _summary_lines(
+    result: BatchJudgeResult | BatchRunResult,
+    kind: str,
+    tasks: int,
+    flags: dict[str, int],
+    missing: list[str],
+    *,
+    shown: int,
+    status: bool,
+) -> list[str]:
+    """The lines both commands print: ``missing`` says each call left without an answer."""
     lines = [
         f"batch {b.batch_id or '(not created)'}: {b.status}, {b.calls:,} calls, "
         f"{b.answered:,} answered, {b.failed:,} without an answer"
         for b in result.batches
     ]
-    flags = ", ".join(f"{n:,} {flag}" for flag, n in sorted(result.flags.items()))
+    stored = ", ".join(f"{n:,} {flag}" for flag, n in sorted(flags.items()))
     lines.append(
-        f"{result.kind} run {result.run_id}: {result.tasks:,} to do; {flags or 'nothing new'}; "
+        f"{kind} run {result.run_id}: {tasks:,} to do; {stored or 'nothing new'}; "
         f"{result.live_calls:,} live calls"
     )
-    for missing in result.missing[:shown]:
-        lines.append(f"  no answer: {missing.text()}: {missing.reason}")
-    if len(result.missing) > shown:
-        lines.append(f"  ... and {len(result.missing) - shown:,} more")
+    lines.extend(f"  no answer: {text}" for text in missing[:shown])
+    if len(missing) > shown:
+        lines.append(f"  ... and {len(missing) - shown:,} more")
     if result.cost is not None:
         lines.append(f"cost: {result.cost:.6f} ({result.cost_note()})")
     if status and result.status_detail:
