@@ -2,8 +2,9 @@
 
 10,000 S1 items are answered once by the stub (200 ms), on a fresh PostgreSQL database; then
 the same judge job (10,000 judgments, one ICS call each) runs on 1, 2 and 4 ``fairjudge
-worker`` processes through a redis-server of the benchmark's own. The endpoint's quota is
-32 calls in flight per worker (``concurrency`` = 32 x workers, shared through Redis), so
+worker`` processes through a redis-server of the benchmark's own. Each worker's task keeps 32
+calls in flight (``[workers] task_concurrency``) and the endpoint's quota, shared through
+Redis, is 32 x workers (its ``concurrency``), so
 the ideal is 32 x workers / 0.2 s judgments per second. Each configuration judges at
 another temperature: another judge run and other cache keys, so nothing is answered from
 the cache. Timed from the job's submission to its end (the workers are up and idle
@@ -31,7 +32,11 @@ SETUPS = ((1, 0.0), (2, 0.1), (4, 0.2))
 
 def _config(path: Path, stub_url: str, db_url: str, broker: str | None, *, workers: int,
             temperature: float) -> Path:  # fmt: skip
-    celery = f'[workers]\nbroker_url = "{broker}"\nchunk_size = 500\n' if broker else ""
+    celery = (
+        f'[workers]\nbroker_url = "{broker}"\nchunk_size = 500\ntask_concurrency = {PER_WORKER}\n'
+        if broker
+        else ""
+    )
     path.write_text(
         f"""
 database_url = "{db_url}"

@@ -287,6 +287,15 @@ class WorkersConfig(_Strict):
         description="Items per Celery task: a judge or generation run is split into tasks of "
         "this many items, spread over the workers.",
     )
+    task_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="Calls one Celery task (a part of a run) keeps in flight at once; unset = "
+        "the endpoint's `concurrency`. The endpoint's `concurrency` stays the quota all "
+        "workers share: with N workers, set this to about concurrency / N, so that no thread "
+        "waits on the shared quota.",
+    )
     visibility_timeout_s: int = Field(
         default=3600,
         ge=60,

@@ -76,13 +76,17 @@ def _run(
 ) -> Any:
     from server import usecases
 
+    threads = settings.workers.task_concurrency
     if kind == "judge":
         assert isinstance(request, JudgeRequest)
         return usecases.judge(
-            engine, settings, request, part=part, progress=progress, on_run=on_run
-        )
+            engine, settings, request, part=part, progress=progress, on_run=on_run,
+            threads=threads,
+        )  # fmt: skip
     assert isinstance(request, GenerateRequest)
-    return usecases.generate(engine, settings, request, part=part, progress=progress, on_run=on_run)
+    return usecases.generate(
+        engine, settings, request, part=part, progress=progress, on_run=on_run, threads=threads
+    )
 
 
 def _items_of(engine: Engine, kind: str, request: Request, run_id: int) -> list[int]:

@@ -37,6 +37,7 @@ def generate(
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     part: RunPart | None = None,
+    threads: int | None = None,
 ) -> RunSummary:
     """Answers from the model under test for a dataset (resumes a run with the same settings);
     ``on_run`` hears the run's id before any call. ``request``: the whole request (its
@@ -68,6 +69,7 @@ def generate(
         progress=progress,
         on_run=on_run,
         part=part,
+        threads=threads,
         budget=budget,
     )
 
@@ -154,6 +156,7 @@ def judge(
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     part: RunPart | None = None,
+    threads: int | None = None,
 ) -> RunSummary:
     """Rubric scores for a generation run's answers (resumes a run with the same settings).
     ``request``: the whole request (its settings overrides applied here), or only the
@@ -189,6 +192,7 @@ def judge(
         swap_order=bool(request.swap_order),
         budget=budget,
         part=part,
+        threads=threads,
     )
 
 

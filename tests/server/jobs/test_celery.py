@@ -37,7 +37,10 @@ from tests.support.stub_openai import StubServer
 ITEMS = 60
 """The sample's first 60 items: its 18 S1 items and 42 of later stages."""
 CHUNK = 8
-CONCURRENCY = 4
+CONCURRENCY = 8
+"""The endpoint's quota (calls in flight), shared by the workers through Redis."""
+PER_TASK = 2
+"""Calls one task keeps in flight ([workers] task_concurrency)."""
 
 
 @pytest.fixture
@@ -75,6 +78,7 @@ job_lease_s = 3
 [workers]
 broker_url = "{broker}"
 chunk_size = {CHUNK}
+task_concurrency = {PER_TASK}
 """)
     return path
 
@@ -162,6 +166,8 @@ def test_two_workers_split_a_run_and_survive_a_kill_and_a_redis_restart(
             first, second = workers.start(), workers.start()
             _wait(lambda: _beating(engine, {first.pid, second.pid}), "both workers beating",
                   workers)  # fmt: skip
+            with stub.state.lock:  # the answers above were asked 8 at a time, in this process
+                stub.state.max_in_flight = 0
             job = queue.submit(engine, "judge", {"generation_run_id": 1}, settings=settings)
             assert job.id is not None
 
@@ -207,9 +213,12 @@ def test_two_workers_split_a_run_and_survive_a_kill_and_a_redis_restart(
         assert len(parts) == 8 and all(p.status == "done" for p in parts)
         assert sorted(len(p.item_ids) for p in parts) == [4] + [8] * 7
         # Paid calls: one per judgment, plus at most the killed worker's calls in flight
-        # (one part at a time, CONCURRENCY calls each) whose replies it never stored.
+        # (one part at a time, PER_TASK calls each) whose replies it never stored.
         paid = requests_of(stub, "judge")
-        assert len(expected) <= paid <= len(expected) + CONCURRENCY
+        assert len(expected) <= paid <= len(expected) + PER_TASK
+        # Two workers, one task each, PER_TASK calls a task: never more than 4 in flight,
+        # below the endpoint's quota of 8 (each task would run 8 threads without the setting).
+        assert stub.state.max_in_flight <= 2 * PER_TASK
         assert done.result is not None and done.result["status"] == "finished"
         # The API shows the job's parts as the store holds them.
         app = create_app({"SETTINGS": settings})
