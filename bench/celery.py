@@ -13,6 +13,7 @@ before). Targets: two workers >= 1.8 x one worker's throughput, four >= 3 x.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -82,7 +83,9 @@ def _pg_database() -> tuple[str, Any]:
     return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", drop
 
 
-def _job_seconds(config: Path, db_url: str, workers: int, log_dir: Path) -> float:
+def _job_seconds(config: Path, db_url: str, workers: int, log_dir: Path) -> tuple[float, float]:
+    """Seconds from the job's submission to its end, and the CPU seconds its workers used
+    (user + system, their whole lives: start-up included)."""
     from sqlmodel import Session
 
     from judge.store.engine import make_engine
@@ -122,13 +125,22 @@ def _job_seconds(config: Path, db_url: str, workers: int, log_dir: Path) -> floa
                         raise RuntimeError(f"job {job} ended {row.status}: {row.error}")
                     break
             time.sleep(0.2)
-        return time.perf_counter() - start
+        wall = time.perf_counter() - start
     finally:
         for proc in procs:
             proc.terminate()
+        cpu = 0.0
         for proc in procs:
-            proc.wait(timeout=30)
+            _, _, usage = os.wait4(proc.pid, 0)  # the worker's own CPU time
+            cpu += usage.ru_utime + usage.ru_stime
         engine.dispose()
+    return wall, cpu
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _beating(engine: Any) -> set[int]:
@@ -160,10 +172,14 @@ def bench_celery(tmp: Path, n_items: int = N_ITEMS) -> dict[str, Any]:
         for workers, temperature in SETUPS:
             config = _config(tmp / f"w{workers}.toml", stub.url, db_url, redis.url,
                              workers=workers, temperature=temperature)  # fmt: skip
-            wall = _job_seconds(config, db_url, workers, tmp)
+            stub_before = _cpu_of(stub.proc.pid)
+            wall, cpu = _job_seconds(config, db_url, workers, tmp)
+            stub_cpu = _cpu_of(stub.proc.pid) - stub_before
             ideal = PER_WORKER * workers / LATENCY
             results[f"workers_{workers}"] = {
                 "wall_s": round(wall, 1),
+                "worker_cpu_ms_per_judgment": round(1000 * cpu / n_items, 2),
+                "stub_cpu_ms_per_judgment": round(1000 * stub_cpu / n_items, 2),
                 "per_s": round(n_items / wall, 1),
                 "ratio_to_ideal": round(n_items / wall / ideal, 3),
             }
