@@ -41,6 +41,9 @@
     >= 3 x with four).
 16. Batch API (bench/batch.py): ``judge RUN --batch`` of 10,000 calls through the batch stub:
     wall time outside the stub's simulated window, and client CPU per call.
+17. Dashboard (bench/dashboard.py): time to first byte and full load (Chromium's navigation
+    timing) of every page on a 10,000-judgment run with 3 raters: first load, median and
+    worst of later loads.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -285,6 +288,12 @@ def bench_celery(tmp: Path) -> dict[str, Any]:
     return run(tmp)
 
 
+def _dashboard_bench(tmp: Path) -> dict[str, Any]:
+    from bench.dashboard import bench_dashboard as run
+
+    return run(tmp)
+
+
 def _batch_bench(tmp: Path) -> dict[str, Any]:
     from bench.batch import batch_bench
 
@@ -316,6 +325,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "stats_ppi": lambda tmp: bench_stats_ppi(),
     "celery": bench_celery,
     "batch": lambda tmp: _batch_bench(tmp),
+    "dashboard": lambda tmp: _dashboard_bench(tmp),
 }
 
 

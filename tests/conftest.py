@@ -179,6 +179,7 @@ SERVER_MODULES: dict[str, tuple[str, ...]] = {
         "tests/server/cli/test_labelstudio_cli.py",
         "tests/server/cli/test_pull_messages.py",
         "tests/server/cli/test_rubric_campaign_cli.py",
+        "tests/server/dashboard/test_campaign_page.py",
     ),
     "embedded": (
         "tests/judge/authoring/test_cells.py",

@@ -1,8 +1,14 @@
-"""The web dashboard: server-rendered pages (Jinja templates, no front-end build step).
+"""The web dashboard: server-rendered pages (Jinja templates, inline SVG charts drawn in
+Python, no front-end build step), one module per page group.
 
-One module per page group: ``login`` (sign in with an API key, sign out), ``overview`` (runs
-and jobs, live), ``judge_runs`` (a judge run's report), ``jobs`` (start a judge job, watch
-it). ``pages`` gathers what each page shows; ``access`` owns the signed-in state.
+Views (Flask): ``login`` (sign in with an API key, sign out), ``overview`` (runs and jobs,
+live), ``datasets`` (coverage heatmaps), ``judge_runs`` (a run: the answer, the grid, the
+items; its agreement with people; the judge's own checks), ``campaigns``, ``audits``,
+``jobs`` (every kind, live, and a form for any kind), ``admin`` (keys, annotators; admins
+only). What a page shows is gathered without Flask in ``pages``, ``run_page``,
+``agreement_page``, ``checks_page``, ``datasets_page``, ``campaign_page``, ``audit_page`` and
+``job_form``; ``charts`` draws, ``figures`` turns report figures into charts, ``cache`` keeps
+figures while the store is unchanged, ``access`` owns the signed-in state.
 """
 
 from __future__ import annotations
@@ -18,15 +24,38 @@ bp = Blueprint(
 )
 
 from server.dashboard.access import csrf_token  # noqa: E402
+from server.dashboard.web import fresh_url  # noqa: E402
 
 
 @bp.context_processor
-def _form_token() -> dict[str, object]:
-    """Templates of the dashboard put ``csrf_token()`` in every form they POST."""
-    return {"csrf_token": csrf_token}
+def _template_helpers() -> dict[str, object]:
+    """Templates of the dashboard put ``csrf_token()`` in every form they POST, and link
+    ``fresh_url()`` to compute a page's kept figures again."""
+    return {"csrf_token": csrf_token, "fresh_url": fresh_url}
 
 
 # The view modules attach their routes to ``bp``; importing them registers the pages.
-from server.dashboard import errors, jobs, judge_runs, login, overview  # noqa: E402
+from server.dashboard import (  # noqa: E402
+    admin,
+    audits,
+    campaigns,
+    datasets,
+    errors,
+    jobs,
+    judge_runs,
+    login,
+    overview,
+)
 
-__all__ = ["bp", "errors", "jobs", "judge_runs", "login", "overview"]
+__all__ = [
+    "admin",
+    "audits",
+    "bp",
+    "campaigns",
+    "datasets",
+    "errors",
+    "jobs",
+    "judge_runs",
+    "login",
+    "overview",
+]

@@ -1,20 +1,25 @@
-"""A store with one generation run and one judge run made against the scripted stub, the
-app over it, a member's key, and a client signed in with it."""
+"""Two stores: one generation run and one judge run of the 18 S1 items made against the
+scripted stub (``store``, ``app``, ``member``, ``signed_in``: the sign-in, overview and job
+tests), and the whole loop (``loop_template``, ``loop_app``: every page, against the API)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy.engine import Engine
 
 from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from server import create_app, usecases
 from server.auth import create_key
 from tests.server.dashboard.helpers import S1_ITEMS, Key, Store, sign_in
+from tests.server.dashboard.loop_store import Loop, build_loop, copy_loop
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -57,3 +62,47 @@ def signed_in(client: FlaskClient, member: Key) -> FlaskClient:
     reply = sign_in(client, member.raw)
     assert reply.status_code == 302, reply.text
     return client
+
+
+# -- the whole loop: sample judged in both orders, ratings, a counterfactual, an award audit --
+
+
+@pytest.fixture(scope="session")
+def loop_template(tmp_path_factory: pytest.TempPathFactory, sample_template: Path) -> Loop:
+    """Built once per session (tests/server/dashboard/loop_store.py); tests copy it."""
+    return build_loop(tmp_path_factory.mktemp("loop") / "loop.db", sample_template, SAMPLE)
+
+
+@dataclass(frozen=True)
+class LoopApp:
+    """The app over a module's copy of the loop store, a signed-in member's client and the
+    keys of a member and an admin."""
+
+    loop: Loop
+    engine: Engine
+    app: Flask
+    member: Key
+    admin: Key
+
+    def client(self, key: Key | None = None) -> FlaskClient:
+        """A client signed in with ``key`` (the member's by default)."""
+        client = self.app.test_client()
+        reply = sign_in(client, (key or self.member).raw)
+        assert reply.status_code == 302, reply.text
+        return client
+
+
+@pytest.fixture(scope="module")
+def loop_app(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> Iterator[LoopApp]:
+    loop = copy_loop(loop_template, tmp_path_factory.mktemp("loop-copy"))
+    url = f"sqlite:///{loop.path}"
+    engine = make_engine(url)
+    # The stub the runs were made at is stopped: pages only read, nothing calls a model.
+    settings = make_settings("http://127.0.0.1:9/v1", url)
+    app = create_app({"SETTINGS": settings, "TESTING": True, "SECRET_KEY": "test-secret"})
+    keys = []
+    for role in ("member", "admin"):
+        name = f"{role}-{uuid.uuid4().hex[:8]}"
+        keys.append(Key(name, create_key(engine, name, role)[1]))
+    yield LoopApp(loop, engine, app, keys[0], keys[1])
+    engine.dispose()

@@ -39,12 +39,12 @@ class Key:
         return {"Authorization": f"Bearer {self.raw}"}
 
 
-def api_get(client: FlaskClient, path: str, key: Key) -> dict[str, Any]:
-    """An API answer as a script would get it: with the key, as JSON."""
+def api_get(client: FlaskClient, path: str, key: Key) -> Any:
+    """An API answer as a script would get it: with the key, as JSON (an object or a list)."""
     reply = client.get(path, headers=key.header)
     assert reply.status_code == 200, reply.text
     body = reply.json
-    assert isinstance(body, dict)
+    assert isinstance(body, (dict, list))
     return body
 
 

@@ -4,7 +4,6 @@ code under test) and against the JSON API."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import html
 import json
@@ -31,7 +30,27 @@ from tests.server.dashboard.helpers import (
     tables,
 )
 
-PAGES = ("/", "/live/overview", "/jobs/new", "/jobs/1", "/live/jobs/1", "/judge-runs/1")
+PAGES = (
+    "/",
+    "/live/overview",
+    "/jobs",
+    "/live/jobs",
+    "/jobs/new",
+    "/jobs/new?kind=audit",
+    "/jobs/1",
+    "/live/jobs/1",
+    "/judge-runs/1",
+    "/judge-runs/1/agreement",
+    "/judge-runs/1/checks",
+    "/datasets",
+    "/datasets/sample",
+    "/campaigns",
+    "/campaigns/x",
+    "/audits",
+    "/audits/1",
+    "/admin/keys",
+    "/admin/annotators",
+)
 
 
 def jobs_in_store(store: Store) -> int:
@@ -58,6 +77,7 @@ def test_every_page_sends_a_stranger_to_the_login_page(client: FlaskClient, path
     assert reply.status_code == 302
     target = urlsplit(reply.headers["Location"])
     assert target.path == "/login" and parse_qs(target.query)["next"] == [path]
+    assert reply.headers["Location"].count("login") == 1
 
 
 def test_starting_a_job_needs_a_key(client: FlaskClient, store: Store) -> None:
@@ -207,7 +227,7 @@ def test_pages_load_nothing_from_other_sites(signed_in: FlaskClient, store: Stor
 # -- a judge run --------------------------------------------------------------------------
 
 
-def test_judge_run_page_shows_metrics_plots_and_report_links(
+def test_judge_run_page_shows_metrics_charts_and_report_links(
     signed_in: FlaskClient, store: Store, member: Key
 ) -> None:
     page = signed_in.get(f"/judge-runs/{store.judge_run_id}")
@@ -222,24 +242,37 @@ def test_judge_run_page_shows_metrics_plots_and_report_links(
     column = metrics[0].index("S1 ICS>=3")
     (overall,) = [row for row in metrics if row[0] == "all"]
     assert overall[column] == expected
-
-    pngs = re.findall(r'src="data:image/png;base64,([^"]+)"', page.text)
-    assert pngs and all(base64.b64decode(p).startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
-    assert "Judge reliability" not in page.text  # no human ratings yet
-
-    links = re.findall(r'href="(/api/v1/judge-runs/\d+/report\.\w+)"', page.text)
-    assert links == [
-        f"/api/v1/judge-runs/{store.judge_run_id}/report.{fmt}" for fmt in ("html", "json", "csv")
+    # The same cell in the grid's numbers (value, interval, n) and in its picture's hover.
+    grid = tables(page.text)["Stage metrics per factor (percent, 95 % interval, n scored)"]
+    (cell,) = [r for r in grid[1:] if r[:2] == ["all", "S1 ICS>=3"]]
+    assert cell[2:] == [
+        f"{100 * hits / n:.1f}",
+        f"{100 * low:.1f}",
+        f"{100 * high:.1f}",
+        str(n),
+        "0",
     ]
+    assert f"all, S1 ICS share&gt;=3 (%): {100 * hits / n:.1f} [{100 * low:.1f}" in page.text
+
+    # Charts are inline SVG with a title for screen readers; no image is fetched or embedded.
+    assert page.text.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img"') >= 3
+    assert "<img" not in page.text and "data:image/png" not in page.text
+    assert "Judge vs human ratings" not in page.text  # no human ratings yet
+
+    links = re.findall(r'href="(/api/v1/[^"]+)"', html.unescape(page.text))
+    assert f"/api/v1/judge-runs/{store.judge_run_id}/report.html" in links
+    assert f"/api/v1/judge-runs/{store.judge_run_id}/report.csv?table=metrics.csv" in links
     for link in links:
         reply = signed_in.get(link, headers=member.header)
         assert reply.status_code == 200, link
         reply.close()
 
 
-def test_judge_run_page_shows_reliability_once_humans_rated(
+def test_agreement_page_shows_reliability_once_humans_rated(
     signed_in: FlaskClient, store: Store
 ) -> None:
+    path = f"/judge-runs/{store.judge_run_id}/agreement?n_bootstrap=0"
+    assert "has no human ratings" in signed_in.get(path).text
     judged = judgments_of(store, store.judge_run_id)
     with Session(store.engine) as session:
         # Two raters who give exactly the judge's score: human mean == judge score on every
@@ -258,12 +291,10 @@ def test_judge_run_page_shows_reliability_once_humans_rated(
         )
         session.commit()
     try:
-        page = signed_in.get(f"/judge-runs/{store.judge_run_id}").text
-        rows = tables(page)["Judge vs human ratings"]
-        head, (ics,) = rows[0], rows[1:]
-        assert ics[head.index("rubric")] == "ICS"
-        assert ics[head.index("n")] == str(sum(j.score is not None for j in judged))
-        assert ics[head.index("pearson")].startswith("1.00")
+        page = signed_in.get(path).text  # the store changed: computed again, not kept
+        ics = fields(page, "rubric", "ICS")
+        assert ics["n"] == str(sum(j.score is not None for j in judged))
+        assert ics["pearson"] == "1.000"
     finally:
         with Session(store.engine) as session:
             for rating in session.exec(select(HumanRating)):
@@ -295,8 +326,8 @@ def test_a_judge_job_started_from_the_form_runs_and_links_its_judge_run(
 ) -> None:
     form = signed_in.get(f"/jobs/new?generation_run_id={store.generation_run_id}").text
     assert f'<option value="{store.generation_run_id}" selected>' in form
-    assert "<option selected>test</option>" in form  # the config's judge endpoint
-    assert "<option>cot</option>" in form
+    assert '<option value="test" selected>test</option>' in form  # the config's endpoint
+    assert '<option value="cot">cot</option>' in form
     reply = signed_in.post(
         "/jobs/new",
         data={
@@ -396,7 +427,7 @@ def test_the_job_form_carries_what_the_cli_judge_takes(
     """Aggregation, --swap-order and --max-cost, as `fairjudge judge` takes them, are fields
     of the form and land in the job's parameters (the same request)."""
     form = signed_in.get("/jobs/new").text
-    assert "<option selected>mean</option>" in form  # the config's aggregation
+    assert '<option value="mean" selected>mean</option>' in form  # the config's aggregation
     assert 'name="swap_order"' in form and 'name="max_cost"' in form
     reply = signed_in.post(
         "/jobs/new",

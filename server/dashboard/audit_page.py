@@ -1,0 +1,47 @@
+"""An audit run: its answers by status, each suite's groups with their intervals (the
+report's bar charts drawn as dots with whiskers), the tests and their p-values, and the
+award audit's follow-up classes. No Flask here.
+
+Everything is ``audit_result`` (what ``fairjudge audit show`` prints and ``GET
+/api/v1/audit-runs/ID`` returns); the charts are its report's figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from server.dashboard.charts import Chart
+from server.dashboard.figures import section_charts
+from server.dashboard.web import api_url
+
+if TYPE_CHECKING:
+    from server.usecases.audits import AuditResult
+    from server.usecases.reports import Section
+
+
+@dataclass(frozen=True)
+class ShownSection:
+    section: Section
+    charts: list[Chart]
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    run_id: int
+    result: AuditResult
+    sections: list[ShownSection]
+    links: dict[str, str]
+
+
+def audit_page(run_id: int, result: AuditResult) -> AuditPage:
+    csv = api_url(f"/audit-runs/{run_id}/report.csv")
+    shown = [ShownSection(s, section_charts(s, csv)) for s in result.report.sections]
+    links = {
+        "run (JSON)": api_url(f"/audit-runs/{run_id}"),
+        "report (JSON)": api_url(f"/audit-runs/{run_id}/report.json"),
+        "report (HTML)": api_url(f"/audit-runs/{run_id}/report.html"),
+    }
+    if result.info["suite"] == "award":
+        links["follow-up estimates (JSON)"] = api_url(f"/audit-runs/{run_id}/estimates")
+    return AuditPage(run_id, result, shown, links)

@@ -1,0 +1,79 @@
+"""Figures kept between page loads while the store has not changed.
+
+A judge run's figures on 10,000 judgments take tens of seconds to compute (the estimates, the
+alt-test, agreement's bootstrap); a page that recomputed them on every load would be unusable.
+So a page's figures are kept with the store's version they were computed at
+(``server.usecases.dashboard.store_version``: rows, highest ids, latest times and in-place
+statuses of every table a figure reads) and reused only while the version is the same and
+they are younger than ``MAX_AGE_S``. Every page that shows kept figures says when they were
+computed and offers to compute them again (``?fresh=1``): an answer is never stale without
+saying so.
+
+One cache per process (gunicorn's workers each keep their own), bounded in entries.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+ENTRIES = 8
+"""Pages' figures kept at once (a 10,000-judgment run's item browser is tens of MB)."""
+MAX_AGE_S = 900.0
+"""Figures older than this are computed again even when the store's version is unchanged: a
+bound on staleness should an in-place edit escape the version."""
+
+
+@dataclass(frozen=True)
+class Computed(Generic[T]):
+    """A page's figures, when they were computed, how long that took, and whether this load
+    reused them."""
+
+    value: T
+    at: datetime
+    seconds: float
+    reused: bool
+
+
+class FigureCache:
+    """Figures by (page, arguments), each with the store version it was computed at."""
+
+    def __init__(self, entries: int = ENTRIES, max_age_s: float = MAX_AGE_S) -> None:
+        self.entries, self.max_age_s = entries, max_age_s
+        self._kept: OrderedDict[Hashable, tuple[Hashable, float, Computed[Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(
+        self, key: Hashable, version: Hashable, compute: Callable[[], T], *, fresh: bool = False
+    ) -> Computed[T]:
+        """The figures for ``key`` computed at ``version``, kept or computed now (``fresh``:
+        always now)."""
+        now = time.monotonic()
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None and not fresh:
+                at_version, born, found = kept
+                if at_version == version and now - born <= self.max_age_s:
+                    self._kept.move_to_end(key)
+                    return Computed(found.value, found.at, found.seconds, True)
+        # Computed outside the lock: another page's figures need not wait for these.
+        start = time.perf_counter()
+        value = compute()
+        made = Computed(value, datetime.now(UTC), time.perf_counter() - start, False)
+        with self._lock:
+            self._kept[key] = (version, now, made)
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.entries:
+                self._kept.popitem(last=False)
+        return made
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()

@@ -1,0 +1,259 @@
+"""The form that starts a job of any kind, generated from the kind's request model
+(``server.usecases.requests.JOB_REQUESTS``): one input per field the model declares (those a
+job may not carry, ``NOT_FOR_JOBS``, left out), its widget from the field's type, its bounds
+and help from the field's constraints and description. A field added to a request appears in
+the form the day it is added; a field removed disappears. No Flask here.
+
+The form posts back into the same request: each value read by its field's type, then
+validated by the model (``job_request``), as the CLI's options and the API's parameters are.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from judge.errors import InvalidInputError
+from server.usecases.jobs import job_request
+from server.usecases.requests import JOB_REQUESTS
+
+__all__ = [
+    "JOB_REQUESTS",
+    "Choices",
+    "FormField",
+    "JobForm",
+    "job_form",
+    "job_form_fields",
+    "parse",
+]
+
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
+
+    from judge.config import Settings
+    from server.usecases.requests import Request
+
+Widget = Literal["select", "number", "checkbox", "text", "list", "checkboxes", "json"]
+Choices = Callable[[], list[tuple[str, str]]]
+"""(value, label) pairs a field's select offers, read when the form is drawn."""
+
+
+@dataclass(frozen=True)
+class FormField:
+    """One input: its name (the request field's), widget, whether it must be filled, help,
+    bounds, the choices of a select, and the value shown."""
+
+    name: str
+    widget: Widget
+    required: bool
+    help: str
+    value: str | list[str] = ""
+    choices: list[tuple[str, str]] = field(default_factory=list)
+    minimum: str = ""
+    maximum: str = ""
+    step: str = ""
+    placeholder: str = ""
+    integer: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.name.replace("_", " ")
+
+
+@dataclass(frozen=True)
+class JobForm:
+    kind: str
+    kinds: list[str]
+    about: str
+    fields: list[FormField]
+
+
+def _bare(annotation: Any) -> tuple[Any, bool]:
+    """The annotation without ``None`` and whether None was allowed."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        allowed = len(args) < len(typing.get_args(annotation))
+        return (args[0] if len(args) == 1 else annotation), allowed
+    return annotation, False
+
+
+def _bounds(info: FieldInfo) -> dict[str, str]:
+    out = {}
+    for meta in info.metadata:
+        for attr, key in (
+            ("ge", "minimum"),
+            ("gt", "minimum"),
+            ("le", "maximum"),
+            ("lt", "maximum"),
+        ):
+            if getattr(meta, attr, None) is not None:
+                out[key] = f"{getattr(meta, attr):g}"
+    return out
+
+
+def describe(
+    name: str,
+    info: FieldInfo,
+    *,
+    value: str | list[str],
+    choices: Mapping[str, Choices],
+    placeholder: str = "",
+) -> FormField:
+    """The input for request field ``name``: select for a choice (a Literal, or a field with
+    ``choices``), checkbox for a flag, number for a number, checkboxes for a list of choices,
+    comma-separated text for other lists, JSON for a mapping, text otherwise."""
+    annotation, _ = _bare(info.annotation)
+    required = info.is_required()
+    about = (info.description or "").strip()
+    origin = typing.get_origin(annotation)
+    blank = [] if required else [("", placeholder or "default")]
+    if origin is Literal:
+        options = [(str(v), str(v)) for v in typing.get_args(annotation)]
+        return FormField(name, "select", required, about, value, blank + options)
+    if name in choices:
+        found = choices[name]()
+        return FormField(
+            name, "select", required, about, value, blank + found, integer=annotation is int
+        )
+    if annotation is bool:
+        return FormField(name, "checkbox", False, about, value)
+    if annotation in (int, float):
+        step = "1" if annotation is int else "any"
+        bounds = _bounds(info)
+        return FormField(
+            name,
+            "number",
+            required,
+            about,
+            value,
+            step=step,
+            placeholder=placeholder,
+            integer=annotation is int,
+            minimum=bounds.get("minimum", ""),
+            maximum=bounds.get("maximum", ""),
+        )
+    if origin is list:
+        (inner,) = typing.get_args(annotation) or (str,)
+        if typing.get_origin(inner) is Literal:
+            options = [(str(v), str(v)) for v in typing.get_args(inner)]
+            return FormField(name, "checkboxes", required, about, value, options)
+        return FormField(
+            name,
+            "list",
+            required,
+            about + " Comma-separated.",
+            value,
+            placeholder=placeholder,
+            integer=inner is int,
+        )
+    if origin is dict or annotation is dict:
+        return FormField(
+            name, "json", required, about + " A JSON object.", value or "", placeholder="{}"
+        )
+    return FormField(name, "text", required, about, value, placeholder=placeholder)
+
+
+def job_fields(kind: str) -> dict[str, FieldInfo]:
+    """The fields a job of ``kind`` may carry, in the request's order."""
+    model = JOB_REQUESTS[kind]
+    return {n: f for n, f in model.model_fields.items() if n not in model.NOT_FOR_JOBS}
+
+
+def job_form_fields(kind: str, choices: Mapping[str, Choices] | None = None) -> list[FormField]:
+    """The inputs of ``kind``'s form, empty (``choices``: what the selects offer)."""
+    return [
+        describe(name, info, value="", choices=choices or {})
+        for name, info in job_fields(kind).items()
+    ]
+
+
+def _config_value(settings: Settings, dotted: str) -> str:
+    section, key = dotted.split(".")
+    value = getattr(getattr(settings, section), key)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def job_form(
+    kind: str,
+    settings: Settings,
+    sent: Mapping[str, Any],
+    choices: Mapping[str, Choices],
+) -> JobForm:
+    """The form of ``kind``'s request, filled with ``sent`` (a resubmission, or a link's
+    query) over the config's values for the fields that override the config."""
+    if kind not in JOB_REQUESTS:
+        raise InvalidInputError(f"unknown job kind {kind!r}: use one of {', '.join(JOB_REQUESTS)}")
+    model: type[Request] = JOB_REQUESTS[kind]
+    overrides = model.OVERRIDES
+    getlist = getattr(sent, "getlist", None)
+    fields = []
+    for name, info in job_fields(kind).items():
+        config = _config_value(settings, overrides[name]) if name in overrides else ""
+        value: str | list[str]
+        if getlist is not None and (typing.get_origin(_bare(info.annotation)[0]) is list):
+            value = [v for v in getlist(name) if v]
+        else:
+            value = str(sent.get(name, config) or "")
+        hint = f"config: {config}" if config else ""
+        fields.append(describe(name, info, value=value, choices=choices, placeholder=hint))
+    about = (model.__doc__ or "").strip().split("\n\n", 1)[0].replace("\n", " ")
+    return JobForm(kind, list(JOB_REQUESTS), about, fields)
+
+
+def _number(name: str, text: str, integer: bool, problems: list[str]) -> Any:
+    try:
+        return int(text) if integer else float(text)
+    except ValueError:
+        problems.append(f"{name}: {text!r} is not {'an integer' if integer else 'a number'}")
+        return None
+
+
+def parse(kind: str, form: Mapping[str, Any], choices: Mapping[str, Choices]) -> Request:
+    """``kind``'s request from the posted form: each value read by its field's widget (a
+    blank optional field is left out: the config's value or the request's default), then
+    validated by the request model. InvalidInputError names every field that cannot be read,
+    then every value the request refuses."""
+    getlist = getattr(form, "getlist", lambda name: [form[name]] if name in form else [])
+    problems: list[str] = []
+    given: dict[str, Any] = {}
+    no_choices: dict[str, Choices] = {name: list for name in choices}
+    for name, info in job_fields(kind).items():
+        f = describe(name, info, value="", choices=no_choices)
+        text = str(form.get(name, "")).strip()
+        if f.widget == "checkbox":
+            if text:
+                given[name] = True
+        elif f.widget == "checkboxes":
+            picked = [v for v in getlist(name) if v]
+            if picked:
+                given[name] = picked
+        elif not text:
+            if f.required:
+                problems.append(
+                    f"{name}: choose one" if f.widget == "select" else f"{name}: fill it in"
+                )
+        elif f.widget == "number" or (f.widget == "select" and f.integer):
+            number = _number(name, text, f.integer, problems)
+            if number is not None:
+                given[name] = number
+        elif f.widget == "list":
+            parts = [p.strip() for p in text.split(",") if p.strip()]
+            if f.integer:
+                parsed = [_number(name, p, True, problems) for p in parts]
+                given[name] = [p for p in parsed if p is not None]
+            else:
+                given[name] = parts
+        elif f.widget == "json":
+            try:
+                given[name] = json.loads(text)
+            except ValueError as exc:
+                problems.append(f"{name}: not JSON ({exc})")
+        else:
+            given[name] = text
+    if problems:
+        raise InvalidInputError(f"the {kind} job form has errors: " + "; ".join(problems))
+    return job_request(kind, given)
