@@ -201,21 +201,26 @@ class NameSuite:
         return names.count_prompts(self.design, repeats=self.repeats)
 
     def tasks(self) -> Iterator[AuditTask]:
-        cells: dict[tuple[str, str, str], dict[str, Any]] = {}
-        for p in names.iter_prompts(self.design, repeats=self.repeats):
-            cell = (p.scenario, p.variation, p.context)
-            if cell not in cells:  # the cell's unit and the prompt's numbers, for reading
-                cells[cell] = names.task_reading_context(self.design, *cell)
-            meta = {
-                "scenario": p.scenario,
-                "variation": p.variation,
-                "context": p.context,
-                "name": p.name,
-                "race": p.race,
-                "gender": p.gender,
-                **cells[cell],
-            }
-            yield AuditTask(p.id, _user(p.text), meta, sample_index=p.repeat)
+        """The design's prompts in ``names.iter_prompts``' order and with its ids: each
+        template x person is built once and its repeats share its messages (a dry run of
+        the full design walks all 168,000)."""
+        for t in self.design.templates:
+            cell = names.task_reading_context(self.design, t.scenario, t.variation, t.context)
+            for p in self.design.people:
+                name = p.full_name
+                messages = _user(t.text.replace("{name}", name))
+                stem = f"{t.scenario}.{t.variation}.{t.context}.{p.first_name}_{p.surname}."
+                meta = {
+                    "scenario": t.scenario,
+                    "variation": t.variation,
+                    "context": t.context,
+                    "name": name,
+                    "race": p.race,
+                    "gender": p.gender,
+                    **cell,
+                }
+                for r in range(self.repeats):
+                    yield AuditTask(f"{stem}{r}", messages, dict(meta), sample_index=r)
 
     def read(self, task_meta: Mapping[str, Any], text: str) -> Reading:
         """The number in the cell's unit (``judge.audits.amounts`` has the rules), a

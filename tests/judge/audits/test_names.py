@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from judge.audits.amounts import prompt_anchors
 from judge.audits.base import Reading
 from judge.audits.names import (
     NameAnswer,
@@ -91,6 +92,36 @@ def test_prompts_cover_every_name_and_template_repeats_times() -> None:
     assert all("{name}" not in p.text and p.name in p.text for p in prompts)
     with pytest.raises(ValueError, match="repeats"):
         next(iter_prompts(design, repeats=0))
+
+
+def test_the_suites_tasks_are_the_designs_prompts_in_its_order() -> None:
+    # The suite builds each template x person once (a dry run walks all 168,000); what it
+    # yields must be iter_prompts' prompts, one for one: id, text, repeat and the meta the
+    # analysis reads (who, which cell, the cell's unit and anchors).
+    from judge.audits.suites import make_suite
+
+    design = load_design()
+    suite = make_suite("names", repeats=3)
+    tasks = list(suite.tasks())
+    prompts = list(iter_prompts(design, repeats=3))
+    assert len(tasks) == len(prompts) == suite.count()
+    for task, p in zip(tasks, prompts, strict=True):
+        assert task.key == p.id
+        assert task.messages == [{"role": "user", "content": p.text}]
+        assert task.sample_index == p.repeat
+        assert (task.meta["name"], task.meta["race"], task.meta["gender"]) == (
+            p.name, p.race, p.gender
+        )  # fmt: skip
+        assert (task.meta["scenario"], task.meta["variation"], task.meta["context"]) == (
+            p.scenario, p.variation, p.context
+        )  # fmt: skip
+    first = tasks[0].meta
+    template = design.templates[0]
+    assert first["unit"] == template.answer
+    assert first["anchors"] == sorted(prompt_anchors(template.text))
+    # Each task's meta is its own: the runner adds to it (number_draws) without touching
+    # another repeat's.
+    assert tasks[0].meta is not tasks[1].meta
 
 
 def test_every_template_names_a_known_unit() -> None:

@@ -1,6 +1,13 @@
-"""Schemathesis, every check it has, against a real ``fairjudge serve`` (gunicorn and its job
-worker) over HTTP, on SQLite and on PostgreSQL: the served OpenAPI document must tell the
-truth about every reply, and no request, however malformed, may get a server error.
+"""Schemathesis, every check it has, against a real ``fairjudge serve`` (gunicorn) over HTTP,
+on SQLite and on PostgreSQL: the served OpenAPI document must tell the truth about every reply,
+and no request, however malformed, may get a server error.
+
+The jobs schemathesis queues do run on the server's worker, but the stub endpoint's quota is
+one call a minute (``requests_per_minute``, set once the store is filled): unthrottled, they
+ran in the background for the rest of the test, a names audit job being the full design of
+168,000 calls to the stub, and took a core from the rest of the suite while checking nothing
+of the HTTP contract. Jobs that run to the end are tested in tests/server/jobs and
+tests/server/test_live.py.
 
 The store holds the sample (72 items), the stub's answers to its 18 S1 items and their judge
 run, so that reads find rows. Every operation runs with a member key (admin-only ones end in
@@ -81,6 +88,13 @@ def server(
             usecases.judge(engine, settings, gen.run_id)
         finally:
             engine.dispose()
+        # From here on the stub takes one call a minute (see the module's docstring).
+        text = config.read_text(encoding="utf-8")
+        assert text.count("\nconcurrency = 1\n") == 1, text
+        config.write_text(
+            text.replace("\nconcurrency = 1\n", "\nconcurrency = 1\nrequests_per_minute = 1\n"),
+            encoding="utf-8",
+        )
         with live:
             yield live
 
