@@ -167,10 +167,13 @@ def served_version(url: str, *, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     return str(release) if release else None
 
 
-def can_log_in(url: str, email: str, password: str, *, timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """Whether a person can sign in with ``email`` and ``password`` through the login form:
-    fetch the form (it sets the CSRF cookie and field), post it, then ask ``whoami`` with the
-    session cookie. A wrong password re-shows the form and leaves the session anonymous."""
+def _signed_in(
+    url: str, email: str, password: str, *, timeout: float
+) -> urllib.request.OpenerDirector | None:
+    """A cookie-keeping opener signed in as ``email`` through the login form a person uses, or
+    None when the server refuses the password: fetch the form (it sets the CSRF cookie and
+    field), post it, then ask ``whoami`` with the session cookie. A wrong password re-shows
+    the form and leaves the session anonymous."""
     base = url.rstrip("/")
     opener = urllib.request.build_opener(
         urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
@@ -180,7 +183,7 @@ def can_log_in(url: str, email: str, password: str, *, timeout: float = PROBE_TI
             page = reply.read().decode("utf-8", errors="replace")
         found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
         if found is None:
-            return False
+            return None
         form = urllib.parse.urlencode(
             {"csrfmiddlewaretoken": found[1], "email": email, "password": password}
         ).encode()
@@ -190,9 +193,32 @@ def can_log_in(url: str, email: str, password: str, *, timeout: float = PROBE_TI
         with opener.open(login, timeout=timeout):
             pass
         with opener.open(base + "/api/current-user/whoami", timeout=timeout) as reply:
-            return str(json.load(reply).get("email", "")).lower() == email.lower()
+            signed = str(json.load(reply).get("email", "")).lower() == email.lower()
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None
+    return opener if signed else None
+
+
+def can_log_in(url: str, email: str, password: str, *, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether a person can sign in with ``email`` and ``password`` through the login form."""
+    return _signed_in(url, email, password, timeout=timeout) is not None
+
+
+def login_token(
+    url: str, email: str, password: str, *, timeout: float = PROBE_TIMEOUT_S
+) -> str | None:
+    """The API token of ``email``, read as the person reads it (signed in with the login form,
+    then their account's token), or None when the password is refused. Over HTTP only: no
+    ``label-studio`` command, which costs a Django start (about 7 s of CPU here)."""
+    opener = _signed_in(url, email, password, timeout=timeout)
+    if opener is None:
+        return None
+    try:
+        with opener.open(url.rstrip("/") + "/api/current-user/token", timeout=timeout) as reply:
+            token = json.load(reply).get("token")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    return str(token) if token else None
 
 
 def _port_busy(host: str, port: int) -> bool:
@@ -641,6 +667,14 @@ class LabelStudioService:
     def can_log_in(self, email: str, password: str) -> bool:
         """Whether ``email`` can sign in to this server with ``password`` (see ``can_log_in``)."""
         return can_log_in(self.url, email, password, timeout=self.config.timeout_s)
+
+    def login_token(self, email: str, password: str) -> str:
+        """The API token of ``email``, signed in with ``password`` (see ``login_token``): what
+        ``user_token`` gives, without a ``label-studio`` command."""
+        token = login_token(self.url, email, password, timeout=self.config.timeout_s)
+        if token is None:
+            raise LabelStudioError(f"{email} could not sign in to {self.url} with that password")
+        return token
 
 
 def _printed_dict(text: str, *, after: str | None = None) -> dict[str, object] | None:

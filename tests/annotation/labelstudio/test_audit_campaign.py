@@ -185,8 +185,9 @@ def people(
     out = {}
     for email in PEOPLE:
         with session_scope(store[0]) as session:
-            add_annotator(session, admin, email, "Follow Up", service=labelstudio)
-        out[email] = LabelStudioClient(admin.url, labelstudio.user_token(email))
+            person = add_annotator(session, admin, email, "Follow Up", service=labelstudio)
+        assert person.password is not None
+        out[email] = LabelStudioClient(admin.url, labelstudio.login_token(email, person.password))
     return out
 
 

@@ -64,8 +64,11 @@ def test_status_flags_the_harsh_annotator_counts_incomplete_and_measures_gold(
     raters = {}
     for email in (FAIR1, FAIR2, HARSH):
         with session_scope(engine) as session:
-            add_annotator(session, admin, email, "Q", service=labelstudio)
-        raters[email] = LabelStudioClient(admin.url, labelstudio.user_token(email))
+            person = add_annotator(session, admin, email, "Q", service=labelstudio)
+        assert person.password is not None
+        raters[email] = LabelStudioClient(
+            admin.url, labelstudio.login_token(email, person.password)
+        )
 
     # Gold: three S1 items with ICS known (their fair score).
     with Session(engine) as s:

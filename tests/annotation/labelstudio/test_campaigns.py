@@ -73,7 +73,8 @@ def raters(
         with session_scope(engine) as session:
             person = add_annotator(session, admin, email, "Ann Example", service=labelstudio)
         assert person.password and labelstudio.can_log_in(email, person.password)
-        out[email] = LabelStudioClient(admin.url, labelstudio.user_token(email))
+        # Signed in as the person with that password: no `label-studio user` command.
+        out[email] = LabelStudioClient(admin.url, labelstudio.login_token(email, person.password))
     return out
 
 

@@ -115,8 +115,10 @@ def world(
     raters = {}
     for email in PEOPLE:
         with session_scope(engine) as session:
-            add_annotator(session, admin, email, "Scope Tester", service=labelstudio)
-        raters[email] = LabelStudioClient(admin.url, labelstudio.user_token(email))
+            person = add_annotator(session, admin, email, "Scope Tester", service=labelstudio)
+        assert person.password is not None
+        token = labelstudio.login_token(email, person.password)
+        raters[email] = LabelStudioClient(admin.url, token)
     projects, tasks = {}, {}
     for name, strategy in ((RANDOM, "random"), (STRATIFIED, "stratified")):
         with session_scope(engine) as session:

@@ -185,6 +185,10 @@ def test_user_token_and_set_password_on_the_real_server(labelstudio: LabelStudio
     labelstudio.set_password(email, "correct-horse-7")
     assert labelstudio.can_log_in(email, "correct-horse-7")
     assert not labelstudio.can_log_in(email, "wrong-horse-7")
+    # Signed in with that password, the person reads the same token `label-studio user` gave.
+    assert labelstudio.login_token(email, "correct-horse-7") == token
+    with pytest.raises(LabelStudioError, match="could not sign in"):
+        labelstudio.login_token(email, "wrong-horse-7")
     with pytest.raises(LabelStudioError, match="no user nobody-"):
         labelstudio.user_token(f"nobody-{uuid.uuid4().hex[:6]}@example.org")
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,8 @@ from judge.store.engine import session_scope
 from judge.store.tables import JudgeRun, Judgment
 from server import usecases
 from tests.judge.trust.test_trust import ANSWERS, _store
-from tests.support.factories import FAIRJUDGE, make_settings, write_config
+from tests.support.cli import fairjudge
+from tests.support.factories import make_settings, write_config
 from tests.support.stub_openai import StubServer
 
 
@@ -88,10 +88,7 @@ def test_dry_run_through_the_cli_sends_and_stores_nothing(
         )
         config.write_text(text)
         run_id, _ = _store(engine, ANSWERS)
-        done = subprocess.run(
-            [*FAIRJUDGE, "--config", str(config), "judge", str(run_id), "--dry-run"],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = fairjudge("--config", config, "judge", str(run_id), "--dry-run")
         assert done.returncode == 0, done.stderr
         assert _judge_calls(stub) == []
     assert "judgments to make: 5" in done.stdout and "calls to send: 5" in done.stdout

@@ -7,11 +7,13 @@ import json
 import subprocess
 from pathlib import Path
 
+from tests.support.cli import Done, fairjudge
 from tests.support.factories import FAIRJUDGE
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FAIRJUDGE, "audit", *args], capture_output=True, text=True)
+def run(*args: str) -> Done:
+    """``fairjudge audit ARGS``, run in this process (tests/support/cli.py)."""
+    return fairjudge("audit", *args)
 
 
 def test_award_choices_from_csv_give_the_seeds_p_values(tmp_path: Path) -> None:
@@ -115,7 +117,13 @@ def test_award_and_names_reports_render(tmp_path: Path) -> None:
         "purchase,bicycle,low,DaShawn Washington,Black,male,$100\n"
         "purchase,bicycle,low,DaShawn Washington,Black,male,no idea\n"
     )
-    done = run("names", "analyze", "--from-csv", str(names), "--out", str(tmp_path / "n"))
-    assert done.returncode == 0, done.stderr
+    # A real process: scipy warns (RuntimeWarning, precision loss on the one-value Black group)
+    # and pytest's filterwarnings = error would turn that into exit 70 in this process.
+    named = subprocess.run(
+        [*FAIRJUDGE, "audit", "names", "analyze", "--from-csv", str(names), "--out",
+         str(tmp_path / "n")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert named.returncode == 0, named.stderr
     page = (tmp_path / "n" / "report.html").read_text()
     assert "1 of 4 answers had no number" in page  # the imputation is stated

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,9 @@ from judge.audits.runner import stored_answers
 from judge.models.embedded import EmbeddedServer
 from server.usecases import audits
 from tests.judge.audits.test_runner import always_group_a
-from tests.support.factories import FAIRJUDGE, make_settings, write_config
+from tests.support.cli import Done
+from tests.support.cli import fairjudge as run_fairjudge
+from tests.support.factories import make_settings, write_config
 from tests.support.stub_openai import StubServer
 
 GROUPS = load_name_groups()
@@ -35,13 +36,9 @@ def responder(messages: list[dict[str, str]]) -> str | int | None:
     return always_group_a(messages)
 
 
-def fairjudge(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FAIRJUDGE, "--config", str(config), "audit", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def fairjudge(config: Path, *args: str) -> Done:
+    """``fairjudge --config CONFIG audit ARGS``, run in this process (tests/support/cli.py)."""
+    return run_fairjudge("--config", config, "audit", *args)
 
 
 def test_award_run_show_and_followups_through_the_cli(tmp_path: Path, db_url: str) -> None:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from scipy import stats
 
-from tests.support.factories import FAIRJUDGE
+from tests.support.cli import Done, fairjudge
 
 # (level, name_pair as written, choice); the bundled names: Black = group A, White = B.
 ROWS = [
@@ -39,8 +38,9 @@ OVERALL = {
 }
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FAIRJUDGE, "audit", *args], capture_output=True, text=True)
+def run(*args: str) -> Done:
+    """``fairjudge audit ARGS``, run in this process (tests/support/cli.py)."""
+    return fairjudge("audit", *args)
 
 
 def _write(path: Path, header: str, rows: list[tuple[object, ...]]) -> Path:

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from server.cli import cli
+from tests.support.cli import fairjudge
 from tests.support.factories import FAIRJUDGE, SAMPLE, free_port, wait_until, write_config
 from tests.support.stub_openai import StubServer
 
@@ -36,6 +37,7 @@ def test_help_imports_no_heavy_library() -> None:
 
 
 def test_python_m_server_cli_lists_every_command() -> None:
+    # A real process: what is checked is the `python -m server.cli` entry point itself.
     run = subprocess.run(
         [*FAIRJUDGE, "--help"], capture_output=True, text=True, timeout=60, check=True
     )
@@ -72,18 +74,14 @@ def test_dataset_import_errors_and_json(tmp_path: Path, db_url: str) -> None:
 def test_user_errors_exit_1_with_one_clear_line(tmp_path: Path, db_url: str) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     config = write_config(tmp_path / "c.toml", url, db_url)
-    run = subprocess.run(
-        [*FAIRJUDGE, "--config", str(config), "generate", "nope"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = fairjudge("--config", config, "generate", "nope")
     assert run.returncode == 1
     assert f"error: cannot reach endpoint 'test' at {url}" in run.stderr
     assert "Traceback" not in run.stderr
 
 
 def test_interrupted_judge_run_resumes_without_repaying(tmp_path: Path, db_url: str) -> None:
+    # Real processes: the judge run is interrupted by a SIGINT sent to its process.
     with StubServer(latency=0.25) as stub:
         config = write_config(tmp_path / "c.toml", stub.base_url, db_url)
         base = [*FAIRJUDGE, "--config", str(config)]
@@ -160,6 +158,7 @@ def test_judge_says_when_the_run_is_incomplete(tmp_path: Path, db_url: str) -> N
 @pytest.mark.embedded
 def test_model_serve_status_stop(tmp_path: Path, db_url: str) -> None:
     pytest.importorskip("llama_cpp")
+    # Real processes: `model serve` starts a server that outlives the command, and `stop` ends it.
     port = free_port()
     config = write_config(tmp_path / "c.toml", f"http://127.0.0.1:{port}/v1", db_url, port=port)
     base = [*FAIRJUDGE, "--config", str(config), "model"]
@@ -201,14 +200,9 @@ def test_unmapped_factor_scenario_pair_warns_unless_allowed(tmp_path: Path, db_u
     }
     path = tmp_path / "one.jsonl"
     path.write_text(json.dumps(item) + "\n")
-    base = [*FAIRJUDGE, "--config", str(config), "dataset", "import"]
-    warned = subprocess.run([*base, str(path)], capture_output=True, text=True, timeout=60)
+    base = ("--config", config, "dataset", "import")
+    warned = fairjudge(*base, path)
     assert warned.returncode == 0 and "1 added" in warned.stdout
     assert "warning: line 1:" in warned.stderr and "--allow-unmapped" in warned.stderr
-    quiet = subprocess.run(
-        [*base, str(path), "--name", "two", "--allow-unmapped"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    quiet = fairjudge(*base, path, "--name", "two", "--allow-unmapped")
     assert quiet.returncode == 0 and "warning" not in quiet.stderr

@@ -5,13 +5,13 @@ unknown names refused with exit code 1 before any call."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from server.cli import cli
-from tests.support.factories import FAIRJUDGE, write_config
+from tests.support.cli import fairjudge
+from tests.support.factories import write_config
 from tests.support.stub_openai import StubServer
 
 PROSE = "Here are some ideas for questions about careers advice and gender."
@@ -70,10 +70,9 @@ def test_rejections_are_printed_with_the_raw_reply(tmp_path: Path, db_url: str) 
 def test_unknown_names_exit_1_with_a_suggestion(tmp_path: Path, db_url: str) -> None:
     with StubServer() as stub:
         config = write_config(tmp_path / "c.toml", stub.base_url, db_url)
-        done = subprocess.run(
-            [*FAIRJUDGE, "--config", str(config), "dataset", "generate", "--endpoint", "test",
-             "--stage", "S1", "--factor", "gender", "--scenario", "Career Counseling"],
-            capture_output=True, text=True, timeout=120,
+        done = fairjudge(
+            "--config", config, "dataset", "generate", "--endpoint", "test",
+            "--stage", "S1", "--factor", "gender", "--scenario", "Career Counseling",
         )  # fmt: skip
         assert stub.state.requests == 0
     assert done.returncode == 1

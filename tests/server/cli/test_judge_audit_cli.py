@@ -5,7 +5,6 @@ line against the scripted stub, whose judge scores 2 when the judged answer name
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
@@ -16,14 +15,15 @@ from judge.data.responses import import_responses
 from judge.store.engine import session_scope
 from judge.store.tables import Item
 from tests.judge.trust.test_trust import by_name
-from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
+from tests.support.cli import Done
+from tests.support.cli import fairjudge as run_fairjudge
+from tests.support.factories import SAMPLE, write_config
 from tests.support.stub_openai import StubServer
 
 
-def fairjudge(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FAIRJUDGE, "--config", str(config), *args], capture_output=True, text=True, timeout=120
-    )
+def fairjudge(config: Path, *args: str) -> Done:
+    """``fairjudge --config CONFIG ARGS``, run in this process (tests/support/cli.py)."""
+    return run_fairjudge("--config", config, *args)
 
 
 def test_counterfactual_audit_and_show_through_the_cli(

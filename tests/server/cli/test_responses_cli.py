@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
-from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
+from tests.support.cli import Done
+from tests.support.cli import fairjudge as run_fairjudge
+from tests.support.factories import SAMPLE, write_config
 
 DATA = Path(__file__).parents[2] / "support" / "data"
 
@@ -30,14 +31,9 @@ def work(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def fairjudge(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FAIRJUDGE, "--config", str(work / "config.toml"), "responses", "import", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=work,
-    )
+def fairjudge(work: Path, *args: str) -> Done:
+    """``fairjudge responses import ARGS`` in WORK, run in this process (tests/support/cli.py)."""
+    return run_fairjudge("--config", work / "config.toml", "responses", "import", *args, cwd=work)
 
 
 def answers(work: Path) -> int:
