@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import math
 import tomllib
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -463,7 +464,12 @@ def _compare(dim: str, label: str, ref: str, x: np.ndarray, y: np.ndarray) -> Co
     diff = float(x.mean() - y.mean())
     if x.size < 2 or y.size < 2 or (np.ptp(x) == 0 and np.ptp(y) == 0):
         return Comparison(dim, label, ref, diff, None, None)
-    res = stats.ttest_ind(x, y, equal_var=False)
+    with warnings.catch_warnings():
+        if np.ptp(x) == 0 or np.ptp(y) == 0:
+            # One group's answers are all the same number: its variance is exactly 0 and
+            # Welch's test is well defined, but scipy warns of precision loss on such data.
+            warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
+        res = stats.ttest_ind(x, y, equal_var=False)
     return Comparison(dim, label, ref, diff, _opt(res.statistic), _opt(res.pvalue))
 
 

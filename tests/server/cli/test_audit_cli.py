@@ -4,11 +4,9 @@ real command. Expected figures are the seeds' published ones (../shared/SPEC.md 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from tests.support.cli import Done, fairjudge
-from tests.support.factories import FAIRJUDGE
 
 
 def run(*args: str) -> Done:
@@ -117,13 +115,8 @@ def test_award_and_names_reports_render(tmp_path: Path) -> None:
         "purchase,bicycle,low,DaShawn Washington,Black,male,$100\n"
         "purchase,bicycle,low,DaShawn Washington,Black,male,no idea\n"
     )
-    # A real process: scipy warns (RuntimeWarning, precision loss on the one-value Black group)
-    # and pytest's filterwarnings = error would turn that into exit 70 in this process.
-    named = subprocess.run(
-        [*FAIRJUDGE, "audit", "names", "analyze", "--from-csv", str(names), "--out",
-         str(tmp_path / "n")],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    # In process, where filterwarnings = error: the one-value group's t-test warns nothing.
+    named = run("names", "analyze", "--from-csv", str(names), "--out", str(tmp_path / "n"))
     assert named.returncode == 0, named.stderr
     page = (tmp_path / "n" / "report.html").read_text()
     assert "1 of 4 answers had no number" in page  # the imputation is stated
