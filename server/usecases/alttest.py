@@ -293,11 +293,19 @@ def _checked(report: AltTestReport) -> AltTestReport:
     raise InvalidInputError(f"the alt-test cannot be run: {reasons}")
 
 
-def alt_test_run(session: Session, request: AltTestRequest) -> AltTestReport:
-    """The alt-test of ``request.judge_run`` against the stored ratings of its generation
-    run, per rubric. NotFoundError for an unknown run or one with no ratings;
-    InvalidInputError for an unrated ``rubric``, an unknown campaign, or when every rubric
-    is refused."""
+@dataclass(frozen=True)
+class _Loaded:
+    """What the alt-test of one judge run reads from the store, whatever its margin: the
+    ratings used and, per rubric, the items x annotators table and the judge's scores (or
+    why there is none)."""
+
+    generation: int
+    selection: Any
+    rubrics: list[tuple[str, Any, Any, int, str | None]]
+
+
+def _load(session: Session, request: AltTestRequest) -> _Loaded:
+    """Read ``request``'s ratings and judge scores once (see ``alt_test_run``)."""
     import numpy as np
 
     from annotation.labelstudio.gold import gold_pairs
@@ -329,29 +337,59 @@ def alt_test_run(session: Session, request: AltTestRequest) -> AltTestReport:
         for s in item_scores(session, request.judge_run, run.aggregation)
         if s.score is not None
     }
-    entries = []
+    rubrics: list[tuple[str, Any, Any, int, str | None]] = []
     for rubric in [request.rubric] if request.rubric else rated:
         rows = [r for r in selection.ratings if r.rubric == rubric]
         kept = [r for r in rows if (rubric, r.item_id) in scores]
         unscored = len({r.item_id for r in rows}) - len({r.item_id for r in kept})
         if not kept:
             why = f"judge run {request.judge_run} scored none of the {unscored} rated items"
-            entries.append(RubricAltTest(rubric, 0, 0, unscored, refused=why))
+            rubrics.append((rubric, None, None, unscored, why))
             continue
         matrix = RatingMatrix.from_long(
             [r.item_id for r in kept], [r.rater for r in kept], [r.score for r in kept]
         )
         judge = np.array([scores[(rubric, int(i))] for i in matrix.items])
-        entries.append(_test(rubric, matrix.values.T, judge, matrix.raters, unscored, request))
+        rubrics.append((rubric, matrix, judge, unscored, None))
+    return _Loaded(generation, selection, rubrics)
+
+
+def _tested(request: AltTestRequest, loaded: _Loaded) -> AltTestReport:
+    entries = []
+    for rubric, matrix, judge, unscored, why in loaded.rubrics:
+        if why is not None:
+            entries.append(RubricAltTest(rubric, 0, 0, unscored, refused=why))
+        else:
+            entries.append(_test(rubric, matrix.values.T, judge, matrix.raters, unscored, request))
     return _checked(
         AltTestReport(
             AltTestOptions.model_validate(request.model_dump(include=_OPTIONS)),
             entries,
             judge_run=request.judge_run,
-            generation_run=generation,
-            ratings_used=selection.to_dict(),
+            generation_run=loaded.generation,
+            ratings_used=loaded.selection.to_dict(),
         )
     )
+
+
+def alt_test_run(session: Session, request: AltTestRequest) -> AltTestReport:
+    """The alt-test of ``request.judge_run`` against the stored ratings of its generation
+    run, per rubric. NotFoundError for an unknown run or one with no ratings;
+    InvalidInputError for an unrated ``rubric``, an unknown campaign, or when every rubric
+    is refused."""
+    return _tested(request, _load(session, request))
+
+
+def alt_test_margins(
+    session: Session, request: AltTestRequest, margins: Sequence[str | float]
+) -> list[AltTestReport]:
+    """``alt_test_run`` of ``request`` at each epsilon of ``margins`` (preset names or
+    numbers), the store read once: a report's opening verdicts at every preset cost one
+    read, not one per preset. Raises as ``alt_test_run`` does (the margin changes no
+    refusal: those come from the items and annotators)."""
+    loaded = _load(session, request)
+    base = request.model_dump()
+    return [_tested(AltTestRequest.model_validate({**base, "epsilon": m}), loaded) for m in margins]
 
 
 _OPTIONS = set(AltTestOptions.model_fields)

@@ -96,22 +96,23 @@ def opening_section(
     from annotation.answer_section import Verdict, answer_section
     from judge.errors import InvalidInputError, NotFoundError
     from judge.stats.alttest import EPSILON
-    from server.usecases.alttest import AltTestRequest, alt_test_run
+    from server.usecases.alttest import AltTestRequest, alt_test_margins
 
     by_rubric: dict[str, dict[str, str | None]] = {}
     refused: dict[str, str | None] = {}
-    for preset in EPSILON:
-        request = AltTestRequest.model_validate(
-            {"judge_run": judge_run_id, "epsilon": preset, "campaigns": list(campaigns)}
-        )
-        try:
-            found = alt_test_run(session, request)
-        except NotFoundError:  # no human ratings: nothing to test
-            break
-        except InvalidInputError as exc:  # every rated rubric refused, with the reason
-            refused["every rated rubric"] = str(exc).split("\n", 1)[0]
-            break
-        for rubric in found.rubrics:
+    presets = list(EPSILON)
+    request = AltTestRequest.model_validate(
+        {"judge_run": judge_run_id, "epsilon": presets[0], "campaigns": list(campaigns)}
+    )
+    try:
+        found = alt_test_margins(session, request, presets)  # the store read once
+    except NotFoundError:  # no human ratings: nothing to test
+        found = []
+    except InvalidInputError as exc:  # every rated rubric refused, with the reason
+        refused["every rated rubric"] = str(exc).split("\n", 1)[0]
+        found = []
+    for preset, report in zip(presets, found, strict=False):
+        for rubric in report.rubrics:
             name = rubric.rubric or "?"
             by_rubric.setdefault(name, {})[preset] = rubric.verdict(preset)
             refused[name] = rubric.refused
