@@ -156,7 +156,7 @@ def fresh_pg_database() -> Iterator[str]:
         admin.dispose()
 
 
-# Tests that share a session's server run in one xdist worker, so that `make test` (two
+# Tests that share a session's server run in one xdist worker, so that `make test` (three
 # workers) starts one Label Studio and one embedded model, not two of each. xdist's own
 # `loadgroup` reads `xdist_group` markers into node ids, which pytest 9 no longer lets a plugin
 # change, so the grouping is ours: the scheduler below groups node ids by module, with the
