@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
     from judge.reports.sections import Table
     from judge.stats.alttest import AltTestResult, AnnotatorComparison
+    from judge.stats.matrix import RatingMatrix
+    from judge.store.rating_scope import RatingSelection
     from judge.vocab import Scale
 
 Preset = Literal["expert", "skilled", "crowd"]
@@ -294,14 +296,24 @@ def _checked(report: AltTestReport) -> AltTestReport:
 
 
 @dataclass(frozen=True)
+class _RubricInput:
+    """One rubric's items x annotators table and the judge's scores of those items, or why
+    there is none (``refused``)."""
+
+    rubric: str
+    unscored: int
+    matrix: RatingMatrix | None = None
+    judge: NDArray[np.float64] | None = None
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
 class _Loaded:
-    """What the alt-test of one judge run reads from the store, whatever its margin: the
-    ratings used and, per rubric, the items x annotators table and the judge's scores (or
-    why there is none)."""
+    """What the alt-test of one judge run reads from the store, whatever its margin."""
 
     generation: int
-    selection: Any
-    rubrics: list[tuple[str, Any, Any, int, str | None]]
+    selection: RatingSelection
+    rubrics: list[_RubricInput]
 
 
 def _load(session: Session, request: AltTestRequest) -> _Loaded:
@@ -337,30 +349,31 @@ def _load(session: Session, request: AltTestRequest) -> _Loaded:
         for s in item_scores(session, request.judge_run, run.aggregation)
         if s.score is not None
     }
-    rubrics: list[tuple[str, Any, Any, int, str | None]] = []
+    rubrics: list[_RubricInput] = []
     for rubric in [request.rubric] if request.rubric else rated:
         rows = [r for r in selection.ratings if r.rubric == rubric]
         kept = [r for r in rows if (rubric, r.item_id) in scores]
         unscored = len({r.item_id for r in rows}) - len({r.item_id for r in kept})
         if not kept:
             why = f"judge run {request.judge_run} scored none of the {unscored} rated items"
-            rubrics.append((rubric, None, None, unscored, why))
+            rubrics.append(_RubricInput(rubric, unscored, refused=why))
             continue
         matrix = RatingMatrix.from_long(
             [r.item_id for r in kept], [r.rater for r in kept], [r.score for r in kept]
         )
         judge = np.array([scores[(rubric, int(i))] for i in matrix.items])
-        rubrics.append((rubric, matrix, judge, unscored, None))
+        rubrics.append(_RubricInput(rubric, unscored, matrix, judge))
     return _Loaded(generation, selection, rubrics)
 
 
 def _tested(request: AltTestRequest, loaded: _Loaded) -> AltTestReport:
     entries = []
-    for rubric, matrix, judge, unscored, why in loaded.rubrics:
-        if why is not None:
-            entries.append(RubricAltTest(rubric, 0, 0, unscored, refused=why))
+    for r in loaded.rubrics:
+        if r.matrix is None or r.judge is None:
+            entries.append(RubricAltTest(r.rubric, 0, 0, r.unscored, refused=r.refused))
         else:
-            entries.append(_test(rubric, matrix.values.T, judge, matrix.raters, unscored, request))
+            m = r.matrix
+            entries.append(_test(r.rubric, m.values.T, r.judge, m.raters, r.unscored, request))
     return _checked(
         AltTestReport(
             AltTestOptions.model_validate(request.model_dump(include=_OPTIONS)),

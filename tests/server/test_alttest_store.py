@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from judge.config import Settings
 from judge.data.datasets import import_items
@@ -202,3 +202,27 @@ def test_unknown_rubric_run_or_campaign(store: Store) -> None:
     assert missing.returncode == 1 and f"no judge run {run + 100}" in missing.stderr
     nope = fairjudge(*base, "--judge-run", str(run), "--campaign", "nope")
     assert nope.returncode == 1 and "nope" in nope.stderr
+
+
+def test_every_preset_from_one_read_matches_alt_test_at_each_margin(store: Store) -> None:
+    # alt_test_margins reads the store once and tests at each margin (a report's opening
+    # verdicts): each result must be alt_test's on the planted arrays at that preset's epsilon.
+    from judge.stats.alttest import EPSILON
+    from server.usecases.alttest import alt_test_margins
+
+    p = store.planted
+    request = AltTestRequest(judge_run=store.judge_run, epsilon="expert")
+    with Session(store.engine) as session:
+        reports = alt_test_margins(session, request, list(EPSILON))
+    assert len(reports) == len(EPSILON)
+    for preset, report in zip(EPSILON, reports, strict=True):
+        expected = alt_test(p.ratings, p.judge, epsilon=EPSILON[preset], annotators=ANNOTATORS)
+        ics = next(r for r in report.rubrics if r.rubric == "ICS")
+        assert ics.result is not None
+        assert ics.result.epsilon == EPSILON[preset]
+        assert ics.result.omega == expected.omega and ics.result.passed is expected.passed
+        got = [(a.annotator, a.p_value) for a in ics.result.annotators]
+        want = [(a.annotator, a.p_value) for a in expected.annotators]
+        assert [g[0] for g in got] == [w[0] for w in want]
+        assert [g[1] for g in got] == pytest.approx([w[1] for w in want], rel=1e-9, abs=1e-15)
+        assert ics.verdict(preset) is not None and f"{preset})" in (ics.verdict(preset) or "")
