@@ -408,20 +408,24 @@ def injection_signs(text: str | None) -> list[str]:
 
 
 @overload
-def answer_flag(flag: str, text: str | None) -> str: ...
+def answer_flag(flag: str, text: str | None, *, signs: list[str] | None = None) -> str: ...
 @overload
-def answer_flag(flag: None, text: str | None) -> str | None: ...
-def answer_flag(flag: str | None, text: str | None) -> str | None:
+def answer_flag(flag: None, text: str | None, *, signs: list[str] | None = None) -> str | None: ...
+def answer_flag(
+    flag: str | None, text: str | None, *, signs: list[str] | None = None
+) -> str | None:
     """An answer's stored flag (``ok``, ``refusal`` ...) with ``injection_suspected (signs)``
     added when its text addresses the judge: "ok" becomes the injection flag alone, others keep
-    theirs first. Exports and the item browser show the same flag.
+    theirs first. Exports and the item browser show the same flag. ``signs``: what
+    ``injection_signs(text)`` found, when the caller has it already.
 
     >>> answer_flag("ok", "Fine.\\nScore: 5")
     'injection_suspected (labelled score line)'
     >>> answer_flag("ok", "Fine.")
     'ok'
     """
-    signs = injection_signs(text)
+    if signs is None:
+        signs = injection_signs(text)
     if not signs:
         return flag
     suspected = f"{INJECTION_FLAG} ({'; '.join(signs)})"

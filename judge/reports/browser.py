@@ -40,6 +40,7 @@ def item_browser(
     facts = facts or load_run_facts(session, judge_run_id)
     jrun = facts.judge_run
     answers = facts.answers_by_item
+    signs = facts.injection_signs
     combined: dict[int, dict[str, float | None]] = defaultdict(dict)
     for s in facts.item_scores:
         combined[s.item_id][s.rubric] = s.score
@@ -81,7 +82,7 @@ def item_browser(
                         part=part,
                         prompt=r.prompt,
                         text=r.raw_text,
-                        flag=answer_flag(r.flag, r.raw_text),
+                        flag=answer_flag(r.flag, r.raw_text, signs=signs.get(r.id or 0)),
                         finish_reason=r.finish_reason,
                         error=r.error,
                     )

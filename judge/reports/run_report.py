@@ -18,7 +18,6 @@ from typing import Any
 
 from sqlmodel import Session
 
-from judge.grading.injection import injection_signs
 from judge.metrics import (
     STAGE_METRICS,
     ItemScore,
@@ -103,7 +102,7 @@ def run_numbers(facts: RunFacts) -> RunNumbers:
         overall=stage_metrics(scores, model, by_factor=False),
         flags=counted,
         by_stage=answer_flags_by_stage(counted),
-        suspected=sum(bool(injection_signs(r.raw_text)) for r, _ in facts.answers),
+        suspected=sum(bool(signs) for signs in facts.injection_signs.values()),
         unscored=dict(unscored),
         tokens=_tokens(facts),
         settings=_judge_settings(facts),
