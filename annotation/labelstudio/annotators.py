@@ -1,9 +1,11 @@
 """The people who rate: Label Studio users FairJudge creates and lists with their progress.
 
 Users created through the API get no password, and may have no organization (the client
-puts them in the admin's). On FairJudge's own server a random password is set server side
-and returned once, so the person can log in at once; on a server you run yourself, an admin
-of that server gives the person a password (the message says so).
+puts them in the admin's). On FairJudge's own server the person is signed up through the
+organization's invite link with a random password, returned once, so they can log in at once
+(one HTTP exchange, where setting a password afterwards is a Django command of about 7 s);
+on a server you run yourself, an admin of that server gives the person a password (the
+message says so).
 """
 
 from __future__ import annotations
@@ -58,11 +60,16 @@ def add_annotator(
         raise CampaignError(f"{email!r} is not an e-mail address")
     known = {mail.lower(): uid for uid, mail in client.users().items()}
     created = email.lower() not in known
-    user_id = client.create_user(email, name) if created else known[email.lower()]
     password = None
-    if created and service is not None:
+    if not created:
+        user_id = known[email.lower()]
+    elif service is None:
+        user_id = client.create_user(email, name)
+    else:  # signed up through the invite link, the password set in the same request
+        email = email.lower()  # the sign-up form keeps addresses in lower case
         password = secrets.token_urlsafe(12)
-        service.set_password(email, password)
+        user_id = service.sign_up(email, password)
+        client.name_user(user_id, email, name)
     row = session.exec(select(Annotator).where(Annotator.email == email)).first()
     if row is None:
         session.add(Annotator(email=email, name=name, ls_user_id=user_id))

@@ -126,6 +126,18 @@ class LabelStudioClient:
             )
         return int(user.id)
 
+    def name_user(self, user_id: int, email: str, name: str = "") -> None:
+        """Give the user ``user_id`` the names ``create_user`` gives: ``email`` as user name
+        and ``name`` split into first and last (a user who signed up has the e-mail's local
+        part as user name and no name)."""
+        first, _, last = name.partition(" ")
+        self._call(
+            f"naming user {email}",
+            lambda: self._sdk.users.update(
+                user_id, username=email, first_name=first, last_name=last
+            ),
+        )
+
     # --- projects and tasks -----------------------------------------------------------------
 
     def create_project(

@@ -18,8 +18,8 @@ Secrets (the admin password, API tokens) never reach a log line, an error messag
 
 from __future__ import annotations
 
-import ast
 import fcntl
+import html
 import http.cookiejar
 import json
 import os
@@ -54,8 +54,6 @@ PROGRESS_EVERY_S = 10.0
 START_TIMEOUT_S = 300.0
 """A first start migrates the database: 25-40 s on an idle 2-core machine, 80 s on a busy one."""
 STOP_TIMEOUT_S = 15.0
-MANAGE_TIMEOUT_S = 180.0
-"""Each ``label-studio`` command loads Django and checks migrations: 5-10 s."""
 PROBE_TIMEOUT_S = 2.0
 
 # Label Studio reads every setting under its LABEL_STUDIO_ prefix and also without it. These
@@ -219,6 +217,57 @@ def login_token(
     except (urllib.error.URLError, OSError, ValueError):
         return None
     return str(token) if token else None
+
+
+def sign_up(
+    url: str, invite: str, email: str, password: str, *, timeout: float = PROBE_TIMEOUT_S
+) -> int:
+    """Create the user ``email`` with ``password`` through the sign-up form of the
+    organization's invite link (``invite`` is the link's token), as a person who was sent the
+    link does, and return the new user's id. Over HTTP only: an account created through the
+    API has no password, and setting one takes ``label-studio reset_password``, a Django start
+    (about 7 s of CPU here). LabelStudioError with the form's own complaint when it is
+    refused (an address already taken, a password too weak)."""
+    base = url.rstrip("/")
+    page_url = f"{base}/user/signup/?{urllib.parse.urlencode({'token': invite})}"
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    me: dict[str, object] = {}
+    try:
+        with opener.open(page_url, timeout=timeout) as reply:
+            page = reply.read().decode("utf-8", errors="replace")
+        found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+        if found is None:
+            raise LabelStudioError(f"{base}/user/signup/ shows no sign-up form")
+        form = urllib.parse.urlencode(
+            {"csrfmiddlewaretoken": found[1], "email": email, "password": password}
+        ).encode()
+        request = urllib.request.Request(page_url, data=form, headers={"Referer": page_url})
+        with opener.open(request, timeout=timeout) as reply:
+            page = reply.read().decode("utf-8", errors="replace")
+        try:  # signed in by the sign-up when it worked; anonymous (401) when refused
+            with opener.open(base + "/api/current-user/whoami", timeout=timeout) as reply:
+                me = json.load(reply)
+        except urllib.error.HTTPError as exc:
+            if exc.code not in (401, 403):
+                raise
+    except urllib.error.HTTPError as exc:
+        raise LabelStudioError(f"signing {email} up at {base} failed: HTTP {exc.code}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise LabelStudioError(f"signing {email} up at {base} failed: {exc}") from None
+    user_id = me.get("id")
+    if str(me.get("email", "")).lower() != email.lower() or not isinstance(user_id, int):
+        said = [
+            html.unescape(item).strip()
+            for block in re.findall(r'<ul class="field_errors">(.*?)</ul>', page, re.S)
+            for item in re.findall(r"<li>(.*?)</li>", block, re.S)
+        ]
+        raise LabelStudioError(
+            f"Label Studio refused to sign {email} up: "
+            + ("; ".join(s for s in said if s) or "its form came back without a reason")
+        )
+    return user_id
 
 
 def _port_busy(host: str, port: int) -> bool:
@@ -599,108 +648,34 @@ class LabelStudioService:
             )
         return Connection(self.url, self.admin().token, managed=True)
 
-    # --- server-side user commands -----------------------------------------------------
+    # --- people ----------------------------------------------------------------------------
 
-    def manage(
-        self, *args: str, input: str | None = None, timeout: float = MANAGE_TIMEOUT_S
-    ) -> subprocess.CompletedProcess[str]:
-        """Run ``label-studio ARGS`` from the venv on this home's data (the server may be
-        running), with the server's environment, ``input`` on stdin and no terminal (so a
-        password prompt reads stdin). Returns the finished process; stdout and stderr are
-        captured, never logged."""
-        if not self.executable.exists():
+    def sign_up(self, email: str, password: str) -> int:
+        """Create ``email`` with ``password`` on this server and return its user id (see
+        ``sign_up``): the admin reads the organization's invite link, the new person signs up
+        through it. The person joins the admin's organization."""
+        reply = _http_get(self.url + "/api/invite", token=self.admin().token)
+        if reply is None or reply[0] != 200:
             raise LabelStudioError(
-                f"Label Studio is not installed in {self.venv}: run `fairjudge labelstudio start`"
+                f"FairJudge's Label Studio at {self.url} gave no invite link "
+                f"({'no answer' if reply is None else f'HTTP {reply[0]}'})"
             )
         try:
-            return subprocess.run(
-                [str(self.executable), *args],
-                env=self.environment(),
-                cwd=self.home,
-                input=input,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                start_new_session=True,
-            )
-        except subprocess.TimeoutExpired:
-            raise LabelStudioError(
-                f"`label-studio {args[0] if args else ''}` did not finish within {timeout:.0f} s"
-            ) from None
-
-    def user_token(self, email: str) -> str:
-        """The API token of the existing user ``email``, from ``label-studio user``, which
-        prints '=> User info:' and then the user as a Python dict with a 'token' key (or a
-        dict with 'status': 'error' when there is no such user)."""
-        done = self.manage("user", "--username", email)
-        info = _printed_dict(done.stdout, after="=> User info:")
-        if info is None:
-            error = _printed_dict(done.stdout)
-            if error and error.get("status") == "error":
-                raise LabelStudioError(f"Label Studio has no user {email}")
-            raise LabelStudioError(
-                f"`label-studio user` gave no token for {email} (exit {done.returncode}): "
-                f"{_last_lines(done.stderr)}"
-            )
-        token = str(info.get("token") or "")
-        if not token:
-            raise LabelStudioError(f"Label Studio returned no API token for {email}")
-        return token
-
-    def set_password(self, email: str, password: str) -> None:
-        """Set the login password of the existing user ``email`` with ``label-studio
-        reset_password``. The password goes through stdin (its prompt reads stdin when there
-        is no terminal), never the command line, where other users could see it."""
-        if not password:
-            raise LabelStudioError("the new password is empty")
-        done = self.manage("reset_password", "--username", email, input=password + "\n")
-        said = done.stdout
-        if "successfully changed" in said or "same as current" in said:
-            return
-        if "not found" in said:
-            raise LabelStudioError(f"Label Studio has no user {email}")
-        raise LabelStudioError(
-            f"setting the password of {email} failed (exit {done.returncode}): "
-            f"{_last_lines(said + done.stderr)}"
-        )
+            invite = str(json.loads(reply[1])["token"])
+        except (ValueError, KeyError, TypeError):
+            raise LabelStudioError(f"{self.url}/api/invite gave no token") from None
+        return sign_up(self.url, invite, email, password, timeout=self.config.timeout_s)
 
     def can_log_in(self, email: str, password: str) -> bool:
         """Whether ``email`` can sign in to this server with ``password`` (see ``can_log_in``)."""
         return can_log_in(self.url, email, password, timeout=self.config.timeout_s)
 
     def login_token(self, email: str, password: str) -> str:
-        """The API token of ``email``, signed in with ``password`` (see ``login_token``): what
-        ``user_token`` gives, without a ``label-studio`` command."""
+        """The API token of ``email``, signed in with ``password`` (see ``login_token``)."""
         token = login_token(self.url, email, password, timeout=self.config.timeout_s)
         if token is None:
             raise LabelStudioError(f"{email} could not sign in to {self.url} with that password")
         return token
-
-
-def _printed_dict(text: str, *, after: str | None = None) -> dict[str, object] | None:
-    """The first line of ``text`` (after the line ``after``, when given) that is a printed
-    Python dict, read with ``ast.literal_eval`` (it is a repr, not JSON)."""
-    lines = text.splitlines()
-    if after is not None:
-        marks = [n for n, line in enumerate(lines) if line.strip() == after]
-        if not marks:
-            return None
-        lines = lines[marks[0] + 1 :]
-    for line in lines:
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
-            try:
-                value = ast.literal_eval(line)
-            except (ValueError, SyntaxError):
-                continue
-            if isinstance(value, dict):
-                return value
-    return None
-
-
-def _last_lines(text: str, lines: int = 3) -> str:
-    kept = [line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:]
-    return " | ".join(kept) or "(no output)"
 
 
 # --- what campaigns use -----------------------------------------------------------------

@@ -1,6 +1,7 @@
 """FairJudge's own Label Studio (annotation.labelstudio.service) against the real server: it
 starts and accepts its admin token, refuses a busy port, keeps its data over a restart,
-hands out users' tokens and sets passwords people can log in with, and never shows a secret.
+signs people up with passwords they can log in with and read their own tokens by, and never
+shows a secret.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import Engine
 
 from annotation.errors import LabelStudioError
+from annotation.labelstudio.annotators import add_annotator, list_annotators
+from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.service import (
     ADMIN_EMAIL,
     Connection,
@@ -26,6 +30,7 @@ from annotation.labelstudio.service import (
     served_version,
 )
 from judge.config import EMBEDDED_ENDPOINT, LabelStudioConfig, Settings
+from judge.store.engine import session_scope
 from tests.support.factories import free_port
 
 
@@ -170,27 +175,62 @@ def test_secrets_stay_out_of_reprs_logs_and_status(labelstudio: LabelStudioServi
         assert admin["token"] not in text and admin["password"] not in text
 
 
-def test_user_token_and_set_password_on_the_real_server(labelstudio: LabelStudioService) -> None:
+def test_a_person_signs_in_and_reads_their_own_token(labelstudio: LabelStudioService) -> None:
+    """``sign_up`` gives a password the login form accepts, and ``login_token`` reads the
+    person's own API token with it. Checked independently: the server says the token is
+    this person's (``whoami`` with it), and a wrong password signs nobody in."""
     admin = admin_file(labelstudio)["token"]
     email = f"rater-{uuid.uuid4().hex[:8]}@example.org"
-    code, _ = api(labelstudio.url, admin, "/api/users/", {"email": email, "username": email})
-    assert code == 201
-    token = labelstudio.user_token(email)
-    # Independent check: the server says the token is this user's.
-    code, me = api(labelstudio.url, token, "/api/current-user/whoami")
-    assert (code, me["email"]) == (200, email)
-    assert token != admin
-    # A user made through the API has no usable password: set one, then log in with the
-    # form a person uses; a wrong password must fail, or the check would prove nothing.
-    labelstudio.set_password(email, "correct-horse-7")
+    user_id = labelstudio.sign_up(email, "correct-horse-7")
     assert labelstudio.can_log_in(email, "correct-horse-7")
     assert not labelstudio.can_log_in(email, "wrong-horse-7")
-    # Signed in with that password, the person reads the same token `label-studio user` gave.
-    assert labelstudio.login_token(email, "correct-horse-7") == token
+    token = labelstudio.login_token(email, "correct-horse-7")
+    code, me = api(labelstudio.url, token, "/api/current-user/whoami")
+    assert (code, me["email"], me["id"]) == (200, email, user_id)
+    assert token != admin
     with pytest.raises(LabelStudioError, match="could not sign in"):
         labelstudio.login_token(email, "wrong-horse-7")
-    with pytest.raises(LabelStudioError, match="no user nobody-"):
-        labelstudio.user_token(f"nobody-{uuid.uuid4().hex[:6]}@example.org")
+    with pytest.raises(LabelStudioError, match="could not sign in"):
+        labelstudio.login_token(f"nobody-{uuid.uuid4().hex[:6]}@example.org", "correct-horse-7")
+
+
+def test_an_annotator_signs_up_through_the_invite_link(
+    labelstudio: LabelStudioService, engine: Engine
+) -> None:
+    """``add_annotator`` on FairJudge's own server: the person signs up through the invite
+    link with the password it returns, in one HTTP exchange. Checked independently through
+    the API with the admin's token: the account's names are what ``create_user`` gives, it is
+    in the admin's organization, and the password works (and a wrong one does not)."""
+    admin = admin_file(labelstudio)["token"]
+    client = LabelStudioClient(labelstudio.url, admin)
+    email = f"Sign.Up-{uuid.uuid4().hex[:8]}@Example.org"
+    with session_scope(engine) as session:
+        person = add_annotator(session, client, email, "Ada Lovelace", service=labelstudio)
+    assert person.created and person.password
+    code, user = api(labelstudio.url, admin, f"/api/users/{person.user_id}/")
+    assert code == 200
+    # Recorded as the sign-up form keeps it, in lower case (ratings pulled later carry the
+    # address Label Studio holds), with the address as user name, as `create_user` names it.
+    assert person.email == email.lower()
+    assert (user["email"], user["username"]) == (email.lower(), email.lower())
+    with session_scope(engine) as session:
+        assert [a["email"] for a in list_annotators(session)] == [email.lower()]
+    assert (user["first_name"], user["last_name"]) == ("Ada", "Lovelace")
+    _, me = api(labelstudio.url, admin, "/api/current-user/whoami")
+    _, members = api(
+        labelstudio.url, admin, f"/api/organizations/{me['active_organization']}/memberships"
+    )
+    listed = members["results"] if isinstance(members, dict) else members
+    assert person.user_id in {
+        m["user"]["id"] if isinstance(m["user"], dict) else m["user"] for m in listed
+    }
+    assert labelstudio.can_log_in(email, person.password)
+    assert not labelstudio.can_log_in(email, person.password + "x")
+    # The address is taken now: the form's own reason comes back, and nothing is created.
+    with pytest.raises(LabelStudioError, match="already exists"):
+        labelstudio.sign_up(email.lower(), "another-horse-8")
+    with pytest.raises(LabelStudioError, match="refused to sign"):
+        labelstudio.sign_up(f"short-{uuid.uuid4().hex[:6]}@example.org", "x")
 
 
 def test_connection_to_an_external_server_takes_the_token_from_the_environment(

@@ -83,9 +83,12 @@ def test_create_status_and_pull_a_campaign_over_http(
     admin = LabelStudioClient(labelstudio.url, labelstudio.connection().token)
     labelstudio_rater = "api.rater@example.org"
     with Session(engine) as session:
-        add_annotator(session, admin, labelstudio_rater, service=None)
+        person = add_annotator(session, admin, labelstudio_rater, service=labelstudio)
         session.commit()
-    rater = LabelStudioClient(labelstudio.url, labelstudio.user_token(labelstudio_rater))
+    assert person.password is not None
+    rater = LabelStudioClient(
+        labelstudio.url, labelstudio.login_token(labelstudio_rater, person.password)
+    )
     target = _target(admin, project)
     for who, score in ((admin, 2), (rater, 4)):
         for task in admin.export_tasks(project):

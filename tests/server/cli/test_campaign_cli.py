@@ -76,8 +76,14 @@ def test_create_rate_pull_status_export_through_the_cli(
     assert added.exit_code == 0, added.output
     assert "without a password" in added.output
 
+    # The one who rates signed up through the server's invite link and is added the same way.
+    labelstudio.sign_up("cli.signed@example.org", "cli-horse-7")
+    added = run(path, "annotators", "add", "cli.signed@example.org")
+    assert "already has a Label Studio account" in added.output, added.output
     admin = LabelStudioClient(labelstudio.url, labelstudio.connection().token)
-    rater = LabelStudioClient(labelstudio.url, labelstudio.user_token("cli.rater@example.org"))
+    rater = LabelStudioClient(
+        labelstudio.url, labelstudio.login_token("cli.signed@example.org", "cli-horse-7")
+    )
     tasks = admin.export_tasks(made["project"])
     # Scores by hand: the admin gives 2 to every item, the rater 4 (choices hold the number).
     for client, score in ((admin, 2), (rater, 4)):
@@ -101,7 +107,7 @@ def test_create_rate_pull_status_export_through_the_cli(
     status = json.loads(run(path, "campaign", "status", "cli-campaign", "--json").stdout)
     assert {a["email"]: a["done"] for a in status["annotators"]} == {
         "admin@fairjudge.local": 4,
-        "cli.rater@example.org": 4,
+        "cli.signed@example.org": 4,
     }
     assert status["items_short"] == {}
 

@@ -281,12 +281,19 @@ def test_gold_harsh_annotator_and_unscored_rubric_through_the_cli(
     assert line.startswith(f"error: item {in_sample} is in campaign '{NAME}''s sample;"), line
     assert _campaigns(db_url)[NAME] == (20, {k: {"ICS": GOLD_SCORE} for k in gold_keys})
 
-    # The annotators, added through the CLI, rate every task with their own tokens.
+    # The annotators signed up through the server's invite link (the CLI's config reaches it
+    # as a server FairJudge does not run, where `annotators add` sets no password), were
+    # added through the CLI, and rate every task with their own tokens.
     admin = LabelStudioClient(labelstudio.url, labelstudio.connection().token)
     raters = {}
     for email in (FAIR1, FAIR2, HARSH):
-        assert run(setup, "annotators", "add", email).exit_code == 0
-        raters[email] = LabelStudioClient(labelstudio.url, labelstudio.user_token(email))
+        labelstudio.sign_up(email, "quality-horse-7")
+        added = run(setup, "annotators", "add", email)
+        assert added.exit_code == 0, added.output
+        assert "already has a Label Studio account" in added.output
+        raters[email] = LabelStudioClient(
+            labelstudio.url, labelstudio.login_token(email, "quality-horse-7")
+        )
     project = created["project"]
     to = _targets(admin, project)
     tasks = sorted(admin.export_tasks(project), key=lambda t: t["id"])

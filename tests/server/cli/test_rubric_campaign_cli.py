@@ -149,8 +149,11 @@ def test_a_registered_rubric_campaign_on_label_studio(
 
     # An annotator added the CLI's way rates through Label Studio's API with their own token;
     # the admin rates too; the rater's last task is first submitted as 4, off CLARITY's 1-3.
+    labelstudio.sign_up(RATER_EMAIL, "rubric-horse-7")  # through the invite link
     assert run(path, "annotators", "add", RATER_EMAIL).exit_code == 0
-    rater = LabelStudioClient(labelstudio.url, labelstudio.user_token(RATER_EMAIL))
+    rater = LabelStudioClient(
+        labelstudio.url, labelstudio.login_token(RATER_EMAIL, "rubric-horse-7")
+    )
     target = score.get("toName") or ""
     ordered = sorted(tasks, key=lambda t: t["data"]["fj_item"])
     off_scale = 0

@@ -75,9 +75,12 @@ def test_a_campaigns_page_matches_the_api(
     admin = LabelStudioClient(label_studio.url, label_studio.connection().token)
     rater_email = f"{name}@example.org"
     with Session(engine) as session:
-        add_annotator(session, admin, rater_email, service=None)
+        person = add_annotator(session, admin, rater_email, service=label_studio)
         session.commit()
-    rater = LabelStudioClient(label_studio.url, label_studio.user_token(rater_email))
+    assert person.password is not None
+    rater = LabelStudioClient(
+        label_studio.url, label_studio.login_token(rater_email, person.password)
+    )
     target = _target(admin, project)
     tasks = admin.export_tasks(project)
     for who, score, rated in ((admin, 2, tasks), (rater, 4, tasks[:-1])):
