@@ -14,6 +14,7 @@ from email.message import Message
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli import Done, fairjudge
 from tests.support.factories import FAIRJUDGE, free_port
 
 
@@ -29,13 +30,13 @@ class LiveServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.admin_key = self.member_key = ""
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*FAIRJUDGE, "--config", str(self.config), *args],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+    def cli(self, *args: str) -> Done:
+        """``fairjudge --config CONFIG ARGS`` on the server's store, run in this process (the
+        set-up commands, ``db upgrade`` and ``keys create``, need no process of their own);
+        AssertionError with what it printed when it fails."""
+        done = fairjudge("--config", self.config, *args)
+        assert done.returncode == 0, f"fairjudge {' '.join(args)}: {done.stderr}"
+        return done
 
     def start(self) -> LiveServer:
         self.cli("db", "upgrade")
