@@ -264,21 +264,39 @@ class RunData:
         return self.scales.get(rubric, SCALE)
 
 
-def load_run_data(
-    session: Session, judge_run_id: int, campaigns: Sequence[str] = (), human: str = "mean"
-) -> RunData:
-    """The judge run's scores and its generation run's ratings (gold items left out: they
-    were chosen to test the annotators, not drawn), raters combined by ``human``."""
+def drawn_ratings(
+    session: Session, generation_run_id: int, campaigns: Sequence[str] = ()
+) -> RatingSelection:
+    """The ratings of a generation run's answers in ``campaigns`` (every one when empty) that
+    estimates and the alt-test use: gold items left out (they were chosen to test the
+    annotators, not drawn). InvalidInputError for an unknown campaign."""
     from annotation.labelstudio.gold import gold_pairs
+
+    gold = gold_pairs(session, generation_run_id)
+    return select_ratings(
+        session, generation_run_id, campaigns, skip=lambda r: (r.campaign_id, r.item_id) in gold
+    )
+
+
+def load_run_data(
+    session: Session,
+    judge_run_id: int,
+    campaigns: Sequence[str] = (),
+    human: str = "mean",
+    *,
+    selection: RatingSelection | None = None,
+    scores: Sequence[ItemScore] | None = None,
+) -> RunData:
+    """The judge run's scores and its generation run's ratings (``drawn_ratings``), raters
+    combined by ``human``. A caller that has read them already passes ``selection`` (of
+    ``campaigns``) and ``scores`` (the run's ``item_scores``), and nothing is read twice."""
     from annotation.ratings import registered_scales
 
     if human not in ("mean", "median"):
         raise InvalidInputError(f"human must be 'mean' or 'median', got {human!r}")
     run = get_judge_run(session, judge_run_id)
-    gold = gold_pairs(session, run.generation_run_id)
-    selection = select_ratings(
-        session, run.generation_run_id, campaigns, skip=lambda r: (r.campaign_id, r.item_id) in gold
-    )
+    if selection is None:
+        selection = drawn_ratings(session, run.generation_run_id, campaigns)
     rows: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
     for r in selection.ratings:
         rows[r.rubric].append((r.item_id, r.rater, r.score))
@@ -287,9 +305,10 @@ def load_run_data(
         matrix = RatingMatrix.from_long(*zip(*found, strict=True))
         values = matrix.item_scores(human)
         combined[rubric] = {int(i): float(v) for i, v in zip(matrix.items, values, strict=True)}
-    scores = item_scores(session, judge_run_id, run.aggregation)
+    if scores is None:
+        scores = item_scores(session, judge_run_id, run.aggregation)
     scales = registered_scales(session)
-    return RunData(judge_run_id, run.generation_run_id, scores, combined, selection, scales)
+    return RunData(judge_run_id, run.generation_run_id, list(scores), combined, selection, scales)
 
 
 def ratings_design(
@@ -593,14 +612,19 @@ def run_estimates(
     assume_random: bool = False,
     alpha: float = 0.05,
     gap: GapQuery | None = None,
+    selection: RatingSelection | None = None,
+    scores: Sequence[ItemScore] | None = None,
 ) -> Estimates:
     """Every stage metric and rubric mean of a judge run, per factor and overall, three ways
     (see the module docstring), and the ``gap`` asked for. ``campaigns`` names the campaigns
-    (or ``import:BATCH``) whose ratings count, as for agreement (every one when empty).
+    (or ``import:BATCH``) whose ratings count, as for agreement (every one when empty);
+    ``selection`` and ``scores``: what the caller read already (see ``load_run_data``).
     NotFoundError for an unknown run; InvalidInputError for an unknown campaign or gap."""
     if not 0 < alpha < 1:
         raise InvalidInputError(f"alpha must be between 0 and 1, got {alpha!r}")
-    data = load_run_data(session, judge_run_id, campaigns, human)
+    data = load_run_data(
+        session, judge_run_id, campaigns, human, selection=selection, scores=scores
+    )
     design = ratings_design(session, data.selection, assume_random=assume_random)
     metrics, rubrics = targets(data)
     return Estimates(

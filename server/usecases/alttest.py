@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
+    from judge.metrics import ItemScore
     from judge.reports.sections import Table
     from judge.stats.alttest import AltTestResult, AnnotatorComparison
     from judge.stats.matrix import RatingMatrix
@@ -316,22 +317,29 @@ class _Loaded:
     rubrics: list[_RubricInput]
 
 
-def _load(session: Session, request: AltTestRequest) -> _Loaded:
-    """Read ``request``'s ratings and judge scores once (see ``alt_test_run``)."""
+def _load(
+    session: Session,
+    request: AltTestRequest,
+    read: tuple[RatingSelection, Sequence[ItemScore]] | None = None,
+) -> _Loaded:
+    """Read ``request``'s ratings and judge scores once (see ``alt_test_run``), or take
+    them from ``read``: the ratings' selection (``drawn_ratings`` of the request's campaigns)
+    and the run's item scores, where the caller has them already."""
     import numpy as np
 
-    from annotation.labelstudio.gold import gold_pairs
+    from annotation.estimates import drawn_ratings
     from judge.metrics import item_scores
     from judge.stats.matrix import RatingMatrix
     from judge.store.queries import get_judge_run
-    from judge.store.rating_scope import select_ratings
 
     run = get_judge_run(session, request.judge_run)
     generation = run.generation_run_id
-    gold = gold_pairs(session, generation)
-    selection = select_ratings(
-        session, generation, request.campaigns, skip=lambda r: (r.campaign_id, r.item_id) in gold
-    )
+    if read is None:
+        read = (
+            drawn_ratings(session, generation, request.campaigns),
+            item_scores(session, request.judge_run, run.aggregation),
+        )
+    selection, judged = read
     if not selection.ratings:
         raise NotFoundError(
             f"judge run {request.judge_run}'s answers (generation run {generation}) have no "
@@ -345,9 +353,7 @@ def _load(session: Session, request: AltTestRequest) -> _Loaded:
             f"campaigns used; rated: {', '.join(rated)}"
         )
     scores: dict[tuple[str, int], float] = {
-        (s.rubric, s.item_id): float(s.score)
-        for s in item_scores(session, request.judge_run, run.aggregation)
-        if s.score is not None
+        (s.rubric, s.item_id): float(s.score) for s in judged if s.score is not None
     }
     rubrics: list[_RubricInput] = []
     for rubric in [request.rubric] if request.rubric else rated:
@@ -394,13 +400,17 @@ def alt_test_run(session: Session, request: AltTestRequest) -> AltTestReport:
 
 
 def alt_test_margins(
-    session: Session, request: AltTestRequest, margins: Sequence[str | float]
+    session: Session,
+    request: AltTestRequest,
+    margins: Sequence[str | float],
+    read: tuple[RatingSelection, Sequence[ItemScore]] | None = None,
 ) -> list[AltTestReport]:
     """``alt_test_run`` of ``request`` at each epsilon of ``margins`` (preset names or
     numbers), the store read once: a report's opening verdicts at every preset cost one
-    read, not one per preset. Raises as ``alt_test_run`` does (the margin changes no
-    refusal: those come from the items and annotators)."""
-    loaded = _load(session, request)
+    read, not one per preset (none where the caller gives what it ``read``: see ``_load``).
+    Raises as ``alt_test_run`` does (the margin changes no refusal: those come from the
+    items and annotators)."""
+    loaded = _load(session, request, read)
     base = request.model_dump()
     return [_tested(AltTestRequest.model_validate({**base, "epsilon": m}), loaded) for m in margins]
 

@@ -83,7 +83,7 @@ def judge_run_view(
 ) -> JudgeRunView:
     """The run's opening sections, as ``full_report`` builds them from the same facts (read
     once): NotFoundError for an unknown run."""
-    from annotation.estimates import run_estimates
+    from annotation.estimates import drawn_ratings, run_estimates
     from judge.reports.browser import item_browser
     from judge.reports.facts import load_run_facts
     from judge.reports.run_report import metrics_section
@@ -94,10 +94,13 @@ def judge_run_view(
 
     jrun = get_judge_run(session, judge_run_id)
     facts = load_run_facts(session, judge_run_id, prices=run_prices(settings, jrun.endpoint_name))
-    estimates = run_estimates(session, judge_run_id, campaigns=campaigns)
+    read = (drawn_ratings(session, facts.generation_run_id, campaigns), facts.item_scores)
+    estimates = run_estimates(
+        session, judge_run_id, campaigns=campaigns, selection=read[0], scores=read[1]
+    )
     return JudgeRunView(
         judge_run_info(session, judge_run_id),
-        opening_section(session, judge_run_id, estimates, campaigns=campaigns),
+        opening_section(session, judge_run_id, estimates, campaigns=campaigns, read=read),
         metrics_section(session, judge_run_id, facts=facts),
         item_browser(session, judge_run_id, facts=facts),
     )

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
     from annotation.estimates import Estimates
     from judge.config import Settings
+    from judge.metrics import ItemScore
+    from judge.store.rating_scope import RatingSelection
 
 
 def full_report(
@@ -33,7 +35,7 @@ def full_report(
     """The one report of a judge run, used by the CLI, the API and the demo: stage metrics,
     the judge's self-consistency (several samples), its reliability (human ratings) and the
     browser of every judged item. The run's facts are read once and given to every section."""
-    from annotation.estimates import run_estimates
+    from annotation.estimates import drawn_ratings, run_estimates
     from annotation.estimates_section import section_of
     from annotation.sections import reliability_section
     from judge.reports.browser import item_browser_section
@@ -50,8 +52,14 @@ def full_report(
     sections = []
     estimates = None
     if with_reliability:
-        estimates = run_estimates(session, judge_run_id, campaigns=campaigns)
-        sections.append(opening_section(session, judge_run_id, estimates, campaigns=campaigns))
+        # The ratings and item scores are read once for the estimates and the alt-test.
+        read = (drawn_ratings(session, facts.generation_run_id, campaigns), facts.item_scores)
+        estimates = run_estimates(
+            session, judge_run_id, campaigns=campaigns, selection=read[0], scores=read[1]
+        )
+        sections.append(
+            opening_section(session, judge_run_id, estimates, campaigns=campaigns, read=read)
+        )
     sections.append(metrics_section(session, judge_run_id, facts=facts))
     consistency = self_consistency_section(session, judge_run_id, facts=facts)
     if consistency is not None:
@@ -88,11 +96,17 @@ def full_report(
 
 
 def opening_section(
-    session: Session, judge_run_id: int, estimates: Estimates, *, campaigns: Sequence[str] = ()
+    session: Session,
+    judge_run_id: int,
+    estimates: Estimates,
+    *,
+    campaigns: Sequence[str] = (),
+    read: tuple[RatingSelection, Sequence[ItemScore]] | None = None,
 ) -> Section:
     """The answer a run's report opens with: the best figure per factor and stage metric
     (corrected by human ratings where people rated) and the alt-test's verdict per rated
-    rubric at each margin preset (``annotation.answer_section``)."""
+    rubric at each margin preset (``annotation.answer_section``). ``read``: the ratings of
+    ``campaigns`` and the run's item scores, where the caller has read them."""
     from annotation.answer_section import Verdict, answer_section
     from judge.errors import InvalidInputError, NotFoundError
     from judge.stats.alttest import EPSILON
@@ -105,7 +119,7 @@ def opening_section(
         {"judge_run": judge_run_id, "epsilon": presets[0], "campaigns": list(campaigns)}
     )
     try:
-        found = alt_test_margins(session, request, presets)  # the store read once
+        found = alt_test_margins(session, request, presets, read)  # read once, if not given
     except NotFoundError:  # no human ratings: nothing to test
         found = []
     except InvalidInputError as exc:  # every rated rubric refused, with the reason
