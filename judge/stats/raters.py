@@ -115,11 +115,20 @@ def _alpha_reason(values: Array) -> str | None:
     return None
 
 
-def _alpha(values: Array, level: Level, domain: Sequence[float]) -> float:
-    if _alpha_reason(values) is not None:
-        return math.nan  # a resample with one distinct value: undefined, skipped by the CI
+def _value_counts(values: Array, domain: Sequence[float]) -> Array:
+    """Items x domain values: how many raters gave each item each value (the form
+    ``krippendorff.alpha`` turns its reliability data into before computing). Counted once,
+    so that a bootstrap resample of items is a choice of rows, not a new count."""
+    return np.stack([np.sum(values == v, axis=0) for v in domain], axis=1)
+
+
+def _alpha(counts: Array, level: Level, domain: Sequence[float]) -> float:
+    """Alpha from ``counts`` (``_value_counts``); NaN when fewer than two distinct values
+    were given (a resample with one value: undefined, skipped by the CI)."""
+    if np.count_nonzero(counts.sum(axis=0)) < 2:
+        return math.nan
     return float(
-        krippendorff.alpha(reliability_data=values, level_of_measurement=level, value_domain=domain)
+        krippendorff.alpha(value_counts=counts, level_of_measurement=level, value_domain=domain)
     )
 
 
@@ -160,13 +169,14 @@ def krippendorff_alphas(
     rng = np.random.default_rng(options.seed)
     draws = [rng.integers(0, n, n) for _ in range(options.n_bootstrap)] if n >= 2 else []
     reason = _alpha_reason(values)
+    counts = _value_counts(values, domain)
     out = {}
     for level in LEVELS:
         if reason is not None:
             out[f"alpha_{level}"] = Coefficient.undefined(n, reason)
             continue
-        value = _alpha(values, level, domain)
-        boot = np.array([_alpha(values[:, idx], level, domain) for idx in draws])
+        value = _alpha(counts, level, domain)
+        boot = np.array([_alpha(counts[idx], level, domain) for idx in draws])
         low, high = percentile_interval(boot, options.confidence) if draws else (math.nan, math.nan)
         out[f"alpha_{level}"] = Coefficient(value, low, high, None, n)
     if warn:
