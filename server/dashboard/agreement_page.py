@@ -139,18 +139,19 @@ def compute(session: Session, run_id: int, o: Options) -> Figures:
     nobody rated gets the reason instead of numbers)."""
     from server.usecases.agreement import agreement
     from server.usecases.alttest import alt_test_run
-    from server.usecases.estimates import estimates
+    from server.usecases.estimates import estimates, rated_read
     from server.usecases.runs import judge_run_info
 
     judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
     agree_rq, estimates_rq, alt_rq = _requests(run_id, o)
-    found = estimates(session, estimates_rq).to_dict()
+    read = rated_read(session, run_id, o.campaigns)  # for the estimates and the alt-test
+    found = estimates(session, estimates_rq, read).to_dict()
     try:
         result = agreement(session, agree_rq)
     except NotFoundError as exc:
         return Figures(None, [], found, None, None, str(exc))
     try:
-        alt: dict[str, Any] | None = alt_test_run(session, alt_rq).to_dict()
+        alt: dict[str, Any] | None = alt_test_run(session, alt_rq, read).to_dict()
         refused = None
     except (InvalidInputError, NotFoundError) as exc:
         alt, refused = None, str(exc)

@@ -391,12 +391,16 @@ def _tested(request: AltTestRequest, loaded: _Loaded) -> AltTestReport:
     )
 
 
-def alt_test_run(session: Session, request: AltTestRequest) -> AltTestReport:
+def alt_test_run(
+    session: Session,
+    request: AltTestRequest,
+    read: tuple[RatingSelection, Sequence[ItemScore]] | None = None,
+) -> AltTestReport:
     """The alt-test of ``request.judge_run`` against the stored ratings of its generation
-    run, per rubric. NotFoundError for an unknown run or one with no ratings;
-    InvalidInputError for an unrated ``rubric``, an unknown campaign, or when every rubric
-    is refused."""
-    return _tested(request, _load(session, request))
+    run, per rubric (``read``: what the caller has read already, see ``_load``).
+    NotFoundError for an unknown run or one with no ratings; InvalidInputError for an unrated
+    ``rubric``, an unknown campaign, or when every rubric is refused."""
+    return _tested(request, _load(session, request, read))
 
 
 def alt_test_margins(

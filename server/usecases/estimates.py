@@ -9,6 +9,7 @@ reason and the sampling design it assumed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import ConfigDict, Field
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
 
     from annotation.estimates import Estimates
     from annotation.rating_plan import RatingPlans
+    from judge.metrics import ItemScore
+    from judge.store.rating_scope import RatingSelection
+
+    RatedRead = tuple[RatingSelection, Sequence[ItemScore]]
 
 GAP_BY_PATTERN = r"^(stage|factor|scenario|fields\.[A-Za-z0-9_.-]{1,100})$"
 TARGET_HELP = (
@@ -123,8 +128,26 @@ class RatingPlanRequest(RatingPlanOptions, _Scope):
     """How many human ratings an interval of ``target_half_width`` needs."""
 
 
-def estimates(session: Session, request: EstimatesRequest) -> Estimates:
-    """The judge run's corrected figures (``annotation.estimates.run_estimates``).
+def rated_read(session: Session, judge_run_id: int, campaigns: Sequence[str] = ()) -> RatedRead:
+    """What the estimates and the alt-test of a judge run both read, read once: the ratings
+    of ``campaigns`` that count (``annotation.estimates.drawn_ratings``) and the run's item
+    scores. NotFoundError for an unknown run; InvalidInputError for an unknown campaign."""
+    from annotation.estimates import drawn_ratings
+    from judge.metrics import item_scores
+    from judge.store.queries import get_judge_run
+
+    run = get_judge_run(session, judge_run_id)
+    return (
+        drawn_ratings(session, run.generation_run_id, campaigns),
+        item_scores(session, judge_run_id, run.aggregation),
+    )
+
+
+def estimates(
+    session: Session, request: EstimatesRequest, read: RatedRead | None = None
+) -> Estimates:
+    """The judge run's corrected figures (``annotation.estimates.run_estimates``); ``read``:
+    ``rated_read`` of the request's run and campaigns, where the caller has it.
     NotFoundError for an unknown run; InvalidInputError for an unknown campaign or gap."""
     from annotation.estimates import GapQuery, run_estimates
     from judge.errors import InvalidInputError
@@ -142,6 +165,8 @@ def estimates(session: Session, request: EstimatesRequest) -> Estimates:
         assume_random=request.assume_random,
         alpha=request.alpha,
         gap=gap,
+        selection=None if read is None else read[0],
+        scores=None if read is None else read[1],
     )
 
 
