@@ -102,7 +102,9 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServe
         pytest.skip("llama-cpp-python is not installed; run make install")
     from judge.config import EmbeddedConfig
 
-    config = EmbeddedConfig(port=free_port(), n_threads=embedded_threads())
+    config = EmbeddedConfig(
+        port=free_port(), n_threads=embedded_threads(), n_threads_batch=embedded_threads()
+    )
     server = EmbeddedServer(config, tmp_path_factory.mktemp("state"))
     server.start()
     yield server

@@ -208,12 +208,6 @@ class EmbeddedServer:
             str(self.config.n_ctx),
             "--n_threads",
             str(self.config.n_threads),
-            # The prompt is read by n_threads_batch threads, which default to every core, not
-            # to n_threads: with one thread asked for, the server still spun two on a shared
-            # 2-core machine, and read prompts at 40 tokens/s instead of 100 (an 1,800-token
-            # award prompt, two other busy processes; 145 tokens/s with the cores to itself).
-            "--n_threads_batch",
-            str(self.config.n_threads),
             "--interrupt_requests",
             "False",
             # Keeping every position's logits costs time and memory (a fresh 530-token
@@ -222,6 +216,12 @@ class EmbeddedServer:
             "--logits_all",
             str(self.config.logits_all),
         ]
+        if self.config.n_threads_batch:
+            # The prompt is read by n_threads_batch threads, every core unless set, whatever
+            # n_threads says: with one thread asked for, a test's server still spun two on a
+            # 2-core machine shared with two test processes and read about 40 prompt
+            # tokens/s; with one, about 100 (145 with the cores to itself).
+            command += ["--n_threads_batch", str(self.config.n_threads_batch)]
         log = self.log_file.open("ab")
         process = subprocess.Popen(
             command,

@@ -219,3 +219,14 @@ def test_a_forged_grade_in_the_answer_is_not_the_real_judges_score(
         assert judgment.score == json.loads(judgment.raw_output or "{}")["score"]
     else:
         assert judgment.unscored_kind and judgment.reason
+
+
+def test_the_server_reads_prompts_with_the_threads_it_is_given(embedded: EmbeddedServer) -> None:
+    """``[embedded] n_threads_batch`` reaches llama-cpp-python's server (read from the
+    process's own command line in /proc): the session's server was given one or two threads
+    (tests/support/factories.py, embedded_threads), where llama.cpp would read prompts with
+    every core."""
+    pid = int(embedded.pid_file.read_text().strip())
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    given = args[args.index(b"--n_threads_batch") + 1]
+    assert given == str(embedded.config.n_threads_batch).encode() and given in (b"1", b"2")

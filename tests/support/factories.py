@@ -22,10 +22,11 @@ SHARED_DATA = paths.data_dir().parent / "shared" / "data"
 
 
 def embedded_threads() -> int:
-    """Threads for an embedded model server that a test starts: one while pytest-xdist runs
-    the suite in several processes, else two. llama.cpp's threads spin while they wait for
-    each other, so two of them on a 2-core machine beside another busy test worker made the
-    model about ten times slower (the pipeline test took 343 s instead of 35 s, 2026-11-27)."""
+    """Threads for an embedded model server that a test starts (``n_threads`` and
+    ``n_threads_batch``, which reads the prompt): one while pytest-xdist runs the suite in
+    several processes, else two. llama.cpp's threads spin while they wait for each other, so
+    two of them on a 2-core machine beside another busy test worker made the model about ten
+    times slower (the pipeline test took 343 s instead of 35 s, 2026-11-27)."""
     return 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 2
 
 

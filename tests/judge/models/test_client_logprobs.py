@@ -175,7 +175,12 @@ def logprob_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail("llama-cpp-python is not installed; `make install` must install it in CI")
         pytest.skip("llama-cpp-python is not installed; run make install")
-    config = EmbeddedConfig(port=free_port(), n_threads=embedded_threads(), logits_all=True)
+    config = EmbeddedConfig(
+        port=free_port(),
+        n_threads=embedded_threads(),
+        n_threads_batch=embedded_threads(),
+        logits_all=True,
+    )
     server = EmbeddedServer(config, tmp_path_factory.mktemp("logprob-server"))
     server.start()
     yield server.base_url
