@@ -103,20 +103,14 @@ def chat_body(
 ) -> dict[str, Any]:
     """The /v1/chat/completions body of one call, as ``ModelClient.complete`` sends it when
     ``judge.models.cache`` makes the call live (the sample index is the seed)."""
-    body: dict[str, Any] = {
-        "model": client.model,
-        "messages": messages,
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-    }
-    fmt = client.response_format(schema)
-    if fmt is not None:
-        body["response_format"] = fmt
-    body["seed"] = sample_index
-    if top_logprobs is not None:
-        body["logprobs"] = True
-        body["top_logprobs"] = top_logprobs
-    return body
+    return client.chat_body(
+        messages,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        schema=schema,
+        seed=sample_index,
+        top_logprobs=top_logprobs,
+    )
 
 
 def request_line(key: str, body: dict[str, Any]) -> str:

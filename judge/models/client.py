@@ -172,6 +172,34 @@ class ModelClient:
             "json_schema": {"name": "grade", "schema": schema, "strict": True},
         }
 
+    def chat_body(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        temperature: float,
+        max_tokens: int,
+        schema: dict[str, Any] | None = None,
+        seed: int | None = None,
+        top_logprobs: int | None = None,
+    ) -> dict[str, Any]:
+        """The /v1/chat/completions body of one call: what ``complete`` posts, and what a
+        batch input file holds for the same call (``judge.models.batch``)."""
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        fmt = self.response_format(schema)
+        if fmt is not None:
+            body["response_format"] = fmt
+        if seed is not None:
+            body["seed"] = seed
+        if top_logprobs is not None:
+            body["logprobs"] = True
+            body["top_logprobs"] = top_logprobs
+        return body
+
     def complete(
         self,
         messages: list[dict[str, str]],
@@ -187,20 +215,14 @@ class ModelClient:
         With ``top_logprobs`` (N), the endpoint is asked for each token's log-probability and
         its N likeliest alternatives, read into ``Completion.logprobs``.
         """
-        kwargs: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-        fmt = self.response_format(schema)
-        if fmt is not None:
-            kwargs["response_format"] = fmt
-        if seed is not None:
-            kwargs["seed"] = seed
-        if top_logprobs is not None:
-            kwargs["logprobs"] = True
-            kwargs["top_logprobs"] = top_logprobs
+        kwargs = self.chat_body(
+            messages,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            schema=schema,
+            seed=seed,
+            top_logprobs=top_logprobs,
+        )
         attempts = 0
         queued = 0.0  # seconds spent waiting for the quota, left out of the latency
 
