@@ -35,12 +35,12 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
-    from judge.metrics import ItemScore
     from judge.reports.sections import Table
     from judge.stats.alttest import AltTestResult, AnnotatorComparison
     from judge.stats.matrix import RatingMatrix
     from judge.store.rating_scope import RatingSelection
     from judge.vocab import Scale
+    from server.usecases.estimates import RatedRead
 
 Preset = Literal["expert", "skilled", "crowd"]
 Margin = Annotated[float, Field(gt=0, lt=1)]
@@ -320,7 +320,7 @@ class _Loaded:
 def _load(
     session: Session,
     request: AltTestRequest,
-    read: tuple[RatingSelection, Sequence[ItemScore]] | None = None,
+    read: RatedRead | None = None,
 ) -> _Loaded:
     """Read ``request``'s ratings and judge scores once (see ``alt_test_run``), or take
     them from ``read``: the ratings' selection (``drawn_ratings`` of the request's campaigns)
@@ -394,7 +394,7 @@ def _tested(request: AltTestRequest, loaded: _Loaded) -> AltTestReport:
 def alt_test_run(
     session: Session,
     request: AltTestRequest,
-    read: tuple[RatingSelection, Sequence[ItemScore]] | None = None,
+    read: RatedRead | None = None,
 ) -> AltTestReport:
     """The alt-test of ``request.judge_run`` against the stored ratings of its generation
     run, per rubric (``read``: what the caller has read already, see ``_load``).
@@ -407,7 +407,7 @@ def alt_test_margins(
     session: Session,
     request: AltTestRequest,
     margins: Sequence[str | float],
-    read: tuple[RatingSelection, Sequence[ItemScore]] | None = None,
+    read: RatedRead | None = None,
 ) -> list[AltTestReport]:
     """``alt_test_run`` of ``request`` at each epsilon of ``margins`` (preset names or
     numbers), the store read once: a report's opening verdicts at every preset cost one

@@ -83,24 +83,20 @@ def judge_run_view(
 ) -> JudgeRunView:
     """The run's opening sections, as ``full_report`` builds them from the same facts (read
     once): NotFoundError for an unknown run."""
-    from annotation.estimates import drawn_ratings, run_estimates
     from judge.reports.browser import item_browser
     from judge.reports.facts import load_run_facts
     from judge.reports.run_report import metrics_section
     from judge.store.queries import get_judge_run
     from server.usecases.context import run_prices
-    from server.usecases.reports import opening_section
+    from server.usecases.reports import opening_of
     from server.usecases.runs import judge_run_info
 
     jrun = get_judge_run(session, judge_run_id)
     facts = load_run_facts(session, judge_run_id, prices=run_prices(settings, jrun.endpoint_name))
-    read = (drawn_ratings(session, facts.generation_run_id, campaigns), facts.item_scores)
-    estimates = run_estimates(
-        session, judge_run_id, campaigns=campaigns, selection=read[0], scores=read[1]
-    )
+    _, opening = opening_of(session, facts, campaigns)
     return JudgeRunView(
         judge_run_info(session, judge_run_id),
-        opening_section(session, judge_run_id, estimates, campaigns=campaigns, read=read),
+        opening,
         metrics_section(session, judge_run_id, facts=facts),
         item_browser(session, judge_run_id, facts=facts),
     )

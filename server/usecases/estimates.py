@@ -128,19 +128,25 @@ class RatingPlanRequest(RatingPlanOptions, _Scope):
     """How many human ratings an interval of ``target_half_width`` needs."""
 
 
-def rated_read(session: Session, judge_run_id: int, campaigns: Sequence[str] = ()) -> RatedRead:
+def rated_read(
+    session: Session,
+    judge_run_id: int,
+    campaigns: Sequence[str] = (),
+    *,
+    scores: Sequence[ItemScore] | None = None,
+) -> RatedRead:
     """What the estimates and the alt-test of a judge run both read, read once: the ratings
     of ``campaigns`` that count (``annotation.estimates.drawn_ratings``) and the run's item
-    scores. NotFoundError for an unknown run; InvalidInputError for an unknown campaign."""
+    scores (``scores`` where the caller has them, e.g. from the run's facts). NotFoundError
+    for an unknown run; InvalidInputError for an unknown campaign."""
     from annotation.estimates import drawn_ratings
     from judge.metrics import item_scores
     from judge.store.queries import get_judge_run
 
     run = get_judge_run(session, judge_run_id)
-    return (
-        drawn_ratings(session, run.generation_run_id, campaigns),
-        item_scores(session, judge_run_id, run.aggregation),
-    )
+    if scores is None:
+        scores = item_scores(session, judge_run_id, run.aggregation)
+    return drawn_ratings(session, run.generation_run_id, campaigns), scores
 
 
 def estimates(

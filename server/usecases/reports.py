@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
     from annotation.estimates import Estimates
     from judge.config import Settings
-    from judge.metrics import ItemScore
-    from judge.store.rating_scope import RatingSelection
+    from judge.reports.facts import RunFacts
+    from server.usecases.estimates import RatedRead
 
 
 def full_report(
@@ -35,7 +35,6 @@ def full_report(
     """The one report of a judge run, used by the CLI, the API and the demo: stage metrics,
     the judge's self-consistency (several samples), its reliability (human ratings) and the
     browser of every judged item. The run's facts are read once and given to every section."""
-    from annotation.estimates import drawn_ratings, run_estimates
     from annotation.estimates_section import section_of
     from annotation.sections import reliability_section
     from judge.reports.browser import item_browser_section
@@ -52,14 +51,8 @@ def full_report(
     sections = []
     estimates = None
     if with_reliability:
-        # The ratings and item scores are read once for the estimates and the alt-test.
-        read = (drawn_ratings(session, facts.generation_run_id, campaigns), facts.item_scores)
-        estimates = run_estimates(
-            session, judge_run_id, campaigns=campaigns, selection=read[0], scores=read[1]
-        )
-        sections.append(
-            opening_section(session, judge_run_id, estimates, campaigns=campaigns, read=read)
-        )
+        estimates, opening = opening_of(session, facts, campaigns)
+        sections.append(opening)
     sections.append(metrics_section(session, judge_run_id, facts=facts))
     consistency = self_consistency_section(session, judge_run_id, facts=facts)
     if consistency is not None:
@@ -95,13 +88,28 @@ def full_report(
     )
 
 
+def opening_of(
+    session: Session, facts: RunFacts, campaigns: Sequence[str] = ()
+) -> tuple[Estimates, Section]:
+    """A run's estimates and the opening section built on them, from the run's facts: the
+    ratings read once for the estimates and the alt-test, the item scores taken from the
+    facts (the full report and the dashboard's run page both open this way)."""
+    from annotation.estimates import run_estimates
+    from server.usecases.estimates import rated_read
+
+    run = facts.judge_run_id
+    read = rated_read(session, run, campaigns, scores=facts.item_scores)
+    estimates = run_estimates(session, run, campaigns=campaigns, selection=read[0], scores=read[1])
+    return estimates, opening_section(session, run, estimates, campaigns=campaigns, read=read)
+
+
 def opening_section(
     session: Session,
     judge_run_id: int,
     estimates: Estimates,
     *,
     campaigns: Sequence[str] = (),
-    read: tuple[RatingSelection, Sequence[ItemScore]] | None = None,
+    read: RatedRead | None = None,
 ) -> Section:
     """The answer a run's report opens with: the best figure per factor and stage metric
     (corrected by human ratings where people rated) and the alt-test's verdict per rated
