@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import openai
-from openai.types.chat import ChatCompletion
 
 from judge.config import EndpointConfig
 from judge.errors import EndpointError
@@ -34,8 +33,8 @@ from judge.models.client import (
     RETRYABLE,
     Completion,
     ModelClient,
+    read_completion,
     retry_after_seconds,
-    token_logprobs,
 )
 
 T = TypeVar("T")
@@ -170,35 +169,9 @@ def _error_text(error: Any) -> str:
 
 
 def _completion(body: Any, *, logprobs: bool) -> Completion | None:
-    """A chat completion body read as the live client reads one (None: it is not one). The
-    plain JSON is read directly: openai's model construction cost 0.75 ms a line, most of
-    reading a 10,000-line output; only a reply with log-probabilities goes through it, for
-    ``token_logprobs``."""
-    if not isinstance(body, dict):
-        return None
-    try:
-        choice = body["choices"][0]
-        text = choice["message"].get("content")
-        finish = choice.get("finish_reason")
-        usage = body.get("usage") or {}
-        read = None
-        if logprobs and choice.get("logprobs"):
-            read = token_logprobs(ChatCompletion.construct(**body).choices[0])
-        return Completion(
-            text=text if isinstance(text, str) or text is None else str(text),
-            finish_reason=finish if isinstance(finish, str) else None,
-            prompt_tokens=_count(usage.get("prompt_tokens")),
-            completion_tokens=_count(usage.get("completion_tokens")),
-            latency_s=0.0,  # a batch has no latency per call
-            attempts=1,
-            logprobs=read,
-        )
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
-        return None
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A chat completion body read as the live client reads one (None: it is not one); a
+    batch has no latency per call."""
+    return read_completion(body, logprobs=logprobs, latency_s=0.0, attempts=1)
 
 
 class BatchApi:

@@ -4,11 +4,13 @@ It decides what is worth retrying (429, 5xx, timeouts, dropped connections; Retr
 honoured) and what is not (bad key, unknown model, a request the server rejects). The
 ``openai`` client's own retries are switched off so the count here is the true count.
 
-A completion is requested with the client's ``post`` on the chat completions route and read
-into openai's ``ChatCompletion`` type. The body we send is plain JSON already, so the typed
+A completion is requested with the client's ``post`` on the chat completions route (openai's
+way to call a route with a body of one's own: its errors, timeouts and headers stay
+openai's) and its reply is read as plain JSON (``read_completion``, which a batch's output
+lines go through too). The body we send is plain JSON already, so the typed
 ``chat.completions.create`` would only add its parameter transformation: 1.6 ms of CPU per
-call against 2.8 ms on the 2-core machine we measure on (docs/performance.md), which is
-most of the client's cost per judgment.
+call against 2.8 ms on the 2-core machine we measure on (docs/performance.md); building
+openai's ``ChatCompletion`` from the reply cost about 0.4 ms more (docs/scaling.md).
 
 Asked with ``top_logprobs``, a completion also carries the log-probability of each generated
 token and of its most likely alternatives (OpenAI's ``logprobs.content``), kept as plain JSON
@@ -27,8 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import openai
-from openai.types.chat import ChatCompletion
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
@@ -232,7 +234,7 @@ class ModelClient:
             with self.limiter.hold(self.config):
                 queued += time.perf_counter() - asked
                 attempts += 1
-                return self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
+                return self._client.post("/chat/completions", body=kwargs, cast_to=httpx.Response)
 
         retrying = Retrying(
             retry=retry_if_exception(_is_retryable),
@@ -258,28 +260,54 @@ class ModelClient:
             raise CallFailed(str(exc), attempts) from None
         latency = time.perf_counter() - start - queued
         try:
-            choice = result.choices[0]
-            text = choice.message.content
-            finish = choice.finish_reason
-        except (AttributeError, IndexError, TypeError):
-            raise CallFailed(f"malformed completion: {str(result)[:300]}", attempts) from None
-        usage = getattr(result, "usage", None)
-        return Completion(
-            text=text,
-            finish_reason=finish,
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            latency_s=latency,
-            attempts=attempts,
-            logprobs=token_logprobs(choice) if top_logprobs is not None else None,
+            body = result.json()
+        except ValueError:
+            body = None
+        done = read_completion(
+            body, logprobs=top_logprobs is not None, latency_s=latency, attempts=attempts
         )
+        if done is None:
+            raise CallFailed(f"malformed completion: {result.text[:300]}", attempts)
+        return done
 
 
-def token_logprobs(choice: Any) -> TokenLogprobs | None:
-    """The choice's ``logprobs.content`` as plain JSON; None when there is none or an entry
-    lacks a token or a numeric log-probability (half a list would misplace tokens)."""
-    content = getattr(getattr(choice, "logprobs", None), "content", None)
-    if not content:
+def read_completion(
+    body: Any, *, logprobs: bool, latency_s: float, attempts: int
+) -> Completion | None:
+    """A chat completion's JSON body read into a ``Completion`` (None: it is not one): the
+    first choice's text (None when it has none) and finish reason, the usage counts (0 when
+    missing), and with ``logprobs`` the tokens' log-probabilities (``token_logprobs``).
+    Live replies and a batch's output lines are read by this one function."""
+    if not isinstance(body, dict):
+        return None
+    try:
+        choice = body["choices"][0]
+        text = choice["message"].get("content")
+        finish = choice.get("finish_reason")
+        usage = body.get("usage") or {}
+        return Completion(
+            text=text if isinstance(text, str) or text is None else str(text),
+            finish_reason=finish if isinstance(finish, str) else None,
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
+            latency_s=latency_s,
+            attempts=attempts,
+            logprobs=token_logprobs(choice) if logprobs else None,
+        )
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def token_logprobs(choice: dict[str, Any]) -> TokenLogprobs | None:
+    """The choice's ``logprobs.content`` (plain JSON, as the endpoint sent it) in our form;
+    None when there is none or an entry lacks a token or a numeric log-probability (half a
+    list would misplace tokens)."""
+    content = (choice.get("logprobs") or {}).get("content")
+    if not content or not isinstance(content, list):
         return None
     read: TokenLogprobs = []
     for entry in content:
@@ -287,7 +315,7 @@ def token_logprobs(choice: Any) -> TokenLogprobs | None:
         if token is None or logprob is None:
             return None
         top = []
-        for alternative in getattr(entry, "top_logprobs", None) or []:
+        for alternative in entry.get("top_logprobs") or []:
             alt_token, alt_logprob = _token_and_logprob(alternative)
             if alt_token is None or alt_logprob is None:
                 return None
@@ -297,8 +325,10 @@ def token_logprobs(choice: Any) -> TokenLogprobs | None:
 
 
 def _token_and_logprob(entry: Any) -> tuple[str | None, float | None]:
-    token = getattr(entry, "token", None)
-    logprob = getattr(entry, "logprob", None)
+    if not isinstance(entry, dict):
+        return None, None
+    token = entry.get("token")
+    logprob = entry.get("logprob")
     if not isinstance(token, str) or isinstance(logprob, bool):
         return None, None
     if not isinstance(logprob, int | float) or math.isnan(logprob):

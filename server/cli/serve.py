@@ -89,6 +89,10 @@ def worker(ctx: Context, exit_with_parent: bool, concurrency: int | None) -> Non
     from server.usecases import open_store, preload_runners
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] [worker] %(message)s")
+    # The HTTP clients log every request at INFO: a line per model call (10,000 for a
+    # 10,000-judgment run) would bury what the worker's log is for. Their warnings stay.
+    for name in ("httpx", "httpx2", "httpcore", "httpcore2"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     settings = ctx.settings()
     celery = bool(settings.workers.broker_url)
     if celery and settings.database_url.startswith("sqlite"):

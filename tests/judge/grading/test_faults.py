@@ -93,7 +93,11 @@ def test_every_fault_ends_scored_or_unscored_with_reason(
 
     assert unscored("f-timeout_always").reason.startswith("call failed: APITimeoutError")
     assert unscored("f-error_always").reason.startswith("call failed: HTTP 503")
-    assert unscored("f-garbage_body").reason.startswith("call failed:")
+    # A 200 whose body is not a chat completion: failed, with the body the stub sent
+    # (tests.support.stub_openai._garbage_body) in the reason.
+    assert unscored("f-garbage_body").reason == (
+        "call failed: malformed completion: <html>upstream proxy error</html>"
+    )
     prose = unscored("f-prose_always")
     assert prose.reason.startswith("unparsable after one repair")
     # The kind is stored with the row, so nothing downstream reads the reason's wording.
