@@ -8,7 +8,7 @@ with the live path's own row (``collect._response_row``): the same flags, cache 
 token counts. A call no batch answered is stored as a failed answer (flag ``error``) with the
 batch's reason, and its output line when that line could not be read, so the run ends
 ``incomplete`` and the same command sends exactly those calls again, in a new batch (or at
-once live with ``retry_live``).
+once live with ``BatchOptions.retry_live``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from judge.answers.collect import (
 )
 from judge.costs import Prices
 from judge.models.batch import BatchApi
+from judge.models.batch_options import BatchOptions
 from judge.models.batch_pass import BatchRunResult, Unanswered, batch_pass, waiting_outcome
-from judge.models.batching import POLL_S, BatchOwner, batch_call
+from judge.models.batching import BatchOwner, batch_call
 from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.progress import Progress
@@ -56,19 +57,17 @@ def generate_batch(
     accepted_only: bool = False,
     include_drafts: bool = False,
     new: bool = False,
-    retry_live: bool = False,
-    wait: bool = True,
-    poll_s: float = POLL_S,
+    options: BatchOptions = BatchOptions(),
     prices: Prices | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchRunResult:
     """Create (or resume) the generation run for these settings, as ``collect.generate``
-    does, and ask for its missing or failed answers through the Batch API. ``progress``
-    hears the batches' (finished, total) calls while they run. Without ``wait``, batches
-    still running are left for the next command (their answers are not stored yet and the
-    run ends ``incomplete`` saying so)."""
+    does, and ask for its missing or failed answers through the Batch API, used as
+    ``options`` say. ``progress`` hears the batches' (finished, total) calls while they run.
+    Without ``options.wait``, batches still running are left for the next command (their
+    answers are not stored yet and the run ends ``incomplete`` saying so)."""
     run_id = open_generation_run(
         engine, client, book, dataset_name, temperature=temperature, max_tokens=max_tokens,
         accepted_only=accepted_only, include_drafts=include_drafts, new=new, on_run=on_run,
@@ -90,8 +89,8 @@ def generate_batch(
             for task in tasks
         ]
         sent = batch_pass(
-            engine, client, api, BatchOwner(KIND, run_id), calls, retry_live=retry_live,
-            wait=wait, poll_s=poll_s, progress=progress, sleep=sleep,
+            engine, client, api, BatchOwner(KIND, run_id), calls, options=options,
+            progress=progress, sleep=sleep,
         )  # fmt: skip
         ready = [t for t, c in zip(tasks, calls, strict=True) if not sent.waiting(c.key)]
 

@@ -15,7 +15,8 @@ collects them.
 
 A call no batch answered is stored as a failed call (status ``error``) with the batch's
 reason, and its output line when that could not be read, so the run ends ``incomplete`` and
-the same command sends exactly those calls again (``retry_live``: at once, live).
+the same command sends exactly those calls again (with ``BatchOptions.retry_live``: at once,
+live).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from judge.audits.runner import (
 )
 from judge.costs import Prices
 from judge.models.batch import BatchApi
+from judge.models.batch_options import BatchOptions
 from judge.models.batch_pass import (
     BatchPass,
     BatchRunResult,
@@ -44,7 +46,7 @@ from judge.models.batch_pass import (
     batch_pass,
     waiting_outcome,
 )
-from judge.models.batching import POLL_S, BatchOwner, batch_call
+from judge.models.batching import BatchOwner, batch_call
 from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.progress import Progress
@@ -66,9 +68,7 @@ def run_audit_batch(
     max_tokens: int,
     limit: int | None = None,
     new: bool = False,
-    retry_live: bool = False,
-    wait: bool = True,
-    poll_s: float = POLL_S,
+    options: BatchOptions = BatchOptions(),
     prices: Prices | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
@@ -76,9 +76,10 @@ def run_audit_batch(
 ) -> BatchRunResult:
     """Create (or resume) the audit run for these settings, as ``runner.run_audit`` does,
     and ask the design's prompts not yet answered through the Batch API, then the second
-    turn's in a batch of their own. ``progress`` hears each batch pass's (finished, total)
-    calls while it runs. Without ``wait``, batches still running are left for the next
-    command (their answers are not stored yet and the run ends ``incomplete`` saying so)."""
+    turn's in a batch of their own, used as ``options`` say. ``progress`` hears each batch
+    pass's (finished, total) calls while it runs. Without ``options.wait``, batches still
+    running are left for the next command (their answers are not stored yet and the run
+    ends ``incomplete`` saying so)."""
     run_id = open_audit_run(
         engine, suite, client, temperature=temperature, max_tokens=max_tokens, new=new,
         on_run=on_run,
@@ -99,7 +100,7 @@ def run_audit_batch(
         ]
         sent = batch_pass(
             engine, client, api, BatchOwner(KIND, run_id, purpose), calls,
-            retry_live=retry_live, wait=wait, poll_s=poll_s, progress=progress, sleep=sleep,
+            options=options, progress=progress, sleep=sleep,
         )  # fmt: skip
         ready = [t for t, c in zip(tasks, calls, strict=True) if not sent.waiting(c.key)]
 

@@ -12,7 +12,8 @@ calls again, in a new batch.
 
 A reply that needs a repair gets its repair call live by default; with ``repairs="batch"``
 the repairs go out in a follow-up batch (so a run pays no live price at all, and waits for
-two batches). ``retry_live`` sends the calls a batch failed live in the same command.
+two batches). ``BatchOptions.retry_live`` sends the calls a batch failed live in the same
+command.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from judge.grading.judging import (
 from judge.grading.parsing import Unscored, UnscoredKind, parse_grade
 from judge.grading.rubrics import RubricSet
 from judge.models.batch import BatchApi
+from judge.models.batch_options import BatchOptions
 from judge.models.batch_pass import (
     LiveTally,
     batch_cost_note,
@@ -49,7 +51,6 @@ from judge.models.batch_pass import (
     waiting_outcome,
 )
 from judge.models.batching import (
-    POLL_S,
     BatchAnswers,
     BatchCall,
     BatchOwner,
@@ -158,19 +159,18 @@ def judge_batch(
     *,
     swap_order: bool = False,
     repairs: Repairs = "live",
-    retry_live: bool = False,
-    wait: bool = True,
-    poll_s: float = POLL_S,
+    options: BatchOptions = BatchOptions(),
     prices: Prices | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchJudgeResult:
     """Create (or resume) the judge run for these settings, as ``judging.judge`` does, and
-    make its missing judgments with their first calls sent as batches. ``progress`` hears
-    the batches' (finished, total) calls while they run. Without ``wait``, batches still
-    running are left for the next command: their judgments are not made (``pending``) and
-    the run ends ``incomplete`` saying so."""
+    make its missing judgments with their first calls sent as batches (``options``: how the
+    Batch API is used; ``repairs``: where repair calls go, as the module says).
+    ``progress`` hears the batches' (finished, total) calls while they run. Without
+    ``options.wait``, batches still running are left for the next command: their judgments
+    are not made (``pending``) and the run ends ``incomplete`` saying so."""
     if repairs not in ("live", "batch"):
         raise ValueError(f"repairs must be 'live' or 'batch', got {repairs!r}")
     run_id = open_judge_run(
@@ -188,23 +188,22 @@ def judge_batch(
         ]
         owner = BatchOwner(JudgeRun.run_kind, run_id)
         got = send_batches(
-            engine, api, owner, _known(firsts),
-            poll_s=poll_s, wait=wait, progress=progress, sleep=sleep,
-        )  # fmt: skip
+            engine, api, owner, _known(firsts), options=options, progress=progress, sleep=sleep
+        )
         repair_keys: dict[int, str] = {}
         if repairs == "batch":
             calls = _repair_calls(engine, tasks, prompts, firsts, got, client, book, jrun)
             repair_keys = {i: call.key for i, call in calls.items()}
             more = send_batches(
                 engine, api, BatchOwner(JudgeRun.run_kind, run_id, "repair"),
-                list(calls.values()), poll_s=poll_s, wait=wait, progress=progress, sleep=sleep,
+                list(calls.values()), options=options, progress=progress, sleep=sleep,
             )  # fmt: skip
             merge(got, more)
         first_keys = {call.key for call in firsts if call is not None}
 
         def live(key: str) -> bool:
             if key in got.failed:
-                return retry_live
+                return options.retry_live
             return key not in first_keys and repairs == "live"
 
         answers = BatchAnswers(client, got.failed, live=live)

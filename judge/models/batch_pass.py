@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from sqlalchemy.engine import Engine
 
 from judge.models.batch import TERMINAL, BatchApi
+from judge.models.batch_options import BatchOptions
 from judge.models.batching import (
-    POLL_S,
     BatchAnswers,
     BatchCall,
     BatchOwner,
@@ -163,19 +163,17 @@ def batch_pass(
     owner: BatchOwner,
     calls: Sequence[BatchCall],
     *,
-    retry_live: bool = False,
-    wait: bool = True,
-    poll_s: float = POLL_S,
+    options: BatchOptions = BatchOptions(),
     progress: Progress | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchPass:
     """``send_batches`` for a stage whose every call is a first call (no repairs): the
-    calls a batch failed may go out live when ``retry_live``, any other call not answered
-    by a batch is failed with why (``BatchAnswers``)."""
-    got = send_batches(
-        engine, api, owner, calls, progress=progress, poll_s=poll_s, wait=wait, sleep=sleep
+    calls a batch failed may go out live when ``options.retry_live``, any other call not
+    answered by a batch is failed with why (``BatchAnswers``)."""
+    got = send_batches(engine, api, owner, calls, options=options, progress=progress, sleep=sleep)
+    answers = BatchAnswers(
+        client, got.failed, live=lambda key: options.retry_live and key in got.failed
     )
-    answers = BatchAnswers(client, got.failed, live=lambda key: retry_live and key in got.failed)
     cache = CallCacheView(engine, client.model)
     preload(engine, cache, [call.key for call in calls])
     return BatchPass(got, answers, cache, LiveTally())

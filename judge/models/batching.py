@@ -26,7 +26,9 @@ of a batch are sent once, and a rerun after a batch that expired or failed lines
 the calls that got no answer.
 
 ``judge.models.batch_pass`` builds a stage's pass on this (the stand-in client and cache its
-live pass runs with, and the command's result).
+live pass runs with, and the command's result). How a command uses the Batch API (whether
+it waits, how often it looks, whether failed calls go live) is one ``BatchOptions`` value
+(``judge.models.batch_options``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from judge.models.batch import BatchApi, BatchState, LineResult, chat_body, read_lines, request_line
+from judge.models.batch_options import BatchOptions
 from judge.models.cache import CacheRow, CallCacheView, call_key
 from judge.models.client import CallFailed, Completion, ModelClient
 from judge.progress import Progress
@@ -52,8 +55,6 @@ OPEN = ("intent", "uploaded", "submitted")
 """Job states a later command takes up."""
 MAX_CALLS = 50_000
 """Most requests in one batch (OpenAI's limit); more calls go in several batches."""
-POLL_S = 30.0
-"""Seconds between two looks at a batch in progress."""
 _IN_LIMIT = 5000
 
 
@@ -154,18 +155,19 @@ def send_batches(
     owner: BatchOwner,
     calls: Sequence[BatchCall],
     *,
+    options: BatchOptions = BatchOptions(),
     progress: Progress | None = None,
-    poll_s: float = POLL_S,
-    wait: bool = True,
     max_calls: int = MAX_CALLS,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Collected:
     """Get ``calls`` answered through the Batch API (calls already in the call cache are
     skipped), resuming ``owner``'s open batches first; store every answer in the call cache.
     ``progress`` hears (finished, total) calls from the batches' request counts while they
-    run. Without ``wait``, batches still running are looked at once and left to a later call
-    (their calls are ``pending``). Raises EndpointError when the provider refuses a step;
-    what was recorded stays, so the same command resumes."""
+    run. Running batches are looked at every ``options.poll_s`` seconds (``sleep`` waits);
+    without ``options.wait``, they are looked at once and left to a later call (their calls
+    are ``pending``). ``options.retry_live`` is not read here: it is for the stage's live
+    pass. Raises EndpointError when the provider refuses a step; what was recorded stays, so
+    the same command resumes."""
     wanted = {c.key: c for c in calls}
     done = Collected()
     jobs = _open_jobs(engine, owner, api.config.model)
@@ -183,7 +185,7 @@ def send_batches(
             live.append(job)
         else:  # abandoned: nothing left to send
             done.batches.append(_report(job))
-    _poll(engine, api, live, wanted, done, progress, poll_s, wait, sleep)
+    _poll(engine, api, live, wanted, done, progress, options, sleep)
     return done
 
 
@@ -294,8 +296,7 @@ def _poll(
     wanted: Mapping[str, BatchCall],
     done: Collected,
     progress: Progress | None,
-    poll_s: float,
-    wait: bool,
+    options: BatchOptions,
     sleep: Callable[[float], None],
 ) -> None:
     """Step 4: look at each batch until it ends, collecting each as it does."""
@@ -319,13 +320,13 @@ def _poll(
         if progress is not None:
             progress(sum(finished.values()), total)
         running = still
-        if running and not wait:
+        if running and not options.wait:
             for job in running:
                 done.pending.update(job.keys)
                 done.batches.append(_report(job))
             return
         if running:
-            sleep(poll_s)
+            sleep(options.poll_s)
 
 
 def _collect(

@@ -30,10 +30,10 @@ from server.cli.output import (
     writing,
 )
 from server.cli.runs import (
-    batch_keywords,
     batch_options,
     check_batch_run,
     check_batch_use,
+    chosen_batch_options,
     queue_request,
 )
 
@@ -171,7 +171,11 @@ def _run_batch(
     settings = ctx.settings()
     with progress_bar(f"audit {suite} batch", as_json) as bar:
         result = audit_batch(
-            ctx.engine(settings), settings, request, progress=bar, **batch_keywords(batching)
+            ctx.engine(settings),
+            settings,
+            request,
+            options=chosen_batch_options(batching),
+            progress=bar,
         )
     if not as_json:
         for line in run_batch_summary_lines(result, status=False):

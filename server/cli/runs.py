@@ -13,7 +13,7 @@ request to the job queue instead of running it here (``server.jobs.queue.submit`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from judge.config import Settings
     from server.cli import Context
+    from server.usecases.batch import BatchOptions
     from server.usecases.requests import Request
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -140,16 +141,16 @@ def check_batch_use(options: dict[str, Any], *, dry_run: bool, max_cost: float |
         raise click.UsageError(f"{', '.join(given)} only apply with --batch")
 
 
-def batch_keywords(options: dict[str, Any]) -> dict[str, Any]:
-    """The use case's keywords for the --batch tuning options."""
-    from server.usecases.batch import POLL_S
+def chosen_batch_options(options: dict[str, Any]) -> BatchOptions:
+    """The ``BatchOptions`` the --batch tuning options given (``--retry-live``,
+    ``--no-wait``, ``--poll-every``) ask for; an option not given keeps its default."""
+    from server.usecases.batch import BatchOptions
 
+    chosen = BatchOptions(
+        retry_live=bool(options.get("retry_live")), wait=not options.get("no_wait")
+    )
     poll = options.get("poll_every")
-    return {
-        "retry_live": bool(options.get("retry_live")),
-        "wait": not options.get("no_wait"),
-        "poll_s": POLL_S if poll is None else poll,
-    }
+    return chosen if poll is None else replace(chosen, poll_s=poll)
 
 
 def queue_request(
@@ -309,7 +310,9 @@ def _generate_batch(
     from server.usecases.batch import generate_batch, run_batch_summary_lines
 
     with progress_bar("batch", as_json) as bar:
-        result = generate_batch(engine, settings, request, progress=bar, **batch_keywords(batching))
+        result = generate_batch(
+            engine, settings, request, options=chosen_batch_options(batching), progress=bar
+        )
     emit(
         result.to_json(),
         as_json,
@@ -443,7 +446,7 @@ def _judge_batch(
     with progress_bar("batch", as_json) as bar:
         result = judge_batch(
             engine, settings, request, repairs=batching["batch_repairs"] or "live",
-            progress=bar, **batch_keywords(batching),
+            options=chosen_batch_options(batching), progress=bar,
         )  # fmt: skip
     emit(
         result.to_json(), as_json, lambda _: print_lines(batch_summary_lines(result, status=False))

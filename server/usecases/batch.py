@@ -1,6 +1,7 @@
 """Runs through a provider's Batch API (``--batch`` of ``fairjudge judge``, ``generate`` and
 ``audit SUITE run``): the same run as a live command, its calls sent as batches at the batch
-price (docs/judging.md, "The Batch API")."""
+price (docs/judging.md, "The Batch API"). A caller tunes a command with one ``BatchOptions``
+value (``judge.models.batch_options``, taken from here by the interfaces)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from judge.errors import ConfigError, InvalidInputError
+from judge.models.batch_options import BatchOptions
 from judge.progress import Progress
 from server.usecases.context import make_client
 from server.usecases.requests import AuditRequest, GenerateRequest, JudgeRequest, apply_overrides
@@ -22,10 +24,6 @@ if TYPE_CHECKING:
     from judge.grading.batched import BatchJudgeResult
     from judge.models.batch_pass import BatchRunResult
 
-POLL_S = 30.0
-"""Seconds between two looks at a running batch (the provider's batches take minutes to
-hours)."""
-
 
 def check_batch_endpoint(settings: Settings, endpoint: str) -> None:
     """Refuse, in one line naming the setting, an endpoint not marked as offering the Batch
@@ -38,14 +36,14 @@ def check_batch_endpoint(settings: Settings, endpoint: str) -> None:
         )
 
 
-def _check_request(max_cost: float | None, poll_s: float, command: str) -> None:
+def _check_request(max_cost: float | None, options: BatchOptions, command: str) -> None:
     if max_cost is not None:
         raise InvalidInputError(
             "--max-cost cannot be used with --batch (a batch's cost is known only when it "
             f"is done); estimate it with --dry-run --batch, or {command} live"
         )
-    if poll_s <= 0:
-        raise InvalidInputError(f"poll_s must be above 0, got {poll_s!r}")
+    if options.poll_s <= 0:
+        raise InvalidInputError(f"poll_s must be above 0, got {options.poll_s!r}")
 
 
 def judge_batch(
@@ -56,9 +54,7 @@ def judge_batch(
     rubric_set: str | None = None,
     swap_order: bool = False,
     repairs: Literal["live", "batch"] = "live",
-    retry_live: bool = False,
-    wait: bool = True,
-    poll_s: float = POLL_S,
+    options: BatchOptions = BatchOptions(),
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> BatchJudgeResult:
@@ -66,11 +62,11 @@ def judge_batch(
     endpoint's Batch API (resumes the judge run with the same settings, and any batch an
     earlier command left running). ``request``: as for ``runs.judge`` (``max_cost`` is
     refused: a batch's cost is known only once it is done). ``repairs``: unreadable replies
-    get their repair call "live" (the default) or in a follow-up "batch". ``retry_live``:
-    calls a batch did not answer are sent live in the same command (else the run ends
-    incomplete and the next command sends them in a new batch). ``wait``: False submits (or
-    looks at) the batches and returns without waiting; run it again to collect.
-    ``progress`` hears (finished, total) calls of the running batches."""
+    get their repair call "live" (the default) or in a follow-up "batch". ``options``: how
+    the Batch API is used (``BatchOptions``: whether calls a batch did not answer go live in
+    the same command, whether to wait for the batches, how often to look at them; a
+    ``poll_s`` not above 0 is refused). ``progress`` hears (finished, total) calls of the
+    running batches."""
     from judge.costs import Prices
     from judge.grading import batched
     from judge.models.batch import BatchApi
@@ -82,7 +78,7 @@ def judge_batch(
         request = JudgeRequest.build(
             generation_run_id=request, rubric_set=rubric_set, swap_order=swap_order
         )
-    _check_request(request.max_cost, poll_s, "judge")
+    _check_request(request.max_cost, options, "judge")
     settings = apply_overrides(settings, request)
     name = settings.judge.endpoint
     check_batch_endpoint(settings, name)
@@ -100,9 +96,7 @@ def judge_batch(
         request.generation_run_id,
         swap_order=bool(request.swap_order),
         repairs=repairs,
-        retry_live=retry_live,
-        wait=wait,
-        poll_s=poll_s,
+        options=options,
         prices=Prices.of(endpoint),
         progress=progress,
         on_run=on_run,
@@ -114,17 +108,15 @@ def generate_batch(
     settings: Settings,
     request: GenerateRequest | str,
     *,
-    retry_live: bool = False,
-    wait: bool = True,
-    poll_s: float = POLL_S,
+    options: BatchOptions = BatchOptions(),
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> BatchRunResult:
     """Ask the model under test for a dataset's answers with the calls sent through its
     endpoint's Batch API (resumes the generation run with the same settings, and any batch
     an earlier command left running). ``request``: as for ``runs.generate`` (or only the
-    dataset's name); ``max_cost`` is refused. ``retry_live``, ``wait``, ``poll_s`` and
-    ``progress``: as for ``judge_batch``."""
+    dataset's name); ``max_cost`` is refused. ``options`` and ``progress``: as for
+    ``judge_batch``."""
     from judge.answers import batched
     from judge.costs import Prices
     from judge.models.batch import BatchApi
@@ -134,7 +126,7 @@ def generate_batch(
 
     if isinstance(request, str):
         request = GenerateRequest.build(dataset=request)
-    _check_request(request.max_cost, poll_s, "generate")
+    _check_request(request.max_cost, options, "generate")
     settings = apply_overrides(settings, request)
     cfg = settings.generation
     check_batch_endpoint(settings, cfg.endpoint)
@@ -153,9 +145,7 @@ def generate_batch(
         accepted_only=request.accepted_only,
         include_drafts=request.include_drafts,
         new=request.new,
-        retry_live=retry_live,
-        wait=wait,
-        poll_s=poll_s,
+        options=options,
         prices=Prices.of(endpoint),
         progress=progress,
         on_run=on_run,
@@ -167,9 +157,7 @@ def audit_batch(
     settings: Settings,
     request: AuditRequest,
     *,
-    retry_live: bool = False,
-    wait: bool = True,
-    poll_s: float = POLL_S,
+    options: BatchOptions = BatchOptions(),
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> BatchRunResult:
@@ -177,15 +165,15 @@ def audit_batch(
     endpoint's Batch API (resumes the audit run with the same settings and any batch an
     earlier command left running); the award audit's follow-ups go in a second batch once
     the first answers are in. ``request``: as for ``audits.audit`` (an ``AuditRunRequest``
-    may add input files and ``new``); ``max_cost`` is refused. ``retry_live``, ``wait``,
-    ``poll_s`` and ``progress``: as for ``judge_batch``."""
+    may add input files and ``new``); ``max_cost`` is refused. ``options`` and
+    ``progress``: as for ``judge_batch``."""
     from judge.audits import batched
     from judge.audits.suites import make_suite
     from judge.costs import Prices
     from judge.models.batch import BatchApi
     from server.usecases.audits import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, AuditRunRequest
 
-    _check_request(request.max_cost, poll_s, "audit")
+    _check_request(request.max_cost, options, "audit")
     files: dict[str, str] = {}
     new = False
     if isinstance(request, AuditRunRequest):
@@ -203,9 +191,7 @@ def audit_batch(
         max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS[suite.name],
         limit=request.limit,
         new=new,
-        retry_live=retry_live,
-        wait=wait,
-        poll_s=poll_s,
+        options=options,
         prices=Prices.of(endpoint),
         progress=progress,
         on_run=on_run,

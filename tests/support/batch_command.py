@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from judge.config import load_settings
+from judge.models.batch_options import BatchOptions
 from server.usecases.batch import batch_summary_lines, judge_batch
 from server.usecases.context import open_store
 
@@ -21,7 +22,7 @@ def main(argv: list[str]) -> int:
     settings = load_settings(argv[0])
     engine = open_store(settings)
     poll_s = float(argv[2]) if len(argv) > 2 else 0.02
-    result = judge_batch(engine, settings, run_id, poll_s=poll_s)
+    result = judge_batch(engine, settings, run_id, options=BatchOptions(poll_s=poll_s))
     print("\n".join(batch_summary_lines(result)))
     engine.dispose()
     return 0

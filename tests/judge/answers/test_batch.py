@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from judge.errors import ConfigError, InvalidInputError
+from judge.models.batch_options import BatchOptions
 from judge.store.tables import BatchJob, GenerationRun
 from server import usecases
 from server.usecases.batch import generate_batch, run_batch_summary_lines
@@ -93,7 +94,11 @@ def test_a_batch_generation_run_stores_what_a_live_run_stores(
     seen: list[tuple[int, int]] = []
     settings = batch_settings(stub.base_url, url_of(store))
     result = generate_batch(
-        store, settings, _request(), poll_s=POLL_S, progress=lambda d, t: seen.append((d, t))
+        store,
+        settings,
+        _request(),
+        options=BatchOptions(poll_s=POLL_S),
+        progress=lambda d, t: seen.append((d, t)),
     )
     assert stub.state.live_chat == live_calls  # no call went out live
     assert (stub.state.uploads, stub.state.creations) == (1, 1)
@@ -117,7 +122,7 @@ def test_a_batch_generation_run_stores_what_a_live_run_stores(
     assert [(r.id, r.status) for r in runs] == [(result.run_id, "finished")]
 
     # Asked again: nothing to send, no new batch, the same run.
-    again = generate_batch(store, settings, _request(), poll_s=POLL_S)
+    again = generate_batch(store, settings, _request(), options=BatchOptions(poll_s=POLL_S))
     assert again.tasks == 0 and again.batches == [] and stub.state.creations == 1
     assert again.run_id == result.run_id
 
@@ -128,7 +133,7 @@ def test_an_expired_batch_lists_the_missing_answers_and_a_rerun_sends_only_them(
     engine = sqlite_store
     settings = batch_settings(stub.base_url, url_of(engine))
     stub.script.expire_after = 10
-    first = generate_batch(engine, settings, _request(), poll_s=POLL_S)
+    first = generate_batch(engine, settings, _request(), options=BatchOptions(poll_s=POLL_S))
     assert [b.status for b in first.batches] == ["expired"]
     assert first.flags == {"ok": 10, "error": ANSWERS - 10}
     assert first.status == "incomplete" and len(first.missing) == ANSWERS - 10
@@ -148,7 +153,7 @@ def test_an_expired_batch_lists_the_missing_answers_and_a_rerun_sends_only_them(
     assert first.cost == pytest.approx(10 * PER_CALL * 0.5, rel=1e-12)
 
     stub.script.expire_after = None
-    again = generate_batch(engine, settings, _request(), poll_s=POLL_S)
+    again = generate_batch(engine, settings, _request(), options=BatchOptions(poll_s=POLL_S))
     assert stub.state.creations == 2
     resent = sorted(line["custom_id"] for line in batch_inputs(stub)[-1])
     assert resent == sorted(r.cache_key for r in failed.values())
@@ -164,7 +169,7 @@ def test_failed_and_unreadable_lines_are_stored_as_failed_answers_with_the_line_
     settings = batch_settings(stub.base_url, url_of(engine))
     fates = {1: "fail", 3: "malformed", 7: "missing"}
     stub.script.line_fate = lambda index, line: fates.get(index)
-    result = generate_batch(engine, settings, _request(), poll_s=POLL_S)
+    result = generate_batch(engine, settings, _request(), options=BatchOptions(poll_s=POLL_S))
     assert result.flags == {"ok": ANSWERS - 3, "error": 3} and len(result.missing) == 3
     failed = [r for r in answers_by_key(engine, result.run_id).values() if r.flag == "error"]
     errors = sorted(r.error or "" for r in failed)
@@ -184,12 +189,14 @@ def test_without_waiting_the_batch_is_collected_by_the_next_command(
     engine = sqlite_store
     settings = batch_settings(stub.base_url, url_of(engine))
     stub.script.window_s = 0.3
-    first = generate_batch(engine, settings, _request(), poll_s=POLL_S, wait=False)
+    first = generate_batch(
+        engine, settings, _request(), options=BatchOptions(poll_s=POLL_S, wait=False)
+    )
     assert first.pending == ANSWERS and first.flags == {"not_made": ANSWERS}
     assert first.status == "incomplete" and first.missing == []
     assert (first.status_detail or "").startswith(f"{ANSWERS} answers wait for batch(es)")
     assert answers_by_key(engine, first.run_id) == {}
-    second = generate_batch(engine, settings, _request(), poll_s=POLL_S)
+    second = generate_batch(engine, settings, _request(), options=BatchOptions(poll_s=POLL_S))
     assert second.flags == {"ok": ANSWERS} and second.status == "finished"
     assert stub.state.creations == 1
     with Session(engine) as session:
@@ -205,7 +212,7 @@ def test_an_endpoint_not_marked_for_batches_gets_one_line(
     engine = sqlite_store
     settings = batch_settings(stub.base_url, url_of(engine), batch=False)
     with pytest.raises(ConfigError) as refused:
-        generate_batch(engine, settings, _request(), poll_s=POLL_S)
+        generate_batch(engine, settings, _request(), options=BatchOptions(poll_s=POLL_S))
     message = str(refused.value)
     assert "\n" not in message and "`batch = true` under [endpoints.test]" in message
     with pytest.raises(InvalidInputError, match="--max-cost cannot be used with --batch"):

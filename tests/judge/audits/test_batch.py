@@ -23,6 +23,7 @@ from judge.audits.award import load_name_groups
 from judge.audits.runner import stored_answers
 from judge.audits.suites import SUITES
 from judge.errors import ConfigError
+from judge.models.batch_options import BatchOptions
 from judge.store.engine import make_engine
 from judge.store.tables import AuditAnswer, BatchJob
 from server.usecases import audits
@@ -117,7 +118,10 @@ def _live_and_batch(
     live = audits.audit(live_engine, batch_settings(stub.base_url, url_of(live_engine)), audit)
     live_calls = stub.state.live_chat
     result = audit_batch(
-        batch_engine, batch_settings(stub.base_url, url_of(batch_engine)), audit, poll_s=POLL_S
+        batch_engine,
+        batch_settings(stub.base_url, url_of(batch_engine)),
+        audit,
+        options=BatchOptions(poll_s=POLL_S),
     )
     assert stub.state.live_chat == live_calls
     return live_engine, live.run_id, result
@@ -178,7 +182,7 @@ def test_an_endpoint_not_marked_for_batches_gets_one_line(
     with BatchStub() as stub:
         settings = batch_settings(stub.base_url, url_of(engine), batch=False)
         with pytest.raises(ConfigError) as refused:
-            audit_batch(engine, settings, audit, poll_s=POLL_S)
+            audit_batch(engine, settings, audit, options=BatchOptions(poll_s=POLL_S))
         assert (stub.state.uploads, stub.state.live_chat) == (0, 0)
     message = str(refused.value)
     assert "\n" not in message and "`batch = true` under [endpoints.test]" in message

@@ -19,6 +19,7 @@ from judge.data.datasets import import_items
 from judge.errors import ConfigError, InvalidInputError
 from judge.grading.batched import Repairs
 from judge.grading.rubrics import load_rubrics
+from judge.models.batch_options import BatchOptions
 from judge.prompts import PromptBook
 from judge.store.engine import make_engine, session_scope
 from judge.store.queries import responses_by_item
@@ -103,7 +104,7 @@ def test_a_batch_run_stores_what_a_live_run_stores(
         batch_engine,
         batch_settings(stub.base_url, batch_url),
         JudgeRequest.build(generation_run_id=gen, **samples),
-        poll_s=POLL_S,
+        options=BatchOptions(poll_s=POLL_S),
         progress=lambda done, total: seen.append((done, total)),
     )
     assert stub.state.live_chat == live_calls  # no judge call went out live
@@ -147,7 +148,7 @@ def test_a_batch_run_stores_what_a_live_run_stores(
         batch_engine,
         batch_settings(stub.base_url, batch_url),
         JudgeRequest.build(generation_run_id=gen, **samples),
-        poll_s=POLL_S,
+        options=BatchOptions(poll_s=POLL_S),
     )
     assert again.summary.tasks == 0 and again.batches == [] and stub.state.creations == 1
 
@@ -193,7 +194,7 @@ def test_failed_malformed_and_missing_lines_are_listed_then_only_they_are_retrie
     settings = batch_settings(stub.base_url, url)
     gen = _answered(engine, url, stub)
     stub.script.line_fate = _fate({1: "fail", 5: "fail", 3: "malformed", 7: "missing"})
-    result = judge_batch(engine, settings, gen, poll_s=POLL_S)
+    result = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
     assert result.summary.flags == {"scored": JUDGMENTS - 4, "unscored": 4}
     assert len(result.missing) == 4 and result.status == "incomplete"
     assert result.status_detail == (
@@ -216,7 +217,7 @@ def test_failed_malformed_and_missing_lines_are_listed_then_only_they_are_retrie
 
     # Rerun with a healthy batch: one new batch holding exactly the 4 calls.
     stub.script.line_fate = None
-    again = judge_batch(engine, settings, gen, poll_s=POLL_S)
+    again = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
     assert stub.state.creations == 2
     inputs = [f for f in stub.state.files.values() if f.purpose == "batch"]
     resent = sorted(json.loads(x)["custom_id"] for x in inputs[-1].content.decode().splitlines())
@@ -234,14 +235,14 @@ def test_an_expired_batch_keeps_what_it_answered_and_a_rerun_sends_the_rest(
     settings = batch_settings(stub.base_url, url)
     gen = _answered(engine, url, stub)
     stub.script.expire_after, stub.script.expired_lines = 10, expired_lines
-    result = judge_batch(engine, settings, gen, poll_s=POLL_S)
+    result = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
     assert [b.status for b in result.batches] == ["expired"]
     assert result.summary.flags == {"scored": 10, "unscored": JUDGMENTS - 10}
     assert len(result.missing) == JUDGMENTS - 10
     why = "batch_expired" if expired_lines == "error" else "ended expired with no line"
     assert all(why in m.reason for m in result.missing)
     stub.script.expire_after = None
-    again = judge_batch(engine, settings, gen, poll_s=POLL_S)
+    again = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
     assert [b.calls for b in again.batches] == [JUDGMENTS - 10]
     assert again.status == "finished" and again.summary.flags == {"scored": JUDGMENTS - 10}
 
@@ -252,7 +253,9 @@ def test_a_failed_batch_lists_every_call_and_stores_nothing_made_up(
     engine, url = sqlite_store
     gen = _answered(engine, url, stub)
     stub.script.fail_batch = "line 1: model not found"
-    result = judge_batch(engine, batch_settings(stub.base_url, url), gen, poll_s=POLL_S)
+    result = judge_batch(
+        engine, batch_settings(stub.base_url, url), gen, options=BatchOptions(poll_s=POLL_S)
+    )
     assert [b.status for b in result.batches] == ["failed"]
     assert result.summary.flags == {"unscored": JUDGMENTS} and len(result.missing) == JUDGMENTS
     assert all("line 1: model not found" in m.reason for m in result.missing)
@@ -266,7 +269,10 @@ def test_failed_calls_can_be_retried_live_in_the_same_command(
     before = stub.state.live_chat
     stub.script.line_fate = _fate({0: "fail", 2: "missing"})
     result = judge_batch(
-        engine, batch_settings(stub.base_url, url), gen, poll_s=POLL_S, retry_live=True
+        engine,
+        batch_settings(stub.base_url, url),
+        gen,
+        options=BatchOptions(poll_s=POLL_S, retry_live=True),
     )
     assert result.summary.flags == {"scored": JUDGMENTS} and result.status == "finished"
     assert stub.state.live_chat - before == result.live_calls == 2
@@ -326,7 +332,9 @@ def test_unreadable_replies_are_repaired_and_unscored_as_live(
         expected = _as_stored(live_engine, live.run_id)
         before = stub.state.live_chat
         settings = batch_settings(stub.base_url, str(engine.url))
-        result = judge_batch(engine, settings, gen, poll_s=POLL_S, repairs=repairs)
+        result = judge_batch(
+            engine, settings, gen, options=BatchOptions(poll_s=POLL_S), repairs=repairs
+        )
         got = _as_stored(engine, result.run_id)
     finally:
         live_engine.dispose()
@@ -354,11 +362,11 @@ def test_without_waiting_the_batch_is_collected_by_the_next_command(
     settings = batch_settings(stub.base_url, url)
     gen = _answered(engine, url, stub)
     stub.script.window_s = 0.3
-    first = judge_batch(engine, settings, gen, poll_s=POLL_S, wait=False)
+    first = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S, wait=False))
     assert first.pending == JUDGMENTS and first.summary.flags == {"not_made": JUDGMENTS}
     assert first.status == "incomplete"
     assert (first.status_detail or "").startswith(f"{JUDGMENTS} judgments wait for batch(es)")
-    second = judge_batch(engine, settings, gen, poll_s=POLL_S)
+    second = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
     assert second.summary.flags == {"scored": JUDGMENTS} and second.status == "finished"
     assert stub.state.creations == 1
     with Session(engine) as session:
@@ -377,7 +385,7 @@ def test_an_endpoint_not_marked_for_batches_gets_one_line_naming_the_setting(
     settings = batch_settings(stub.base_url, url, batch=False)
     gen = _answered(engine, url, stub)
     with pytest.raises(ConfigError) as refused:
-        judge_batch(engine, settings, gen, poll_s=POLL_S)
+        judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
     message = str(refused.value)
     assert "\n" not in message and "`batch = true` under [endpoints.test]" in message
     assert stub.state.uploads == 0 and stub.state.creations == 0

@@ -19,6 +19,7 @@ from sqlmodel import Session, select
 from judge.config import EndpointConfig, Settings, load_settings
 from judge.data.datasets import import_items
 from judge.models.batch import BatchApi, BatchState
+from judge.models.batch_options import BatchOptions
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import BatchJob
 from server import usecases
@@ -110,7 +111,7 @@ def _kill_and_rerun(tmp_path: Path, engine: Engine, url: str, left: str, die: Dy
             jobs = session.exec(select(BatchJob)).all()
         assert [j.state for j in jobs] == [left]
 
-        result = judge_batch(engine, settings, gen, poll_s=0.02)
+        result = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=0.02))
         assert (stub.state.uploads, stub.state.creations) == (1, 1)
     assert result.status == "finished" and result.missing == []
     rows = judgments_by_key(engine, result.run_id)
@@ -193,7 +194,7 @@ def test_a_batch_whose_command_died_right_after_a_step_is_resumed_and_never_sent
                 batched.judge_batch(
                     engine, ModelClient("test", endpoint), DyingApi("test", endpoint, step),
                     PromptBook(settings.prompts_path()), load_rubrics(settings.prompts_path()),
-                    settings.judge, gen, poll_s=0.02,
+                    settings.judge, gen, options=BatchOptions(poll_s=0.02),
                 )  # fmt: skip
 
         return dies
