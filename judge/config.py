@@ -269,6 +269,12 @@ class ServerConfig(_Strict):
         description="How long a job's lease outlives its worker's last heartbeat; a job "
         "whose worker died is taken over after this at most (at once on the same host).",
     )
+    warm_figures: bool = Field(
+        default=True,
+        description="When a job ends, its worker computes the dashboard pages of the judge run "
+        "it touched (and of the runs whose pages were computed most recently) and keeps them "
+        "in the store, so the first person to open them does not wait (docs/dashboard.md).",
+    )
 
 
 class WorkersConfig(_Strict):

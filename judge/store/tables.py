@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Column, Text, UniqueConstraint, event
+from sqlalchemy import JSON, Column, LargeBinary, Text, UniqueConstraint, event
 from sqlmodel import Field, SQLModel
 
 from judge.vocab import RunStatus
@@ -636,3 +636,18 @@ class AuditLabel(SQLModel, table=True):
     raw_text: str | None = Field(default=None, sa_column=Column(Text))
     cache_key: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class DashboardFigure(SQLModel, table=True):
+    """A dashboard page's figures as computed at one version of the store, kept so that any
+    web worker, on any machine, and any restart reuses them, and so that a job can compute a
+    run's pages as it ends, before anyone opens them (server.usecases.figures). ``data`` is
+    the figures pickled and compressed; it is read back only with an allow-list of types."""
+
+    key: str = Field(primary_key=True, description="The page and its arguments, hashed.")
+    page: str = Field(description="The page and its arguments, readable.")
+    judge_run_id: int | None = Field(default=None, index=True)
+    version: str = Field(description="The store's version the figures were computed at, hashed.")
+    computed_at: datetime = Field(default_factory=utcnow)
+    seconds: float = Field(description="How long computing them took.")
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))

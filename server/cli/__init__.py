@@ -24,6 +24,7 @@ from server.cli import (
     audit,
     campaign,
     compare,
+    dashboard,
     dataset,
     db,
     estimates,
@@ -115,6 +116,7 @@ cli.add_command(runs.runs)
 cli.add_command(report.report)
 cli.add_command(report.demo)
 cli.add_command(compare.compare)
+cli.add_command(dashboard.dashboard)
 cli.add_command(ratings.ratings)
 cli.add_command(agreement.agreement)
 cli.add_command(estimates.estimates)

@@ -11,151 +11,20 @@ the same options the page was asked with, so a page and the API it links agree.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from judge.errors import InvalidInputError, NotFoundError
 from server.dashboard.charts import Chart, Point, fmt, intervals
 from server.dashboard.figures import agreement_charts
 from server.dashboard.web import api_url
-from server.usecases.requests import problems_of
+from server.usecases.dashboard import AgreementPageFigures, AgreementPageOptions
 
 if TYPE_CHECKING:
-    from sqlmodel import Session
-
     from server.dashboard.cache import Computed
-    from server.usecases.dashboard import AgreementPlot
 
-PRESETS = ("expert", "skilled", "crowd")
 JUDGE_COEFFICIENT = ("kappa_quadratic", "judge vs people: weighted kappa (quadratic)")
 CEILING = ("alpha_interval", "people among themselves: Krippendorff's alpha (interval)")
 """What the ceiling chart compares, as the report's reading does."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """The page's query: whose ratings, the intervals' resamples, how raters combine, the
-    design to assume for ratings without one, and the alt-test's margin."""
-
-    campaigns: tuple[str, ...] = ()
-    n_bootstrap: int = 1000
-    seed: int = 0
-    human_score: str = "mean"
-    assume_random: bool = False
-    epsilon: str = "expert"
-
-    def key(self) -> tuple[Any, ...]:
-        return astuple(self)
-
-    def agreement_query(self) -> dict[str, Any]:
-        return {
-            "campaign": list(self.campaigns),
-            "n_bootstrap": self.n_bootstrap,
-            "seed": self.seed,
-            "human_score": self.human_score,
-        }
-
-    def estimates_query(self) -> dict[str, Any]:
-        return {
-            "campaign": list(self.campaigns),
-            "human_score": self.human_score,
-            "assume_random": "true" if self.assume_random else None,
-        }
-
-    def alttest_query(self) -> dict[str, Any]:
-        return {"campaign": list(self.campaigns), "epsilon": self.epsilon}
-
-
-def options(args: Mapping[str, Any]) -> Options:
-    """The options from the query string; InvalidInputError names each bad one."""
-    problems, out = [], {}
-    for name in ("n_bootstrap", "seed"):
-        text = str(args.get(name, "")).strip()
-        if text:
-            try:
-                out[name] = int(text)
-            except ValueError:
-                problems.append(f"{name}: {text!r} is not an integer")
-    human = args.get("human_score") or "mean"
-    epsilon = args.get("epsilon") or "expert"
-    if epsilon not in PRESETS:
-        problems.append(f"epsilon: use one of {', '.join(PRESETS)}")
-    if problems:
-        raise InvalidInputError("; ".join(problems))
-    getlist = getattr(args, "getlist", None)
-    campaigns = tuple(getlist("campaign")) if getlist else ()
-    chosen = Options(
-        campaigns,
-        human_score=human,
-        epsilon=epsilon,
-        assume_random=args.get("assume_random") in ("1", "true", "on"),
-        **out,
-    )
-    _requests(1, chosen)  # refused here, before any work, with the request's own messages
-    return chosen
-
-
-def _requests(run_id: int, o: Options) -> tuple[Any, Any, Any]:
-    from server.usecases.agreement import AgreementRequest
-    from server.usecases.alttest import AltTestRequest
-    from server.usecases.estimates import EstimatesRequest
-
-    scope = {"judge_run": run_id, "campaigns": list(o.campaigns)}
-    try:
-        return (
-            AgreementRequest.model_validate(
-                {
-                    **scope,
-                    "n_bootstrap": o.n_bootstrap,
-                    "seed": o.seed,
-                    "human_score": o.human_score,
-                }
-            ),
-            EstimatesRequest.model_validate(
-                {**scope, "human_score": o.human_score, "assume_random": o.assume_random}
-            ),
-            AltTestRequest.model_validate({**scope, "epsilon": o.epsilon}),
-        )
-    except ValidationError as exc:
-        raise InvalidInputError("; ".join(problems_of(exc))) from None
-
-
-@dataclass(frozen=True)
-class Figures:
-    """What the use cases answered (None where there is nothing, with the reason)."""
-
-    agreement: dict[str, Any] | None
-    plots: list[tuple[str, int, AgreementPlot]]
-    estimates: dict[str, Any]
-    alttest: dict[str, Any] | None
-    alttest_refused: str | None
-    no_ratings: str | None
-
-
-def compute(session: Session, run_id: int, o: Options) -> Figures:
-    """Agreement, estimates and alt-test of the run (NotFoundError for an unknown run; a run
-    nobody rated gets the reason instead of numbers)."""
-    from server.usecases.agreement import agreement
-    from server.usecases.alttest import alt_test_run
-    from server.usecases.estimates import estimates, rated_read
-    from server.usecases.runs import judge_run_info
-
-    judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
-    agree_rq, estimates_rq, alt_rq = _requests(run_id, o)
-    read = rated_read(session, run_id, o.campaigns)  # for the estimates and the alt-test
-    found = estimates(session, estimates_rq, read).to_dict()
-    try:
-        result = agreement(session, agree_rq)
-    except NotFoundError as exc:
-        return Figures(None, [], found, None, None, str(exc))
-    try:
-        alt: dict[str, Any] | None = alt_test_run(session, alt_rq, read).to_dict()
-        refused = None
-    except (InvalidInputError, NotFoundError) as exc:
-        alt, refused = None, str(exc)
-    return Figures(result.to_dict(), list(result.plots()), found, alt, refused, None)
 
 
 @dataclass(frozen=True)
@@ -168,8 +37,8 @@ class RubricView:
 @dataclass(frozen=True)
 class AgreementPage:
     run_id: int
-    options: Options
-    computed: Computed[Figures]
+    options: AgreementPageOptions
+    computed: Computed[AgreementPageFigures]
     ceiling: Chart | None
     rubrics: list[RubricView]
     estimates: Chart
@@ -246,7 +115,7 @@ def ceiling_chart(data: Mapping[str, Any], run_id: int) -> Chart:
     )
 
 
-def estimates_chart(data: Mapping[str, Any], run_id: int, o: Options) -> Chart:
+def estimates_chart(data: Mapping[str, Any], run_id: int, o: AgreementPageOptions) -> Chart:
     """Each stage metric over all factors three ways: judge-only, human-only and
     prediction-powered, each with its interval, or the reason it has none."""
     points, rows = [], []
@@ -289,7 +158,9 @@ def estimates_chart(data: Mapping[str, Any], run_id: int, o: Options) -> Chart:
     )
 
 
-def agreement_page(run_id: int, o: Options, computed: Computed[Figures]) -> AgreementPage:
+def agreement_page(
+    run_id: int, o: AgreementPageOptions, computed: Computed[AgreementPageFigures]
+) -> AgreementPage:
     f = computed.value
     rubrics = []
     if f.agreement is not None:

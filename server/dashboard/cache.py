@@ -9,7 +9,12 @@ they are younger than ``MAX_AGE_S``. Every page that shows kept figures says whe
 computed and offers to compute them again (``?fresh=1``): an answer is never stale without
 saying so.
 
-One cache per process (gunicorn's workers each keep their own), bounded in entries.
+One cache per process (gunicorn's workers each keep their own), bounded in entries. Behind
+it, a judge run's pages (its report, agreement, the judge's checks) are also kept in the store
+(``Tier``, server.usecases.figures), where every worker, machine and restart finds them and
+where a job that ends leaves its run's pages computed ahead. Those are reused while the
+store's version holds, whatever their age (``MAX_AGE_S`` bounds what a worker keeps in
+memory); their page says when they were computed all the same.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -42,6 +47,16 @@ class Computed(Generic[T]):
     reused: bool
 
 
+class Tier(Protocol):
+    """Figures kept beyond this process (the store), for one page at one version."""
+
+    def read(self) -> tuple[Any, datetime, float] | None:
+        """The kept figures, when they were computed and in how many seconds; or None."""
+
+    def write(self, value: Any, at: datetime, seconds: float) -> None:
+        """Keep figures computed now."""
+
+
 class FigureCache:
     """Figures by (page, arguments), each with the store version it was computed at."""
 
@@ -51,10 +66,16 @@ class FigureCache:
         self._lock = threading.Lock()
 
     def get(
-        self, key: Hashable, version: Hashable, compute: Callable[[], T], *, fresh: bool = False
+        self,
+        key: Hashable,
+        version: Hashable,
+        compute: Callable[[], T],
+        *,
+        fresh: bool = False,
+        tier: Tier | None = None,
     ) -> Computed[T]:
-        """The figures for ``key`` computed at ``version``, kept or computed now (``fresh``:
-        always now)."""
+        """The figures for ``key`` computed at ``version``: kept in memory, else kept in
+        ``tier`` (the store), else computed now and kept in both (``fresh``: always now)."""
         now = time.monotonic()
         with self._lock:
             kept = self._kept.get(key)
@@ -63,10 +84,16 @@ class FigureCache:
                 if at_version == version and now - born <= self.max_age_s:
                     self._kept.move_to_end(key)
                     return Computed(found.value, found.at, found.seconds, True)
-        # Computed outside the lock: another page's figures need not wait for these.
-        start = time.perf_counter()
-        value = compute()
-        made = Computed(value, datetime.now(UTC), time.perf_counter() - start, False)
+        stored = tier.read() if tier is not None and not fresh else None
+        if stored is not None:
+            made: Computed[T] = Computed(stored[0], stored[1], stored[2], True)
+        else:
+            # Computed outside the lock: another page's figures need not wait for these.
+            start = time.perf_counter()
+            value = compute()
+            made = Computed(value, datetime.now(UTC), time.perf_counter() - start, False)
+            if tier is not None:
+                tier.write(value, made.at, made.seconds)
         with self._lock:
             self._kept[key] = (version, now, made)
             self._kept.move_to_end(key)

@@ -13,48 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from judge.errors import InvalidInputError
 from server.dashboard.charts import Chart, Point, fmt, intervals
 from server.dashboard.figures import section_charts
 from server.dashboard.web import api_url
-from server.usecases.requests import problems_of
+from server.usecases.dashboard import ChecksPageOptions
 
 if TYPE_CHECKING:
-    from sqlmodel import Session
-
-    from judge.config import Settings
     from server.dashboard.cache import Computed
     from server.usecases.reports import Report, Section
-
-
-@dataclass(frozen=True)
-class Options:
-    """``DiagnosticsQuery``'s values (``options`` reads them with its bounds and defaults)."""
-
-    tolerance: float
-    margin: float
-
-
-def options(args: Mapping[str, Any]) -> Options:
-    """The API's query (``DiagnosticsQuery``: its bounds and defaults) from the query string."""
-    from server.schemas import DiagnosticsQuery
-
-    given = {k: args[k] for k in ("tolerance", "margin") if args.get(k, "") != ""}
-    try:
-        query = DiagnosticsQuery.model_validate(given)
-    except ValidationError as exc:
-        raise InvalidInputError("; ".join(problems_of(exc))) from None
-    return Options(query.tolerance, query.margin)
-
-
-def compute(session: Session, run_id: int, o: Options, settings: Settings) -> Report:
-    from server.usecases.reports import diagnostics_report
-
-    return diagnostics_report(
-        session, run_id, tolerance=o.tolerance, margin=o.margin, settings=settings
-    )
 
 
 def direction_chart(payload: Mapping[str, Any], csv: str) -> Chart | None:
@@ -168,7 +134,7 @@ def position_chart(payload: Mapping[str, Any], csv: str) -> Chart | None:
 @dataclass(frozen=True)
 class ChecksPage:
     run_id: int
-    options: Options
+    options: ChecksPageOptions
     computed: Computed[Report]
     section: Section
     charts: list[Chart]
@@ -176,7 +142,7 @@ class ChecksPage:
     links: dict[str, str]
 
 
-def checks_page(run_id: int, o: Options, computed: Computed[Report]) -> ChecksPage:
+def checks_page(run_id: int, o: ChecksPageOptions, computed: Computed[Report]) -> ChecksPage:
     section = computed.value.sections[0]
     from server.schemas import DiagnosticsQuery
 

@@ -20,11 +20,11 @@ def _campaigns() -> tuple[str, ...]:
 @bp.get("/judge-runs/<int:run_id>")
 @login_required
 def judge_run(run_id: int) -> ResponseReturnValue:
-    from server.usecases.dashboard import judge_run_view
+    from server.usecases.dashboard import judge_run_view, page_key
 
     run_id, campaigns = row_id("judge run", run_id), _campaigns()
     computed = kept(
-        ("judge-run", run_id, campaigns),
+        page_key("judge-run", run_id, campaigns),
         lambda: judge_run_view(get_session(), run_id, settings=settings(), campaigns=campaigns),
     )
     page = run_page.judge_run_page(run_id, computed, request.args)
@@ -34,11 +34,13 @@ def judge_run(run_id: int) -> ResponseReturnValue:
 @bp.get("/judge-runs/<int:run_id>/agreement")
 @login_required
 def agreement(run_id: int) -> ResponseReturnValue:
+    from server.usecases.dashboard import agreement_figures, agreement_options, page_key
+
     run_id = row_id("judge run", run_id)
-    options = agreement_page.options(request.args)
+    options = agreement_options(request.args)
     computed = kept(
-        ("agreement", run_id, options.key()),
-        lambda: agreement_page.compute(get_session(), run_id, options),
+        page_key("agreement", run_id, options),
+        lambda: agreement_figures(get_session(), run_id, options),
     )
     page = agreement_page.agreement_page(run_id, options, computed)
     return render_template("dashboard/agreement.html", page=page)
@@ -47,11 +49,13 @@ def agreement(run_id: int) -> ResponseReturnValue:
 @bp.get("/judge-runs/<int:run_id>/checks")
 @login_required
 def checks(run_id: int) -> ResponseReturnValue:
+    from server.usecases.dashboard import checks_figures, checks_options, page_key
+
     run_id = row_id("judge run", run_id)
-    options = checks_page.options(request.args)
+    options = checks_options(request.args)
     computed = kept(
-        ("checks", run_id, options),
-        lambda: checks_page.compute(get_session(), run_id, options, settings()),
+        page_key("checks", run_id, options),
+        lambda: checks_figures(get_session(), run_id, options, settings()),
     )
     page = checks_page.checks_page(run_id, options, computed)
     return render_template("dashboard/checks.html", page=page)

@@ -4,6 +4,7 @@ figures kept while the store is unchanged (``kept``), and links to the JSON API.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
@@ -35,12 +36,38 @@ def engine() -> Engine:
 
 def kept(key: Hashable, compute: Callable[[], T]) -> Computed[T]:
     """``compute()``'s figures for ``key``, kept from an earlier load while the store's
-    version is unchanged (``?fresh=1`` computes them again)."""
-    from server.usecases.dashboard import store_version
+    version is unchanged (``?fresh=1`` computes them again); a judge run's pages (a
+    ``PageKey``) are kept in the store too."""
+    from server.usecases.dashboard import PageKey, store_version
 
     cache: FigureCache = current_app.extensions.setdefault(CACHE, FigureCache())
     version = store_version(get_session())
-    return cache.get(key, version, compute, fresh=request.args.get("fresh") == "1")
+    tier = _StoreTier(key, version) if isinstance(key, PageKey) else None
+    return cache.get(key, version, compute, fresh=request.args.get("fresh") == "1", tier=tier)
+
+
+class _StoreTier:
+    """A page's figures kept in the store (server.usecases.figures), for ``FigureCache``. A
+    store that cannot keep them (full, read-only) costs the page nothing but a log line."""
+
+    def __init__(self, key: Any, version: tuple[Any, ...]) -> None:
+        from server.usecases.figures import version_text
+
+        self.key, self.version = key, version_text(version)
+
+    def read(self) -> tuple[Any, datetime, float] | None:
+        from server.usecases.figures import read
+
+        found = read(get_session(), self.key, self.version)
+        return None if found is None else (found.value, found.at, found.seconds)
+
+    def write(self, value: Any, at: datetime, seconds: float) -> None:
+        from server.usecases.figures import write
+
+        try:
+            write(engine(), self.key, self.version, value, at=at, seconds=seconds)
+        except Exception as exc:
+            current_app.logger.warning("figures of %s not kept in the store: %s", self.key, exc)
 
 
 def api_url(path: str, query: dict[str, Any] | None = None) -> str:

@@ -194,6 +194,10 @@ def _run_held(engine: Engine, settings: Settings, job_id: int) -> str:
         set_job(engine, job_id, now=("finished_at",), status="failed", error=message)
         return "failed"
     set_job(engine, job_id, now=("finished_at",), status="finished", result=result)
+    if settings.server.warm_figures:
+        from server.usecases.figures import runs_of_result, warm_after_job
+
+        warm_after_job(engine, settings, runs_of_result(result))
     return "finished"
 
 

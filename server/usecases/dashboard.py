@@ -14,9 +14,13 @@ store's version is the one it was computed at (see server/dashboard/cache.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from judge.errors import InvalidInputError, NotFoundError
 
 # The report's figure types are plain dataclasses (no heavy import): the dashboard draws them.
 from judge.reports.sections import (
@@ -27,16 +31,26 @@ from judge.reports.sections import (
     BrowsedJudgment,
     ItemBrowser,
 )
+from server.usecases.requests import problems_of
 
 __all__ = [
+    "AgreementPageFigures",
+    "AgreementPageOptions",
     "AgreementPlot",
     "BarChart",
     "BoxPlot",
     "BrowsedItem",
     "BrowsedJudgment",
+    "ChecksPageOptions",
     "ItemBrowser",
     "JudgeRunView",
+    "PageKey",
+    "agreement_figures",
+    "agreement_options",
+    "checks_figures",
+    "checks_options",
     "judge_run_view",
+    "page_key",
     "store_version",
 ]
 
@@ -46,12 +60,24 @@ if TYPE_CHECKING:
     from judge.config import Settings
     from judge.reports.sections import Section
     from judge.store.queries import JudgeRunInfo
+    from server.usecases.reports import Report
 
 BOOKKEEPING = frozenset(
-    {"apikey", "websession", "workerbeat", "runlease", "job", "jobpart", "batchjob", "callcache"}
+    {
+        "apikey",
+        "websession",
+        "workerbeat",
+        "runlease",
+        "job",
+        "jobpart",
+        "batchjob",
+        "callcache",
+        "dashboardfigure",
+    }
 )
-"""Tables no figure reads: keys, sign-ins, workers' heartbeats, leases, the job queue and the
-call cache. Writes to them (a heartbeat every two seconds) do not make a figure stale."""
+"""Tables no figure reads: keys, sign-ins, workers' heartbeats, leases, the job queue, the
+call cache and the kept figures themselves. Writes to them (a heartbeat every two seconds)
+do not make a figure stale."""
 MUTABLE = {
     "item": "review_status",
     "auditlabel": "label",
@@ -61,6 +87,26 @@ MUTABLE = {
 }
 """Columns updated in place without a timestamp of their own: counted by value, so that a
 review pulled or a class relabelled changes the version as a new row would."""
+
+
+@dataclass(frozen=True)
+class PageKey:
+    """Which page's figures: the page's name, its judge run and the options it was asked
+    with (a frozen dataclass or tuple of plain values). The dashboard keeps figures by it in
+    memory and in the store (server.usecases.figures), and a job that computes a run's pages
+    ahead uses the same keys (``default_pages``)."""
+
+    page: str
+    judge_run_id: int
+    options: Any
+
+    def text(self) -> str:
+        """The key as stored: readable, and the same in every process."""
+        return f"{self.page}/{self.judge_run_id}/{self.options!r}"
+
+
+def page_key(page: str, judge_run_id: int, options: Any) -> PageKey:
+    return PageKey(page, judge_run_id, options)
 
 
 @dataclass(frozen=True)
@@ -100,6 +146,190 @@ def judge_run_view(
         metrics_section(session, judge_run_id, facts=facts),
         item_browser(session, judge_run_id, facts=facts),
     )
+
+
+PRESETS = ("expert", "skilled", "crowd")
+
+
+@dataclass(frozen=True)
+class AgreementPageOptions:
+    """The page's query: whose ratings, the intervals' resamples, how raters combine, the
+    design to assume for ratings without one, and the alt-test's margin."""
+
+    campaigns: tuple[str, ...] = ()
+    n_bootstrap: int = 1000
+    seed: int = 0
+    human_score: str = "mean"
+    assume_random: bool = False
+    epsilon: str = "expert"
+
+    def key(self) -> tuple[Any, ...]:
+        return astuple(self)
+
+    def agreement_query(self) -> dict[str, Any]:
+        return {
+            "campaign": list(self.campaigns),
+            "n_bootstrap": self.n_bootstrap,
+            "seed": self.seed,
+            "human_score": self.human_score,
+        }
+
+    def estimates_query(self) -> dict[str, Any]:
+        return {
+            "campaign": list(self.campaigns),
+            "human_score": self.human_score,
+            "assume_random": "true" if self.assume_random else None,
+        }
+
+    def alttest_query(self) -> dict[str, Any]:
+        return {"campaign": list(self.campaigns), "epsilon": self.epsilon}
+
+
+def agreement_options(args: Mapping[str, Any]) -> AgreementPageOptions:
+    """The options from the query string; InvalidInputError names each bad one."""
+    problems, out = [], {}
+    for name in ("n_bootstrap", "seed"):
+        text = str(args.get(name, "")).strip()
+        if text:
+            try:
+                out[name] = int(text)
+            except ValueError:
+                problems.append(f"{name}: {text!r} is not an integer")
+    human = args.get("human_score") or "mean"
+    epsilon = args.get("epsilon") or "expert"
+    if epsilon not in PRESETS:
+        problems.append(f"epsilon: use one of {', '.join(PRESETS)}")
+    if problems:
+        raise InvalidInputError("; ".join(problems))
+    getlist = getattr(args, "getlist", None)
+    campaigns = tuple(getlist("campaign")) if getlist else ()
+    chosen = AgreementPageOptions(
+        campaigns,
+        human_score=human,
+        epsilon=epsilon,
+        assume_random=args.get("assume_random") in ("1", "true", "on"),
+        **out,
+    )
+    _requests(1, chosen)  # refused here, before any work, with the request's own messages
+    return chosen
+
+
+def _requests(run_id: int, o: AgreementPageOptions) -> tuple[Any, Any, Any]:
+    from server.usecases.agreement import AgreementRequest
+    from server.usecases.alttest import AltTestRequest
+    from server.usecases.estimates import EstimatesRequest
+
+    scope = {"judge_run": run_id, "campaigns": list(o.campaigns)}
+    try:
+        return (
+            AgreementRequest.model_validate(
+                {
+                    **scope,
+                    "n_bootstrap": o.n_bootstrap,
+                    "seed": o.seed,
+                    "human_score": o.human_score,
+                }
+            ),
+            EstimatesRequest.model_validate(
+                {**scope, "human_score": o.human_score, "assume_random": o.assume_random}
+            ),
+            AltTestRequest.model_validate({**scope, "epsilon": o.epsilon}),
+        )
+    except ValidationError as exc:
+        raise InvalidInputError("; ".join(problems_of(exc))) from None
+
+
+@dataclass(frozen=True)
+class AgreementPageFigures:
+    """What the use cases answered (None where there is nothing, with the reason)."""
+
+    agreement: dict[str, Any] | None
+    plots: list[tuple[str, int, AgreementPlot]]
+    estimates: dict[str, Any]
+    alttest: dict[str, Any] | None
+    alttest_refused: str | None
+    no_ratings: str | None
+
+
+def agreement_figures(
+    session: Session, run_id: int, o: AgreementPageOptions
+) -> AgreementPageFigures:
+    """Agreement, estimates and alt-test of the run (NotFoundError for an unknown run; a run
+    nobody rated gets the reason instead of numbers)."""
+    from server.usecases.agreement import agreement
+    from server.usecases.alttest import alt_test_run
+    from server.usecases.estimates import estimates, rated_read
+    from server.usecases.runs import judge_run_info
+
+    judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
+    agree_rq, estimates_rq, alt_rq = _requests(run_id, o)
+    read = rated_read(session, run_id, o.campaigns)  # for the estimates and the alt-test
+    found = estimates(session, estimates_rq, read).to_dict()
+    try:
+        result = agreement(session, agree_rq)
+    except NotFoundError as exc:
+        return AgreementPageFigures(None, [], found, None, None, str(exc))
+    try:
+        alt: dict[str, Any] | None = alt_test_run(session, alt_rq, read).to_dict()
+        refused = None
+    except (InvalidInputError, NotFoundError) as exc:
+        alt, refused = None, str(exc)
+    return AgreementPageFigures(result.to_dict(), list(result.plots()), found, alt, refused, None)
+
+
+@dataclass(frozen=True)
+class ChecksPageOptions:
+    """``DiagnosticsQuery``'s values (``options`` reads them with its bounds and defaults)."""
+
+    tolerance: float
+    margin: float
+
+
+def checks_options(args: Mapping[str, Any]) -> ChecksPageOptions:
+    """The API's query (``DiagnosticsQuery``: its bounds and defaults) from the query string."""
+    from server.schemas import DiagnosticsQuery
+
+    given = {k: args[k] for k in ("tolerance", "margin") if args.get(k, "") != ""}
+    try:
+        query = DiagnosticsQuery.model_validate(given)
+    except ValidationError as exc:
+        raise InvalidInputError("; ".join(problems_of(exc))) from None
+    return ChecksPageOptions(query.tolerance, query.margin)
+
+
+def checks_figures(
+    session: Session, run_id: int, o: ChecksPageOptions, settings: Settings
+) -> Report:
+    """The judge's own checks on the run: the diagnostics report the API returns."""
+    from server.usecases.reports import diagnostics_report
+
+    return diagnostics_report(
+        session, run_id, tolerance=o.tolerance, margin=o.margin, settings=settings
+    )
+
+
+def default_pages(settings: Settings | None) -> list[tuple[str, Any]]:
+    """The pages (name, options) a run's link opens with no query: its report, agreement
+    with everyone's ratings, and the judge's own checks at the API's defaults."""
+    del settings  # the defaults do not depend on the settings today
+    return [
+        ("judge-run", ()),
+        ("agreement", AgreementPageOptions()),
+        ("checks", checks_options({})),
+    ]
+
+
+def page_figures(session: Session, key: PageKey, settings: Settings | None) -> Any:
+    """The figures of the page ``key`` names, computed now (what the dashboard keeps)."""
+    if key.page == "judge-run":
+        return judge_run_view(session, key.judge_run_id, settings=settings, campaigns=key.options)
+    if key.page == "agreement":
+        return agreement_figures(session, key.judge_run_id, key.options)
+    if key.page == "checks":
+        if settings is None:
+            raise ValueError("the checks page needs the settings")
+        return checks_figures(session, key.judge_run_id, key.options, settings)
+    raise ValueError(f"no page {key.page!r}")
 
 
 def store_version(session: Session) -> tuple[Any, ...]:

@@ -391,7 +391,12 @@ def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
             .where(col(Job.id) == job_id, col(Job.status) == "running")
             .values(status="finished", result=result, finished_at=utcnow())
         )
-        return bool(won.rowcount)  # type: ignore[attr-defined]
+        finished = bool(won.rowcount)  # type: ignore[attr-defined]
+    if finished and settings.server.warm_figures:
+        from server.usecases.figures import runs_of_result, warm_after_job
+
+        warm_after_job(engine, settings, runs_of_result(result))
+    return finished
 
 
 def _finish_run(engine: Engine, kind: str, params: dict[str, Any], run_id: int) -> Any:

@@ -206,9 +206,9 @@ def test_runs_stored_before_0010_resume_at_their_own_server_only(
             )
             conn.execute(sa.text("UPDATE alembic_version SET version_num = '0009'"))
             # Tables a later revision adds are not there at 0009 either (0012: dashboard
-            # sessions and worker heartbeats; 0013: job parts; 0014: batch jobs); the upgrade
-            # makes them again.
-            for table in ("websession", "workerbeat", "jobpart", "batchjob"):
+            # sessions and worker heartbeats; 0013: job parts; 0014: batch jobs; 0015:
+            # dashboard figures); the upgrade makes them again.
+            for table in ("websession", "workerbeat", "jobpart", "batchjob", "dashboardfigure"):
                 conn.execute(sa.text(f"DROP TABLE {table}"))
         engine.dispose()
         resumed = run(config, "judge", str(gen["run_id"]))  # migrates to 0010 first

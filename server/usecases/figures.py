@@ -1,0 +1,229 @@
+"""Dashboard figures kept in the store, and computed ahead when a job ends.
+
+A page's figures on a 10,000-judgment run take seconds to compute (agreement's bootstrap
+alone about ten). The dashboard keeps them in each web worker's memory
+(server/dashboard/cache.py), but a worker that has just started, another worker, or another
+machine would compute them again. So they are also kept in the store (``dashboardfigure``),
+by page (``PageKey``) with the store's version they were computed at: any process that finds
+the same version reuses them, and a new version (a row added, a status changed) makes them
+stale. When a job ends, the worker that ran it computes the pages of the judge run it touched
+(``warm_after_job``): the first person to open them finds them ready.
+
+The figures are pickled and compressed. They are read back with an allow-list
+(``_Figures``): only plain Python values, dates, NumPy arrays and the dataclasses and enums
+of FairJudge's own packages, so a row written into the table by someone else cannot make a
+web worker run code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import pickle
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, is_dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from server.usecases.dashboard import PageKey, default_pages, page_figures, page_key, store_version
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlmodel import Session
+
+    from judge.config import Settings
+
+__all__ = [
+    "Stored",
+    "load",
+    "read",
+    "runs_kept",
+    "runs_of_result",
+    "version_text",
+    "warm_after_job",
+    "warm_run",
+    "write",
+]
+
+log = logging.getLogger("fairjudge.figures")
+
+RECENT_RUNS = 5
+"""Besides the job's own run, how many runs with kept figures a job computes again when it
+ends (most recently computed first): a job's new rows make every kept figure stale."""
+
+_BUILTINS = frozenset(
+    {"list", "dict", "set", "frozenset", "tuple", "str", "int", "float", "complex", "bool",
+     "bytes", "bytearray", "range", "slice", "NoneType"}
+)  # fmt: skip
+_ALLOWED = {
+    "builtins": _BUILTINS,
+    "datetime": frozenset({"datetime", "date", "time", "timedelta", "timezone"}),
+    "collections": frozenset({"OrderedDict", "defaultdict", "Counter"}),
+    "copyreg": frozenset({"_reconstructor"}),
+    "numpy": frozenset({"ndarray", "dtype"}),
+    "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
+    "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
+    "numpy.dtypes": None,  # NumPy's dtype classes (Float64DType, ...), data only
+}
+"""Globals a kept figure may name, beyond FairJudge's own dataclasses and enums (None: every
+name in that module)."""
+_OURS = ("judge.", "annotation.", "server.")
+
+
+class _Figures(pickle.Unpickler):
+    """Unpickles kept figures, refusing any global outside the allow-list."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        names = _ALLOWED.get(module, frozenset())
+        if module in _ALLOWED and (names is None or name in names):
+            return super().find_class(module, name)
+        if module.startswith(_OURS):
+            found = super().find_class(module, name)
+            if isinstance(found, type) and (is_dataclass(found) or issubclass(found, Enum)):
+                return found
+        raise pickle.UnpicklingError(f"a kept figure may not name {module}.{name}")
+
+
+def dump(value: Any) -> bytes:
+    return zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def load(data: bytes) -> Any:
+    """Kept figures read back (pickle.UnpicklingError: they name a type not allowed)."""
+    return _Figures(io.BytesIO(zlib.decompress(data))).load()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def version_text(version: tuple[Any, ...]) -> str:
+    """The store's version (``store_version``) as stored: a digest."""
+    return _digest(repr(version))
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Figures found in the store: the value, when they were computed and how long it took."""
+
+    value: Any
+    at: datetime
+    seconds: float
+
+
+def read(session: Session, key: PageKey, version: str) -> Stored | None:
+    """The figures kept for ``key`` at ``version``; None when there are none, they were
+    computed at another version, or they cannot be read back (logged, then computed anew)."""
+    from sqlmodel import col, select
+
+    from judge.store.tables import DashboardFigure
+
+    row = session.exec(
+        select(DashboardFigure.version, DashboardFigure.computed_at, DashboardFigure.seconds,
+               DashboardFigure.data)
+        .where(col(DashboardFigure.key) == _digest(key.text()))
+    ).first()  # fmt: skip
+    if row is None or row[0] != version:
+        return None
+    try:
+        value = load(row[3])
+    except Exception as exc:  # a row from another FairJudge version, or one not ours
+        log.warning("kept figures of %s could not be read back (%s); computing them", key, exc)
+        return None
+    at = row[1] if row[1].tzinfo else row[1].replace(tzinfo=UTC)
+    return Stored(value, at, row[2])
+
+
+def write(
+    engine: Engine, key: PageKey, version: str, value: Any, *, at: datetime, seconds: float
+) -> None:
+    """Keep ``value`` as the figures of ``key`` at ``version`` (replacing older ones)."""
+    from sqlalchemy import delete
+
+    from judge.store.engine import session_scope
+    from judge.store.tables import DashboardFigure
+
+    digest = _digest(key.text())
+    data = dump(value)
+    with session_scope(engine) as session:
+        session.execute(delete(DashboardFigure).where(DashboardFigure.key == digest))  # type: ignore[arg-type]
+        session.add(
+            DashboardFigure(
+                key=digest, page=key.text()[:500], judge_run_id=key.judge_run_id,
+                version=version, computed_at=at, seconds=seconds, data=data,
+            )
+        )  # fmt: skip
+
+
+def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str, float]:
+    """Compute and keep the figures of the run's pages as its link opens them
+    (``default_pages``), at the store's version now; seconds per page. Pages whose figures
+    are kept at this version already are skipped (0 s)."""
+    from sqlmodel import Session
+
+    took: dict[str, float] = {}
+    for page, options in default_pages(settings):
+        key = page_key(page, judge_run_id, options)
+        with Session(engine) as session:
+            version = version_text(store_version(session))
+            if read(session, key, version) is not None:
+                took[page] = 0.0
+                continue
+            start = time.perf_counter()
+            value = page_figures(session, key, settings)
+            seconds = time.perf_counter() - start
+        write(engine, key, version, value, at=datetime.now(UTC), seconds=seconds)
+        took[page] = round(seconds, 2)
+    return took
+
+
+def runs_kept(engine: Engine, limit: int = RECENT_RUNS) -> list[int]:
+    """Judge runs that have kept figures, most recently computed first."""
+    from sqlalchemy import func
+    from sqlmodel import Session, col, select
+
+    from judge.store.tables import DashboardFigure
+
+    with Session(engine) as session:
+        rows = session.exec(
+            select(DashboardFigure.judge_run_id, func.max(DashboardFigure.computed_at))
+            .where(col(DashboardFigure.judge_run_id).is_not(None))
+            .group_by(col(DashboardFigure.judge_run_id))
+            .order_by(func.max(DashboardFigure.computed_at).desc())
+            .limit(limit)
+        ).all()
+    return [int(run) for run, _ in rows if run is not None]
+
+
+def runs_of_result(result: Any) -> list[int]:
+    """The judge runs a job's result names: the run it judged (``judge_run_id``), the run
+    whose checks it added to (``checked_judge_run_id``), a sweep's runs (``judge_run_ids``)."""
+    if not isinstance(result, dict):
+        return []
+    named = [result.get("checked_judge_run_id"), result.get("judge_run_id")]
+    named += list(result.get("judge_run_ids") or [])
+    return [r for r in named if isinstance(r, int) and not isinstance(r, bool)]
+
+
+def warm_after_job(engine: Engine, settings: Settings, runs: Iterable[int]) -> None:
+    """After a job: compute the pages of the judge runs it touched (``runs``) and again those
+    of the runs with kept figures (``RECENT_RUNS``), which its new rows made stale. Never
+    raises: a figure that fails here is computed, and its error shown, when its page opens."""
+    from judge.store.tables import JudgeRun
+
+    chosen = list(dict.fromkeys([*runs, *runs_kept(engine)]))
+    for run_id in chosen:
+        try:
+            from sqlmodel import Session
+
+            with Session(engine) as session:
+                if session.get(JudgeRun, run_id) is None:
+                    continue
+            took = warm_run(engine, settings, run_id)
+            log.info("dashboard figures of judge run %s computed ahead: %s", run_id, took)
+        except Exception as exc:
+            log.warning("dashboard figures of judge run %s not computed ahead: %s", run_id, exc)
