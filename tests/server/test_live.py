@@ -50,10 +50,13 @@ LOAD_S = 30.0
 
 def _config(tmp: Path, stub: StubServer, url: str) -> Path:
     """The stub as model under test and judge; the worker looks for jobs every 0.2 s."""
-    config = write_config(tmp / "fairjudge.toml", stub.base_url, url, concurrency=CONCURRENCY)
-    with config.open("a", encoding="utf-8") as f:
-        f.write("[server]\njob_poll_s = 0.2\n")
-    return config
+    return write_config(
+        tmp / "fairjudge.toml",
+        stub.base_url,
+        url,
+        concurrency=CONCURRENCY,
+        server={"job_poll_s": 0.2},
+    )
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:

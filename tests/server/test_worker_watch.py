@@ -70,10 +70,13 @@ HOST = socket.gethostname()
 def _config(tmp: Path, stub: StubServer, url: str) -> Path:
     """The stub as model under test and judge; jobs are polled every 0.2 s and held with a
     3 s lease, so that a killed worker's job is taken over quickly."""
-    config = write_config(tmp / "fairjudge.toml", stub.base_url, url, concurrency=CONCURRENCY)
-    with config.open("a", encoding="utf-8") as f:
-        f.write(f"[server]\njob_poll_s = {POLL_S}\njob_lease_s = {LEASE_S}\n")
-    return config
+    return write_config(
+        tmp / "fairjudge.toml",
+        stub.base_url,
+        url,
+        concurrency=CONCURRENCY,
+        server={"job_poll_s": POLL_S, "job_lease_s": LEASE_S},
+    )
 
 
 @contextmanager

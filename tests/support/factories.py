@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,9 @@ def free_port() -> int:
 def make_settings(
     base_url: str, db_url: str, *, model: str = "stub-model", **endpoint: Any
 ) -> Settings:
-    """Settings whose model under test and judge are both the endpoint at ``base_url``."""
+    """Settings whose model under test and judge are both the endpoint at ``base_url``.
+    A finished job does not compute its run's dashboard pages ahead (``warm_figures``, which
+    costs seconds per job): tests/server/jobs/test_queue.py and test_celery.py test that."""
     ep = {
         "base_url": base_url,
         "model": model,
@@ -56,6 +58,7 @@ def make_settings(
             "endpoints": {"test": ep},
             "generation": {"endpoint": "test", "max_tokens": 32},
             "judge": {"endpoint": "test"},
+            "server": {"warm_figures": False},
         }
     )
 
@@ -71,7 +74,15 @@ def write_config(
     port: int = 8765,
     model: str = "stub-model",
     concurrency: int = 1,
+    server: Mapping[str, float | int | bool] | None = None,
 ) -> Path:
+    """A config file on the stub at ``base_url``; ``server``: settings of its ``[server]``
+    table, where a finished job does not compute its run's dashboard pages ahead unless
+    asked (``warm_figures``, as in ``make_settings``)."""
+    table = {"warm_figures": False, **(server or {})}
+    lines = "".join(
+        f"{k} = {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in table.items()
+    )
     path.write_text(f"""
 database_url = "{db_url}"
 state_dir = "{path.parent / "state"}"
@@ -89,7 +100,8 @@ endpoint = "test"
 max_tokens = 32
 [judge]
 endpoint = "test"
-""")
+[server]
+{lines}""")
     return path
 
 
