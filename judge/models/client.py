@@ -9,8 +9,9 @@ way to call a route with a body of one's own: its errors, timeouts and headers s
 openai's) and its reply is read as plain JSON (``read_completion``, which a batch's output
 lines go through too). The body we send is plain JSON already, so the typed
 ``chat.completions.create`` would only add its parameter transformation: 1.6 ms of CPU per
-call against 2.8 ms on the 2-core machine we measure on (docs/performance.md); building
-openai's ``ChatCompletion`` from the reply cost about 0.4 ms more (docs/scaling.md).
+call against 2.8 ms on the 2-core machine we measure on; building openai's
+``ChatCompletion`` from the reply cost 0.25-0.4 ms more (``python -m bench.client_reply``;
+both in docs/performance.md).
 
 Asked with ``top_logprobs``, a completion also carries the log-probability of each generated
 token and of its most likely alternatives (OpenAI's ``logprobs.content``), kept as plain JSON
