@@ -8,7 +8,10 @@ Redis, is 32 x workers (its ``concurrency``), so
 the ideal is 32 x workers / 0.2 s judgments per second. Each configuration judges at
 another temperature: another judge run and other cache keys, so nothing is answered from
 the cache. Timed from the job's submission to its end (the workers are up and idle
-before). Targets: two workers >= 1.8 x one worker's throughput, four >= 3 x.
+before). Targets: two workers >= 1.8 x one worker's throughput, four >= 3 x. The workers do
+not compute the run's dashboard pages when the job ends (``[server] warm_figures = false``):
+that comes after the job's end, so outside the timing, but its CPU would count in the
+workers' CPU per judgment.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ max_tokens = 64
 [judge]
 endpoint = "judge"
 temperature = {temperature}
+[server]
+warm_figures = false
 {celery}""",
         encoding="utf-8",
     )
