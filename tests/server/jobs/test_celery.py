@@ -128,6 +128,13 @@ def _wait(condition, what: str, workers: Workers, timeout: float = 90.0) -> None
         time.sleep(0.1)
 
 
+def _job_over(engine: Engine, job_id: int | None) -> bool:
+    with Session(engine) as session:
+        got = session.get(Job, job_id)
+        assert got is not None
+        return got.status in ("finished", "failed", "cancelled")
+
+
 def _expected(tmp_path: Path, stub: StubServer) -> dict[tuple[int, str, int], int | None]:
     """The judgments of the same run made in one process, unsplit, on SQLite."""
     url = f"sqlite:///{tmp_path / 'plain.db'}"
@@ -188,14 +195,7 @@ def test_two_workers_split_a_run_and_survive_a_kill_and_a_redis_restart(
             broker.stop()  # the parts still queued are lost with it
             broker.start()
 
-            def ended() -> bool:
-                with Session(engine) as session:
-                    got = session.get(Job, job.id)
-                    assert got is not None
-                    session.refresh(got)
-                    return got.status in ("finished", "failed", "cancelled")
-
-            _wait(ended, "the job's end", workers, timeout=120)
+            _wait(lambda: _job_over(engine, job.id), "the job's end", workers, timeout=120)
         finally:
             workers.stop()
 

@@ -20,12 +20,13 @@ from judge.store.tables import Job, JobPart, Judgment
 from server import usecases
 from server.jobs import queue
 from tests.server.jobs.test_celery import (
-    CHUNK,
     ITEMS,
     PER_TASK,
     Workers,
     _beating,
+    _config,
     _expected,
+    _job_over,
     _wait,
 )
 from tests.support.factories import SAMPLE
@@ -57,27 +58,7 @@ def test_a_worker_on_rabbitmq_judges_a_split_run_once_each(tmp_path: Path, pg_ur
         expected = _expected(tmp_path, stub)
 
     with StubServer(latency=0.05) as stub:
-        config = tmp_path / "fairjudge.toml"
-        config.write_text(f"""
-database_url = "{pg_url}"
-state_dir = "{tmp_path / "state"}"
-[endpoints.test]
-base_url = "{stub.base_url}"
-model = "stub-model"
-structured_output = "json_object_schema"
-concurrency = 8
-max_retries = 1
-max_backoff_s = 0.1
-[generation]
-endpoint = "test"
-max_tokens = 32
-[judge]
-endpoint = "test"
-[workers]
-broker_url = "{BROKER}"
-chunk_size = {CHUNK}
-task_concurrency = {PER_TASK}
-""")
+        config = _config(tmp_path, stub, pg_url, BROKER)
         settings = load_settings(config)
         engine = make_engine(pg_url, migrate=True)
         with session_scope(engine) as session:
@@ -92,14 +73,7 @@ task_concurrency = {PER_TASK}
                 stub.state.max_in_flight = 0
             job = queue.submit(engine, "judge", {"generation_run_id": 1}, settings=settings)
 
-            def ended() -> bool:
-                with Session(engine) as session:
-                    got = session.get(Job, job.id)
-                    assert got is not None
-                    session.refresh(got)
-                    return got.status in ("finished", "failed", "cancelled")
-
-            _wait(ended, "the job's end", workers, timeout=120)
+            _wait(lambda: _job_over(engine, job.id), "the job's end", workers, timeout=120)
         finally:
             workers.stop()
         with Session(engine) as session:
