@@ -51,9 +51,11 @@ __all__ = [
 
 log = logging.getLogger("fairjudge.figures")
 
-RECENT_RUNS = 5
-"""Besides the job's own run, how many runs with kept figures a job computes again when it
-ends (most recently computed first): a job's new rows make every kept figure stale."""
+RECENT_RUNS = 2
+"""Besides the job's own runs, how many runs with kept figures a job computes again when it
+ends (most recently computed first): a job's new rows make every kept figure stale (the
+store's version is one for the whole store). Kept small: a run's pages cost a worker tens of
+seconds on 10,000 judgments, and a run of small jobs must not keep the workers busy."""
 
 _BUILTINS = frozenset(
     {"list", "dict", "set", "frozenset", "tuple", "str", "int", "float", "complex", "bool",
