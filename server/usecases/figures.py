@@ -143,22 +143,28 @@ def read(session: Session, key: PageKey, version: str) -> Stored | None:
 def write(
     engine: Engine, key: PageKey, version: str, value: Any, *, at: datetime, seconds: float
 ) -> None:
-    """Keep ``value`` as the figures of ``key`` at ``version`` (replacing older ones)."""
+    """Keep ``value`` as the figures of ``key`` at ``version`` (replacing older ones). When
+    another process keeps the same page at the same moment, its figures stay (they are of
+    this version or a newer one)."""
     from sqlalchemy import delete
+    from sqlalchemy.exc import IntegrityError
 
     from judge.store.engine import session_scope
     from judge.store.tables import DashboardFigure
 
     digest = _digest(key.text())
     data = dump(value)
-    with session_scope(engine) as session:
-        session.execute(delete(DashboardFigure).where(DashboardFigure.key == digest))  # type: ignore[arg-type]
-        session.add(
-            DashboardFigure(
-                key=digest, page=key.text()[:500], judge_run_id=key.judge_run_id,
-                version=version, computed_at=at, seconds=seconds, data=data,
-            )
-        )  # fmt: skip
+    try:
+        with session_scope(engine) as session:
+            session.execute(delete(DashboardFigure).where(DashboardFigure.key == digest))  # type: ignore[arg-type]
+            session.add(
+                DashboardFigure(
+                    key=digest, page=key.text()[:500], judge_run_id=key.judge_run_id,
+                    version=version, computed_at=at, seconds=seconds, data=data,
+                )
+            )  # fmt: skip
+    except IntegrityError:
+        log.info("figures of %s were kept by another process meanwhile", key)
 
 
 def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str, float]:

@@ -186,3 +186,42 @@ def test_the_warm_command_keeps_a_runs_pages_and_refuses_an_unknown_run(
     assert again.returncode == 0 and "judge-run kept already" in again.stdout
     unknown = fairjudge("--config", config, "dashboard", "warm", "999")
     assert unknown.returncode == 1 and "999" in unknown.stderr, unknown.stderr
+
+
+def test_workers_keeping_the_same_page_at_once_leave_one_row(pg_url: str) -> None:
+    # On PostgreSQL two transactions that both find no row insert the same key: the second
+    # meets the unique key, and keeps the first one's figures (written at the same version).
+    import threading
+    from datetime import UTC, datetime
+
+    from judge.store.engine import make_engine
+    from server.usecases.figures import write
+
+    engine = make_engine(pg_url, migrate=True)
+    key = page_key("judge-run", 1, ())
+    start = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def keep(n: int) -> None:
+        start.wait()
+        try:
+            write(engine, key, "v1", {"writer": n}, at=datetime.now(UTC), seconds=0.1)
+        except BaseException as exc:  # what the test is about: nothing may escape
+            errors.append(exc)
+
+    threads = [threading.Thread(target=keep, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with Session(engine) as session:
+        rows = session.exec(select(DashboardFigure)).all()
+        found = read(session, key, "v1")
+    assert errors == [] and len(rows) == 1
+    assert found is not None and found.value["writer"] in range(6)
+    # A later write replaces the row (a newer version).
+    write(engine, key, "v2", {"writer": "later"}, at=datetime.now(UTC), seconds=0.1)
+    with Session(engine) as session:
+        assert read(session, key, "v1") is None
+        assert read(session, key, "v2").value == {"writer": "later"}  # type: ignore[union-attr]
+    engine.dispose()
