@@ -44,6 +44,8 @@
 17. Dashboard (bench/dashboard.py): time to first byte and full load (Chromium's navigation
     timing) of every page on a 10,000-judgment run with 3 raters: first load, median and
     worst of later loads.
+18. Client reply (bench/client_reply.py): the client's CPU per call reading a reply as
+    openai's ``ChatCompletion`` and as plain JSON (what it does now), one thread.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -300,6 +302,12 @@ def _batch_bench(tmp: Path) -> dict[str, Any]:
     return batch_bench(tmp)
 
 
+def _client_reply_bench() -> dict[str, Any]:
+    from bench.client_reply import bench_client_reply
+
+    return bench_client_reply()
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
 
@@ -326,6 +334,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "celery": bench_celery,
     "batch": lambda tmp: _batch_bench(tmp),
     "dashboard": lambda tmp: _dashboard_bench(tmp),
+    "client_reply": lambda tmp: _client_reply_bench(),
 }
 
 
