@@ -26,7 +26,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
     if app.config.get("MAX_CONTENT_LENGTH") is None:
         app.config["MAX_CONTENT_LENGTH"] = int(settings.server.max_body_mb * 2**20)
     if not app.config.get("SECRET_KEY"):
-        app.config["SECRET_KEY"] = db.secret_key(settings.state_dir)
+        from server.usecases.store import secret_key
+
+        app.config["SECRET_KEY"] = secret_key(settings.state_dir)
     # The dashboard's cookie is not sent with requests that other sites start (Lax).
     if app.config.get("SESSION_COOKIE_SAMESITE") is None:
         app.config["SESSION_COOKIE_SAMESITE"] = "Lax"

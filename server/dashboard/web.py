@@ -48,24 +48,32 @@ def kept(key: Hashable, compute: Callable[[], T]) -> Computed[T]:
 
 class _StoreTier:
     """A page's figures kept in the store (server.usecases.figures), for ``FigureCache``. A
-    store that cannot keep them (full, read-only) costs the page nothing but a log line."""
+    store that cannot read or keep them costs the page nothing but a log line: the figures
+    are computed from the rows."""
 
     def __init__(self, key: Any, version: tuple[Any, ...]) -> None:
-        from server.usecases.figures import version_text
+        from server.usecases.figures import signing_key, version_text
 
-        self.key, self.version = key, version_text(version)
+        self.key, self.version = key, version_text(version, settings())
+        self.sign = signing_key(settings())
 
     def read(self) -> tuple[Any, datetime, float] | None:
         from server.usecases.figures import read
 
-        found = read(get_session(), self.key, self.version)
+        session = get_session()
+        try:
+            found = read(session, self.key, self.version, self.sign)
+        except Exception as exc:
+            session.rollback()  # a failed statement must not spoil the request's session
+            current_app.logger.warning("kept figures of %s not read: %s", self.key, exc)
+            return None
         return None if found is None else (found.value, found.at, found.seconds)
 
     def write(self, value: Any, at: datetime, seconds: float) -> None:
         from server.usecases.figures import write
 
         try:
-            write(engine(), self.key, self.version, value, at=at, seconds=seconds)
+            write(engine(), self.key, self.version, value, sign=self.sign, at=at, seconds=seconds)
         except Exception as exc:
             current_app.logger.warning("figures of %s not kept in the store: %s", self.key, exc)
 

@@ -153,9 +153,19 @@ def run_job(engine: Engine, settings: Settings, job_id: int, *, lease_s: float =
     ``busy`` means another worker holds it (nothing was done)."""
     try:
         with job_lease(engine, job_id, seconds=lease_s):
-            return _run_held(engine, settings, job_id)
+            status = _run_held(engine, settings, job_id)
     except RunBusyError:
         return "busy"
+    if status == "finished" and settings.server.warm_figures:
+        # Once the lease is given back: the job is over, this is for the dashboard.
+        from sqlmodel import Session
+
+        from server.usecases.figures import runs_of_result, warm_after_job
+
+        with Session(engine) as session:
+            result = get_job(session, job_id).result
+        warm_after_job(engine, settings, runs_of_result(result))
+    return status
 
 
 def _run_held(engine: Engine, settings: Settings, job_id: int) -> str:
@@ -194,10 +204,6 @@ def _run_held(engine: Engine, settings: Settings, job_id: int) -> str:
         set_job(engine, job_id, now=("finished_at",), status="failed", error=message)
         return "failed"
     set_job(engine, job_id, now=("finished_at",), status="finished", result=result)
-    if settings.server.warm_figures:
-        from server.usecases.figures import runs_of_result, warm_after_job
-
-        warm_after_job(engine, settings, runs_of_result(result))
     return "finished"
 
 

@@ -3,6 +3,10 @@ date (Alembic, owned by ``judge.store.engine``)."""
 
 from __future__ import annotations
 
+import os
+import secrets
+import time
+from pathlib import Path
 from typing import Any
 
 
@@ -28,3 +32,24 @@ def store_revision(database_url: str) -> dict[str, Any]:
         "head": head,
         "up_to_date": revision == head,
     }
+
+
+def secret_key(state_dir: str) -> str:
+    """The server's secret: it signs session cookies and the dashboard's kept figures
+    (server.usecases.figures). Made once, kept in ``<state_dir>/server-secret``
+    (mode 0600), so that every web worker and every restart shares it."""
+    path = Path(state_dir) / "server-secret"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another worker is writing it
+            pass
+        else:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_hex(32))
+    for _ in range(50):
+        if key := path.read_text().strip():
+            return key
+        time.sleep(0.02)
+    raise RuntimeError(f"{path} is empty; delete it and start the server again")

@@ -23,7 +23,15 @@ from sqlmodel import Session, col, select
 from judge.store.tables import DashboardFigure
 from server import create_app
 from server.usecases.dashboard import default_pages, page_key, store_version
-from server.usecases.figures import load, read, runs_of_result, version_text, warm_run
+from server.usecases.figures import (
+    dump,
+    load,
+    read,
+    runs_of_result,
+    signing_key,
+    version_text,
+    warm_run,
+)
 from tests.server.dashboard.conftest import LoopApp
 from tests.server.dashboard.helpers import sign_in
 from tests.support.factories import make_settings
@@ -68,7 +76,7 @@ def test_pages_computed_ahead_are_read_by_another_worker_as_computed(loop_app: L
     assert set(took) == set(PAGES) and all(s > 0 for s in took.values())
     rows = _kept_rows(loop_app, run)
     with Session(loop_app.engine) as session:
-        version = version_text(store_version(session))
+        version = version_text(store_version(session), settings)
     assert len(rows) == len(PAGES) and {r.version for r in rows} == {version}
     # Asked again at the same version: nothing computed twice.
     assert warm_run(loop_app.engine, settings, run) == dict.fromkeys(PAGES, 0.0)
@@ -99,9 +107,10 @@ def test_figures_of_another_version_are_not_used(loop_app: LoopApp) -> None:
     settings = loop_app.app.config["SETTINGS"]
     warm_run(loop_app.engine, settings, run)
     key = page_key("agreement", run, default_pages(settings)[1][1])
+    sign = signing_key(settings)
     with Session(loop_app.engine) as session:
-        before = version_text(store_version(session))
-        assert read(session, key, before) is not None
+        before = version_text(store_version(session), settings)
+        assert read(session, key, before, sign) is not None
     # A new rater's ratings: the agreement they feed has changed, so must the version.
     with Session(loop_app.engine) as session:
         from judge.store.tables import Item, Judgment
@@ -117,44 +126,70 @@ def test_figures_of_another_version_are_not_used(loop_app: LoopApp) -> None:
         import_rating_rows(session, settings, loop_app.loop.generation_run_id, [row])
         session.commit()
     with Session(loop_app.engine) as session:
-        after = version_text(store_version(session))
+        after = version_text(store_version(session), settings)
         assert after != before
-        assert read(session, key, after) is None  # the kept figures are of the old store
+        assert read(session, key, after, sign) is None  # the kept figures are of the old store
     page = _page(_another_worker(loop_app), loop_app, f"/judge-runs/{run}/agreement")
     assert "kept since then" not in COMPUTED.search(page).group(0)  # type: ignore[union-attr]
     # Computed now, and kept for the next worker at the new version.
     with Session(loop_app.engine) as session:
-        assert read(session, key, after) is not None
+        assert read(session, key, after, sign) is not None
+    # The endpoints' prices are part of what figures are kept by (a run's cost is read from
+    # the config): other prices, another key.
+    endpoint = settings.endpoints["test"].model_copy(update={"input_price_per_mtok": 1.0})
+    priced = settings.model_copy(update={"endpoints": {"test": endpoint}})
+    with Session(loop_app.engine) as session:
+        assert version_text(store_version(session), priced) != after
 
 
-def test_a_row_that_names_code_is_refused_and_the_page_computed(
+def test_a_row_the_server_did_not_sign_is_refused_and_the_page_computed(
     loop_app: LoopApp, caplog: pytest.LogCaptureFixture
 ) -> None:
     class Planted:
         def __reduce__(self) -> tuple[Any, ...]:
             return (os.system, ("echo planted",))
 
-    payload = zlib.compress(pickle.dumps(Planted()), 1)
+    sign = signing_key(loop_app.app.config["SETTINGS"])
+    unsigned = bytes(32) + zlib.compress(pickle.dumps(Planted()), 1)
+    with pytest.raises(ValueError, match="not signed with this server's secret"):
+        load(unsigned, sign)
+    with pytest.raises(ValueError, match="not signed"):  # signed with another secret
+        load(dump({"a": 1}, b"another server"), sign)
+    # Signed, the allow-list still refuses code, and a dotted name (an attribute path from
+    # an allowed module to the builtins), written by hand in protocol 4.
     with pytest.raises(pickle.UnpicklingError, match=r"may not name posix\.system"):
-        load(payload)
+        load(dump(Planted(), sign), sign)
+    dotted = b"\x80\x04\x8c\x0cnumpy.dtypes\x8c\x10__builtins__.get\x93."
+    signed = _signed(zlib.compress(dotted, 1), sign)
+    with pytest.raises(
+        pickle.UnpicklingError, match=r"may not name a path \(numpy\.dtypes: __builtins__\.get\)"
+    ):
+        load(signed, sign)
     # Plain values, dates and FairJudge's own dataclasses do load.
     from judge.reports.sections import BarChart
 
-    assert load(zlib.compress(pickle.dumps({"a": (1, 2.5, None)}), 1)) == {"a": (1, 2.5, None)}
+    assert load(dump({"a": (1, 2.5, None)}, sign), sign) == {"a": (1, 2.5, None)}
     chart = BarChart("t", [("a", 1.0, 0.5, 1.5)], "y")
-    assert load(zlib.compress(pickle.dumps(chart), 1)) == chart
+    assert load(dump(chart, sign), sign) == chart
 
     run = loop_app.loop.judge_run_id
     settings = loop_app.app.config["SETTINGS"]
     warm_run(loop_app.engine, settings, run)
     with Session(loop_app.engine) as session:
         for row in session.exec(select(DashboardFigure)).all():
-            row.data = payload  # someone with write access to the table plants a payload
+            row.data = unsigned  # someone with write access to the table plants a payload
             session.add(row)
         session.commit()
     page = _page(_another_worker(loop_app), loop_app, f"/judge-runs/{run}/checks")
     assert "kept since then" not in COMPUTED.search(page).group(0)  # type: ignore[union-attr]
-    assert "could not be read back" in caplog.text
+    assert "could not be read back (not signed" in caplog.text
+
+
+def _signed(data: bytes, key: bytes) -> bytes:
+    import hashlib
+    import hmac
+
+    return hmac.new(key, data, hashlib.sha256).digest() + data
 
 
 def test_runs_named_by_a_job_result() -> None:
@@ -199,13 +234,14 @@ def test_workers_keeping_the_same_page_at_once_leave_one_row(pg_url: str) -> Non
 
     engine = make_engine(pg_url, migrate=True)
     key = page_key("judge-run", 1, ())
+    sign = b"a test's secret"
     start = threading.Barrier(6)
     errors: list[BaseException] = []
 
     def keep(n: int) -> None:
         start.wait()
         try:
-            write(engine, key, "v1", {"writer": n}, at=datetime.now(UTC), seconds=0.1)
+            write(engine, key, "v1", {"writer": n}, sign=sign, at=datetime.now(UTC), seconds=0.1)
         except BaseException as exc:  # what the test is about: nothing may escape
             errors.append(exc)
 
@@ -216,12 +252,12 @@ def test_workers_keeping_the_same_page_at_once_leave_one_row(pg_url: str) -> Non
         t.join()
     with Session(engine) as session:
         rows = session.exec(select(DashboardFigure)).all()
-        found = read(session, key, "v1")
+        found = read(session, key, "v1", sign)
     assert errors == [] and len(rows) == 1
     assert found is not None and found.value["writer"] in range(6)
     # A later write replaces the row (a newer version).
-    write(engine, key, "v2", {"writer": "later"}, at=datetime.now(UTC), seconds=0.1)
+    write(engine, key, "v2", {"writer": "later"}, sign=sign, at=datetime.now(UTC), seconds=0.1)
     with Session(engine) as session:
-        assert read(session, key, "v1") is None
-        assert read(session, key, "v2").value == {"writer": "later"}  # type: ignore[union-attr]
+        assert read(session, key, "v1", sign) is None
+        assert read(session, key, "v2", sign).value == {"writer": "later"}  # type: ignore[union-attr]
     engine.dispose()

@@ -223,12 +223,12 @@ def test_two_workers_split_a_run_and_survive_a_kill_and_a_redis_restart(
         # The worker that finished the run left its report page computed at the store's
         # version now (server.usecases.figures, [server] warm_figures).
         from server.usecases.dashboard import page_key, store_version
-        from server.usecases.figures import read, version_text
+        from server.usecases.figures import read, signing_key, version_text
 
         with Session(engine) as session:
-            version = version_text(store_version(session))
+            version = version_text(store_version(session), settings)
             key = page_key("judge-run", done.result["judge_run_id"], ())
-            assert read(session, key, version) is not None
+            assert read(session, key, version, signing_key(settings)) is not None
         # The API shows the job's parts as the store holds them.
         app = create_app({"SETTINGS": settings})
         _, key = create_key(engine, "reader", "member")

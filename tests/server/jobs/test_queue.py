@@ -212,12 +212,13 @@ def test_a_finished_judge_job_leaves_its_run_pages_computed(
     engine: Engine, stub: StubServer, db_url: str, warm: bool
 ) -> None:
     from server.usecases.dashboard import default_pages, page_key, store_version
-    from server.usecases.figures import read, version_text
+    from server.usecases.figures import read, signing_key, version_text
 
     settings = prepared(engine, stub, db_url)
     settings = settings.model_copy(
         update={"server": settings.server.model_copy(update={"warm_figures": warm})}
     )
+    sign = signing_key(settings)
     job = queue.submit(engine, "judge", {"generation_run_id": 1}, created_by="t")
     with Running(engine, settings):  # leaving joins the worker: its job is over, warming too
         done = wait(engine, job.id or 0, ("finished", "failed"))
@@ -225,14 +226,14 @@ def test_a_finished_judge_job_leaves_its_run_pages_computed(
         deadline = time.monotonic() + 30
         while warm and time.monotonic() < deadline:
             with Session(engine) as session:
-                version = version_text(store_version(session))
+                version = version_text(store_version(session), settings)
                 keys = [page_key(p, 1, o) for p, o in default_pages(settings)]
-                if all(read(session, k, version) for k in keys):
+                if all(read(session, k, version, sign) for k in keys):
                     break
             time.sleep(0.1)
     with Session(engine) as session:
-        version = version_text(store_version(session))
-        kept = [read(session, page_key(p, 1, o), version) for p, o in default_pages(settings)]
+        version = version_text(store_version(session), settings)
+        kept = [read(session, page_key(p, 1, o), version, sign) for p, o in default_pages(settings)]
     # The run's report, agreement and checks pages, at the store's version now (the job's
     # rows included); none at all with [server] warm_figures = false.
     assert [k is not None for k in kept] == [warm] * 3
