@@ -145,6 +145,8 @@ def _load(driver: Any, url: str) -> dict[str, float]:
         if time.monotonic() > deadline:
             raise RuntimeError(f"no navigation timing for {url}")
         time.sleep(0.05)
+    if "/login" in driver.current_url:  # a timing of the login page would be no timing
+        raise RuntimeError(f"{url} sent the browser to the login page")
     return {k: float(v) for k, v in found.items()}
 
 
@@ -233,6 +235,13 @@ def bench_dashboard(tmp: Path) -> dict[str, Any]:
         driver.get(base + "/login")
         driver.find_element("id", "key").send_keys(key)
         driver.find_element("id", "sign-in").click()
+        # The click only starts the form's POST: wait for its redirect (the session cookie)
+        # before the first page, or that page may cut the sign-in short.
+        deadline = time.monotonic() + 30
+        while "/login" in driver.current_url:
+            if time.monotonic() > deadline:
+                raise RuntimeError("signing in did not leave the login page")
+            time.sleep(0.05)
         pages: dict[str, Any] = {}
         for name, path in _pages(gen, run).items():
             loads = [_load(driver, base + path) for _ in range(LOADS)]
