@@ -45,11 +45,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Stored",
-    "signing_key",
+    "dump",
     "load",
     "read",
     "runs_kept",
     "runs_of_result",
+    "signing_key",
     "version_text",
     "warm_after_job",
     "warm_run",
