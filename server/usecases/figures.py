@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from judge.hashing import sha256
 from server.usecases.dashboard import PageKey, default_pages, page_figures, page_key, store_version
 
 if TYPE_CHECKING:
@@ -127,10 +128,6 @@ def signing_key(settings: Settings) -> bytes:
     return secret_key(settings.state_dir).encode()
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def version_text(version: tuple[Any, ...], settings: Settings | None) -> str:
     """What kept figures are keyed by, as stored (a digest): the store's version
     (``store_version``), the format of kept figures, FairJudge's version, and the endpoints'
@@ -146,7 +143,7 @@ def version_text(version: tuple[Any, ...], settings: Settings | None) -> str:
         name: [e.input_price_per_mtok, e.output_price_per_mtok, e.batch_discount]
         for name, e in sorted((settings.endpoints if settings else {}).items())
     }
-    return _digest(repr((FORMAT, ours, json.dumps(prices), version)))
+    return sha256(repr((FORMAT, ours, json.dumps(prices), version)))
 
 
 @dataclass(frozen=True)
@@ -168,7 +165,7 @@ def read(session: Session, key: PageKey, version: str, sign: bytes) -> Stored | 
 
     row = session.exec(
         select(DashboardFigure.computed_at, DashboardFigure.seconds, DashboardFigure.data)
-        .where(col(DashboardFigure.key) == _digest(key.text()),
+        .where(col(DashboardFigure.key) == sha256(key.text()),
                col(DashboardFigure.version) == version)
     ).first()  # fmt: skip
     if row is None:
@@ -203,7 +200,7 @@ def write(
     from judge.store.engine import session_scope
     from judge.store.tables import DashboardFigure
 
-    digest = _digest(key.text())
+    digest = sha256(key.text())
     data = dump(value, sign)
     try:
         with session_scope(engine) as session:
