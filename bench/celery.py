@@ -12,6 +12,13 @@ before). Targets: two workers >= 1.8 x one worker's throughput, four >= 3 x. The
 not compute the run's dashboard pages when the job ends (``[server] warm_figures = false``):
 that comes after the job's end, so outside the timing, but its CPU would count in the
 workers' CPU per judgment.
+
+Beside them, the same run measures what the machine allows any client: the bare ``openai``
+loop (``bench.bare_openai``, the reference every speed target is a ratio to) sending the same
+judge requests as 1, 2 and 4 processes at 32 calls in flight each, the requests dealt out
+evenly. Its speed-ups (``bare_openai.speedup_2`` and ``_4``) are the ceiling for the
+workers' on this machine: a process that only sent the calls, storing nothing, shares the
+same cores with the stub, PostgreSQL and Redis.
 """
 
 from __future__ import annotations
@@ -160,6 +167,46 @@ def _beating(engine: Any) -> set[int]:
     return {int(w.rsplit(":", 1)[1]) for w in rows}
 
 
+def bare_ceiling(tmp: Path, stub_url: str, config: Path, n: int) -> dict[str, Any]:
+    """The bare openai loop as 1, 2 and 4 processes (``PER_WORKER`` in flight each) on the
+    judge requests of generation run 1: judgments per second, CPU per call (the processes'
+    own, start-up included), and the speed-ups over one process."""
+    bodies = tmp / "bodies.jsonl"
+    wire.judge_bodies(config, bodies)
+    lines = bodies.read_text(encoding="utf-8").splitlines()
+    figures: dict[str, Any] = {}
+    for processes, _ in SETUPS:
+        files = []
+        for i in range(processes):
+            part = tmp / f"bodies_{processes}_{i}.jsonl"
+            part.write_text("\n".join(lines[i::processes]) + "\n", encoding="utf-8")
+            files.append(part)
+        start = time.perf_counter()
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.bare_openai", stub_url, str(f), str(PER_WORKER)],
+                stdout=subprocess.DEVNULL,
+            )
+            for f in files
+        ]
+        cpu = 0.0
+        for proc in procs:
+            _, status, usage = os.wait4(proc.pid, 0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError("a bare openai loop failed")
+            cpu += usage.ru_utime + usage.ru_stime
+        wall = time.perf_counter() - start
+        figures[f"processes_{processes}"] = {
+            "per_s": round(len(lines) / wall, 1),
+            "cpu_ms_per_call": round(1000 * cpu / len(lines), 2),
+        }
+        print(f"  bare openai x{processes}: {len(lines) / wall:.0f}/s", flush=True)
+    one = figures["processes_1"]["per_s"]
+    figures["speedup_2"] = round(figures["processes_2"]["per_s"] / one, 2)
+    figures["speedup_4"] = round(figures["processes_4"]["per_s"] / one, 2)
+    return figures
+
+
 def bench_celery(tmp: Path, n_items: int = N_ITEMS) -> dict[str, Any]:
     redis = PrivateRedis(tmp)
     redis.start()
@@ -193,6 +240,14 @@ def bench_celery(tmp: Path, n_items: int = N_ITEMS) -> dict[str, Any]:
         results["speedup_2"] = round(results["workers_2"]["per_s"] / one, 2)
         results["speedup_4"] = round(results["workers_4"]["per_s"] / one, 2)
         results["targets"] = {"speedup_2": ">= 1.8", "speedup_4": ">= 3"}
+        bare = bare_ceiling(tmp, stub.url, plain, n_items)
+        results["bare_openai"] = bare
+        # FairJudge's workers against the bare loop with as many processes, same run.
+        for workers, _ in SETUPS:
+            ours = results[f"workers_{workers}"]["per_s"]
+            results[f"workers_{workers}"]["share_of_bare"] = round(
+                ours / bare[f"processes_{workers}"]["per_s"], 3
+            )
     finally:
         stub.stop()
         redis.stop()

@@ -38,7 +38,8 @@
 15. Celery (bench/celery.py): one judge job of 10,000 judgments (stub at 200 ms) on 1, 2 and
     4 ``fairjudge worker`` processes sharing a run, the endpoint's quota 32 calls per worker
     kept in Redis: throughput, and its ratio to one worker's (targets: >= 1.8 x with two,
-    >= 3 x with four).
+    >= 3 x with four); beside it the bare openai loop as 1, 2 and 4 processes on the same
+    requests, the machine's ceiling for those ratios.
 16. Batch API (bench/batch.py): ``judge RUN --batch`` of 10,000 calls through the batch stub:
     wall time outside the stub's simulated window, and client CPU per call.
 17. Dashboard (bench/dashboard.py): time to first byte and full load (Chromium's navigation
