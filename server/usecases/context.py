@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # Only what every command needs is imported here. The stages, the model client (openai), the
 # reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
@@ -38,17 +41,42 @@ def session(engine: Engine) -> Iterator[Session]:
         yield opened
 
 
+_CLIENTS: OrderedDict[tuple[Any, ...], ModelClient] = OrderedDict()
+_CLIENTS_LOCK = threading.Lock()
+KEPT_CLIENTS = 8
+"""Clients kept per process, the least recently used dropped first (a dropped client still
+serves whoever holds it, and closes its connections once nobody does)."""
+
+
 def make_client(settings: Settings, endpoint: str) -> ModelClient:
     """A client for a named endpoint, after checking that it serves the configured model.
 
     Its calls keep the endpoint's quota: shared through Redis by every process and worker
     when the settings name one (``[workers] limiter_url`` or a redis:// broker; built once
     per process, and an error naming Redis when it does not answer), else this process's own.
+
+    One client per process serves every call with the same endpoint settings, key and quota
+    (clients are thread-safe): building one costs about 50 ms of CPU (openai's HTTP client
+    loads the TLS certificates), which a Celery worker would otherwise pay for every part of
+    every run. A forked process builds its own (connections are not shared across a fork).
+    The model check runs on every call, so a server restarted with another model is caught.
     """
     from judge.models.client import ModelClient
     from judge.models.limiter import limiter_for
 
-    client = ModelClient(endpoint, settings.endpoint(endpoint), limiter=limiter_for(settings))
+    config = settings.endpoint(endpoint)
+    limiter = limiter_for(settings)
+    key = (os.getpid(), endpoint, config.model_dump_json(), config.api_key(), limiter)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is not None:
+            _CLIENTS.move_to_end(key)
+    if client is None:
+        client = ModelClient(endpoint, config, limiter=limiter)
+        with _CLIENTS_LOCK:
+            client = _CLIENTS.setdefault(key, client)
+            while len(_CLIENTS) > KEPT_CLIENTS:
+                _CLIENTS.popitem(last=False)
     client.check_model()
     return client
 

@@ -195,3 +195,26 @@ def test_unreachable_endpoint_names_the_url(db_url: str) -> None:
     settings = make_settings(url, db_url)
     with pytest.raises(EndpointError, match=f"cannot reach endpoint 'test' at {url}"):
         usecases.make_client(settings, "test")
+
+
+def test_one_client_per_endpoint_settings_yet_the_model_checked_each_time(
+    db_url: str, stub: StubServer
+) -> None:
+    """``make_client`` keeps one client per process for the same endpoint settings (building
+    one costs about 50 ms of CPU, which a Celery worker paid for every part of a run), yet
+    asks the endpoint for its models every time: a server restarted with another model is
+    still refused. Other endpoint settings get a client of their own."""
+    import pytest
+
+    from judge.errors import EndpointError
+
+    settings = make_settings(stub.base_url, db_url)
+    first = usecases.make_client(settings, "test")
+    assert usecases.make_client(settings, "test") is first
+    endpoint = settings.endpoints["test"].model_copy(update={"timeout_s": 7.0})
+    other = settings.model_copy(update={"endpoints": {**settings.endpoints, "test": endpoint}})
+    second = usecases.make_client(other, "test")
+    assert second is not first and second.config.timeout_s == 7.0
+    stub.state.model = "another-model"
+    with pytest.raises(EndpointError, match="serves another-model, not 'stub-model'"):
+        usecases.make_client(settings, "test")
