@@ -266,6 +266,7 @@ class RedisLimiter:
         self._held: dict[str, _Held] = {}
         self._wake = threading.Event()
         self._renewer_pid = 0
+        self._renewer_due = 0.0  # when the renewer wakes next (monotonic), unless woken
         self._down_since: float | None = None
         self._logged_at = 0.0
 
@@ -389,23 +390,30 @@ class RedisLimiter:
                 self._renewer_pid = os.getpid()
                 threading.Thread(target=self._renew_loop, name="quota-renewer", daemon=True).start()
             self._held[token] = held
-        self._wake.set()
+            # Woken only when this slot is due before the renewer would wake anyway: waking
+            # it for every call cost a thread switch and a scan of the held slots a call.
+            wake = held.due < self._renewer_due
+        if wake:
+            self._wake.set()
 
     def _renew_loop(self) -> None:
         while True:
             with self._lock:
+                # Cleared under the lock, before the slots are read: a slot tracked after
+                # this sets it again, so the wait below cannot miss it.
+                self._wake.clear()
                 now = time.monotonic()
                 due = [(t, h) for t, h in self._held.items() if h.due <= now]
                 for _, held in due:
                     held.due = now + held.lease_ms / 3000
                 upcoming = min((h.due for h in self._held.values()), default=now + 1.0)
+                self._renewer_due = upcoming
             by_key: dict[tuple[str, int], list[str]] = {}
             for token, held in due:
                 by_key.setdefault((held.slots, held.lease_ms), []).append(token)
             for (slots, lease_ms), tokens in by_key.items():
                 self._renew_some(slots, lease_ms, tokens)
             self._wake.wait(max(0.0, upcoming - time.monotonic()))
-            self._wake.clear()
 
     def _renew_some(self, slots: str, lease_ms: int, tokens: list[str]) -> None:
         try:
