@@ -211,28 +211,37 @@ class _PartProgress:
 
 def write_progress(engine: Engine, job_id: int, number: int, done: int, total: int) -> bool:
     """Store one part's progress and the job's (the sum over its parts); whether the part
-    should stop (the job was cancelled, or failed in another part)."""
-    from sqlalchemy import func, select, update
-    from sqlmodel import col
+    should stop (the job was cancelled, or failed in another part).
 
-    from judge.store.engine import session_scope
+    Two statements on a plain connection, the job's sums taken inside its UPDATE and its
+    state read back by RETURNING: an ORM session doing the same (update, sum, update, load
+    the job) cost 4 ms of CPU a time, paid twice a second by every part running."""
+    from sqlalchemy import func, select, update
+
     from judge.store.tables import Job, JobPart
 
-    with session_scope(engine) as session:
-        session.execute(
-            update(JobPart)
-            .where(col(JobPart.job_id) == job_id, col(JobPart.number) == number)
+    parts, jobs = JobPart.__table__, Job.__table__  # type: ignore[attr-defined]
+
+    def summed(column: Any) -> Any:
+        return (
+            select(func.coalesce(func.sum(column), 0))
+            .where(parts.c.job_id == job_id)
+            .scalar_subquery()
+        )
+
+    with engine.begin() as conn:
+        conn.execute(
+            update(parts)
+            .where(parts.c.job_id == job_id, parts.c.number == number)
             .values(done=done, total=total)
         )
-        sums = select(
-            func.coalesce(func.sum(JobPart.done), 0), func.coalesce(func.sum(JobPart.total), 0)
-        ).where(col(JobPart.job_id) == job_id)
-        got_done, got_total = session.execute(sums).one()
-        session.execute(
-            update(Job).where(col(Job.id) == job_id).values(done=got_done, total=got_total)
-        )
-        job = session.get(Job, job_id)
-        return job is None or job.cancel_requested or job.status != "running"
+        state = conn.execute(
+            update(jobs)
+            .where(jobs.c.id == job_id)
+            .values(done=summed(parts.c.done), total=summed(parts.c.total))
+            .returning(jobs.c.cancel_requested, jobs.c.status)
+        ).first()
+    return state is None or bool(state.cancel_requested) or state.status != "running"
 
 
 def _set_part(engine: Engine, job_id: int, number: int, **values: Any) -> None:
