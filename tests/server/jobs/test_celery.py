@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.config import load_settings
+from judge.config import Settings, load_settings
 from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Job, JobPart, Judgment, WorkerBeat
@@ -135,14 +135,30 @@ def _job_over(engine: Engine, job_id: int | None) -> bool:
         return got.status in ("finished", "failed", "cancelled")
 
 
+def _answer(engine: Engine, settings: Settings) -> None:
+    """The sample imported and its first ``ITEMS`` items answered (generation run 1)."""
+    with session_scope(engine) as session:
+        import_items(session, SAMPLE, "sample")
+    usecases.generate(engine, settings, "sample", limit=ITEMS)
+
+
+def _answered_store(
+    tmp_path: Path, stub: StubServer, pg_url: str, broker: str
+) -> tuple[Path, Settings, Engine]:
+    """The workers' config (``_config``), its settings, and the PostgreSQL store answered."""
+    config = _config(tmp_path, stub, pg_url, broker)
+    settings = load_settings(config)
+    engine = make_engine(pg_url, migrate=True)
+    _answer(engine, settings)
+    return config, settings, engine
+
+
 def _expected(tmp_path: Path, stub: StubServer) -> dict[tuple[int, str, int], int | None]:
     """The judgments of the same run made in one process, unsplit, on SQLite."""
     url = f"sqlite:///{tmp_path / 'plain.db'}"
     engine = make_engine(url, migrate=True)
     settings = make_settings(stub.base_url, url)
-    with session_scope(engine) as session:
-        import_items(session, SAMPLE, "sample")
-    usecases.generate(engine, settings, "sample", limit=ITEMS)
+    _answer(engine, settings)
     summary = usecases.judge(engine, settings, 1)
     assert summary.run_id
     with Session(engine) as session:
@@ -162,12 +178,7 @@ def test_two_workers_split_a_run_and_survive_a_kill_and_a_redis_restart(
         assert judged_plain == len(expected)  # one call per judgment on the plain path
 
     with StubServer(latency=0.05) as stub:
-        config = _config(tmp_path, stub, pg_url, broker.url)
-        settings = load_settings(config)
-        engine = make_engine(pg_url, migrate=True)
-        with session_scope(engine) as session:
-            import_items(session, SAMPLE, "sample")
-        usecases.generate(engine, settings, "sample", limit=ITEMS)
+        config, settings, engine = _answered_store(tmp_path, stub, pg_url, broker.url)
         workers = Workers(config, tmp_path)
         try:
             first, second = workers.start(), workers.start()

@@ -13,23 +13,17 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, select
 
-from judge.config import load_settings
-from judge.data.datasets import import_items
-from judge.store.engine import make_engine, session_scope
 from judge.store.tables import Job, JobPart, Judgment
-from server import usecases
 from server.jobs import queue
 from tests.server.jobs.test_celery import (
-    ITEMS,
     PER_TASK,
     Workers,
+    _answered_store,
     _beating,
-    _config,
     _expected,
     _job_over,
     _wait,
 )
-from tests.support.factories import SAMPLE
 from tests.support.kills import requests_of
 from tests.support.stub_openai import StubServer
 
@@ -58,12 +52,7 @@ def test_a_worker_on_rabbitmq_judges_a_split_run_once_each(tmp_path: Path, pg_ur
         expected = _expected(tmp_path, stub)
 
     with StubServer(latency=0.05) as stub:
-        config = _config(tmp_path, stub, pg_url, BROKER)
-        settings = load_settings(config)
-        engine = make_engine(pg_url, migrate=True)
-        with session_scope(engine) as session:
-            import_items(session, SAMPLE, "sample")
-        usecases.generate(engine, settings, "sample", limit=ITEMS)
+        config, settings, engine = _answered_store(tmp_path, stub, pg_url, BROKER)
         workers = Workers(config, tmp_path)
         try:
             worker = workers.start()
