@@ -41,11 +41,45 @@ class GoldRow:
     source: str = "gold file"  # "gold file PATH", for messages
 
 
-def read_gold(path: str | Path) -> list[GoldRow]:
-    """The rows of a gold CSV file; CampaignError naming the file and line of the first
-    problem (missing column, empty cell, a score that is not a whole number, a repeated item
-    and rubric, no rows)."""
+class GoldRows(list[GoldRow]):
+    """The readable rows of a gold file, with the problems of its other rows (``problems``:
+    (line, reason)), so that ``resolve_gold`` can list every problem of the file at once."""
+
+    def __init__(self, rows: Sequence[GoldRow], source: str, problems: Sequence[Problem]):
+        super().__init__(rows)
+        self.source = source
+        self.problems = list(problems)
+
+
+Problem = tuple[int, str]  # (line of the file, what is wrong there)
+
+
+def _refuse(source: str, problems: Sequence[Problem]) -> None:
+    """One CampaignError for every problem of a gold file: one line for a single problem,
+    else a count and one line per problem, in line order."""
+    if not problems:
+        return
+    ordered = sorted(problems)
+    if len(ordered) == 1:
+        line, reason = ordered[0]
+        raise CampaignError(f"{source} line {line}: {reason}")
+    raise CampaignError(
+        f"{source} has {len(ordered)} problems; fix them all and run the command again",
+        list(ordered),
+    )
+
+
+def read_gold(path: str | Path, *, strict: bool = True) -> GoldRows:
+    """The rows of a gold CSV file. Every row is checked (an empty cell, a score that is not
+    a whole number, an item and rubric given twice) and every problem is named with its line:
+    ``strict`` raises one CampaignError listing them all; ``strict=False`` returns the good
+    rows with the others' problems in ``problems`` (``resolve_gold`` adds its own and lists
+    them together). A missing column, an unreadable file and a file without rows are refused
+    at once, either way."""
     path = Path(path)
+    source = f"gold file {path}"
+    rows: list[GoldRow] = []
+    problems: list[Problem] = []
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)
@@ -53,44 +87,63 @@ def read_gold(path: str | Path) -> list[GoldRow]:
             missing = [c for c in COLUMNS if c not in header]
             if missing:
                 raise CampaignError(
-                    f"gold file {path}: needs the columns {', '.join(COLUMNS)}; "
+                    f"{source}: needs the columns {', '.join(COLUMNS)}; "
                     f"missing {', '.join(missing)}"
                 )
             reader.fieldnames = header
-            rows = [_row(path, n, record) for n, record in enumerate(reader, start=2)]
+            for n, record in enumerate(reader, start=2):
+                row = _row(source, n, record)
+                if isinstance(row, GoldRow):
+                    rows.append(row)
+                else:
+                    problems.extend((n, reason) for reason in row)
     except OSError as exc:
         raise CampaignError(f"cannot read gold file {path}: {exc.strerror}") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise CampaignError(f"gold file {path} is not a readable CSV file: {exc}") from None
-    if not rows:
+    if not rows and not problems:
         raise CampaignError(f"gold file {path} has no rows")
     seen: dict[tuple[str, str], int] = {}
+    kept: list[GoldRow] = []
     for row in rows:
         first = seen.setdefault((row.item_key, row.rubric), row.line)
         if first != row.line:
-            raise CampaignError(
-                f"gold file {path} line {row.line}: item {row.item_key} rubric {row.rubric} "
-                f"is already given on line {first}"
+            problems.append(
+                (
+                    row.line,
+                    f"item {row.item_key} rubric {row.rubric} is already given on line {first}",
+                )
             )
-    return rows
+        else:
+            kept.append(row)
+    if strict or not kept:  # with no good row left there is nothing more to check
+        _refuse(source, problems)
+    return GoldRows(kept, source, problems)
 
 
-def _row(path: Path, line: int, record: dict[str | None, str | list[str] | None]) -> GoldRow:
+def _row(
+    source: str, line: int, record: dict[str | None, str | list[str] | None]
+) -> GoldRow | list[str]:
+    """A row of the file, or what is wrong with it (every problem of the row)."""
+    wrong: list[str] = []
+
     def cell(name: str) -> str:
         value = record.get(name)
         text = value.strip() if isinstance(value, str) else ""
         if not text:
-            raise CampaignError(f"gold file {path} line {line}: {name} is empty")
+            wrong.append(f"{name} is empty")
         return text
 
     item, rubric, score = cell("item_id"), cell("rubric").upper(), cell("score")
     try:
-        number = float(score)
+        number = float(score) if score else 0.0
     except ValueError:
         number = float("nan")
-    if not number.is_integer():
-        raise CampaignError(f"gold file {path} line {line}: score {score!r} is not a whole number")
-    return GoldRow(line, item, rubric, int(number), f"gold file {path}")
+    if score and not number.is_integer():
+        wrong.append(f"score {score!r} is not a whole number")
+    if wrong:
+        return wrong
+    return GoldRow(line, item, rubric, int(number), source)
 
 
 def resolve_gold(
@@ -102,31 +155,46 @@ def resolve_gold(
 ) -> dict[int, dict[str, int]]:
     """Item id -> rubric -> known score, checked against the items humans can rate
     (``rubrics_by_item``: item id -> the campaign rubrics its answers can be rated with) and
-    each rubric's levels; CampaignError naming the line of the first bad row."""
+    each rubric's levels; one CampaignError listing every bad row (with the problems
+    ``read_gold(strict=False)`` found in the file's other rows)."""
     ids = dict(session.exec(select(Item.key, Item.id).where(Item.dataset_id == dataset_id)).all())
     out: dict[int, dict[str, int]] = {}
+    problems: list[Problem] = list(getattr(rows, "problems", []))
     for row in rows:
-        where = f"{row.source} line {row.line}"
-        item_id = ids.get(row.item_key)
-        if item_id is None:
-            raise CampaignError(f"{where}: the dataset has no item {row.item_key!r}")
-        allowed = rubrics_by_item.get(item_id)
-        if not allowed:
-            raise CampaignError(
-                f"{where}: item {row.item_key} has no answer humans can rate in this campaign"
-            )
-        if row.rubric not in allowed:
-            raise CampaignError(
-                f"{where}: rubric {row.rubric} is not rated on item {row.item_key} "
-                f"(its campaign rubrics: {', '.join(allowed)})"
-            )
-        top = len(rubric_set[row.rubric].levels)
-        if not 1 <= row.score <= top:
-            raise CampaignError(
-                f"{where}: score {row.score} is outside rubric {row.rubric}'s scale 1-{top}"
-            )
+        reason = _unusable(rubric_set, rubrics_by_item, ids, row)
+        if reason:
+            problems.append((row.line, reason))
+            continue
+        item_id = ids[row.item_key]
+        assert item_id is not None  # _unusable refused an unknown item
         out.setdefault(item_id, {})[row.rubric] = row.score
+    source = getattr(rows, "source", None) or (rows[0].source if rows else "gold file")
+    _refuse(source, problems)
     return out
+
+
+def _unusable(
+    rubric_set: RubricSet,
+    rubrics_by_item: dict[int, tuple[str, ...]],
+    ids: dict[str, int | None],
+    row: GoldRow,
+) -> str:
+    """Why ``row`` cannot be a gold score of this campaign ("" when it can)."""
+    item_id = ids.get(row.item_key)
+    if item_id is None:
+        return f"the dataset has no item {row.item_key!r}"
+    allowed = rubrics_by_item.get(item_id)
+    if not allowed:
+        return f"item {row.item_key} has no answer humans can rate in this campaign"
+    if row.rubric not in allowed:
+        return (
+            f"rubric {row.rubric} is not rated on item {row.item_key} "
+            f"(its campaign rubrics: {', '.join(allowed)})"
+        )
+    top = len(rubric_set[row.rubric].levels)
+    if not 1 <= row.score <= top:
+        return f"score {row.score} is outside rubric {row.rubric}'s scale 1-{top}"
+    return ""
 
 
 def gold_of(campaign: Campaign) -> dict[str, dict[str, int]]:

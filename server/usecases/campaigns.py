@@ -88,11 +88,11 @@ def create_rating_campaign(
     engine: Engine, settings: Settings, *, gold_file: str | Path | None = None, **options: Any
 ) -> dict[str, Any]:
     """``create_campaign`` with the gold items of ``gold_file`` (read, and refused when bad,
-    before anything else), in a session of its own."""
+    before anything else: every problem of the file at once), in a session of its own."""
     from annotation.labelstudio.gold import read_gold
     from judge.store.engine import session_scope
 
-    gold = read_gold(gold_file) if gold_file is not None else ()
+    gold = read_gold(gold_file, strict=False) if gold_file is not None else ()
     with session_scope(engine) as session:
         result, _ = create_campaign(session, settings, gold=gold, **options)
         return result.to_dict()
@@ -106,7 +106,7 @@ def add_gold(
     from annotation.labelstudio.campaigns import add_gold as add
     from annotation.labelstudio.gold import read_gold
 
-    rows = read_gold(path)
+    rows = read_gold(path, strict=False)  # every problem listed once the rows are checked
     with labelstudio_session(engine, settings) as (session, client, _):
         found = get_campaign(session, name)
         applied = rubrics(settings, session, judge_run_id=found.judge_run_id)
@@ -170,7 +170,7 @@ def campaign_status(
 ) -> dict[str, Any]:
     """Progress read live from Label Studio (nothing is stored); unset thresholds are the
     domain's defaults (``annotation.labelstudio.campaigns.campaign_status``)."""
-    from annotation.labelstudio.campaigns import campaign_status as status
+    from annotation.labelstudio.status import campaign_status as status
 
     given = {"offset_margin": offset_margin, "min_kappa": min_kappa}
     thresholds = {k: v for k, v in given.items() if v is not None}
