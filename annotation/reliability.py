@@ -142,6 +142,9 @@ class RubricReliability:
         }
 
 
+PER_RUBRIC = "per rubric"  # the top-level scale when the rubrics' scales differ
+
+
 @dataclass(frozen=True)
 class RunReliability:
     """Judge reliability for one generation run, per rubric (sorted by name)."""
@@ -168,9 +171,19 @@ class RunReliability:
             "n_bootstrap": self.options.n_bootstrap,
             "seed": self.options.seed,
             "target_half_width": self.target_half_width,
-            "scale": str(self.scale),
+            "scale": self.shared_scale(),
             "rubrics": {name: r.to_dict() for name, r in self.rubrics.items()},
         }
+
+    def shared_scale(self) -> str:
+        """The scale of the rubrics a judge scored ("1-3" for a run judged only on a 1-3
+        rubric), or "per rubric" when they differ (each rubric's entry names its own); the
+        rubrics no judge scored count only when no rubric was scored."""
+        scored = [r for r in self.rubrics.values() if any(j.n for j in r.judges)]
+        scales = {str(r.scale) for r in scored or self.rubrics.values()}
+        if not scales:
+            return str(self.scale)
+        return scales.pop() if len(scales) == 1 else PER_RUBRIC
 
 
 def judge_label(run: JudgeRun) -> str:
@@ -304,7 +317,7 @@ def _judge_entry(
         if groups is None
         else grouped_correlations(jx, hy, [groups[i] for i in items], options=options, warn=False),
         group_by=group_by,
-        **_weighted(items, jx, hy, probabilities, session),
+        **_weighted(items, jx, hy, probabilities, session, rubric),
     )
 
 
@@ -353,11 +366,12 @@ def _weighted(
     hy: np.ndarray,
     probabilities: dict[int, float] | None,
     session: Session | None = None,
+    rubric: str | None = None,
 ) -> dict[str, Any]:
     """Estimates weighted by 1 / inclusion probability, when every rated item has one and
     they are not all equal (equal probabilities give the unweighted values). The note names
-    the design's strata with no rated item (``annotation.coverage``): the estimate cannot
-    stand for them."""
+    the design's strata with no rated item among those ``rubric`` can rate
+    (``annotation.coverage``): the estimate cannot stand for them."""
     if not probabilities or any(i not in probabilities for i in items):
         return {}
     p = np.array([probabilities[i] for i in items])
@@ -373,13 +387,15 @@ def _weighted(
         "weighted_note": (
             "weighted by 1 / inclusion probability, estimating the whole judge run (the "
             f"campaign drew items unequally; effective sample size {effective_size(w):.0f} "
-            f"of {len(items)})" + _uncovered(session, {i: probabilities[i] for i in items})
+            f"of {len(items)})" + _uncovered(session, {i: probabilities[i] for i in items}, rubric)
         ),
     }
 
 
-def _uncovered(session: Session | None, probabilities: dict[int, float]) -> str:
-    note = uncovered_strata_note(session, probabilities) if session is not None else ""
+def _uncovered(
+    session: Session | None, probabilities: dict[int, float], rubric: str | None = None
+) -> str:
+    note = uncovered_strata_note(session, probabilities, rubric) if session is not None else ""
     return f"; {note}" if note else ""
 
 

@@ -291,7 +291,7 @@ def _random(units: list[Unit], n: int, rngs: _Rngs, _: Mapping[str, Any]) -> Sam
 
 def _stratified(units: list[Unit], n: int, rngs: _Rngs, options: Mapping[str, Any]) -> Sample:
     minimum = _whole(options, "min_per_stratum", default=1, lowest=0)
-    strata = _group(units, lambda u: f"score {score_level(u)} / {u.stage} / {u.factor}")
+    strata = _group(units, lambda u: stratum_name(score_level(u), u.stage, u.factor))
     names, sizes = list(strata), [len(m) for m in strata.values()]
     wanted = [min(minimum, s) for s in sizes]
     floor = minimum
@@ -459,11 +459,31 @@ def _stratified_draw(
     return Sample(strategy, drawn, total, table, notes, expected)
 
 
+def stratum_name(level: object, stage: str, factor: str) -> str:
+    """A stratified design's stratum: the judge's score level, the stage and the factor."""
+    return f"score {level} / {stage} / {factor}"
+
+
+def stratum_stage(name: str) -> str | None:
+    """The stage of a stratified design's stratum (``stratum_name``); None for a stratum that
+    may hold any stage (a random sample's "all", the disagreement design's kinds).
+
+    >>> stratum_stage("score 3 / S2 / gender"), stratum_stage("all")
+    ('S2', None)
+    """
+    parts = name.split(" / ")
+    return parts[1] if len(parts) == 3 and parts[0].startswith("score ") else None
+
+
 def empty_strata_note(
-    strata: Mapping[str, Sequence[int]], empty: Sequence[str], *, drawn: bool = False
+    strata: Mapping[str, Sequence[int]],
+    empty: Sequence[str],
+    *,
+    drawn: bool = False,
+    whole: str = "the run",
 ) -> str:
     """One line naming the ``empty`` strata (of ``strata``: name -> (population, ...)) and the
-    share of the run they hold, "" when there are none. ``drawn``: they got no item in the
+    share of ``whole`` they hold, "" when there are none. ``drawn``: they got no item in the
     sample (else: none of their items was rated).
 
     >>> print(empty_strata_note({"a": (6, 2), "b": (2, 0)}, ["b"]))
@@ -480,7 +500,7 @@ def empty_strata_note(
     what = "got no item in this sample" if drawn else "have no rated item"
     return (
         f"{len(empty)} of {len(strata)} strata {what}: {named}{more}; they hold {held} of "
-        f"{total} items ({100 * held / total:.0f} %) of the run"
+        f"{total} items ({100 * held / total:.0f} %) of {whole}"
     )
 
 

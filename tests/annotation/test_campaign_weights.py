@@ -9,7 +9,7 @@ from scipy import stats
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from annotation.labelstudio.campaigns import AnnotatorProgress, _flag
+from annotation.labelstudio.status import AnnotatorProgress, _flag
 from annotation.reliability import run_reliability
 from annotation.sections import readings
 from judge.stats.coefficient import BootstrapOptions
@@ -192,3 +192,76 @@ def test_the_weighted_estimate_names_the_strata_it_cannot_stand_for(
     )
     (line,) = [line for line in readings(found) if "weighted (the whole run)" in line]
     assert "s3 (5 items), s4 (2 items)" in line
+
+
+def _stage_design(
+    engine: Engine, judged: tuple[int, int], name: str, rated: tuple[str, ...]
+) -> str:
+    """A stratified campaign over the 18 S1 items judged with ICS, with strata named as
+    `campaign create` names them, and an S2 stratum ICS cannot rate (this run judged no S2
+    item with ICS, as a run judges S2 with ETCS only). One rating per item of the ``rated``
+    strata; the weighted note of ICS."""
+    gen_run, judge_run = judged
+    with Session(engine) as s:
+        items = sorted(
+            {j.item_id for j in s.exec(select(Judgment).where(Judgment.judge_run_id == judge_run))}
+        )
+        dataset_id = s.exec(select(Item.dataset_id)).first()
+    a, b, c = "score 2 / S1 / gender", "score 3 / S1 / age", "score 4 / S1 / race"
+    s2 = "score 3 / S2 / gender"
+    strata = {a: [16, 4], b: [12, 6], c: [5, 1], s2: [40, 3]}
+    stratum = {i: (a if n < 4 else b if n < 10 else c) for n, i in enumerate(items[:11])}
+    probability = {a: 0.25, b: 0.5, c: 0.2}
+    with session_scope(engine) as session:
+        campaign = Campaign(
+            name=name, kind="rating", dataset_id=dataset_id or 0, generation_run_id=gen_run,
+            judge_run_id=judge_run, rubrics=["ICS"], strategy="stratified", population=73,
+            size=14, annotators=1, ls_url="http://x", design={"strata": strata},
+        )  # fmt: skip
+        session.add(campaign)
+        session.flush()
+        for n, (i, k) in enumerate(stratum.items()):
+            session.add(
+                CampaignTask(
+                    campaign_id=campaign.id, item_id=i, task_key=f"{name}:{i}", stratum=k,
+                    inclusion_probability=probability[k],
+                )
+            )  # fmt: skip
+            if k in rated:
+                session.add(
+                    HumanRating(
+                        generation_run_id=gen_run, item_id=i, rubric="ICS", rater="r1",
+                        score=float(1 + (n * 3) % 5), source="labelstudio",
+                        campaign_id=campaign.id,
+                    )
+                )  # fmt: skip
+    with Session(engine) as s:
+        found = run_reliability(s, gen_run, options=BootstrapOptions(n_bootstrap=0))
+    note: str = found.rubrics["ICS"].judges[0].weighted_note
+    return note
+
+
+def test_the_weighted_note_counts_only_strata_the_rubric_can_rate(
+    engine: Engine, judged: tuple[int, int]
+) -> None:
+    # The S1 stratum "race" (5 items) has no rated item; the S2 stratum (40 items) has none
+    # either, but ICS rates no S2 item in this run. By hand: 1 of the 3 S1 strata, 5 of their
+    # 16 + 12 + 5 = 33 items (15 %). Before the fix: 2 of 4 strata, 45 of 73 items (62 %).
+    note = _stage_design(engine, judged, "stages", ("score 2 / S1 / gender", "score 3 / S1 / age"))
+    assert note.endswith(
+        "; in campaign stages, 1 of 3 strata have no rated item: score 4 / S1 / race (5 items); "
+        "they hold 5 of 33 items (15 %) of the items ICS rates (1 other strata hold stages "
+        "ICS does not rate)"
+    )
+    assert "S2" not in note
+
+
+def test_no_note_when_every_stratum_the_rubric_can_rate_has_a_rated_item(
+    engine: Engine, judged: tuple[int, int]
+) -> None:
+    # Every S1 stratum is rated; only the S2 stratum, which ICS cannot rate, is empty: the
+    # weighted estimate stands for every item ICS rates, so the note names no stratum.
+    rated = ("score 2 / S1 / gender", "score 3 / S1 / age", "score 4 / S1 / race")
+    note = _stage_design(engine, judged, "covered", rated)
+    assert note.startswith("weighted by 1 / inclusion probability")
+    assert "strata" not in note

@@ -193,6 +193,8 @@ def test_a_registered_rubric_campaign_on_label_studio(
     assert shown.exit_code == 0, shown.output
     entry = json.loads(shown.stdout)["rubrics"]["CLARITY"]
     assert (entry["scale"], entry["n_rated_items"], entry["n_raters"]) == ("1-3", 6, 2)
+    # The run was judged on CLARITY alone: the top level says its 1-3 (it said 1-5, issue 41).
+    assert json.loads(shown.stdout)["scale"] == "1-3"
     keys = sorted(JUDGE)
     matrix = np.array([[ADMIN[k] for k in keys], [RATER[k] for k in keys]], dtype=float)
     alpha = krippendorff.alpha(
