@@ -28,7 +28,8 @@ from sqlmodel import Session, col, func, select
 from annotation.errors import CampaignError
 from annotation.labelstudio import interface
 from annotation.labelstudio.campaigns import get_campaign
-from annotation.labelstudio.client import LabelStudioClient, annotations_of
+from annotation.labelstudio.client import LabelStudioClient
+from annotation.labelstudio.counted import Sorted, read_scores, sort_annotations
 from judge.data.items import DECIDED
 from judge.store.rating_scope import campaign_scope
 from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, RatingChange, utcnow
@@ -182,64 +183,19 @@ def _unchanged(session: Session, campaign: Campaign) -> PullResult:
 
 
 def _read(
-    campaign: Campaign,
     exported: list[dict[str, Any]],
     users: dict[int, str],
     tasks: dict[str, tuple[CampaignTask, str]],
     result: PullResult,
-    held: set[tuple[int, str]] | None = None,
-) -> list[tuple[dict[str, Any], CampaignTask, str, str, dict[str, Any]]]:
-    """(annotation, campaign task, item key, rater, task data) for each usable annotation;
-    the latest one when a rater annotated a task twice.
-
-    An annotation last changed by someone other than its author (Label Studio Community lets
-    any project member edit anyone's annotation) is held out and reported: its values are
-    neither the author's nor the editor's own rating. Its (item id, author) pair goes into
-    ``held`` so the author's stored rating stays as it was until the author submits the
-    annotation again (which makes them its last editor)."""
-    latest: dict[
-        tuple[str, str], tuple[dict[str, Any], CampaignTask, str, str, dict[str, Any]]
-    ] = {}
-    for task in exported:
-        task_id = int(task.get("id", 0))
-        key = task.get("data", {}).get(interface.TASK_KEY)
-        if key not in tasks:
-            if annotations_of(task):
-                result.problems.append(
-                    (task_id, "not a task of this campaign (no FairJudge id); left alone")
-                )
-            continue
-        ours, item_key = tasks[key]
-        for ann in annotations_of(task):
-            if ann.get("was_cancelled"):
-                result.skipped += 1
-                continue
-            user = ann.get("completed_by")
-            rater = users.get(user) if isinstance(user, int) else None
-            if rater is None:
-                result.problems.append((task_id, f"annotation {ann.get('id')} has no known author"))
-                continue
-            editor = ann.get("updated_by")
-            if isinstance(editor, int) and editor != user:
-                by = users.get(editor, f"user {editor}")
-                result.cross_edited.append((rater, by, item_key))
-                result.problems.append(
-                    (
-                        task_id,
-                        f"annotation {ann.get('id')} by {rater} was last changed by {by}: "
-                        f"held out until {rater} submits it again",
-                    )
-                )
-                if held is not None:
-                    held.add((ours.item_id, rater))
-                continue
-            pair = (rater, item_key)
-            if pair in latest:
-                result.rated_twice.append(pair)
-                if str(ann.get("updated_at", "")) < str(latest[pair][0].get("updated_at", "")):
-                    continue
-            latest[pair] = (ann, ours, item_key, rater, task.get("data", {}))
-    return list(latest.values())
+) -> Sorted:
+    """The annotations that count (``annotation.labelstudio.counted``, the rule ``campaign
+    status`` follows too), the others reported in ``result``."""
+    found = sort_annotations(exported, users, tasks)
+    result.skipped += len(found.skipped)
+    result.problems.extend(found.problems)
+    result.rated_twice.extend(found.rated_twice)
+    result.cross_edited.extend(found.cross_edited)
+    return found
 
 
 def _pull_ratings(
@@ -254,26 +210,24 @@ def _pull_ratings(
     pulled: list[_Pulled] = []
     # (item, rater) pairs with an annotation whose ratings could not be read: their stored
     # ratings are left as they are (reported, not withdrawn).
-    unreadable: set[tuple[int, str]] = set()
-    read = _read(campaign, exported, users, tasks, result, unreadable)
-    for ann, task, item_key, rater, data in read:
+    found = _read(exported, users, tasks, result)
+    # Held-out (cross-edited) annotations keep their author's stored rating too.
+    unreadable: set[tuple[int, str]] = set(found.held)
+    for counted in found.counted:
+        ann, task, item_key, rater = (
+            counted.annotation,
+            counted.task,
+            counted.item_key,
+            counted.rater,
+        )
         try:
             # A rubric left unscored is not an error here: the scores given are stored and the
             # annotation is reported incomplete. A rubric the task lacks is one.
-            scales = interface.offered_scales(data)  # a rubric's own scale, as offered
-            values = interface.parse_rating(ann.get("result", []), scales=scales)
-            wanted = list(data.get("fj_rubrics") or values)
-            extra = sorted(set(values) - set(wanted))
-            if extra:
-                raise CampaignError(f"annotation scores {', '.join(extra)}, which the task lacks")
-            unknown = sorted(set(values) - set(campaign.rubrics))
-            if unknown:
-                raise CampaignError(f"rubric(s) {', '.join(unknown)} are not in the campaign")
+            values, missing = read_scores(campaign, counted)
         except CampaignError as exc:
             result.problems.append((int(task.ls_task_id or 0), f"{rater}: {exc}"))
             unreadable.add((task.item_id, rater))
             continue
-        missing = [r for r in wanted if r not in values]
         if missing:
             result.incomplete.append(
                 (
@@ -388,8 +342,8 @@ def _pull_reviews(
     result: PullResult,
 ) -> None:
     by_item: dict[int, list[tuple[dict[str, Any], str]]] = defaultdict(list)
-    for ann, task, _, rater, _ in _read(campaign, exported, users, tasks, result):
-        by_item[task.item_id].append((ann, rater))
+    for counted in _read(exported, users, tasks, result).counted:
+        by_item[counted.task.item_id].append((counted.annotation, counted.rater))
     items = {
         i.id: i
         for i in session.exec(select(Item).where(Item.dataset_id == campaign.dataset_id))

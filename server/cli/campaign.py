@@ -338,6 +338,13 @@ def _print_status(d: dict[str, Any]) -> None:
     out().print(f"items short of {d['needed_per_item']} ratings: {len(short)}", highlight=False)
     for pair in d["rated_twice"]:
         out().print(f"rated twice: {pair[0]} on item {pair[1]}", highlight=False)
+    for a in d["annotators"]:
+        if a.get("held_out"):
+            out().print(
+                f"held out: {a['held_out']} annotation(s) by {a['email']} last changed by "
+                "someone else; the pulled rating counts until they submit again",
+                highlight=False,
+            )
     for item, notes in d["items_incomplete"].items():
         for note in notes:
             out().print(f"incomplete: item {item}: {note}", highlight=False)

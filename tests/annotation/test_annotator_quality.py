@@ -12,7 +12,6 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
 from annotation.errors import CampaignError
-from annotation.labelstudio.campaigns import AnnotatorProgress, _flag
 from annotation.labelstudio.gold import read_gold
 from annotation.labelstudio.quality import (
     agreement,
@@ -21,6 +20,7 @@ from annotation.labelstudio.quality import (
     pair_offset,
     quadratic_kappa,
 )
+from annotation.labelstudio.status import AnnotatorProgress, _flag
 
 
 def test_quadratic_kappa_equals_scikit_learn() -> None:

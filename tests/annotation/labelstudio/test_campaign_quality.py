@@ -19,11 +19,12 @@ from sqlmodel import Session, col, select
 from annotation.errors import CampaignError
 from annotation.labelstudio import interface
 from annotation.labelstudio.annotators import add_annotator
-from annotation.labelstudio.campaigns import add_gold, campaign_status, create_campaign
+from annotation.labelstudio.campaigns import add_gold, create_campaign
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.gold import read_gold
 from annotation.labelstudio.pull import pull_campaign
 from annotation.labelstudio.service import LabelStudioService
+from annotation.labelstudio.status import campaign_status
 from annotation.reliability import run_reliability
 from judge import paths
 from judge.grading.rubrics import RubricSet, load_rubrics

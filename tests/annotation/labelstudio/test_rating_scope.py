@@ -32,6 +32,7 @@ from annotation.labelstudio.campaigns import create_campaign, export_campaign
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.pull import pull_campaign
 from annotation.labelstudio.service import LabelStudioService
+from annotation.labelstudio.status import campaign_status
 from annotation.ratings import import_ratings
 from annotation.reliability import run_reliability
 from judge import paths
@@ -372,6 +373,28 @@ def test_a_cross_edit_is_held_out_until_its_author_submits_again(
     assert len(held.problems) == 1 and "held out" in held.problems[0][1]
     assert (held.added, held.updated, held.withdrawn) == (0, 0, 0)
     assert stored(engine) == before  # neither A's nor B's rating took B's values
+
+    # `campaign status` counts what the pull counts (issue 41): A's offset from B is that of
+    # the stored ratings, written here from `score` by hand, not of B's edit.
+    def by_hand(edited: dict[str, int]) -> float:
+        diffs = []
+        for t in world["tasks"][RANDOM]:
+            key, names = t["data"]["fj_item"], t["data"]["fj_rubrics"]
+            mine = {r: score(RANDOM, author, key, r) for r in names}
+            if key == data["fj_item"]:
+                mine = edited
+            diffs.append(np.mean([mine[r] - score(RANDOM, editor, key, r) for r in names]))
+        return float(np.mean(diffs))
+
+    with Session(engine) as session:
+        shown = campaign_status(session, admin, RANDOM)
+    progress = {p.email: p for p in shown.annotators}
+    assert progress[author].held_out == 1
+    assert progress[author].offset is not None
+    pair = next(o for o in progress[author].offset.pairs if o.other == editor)
+    kept = {r: score(RANDOM, author, data["fj_item"], r) for r in data["fj_rubrics"]}
+    assert pair.mean == pytest.approx(by_hand(kept))
+    assert by_hand(changed) != pytest.approx(by_hand(kept))  # the edit would have moved it
     # A submits again (A's own values): A is the last editor, the pull takes the values.
     mine = {r: score(RANDOM, author, data["fj_item"], r) for r in data["fj_rubrics"]}
     raters[author].update_annotation(own["id"], result(data, mine, to))
