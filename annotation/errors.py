@@ -14,6 +14,10 @@ class LabelStudioError(FairJudgeError):
     a server that stopped answering); the message says what to fix."""
 
 
+class LabelStudioTimeoutError(LabelStudioError):
+    """Label Studio did not answer one request in time (it may still be at work on it)."""
+
+
 class CampaignError(InvalidInputError):
     """A campaign request or a pulled annotation is invalid; ``problems`` lists the details."""
 

@@ -197,8 +197,9 @@ class LabelStudioConfig(_Strict):
         default=30.0,
         gt=0,
         description="Seconds before one request to Label Studio fails. An export (`campaign "
-        "pull`, `campaign status`) may take 5 s more per 1,000 tasks of the project, as "
-        "Label Studio builds the whole export before it answers.",
+        "pull`, `campaign status`) is a snapshot Label Studio builds while FairJudge asks "
+        "for its status: the wait goes on while every status request is answered within "
+        "this time, for at most this plus 60 s per 1,000 tasks of the project.",
     )
 
 

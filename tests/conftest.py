@@ -170,6 +170,7 @@ SERVER_MODULES: dict[str, tuple[str, ...]] = {
         "tests/annotation/labelstudio/test_audit_campaign.py",
         "tests/annotation/labelstudio/test_campaign_quality.py",
         "tests/annotation/labelstudio/test_campaigns.py",
+        "tests/annotation/labelstudio/test_export_timeout.py",
         "tests/annotation/labelstudio/test_first_start.py",
         "tests/annotation/labelstudio/test_rating_scope.py",
         "tests/annotation/labelstudio/test_review_drafts.py",

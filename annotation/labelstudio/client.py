@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
@@ -19,14 +21,45 @@ import httpx
 from label_studio_sdk.base_client import LabelStudioBase
 from label_studio_sdk.core.api_error import ApiError
 
-from annotation.errors import LabelStudioError
+from annotation.errors import LabelStudioError, LabelStudioTimeoutError
 
 T = TypeVar("T")
 IMPORT_BATCH = 1000  # tasks per import request
-EXPORT_S_PER_1000_TASKS = 5.0
-"""Seconds an export may take per 1,000 tasks on top of ``timeout_s``. Label Studio builds the
-whole export before it sends a byte: 12,632 tasks took 21.4 s (1.7 s per 1,000) on a 2-core
-machine, so 5 s per 1,000 leaves room for a server about three times slower."""
+EXPORT_S_PER_1000_TASKS = 60.0
+"""Seconds an export may take per 1,000 tasks on top of ``timeout_s``, while Label Studio
+answers every status request (one that goes unanswered for ``timeout_s`` ends the wait at
+once). Label Studio builds the whole export before it sends a byte: 12,632 tasks took 21.4 s
+(1.7 s per 1,000) on an idle 2-core machine, 2,234 tasks 48 s (21 s per 1,000) on a busy one;
+60 s per 1,000 leaves room for a server three times slower than that."""
+
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An export snapshot as Label Studio describes it: created, in_progress, completed or
+    failed, with its start and end times as Label Studio wrote them."""
+
+    id: int
+    title: str
+    status: str
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+def _snapshot(found: Any) -> Snapshot:
+    status = getattr(found, "status", None)
+    return Snapshot(
+        int(found.id),
+        str(getattr(found, "title", "") or ""),
+        str(getattr(status, "value", status) or "created"),
+        getattr(found, "created_at", None),
+        getattr(found, "finished_at", None),
+    )
 
 
 def annotations_of(task: dict[str, Any]) -> list[dict[str, Any]]:
@@ -80,7 +113,7 @@ class LabelStudioClient:
             ) from None
         except httpx.TimeoutException:
             said = limit or f"{self.timeout_s:g} s ([labelstudio] timeout_s)"
-            raise LabelStudioError(
+            raise LabelStudioTimeoutError(
                 f"Label Studio at {self.url} did not answer within {said} while {what}; "
                 "nothing was stored; try again, or raise timeout_s under [labelstudio] in "
                 "fairjudge.toml"
@@ -143,7 +176,10 @@ class LabelStudioClient:
     def create_project(
         self, *, title: str, description: str, label_config: str, overlap: int
     ) -> int:
-        """A project that asks ``overlap`` annotators per task and hides predictions."""
+        """A project that asks ``overlap`` annotators per task and hides predictions. Sent
+        once: the SDK would send it again after an error answer (a busy Label Studio's
+        "database is locked"), and a project Label Studio made before failing would then be
+        made twice; the caller looks for it instead (``find_projects``)."""
         project = self._call(
             f"creating project {title!r}",
             lambda: self._sdk.projects.create(
@@ -153,10 +189,33 @@ class LabelStudioClient:
                 maximum_annotations=overlap,
                 show_collab_predictions=False,
                 show_skip_button=True,
+                request_options={"max_retries": 0},
             ),
         )
         assert project.id is not None
         return int(project.id)
+
+    def find_projects(self, title: str, marker: str) -> list[int]:
+        """Ids of the projects titled ``title`` whose description holds ``marker``, oldest
+        first (a key of ours, so a project whose creation seemed to fail is found again)."""
+
+        def pages() -> list[tuple[int | None, str | None, str | None]]:
+            # Page by page: the SDK's pager asks for one page past the last, which Label
+            # Studio answers with 404 "Invalid page".
+            out: list[tuple[int | None, str | None, str | None]] = []
+            for number in range(1, 10_000):
+                page: Any = self._sdk.projects.list(title=title, page=number, page_size=100)
+                out.extend((p.id, p.title, p.description) for p in page.items or [])
+                if not getattr(page.response, "next", None):
+                    break
+            return out
+
+        found = self._call(f"looking for project {title!r}", pages)
+        return sorted(
+            int(i)
+            for i, name, text in found
+            if i is not None and name == title and marker in (text or "")
+        )
 
     def project_exists(self, project_id: int) -> bool:
         try:
@@ -187,28 +246,72 @@ class LabelStudioClient:
             ids.extend(int(i) for i in got)
         return ids
 
-    def export_tasks(self, project_id: int, *, tasks: int | None = None) -> list[dict[str, Any]]:
-        """Every task of the project with its data and annotations (one JSON export). The
-        export may take ``export_timeout(tasks)`` seconds; ``tasks`` (the project's task count)
-        is asked for first when not given."""
+    def export_tasks(
+        self, project_id: int, *, tasks: int | None = None, progress: Say | None = None
+    ) -> list[dict[str, Any]]:
+        """Every task of the project with its data and annotations, read through an export
+        snapshot (``annotation.labelstudio.exports``): Label Studio builds it while we ask
+        for its status, as long as it answers and for at most ``export_timeout(tasks)``
+        seconds; ``tasks`` (the project's task count) is asked for first when not given.
+        ``progress`` hears a line now and then while Label Studio is building."""
+        from annotation.labelstudio.exports import export_snapshot
+
         if tasks is None:
             tasks = self.project_counts(project_id)["tasks"]
-        timeout = self.export_timeout(tasks)
+        return export_snapshot(self, project_id, tasks, progress or _quiet)
+
+    # --- export snapshots (annotation.labelstudio.exports waits on them) ---------------------
+
+    def create_snapshot(self, project_id: int, title: str) -> Snapshot:
+        """Ask Label Studio for an export snapshot of every task and every annotation (the
+        skipped too), called ``title``. A Label Studio without a job queue builds it before
+        it answers: the caller then finds it by ``title`` (``snapshots``) once this times out
+        (``timeout_s``), and Label Studio goes on building it."""
+        made = self._call(
+            f"asking project {project_id} for an export",
+            lambda: self._sdk.projects.exports.create(
+                project_id,
+                title=title,
+                task_filter_options={"only_with_annotations": False},
+                annotation_filter_options={"usual": True, "ground_truth": True, "skipped": True},
+                request_options={"max_retries": 0},
+            ),
+        )
+        return _snapshot(made)
+
+    def snapshots(self, project_id: int) -> list[Snapshot]:
+        """The project's export snapshots, newest first."""
+        found = self._call(
+            f"listing the exports of project {project_id}",
+            lambda: self._sdk.projects.exports.list(project_id),
+        )
+        return [_snapshot(e) for e in found]
+
+    def snapshot(self, project_id: int, snapshot_id: int) -> Snapshot:
+        """One export snapshot's status."""
+        return _snapshot(
+            self._call(
+                f"asking for the status of export {snapshot_id} of project {project_id}",
+                lambda: self._sdk.projects.exports.get(project_id, snapshot_id),
+            )
+        )
+
+    def download_snapshot(self, project_id: int, snapshot_id: int) -> list[dict[str, Any]]:
+        """A completed snapshot's tasks (its JSON file; each read may take ``timeout_s``)."""
 
         def download() -> list[dict[str, Any]]:
-            chunks = self._sdk.projects.exports.download_sync(
-                project_id,
-                export_type="JSON",
-                download_all_tasks=True,
-                request_options={"timeout": timeout},
+            chunks = self._sdk.projects.exports.download(
+                project_id, snapshot_id, export_type="JSON"
             )
             return list(json.loads(b"".join(chunks)))
 
-        limit = (
-            f"{round(timeout, 1):g} s ({tasks:,} tasks: [labelstudio] timeout_s "
-            f"{self.timeout_s:g} s + {EXPORT_S_PER_1000_TASKS:g} s per 1,000 tasks)"
+        return self._call(f"downloading export {snapshot_id} of project {project_id}", download)
+
+    def delete_snapshot(self, project_id: int, snapshot_id: int) -> None:
+        self._call(
+            f"deleting export {snapshot_id} of project {project_id}",
+            lambda: self._sdk.projects.exports.delete(project_id, snapshot_id),
         )
-        return self._call(f"exporting project {project_id}", download, limit=limit)
 
     def project_counts(self, project_id: int) -> dict[str, int]:
         """Tasks, annotations and skipped annotations Label Studio counts for a project."""

@@ -13,7 +13,10 @@ a draft waiting for review counts as not reviewed yet) into ``Item.review_status
 reason, reviewer and edits into ``Item.review``; the item's own fields are never changed.
 
 A pull first asks Label Studio for the project's counts and for tasks changed since the last
-complete pull (two small requests); when nothing changed it reads no export at all.
+complete pull (two small requests); when nothing changed it reads no export at all, also when
+the last pull found problems: they are kept with what it saw and reported again as they were.
+The export itself is a snapshot Label Studio builds while we wait on it
+(``annotation.labelstudio.exports``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from sqlmodel import Session, col, func, select
 from annotation.errors import CampaignError
 from annotation.labelstudio import interface
 from annotation.labelstudio.campaigns import get_campaign
-from annotation.labelstudio.client import LabelStudioClient
+from annotation.labelstudio.client import LabelStudioClient, Say
 from annotation.labelstudio.counted import Sorted, read_scores, sort_annotations
 from judge.data.items import DECIDED
 from judge.store.rating_scope import campaign_scope
@@ -95,8 +98,11 @@ class _Pulled:
     lead_time_s: float | None
 
 
-def pull_campaign(session: Session, client: LabelStudioClient, name: str) -> PullResult:
-    """Store the campaign's annotations (see the module docstring)."""
+def pull_campaign(
+    session: Session, client: LabelStudioClient, name: str, *, progress: Say | None = None
+) -> PullResult:
+    """Store the campaign's annotations (see the module docstring); ``progress`` hears a
+    line now and then while Label Studio builds the export."""
     campaign = get_campaign(session, name)
     if campaign.ls_project_id is None:
         raise CampaignError(
@@ -107,7 +113,7 @@ def pull_campaign(session: Session, client: LabelStudioClient, name: str) -> Pul
     counts = client.project_counts(campaign.ls_project_id)
     if _nothing_new(session, client, campaign, counts):
         return _unchanged(session, campaign)
-    exported = client.export_tasks(campaign.ls_project_id, tasks=counts["tasks"])
+    exported = client.export_tasks(campaign.ls_project_id, tasks=counts["tasks"], progress=progress)
     users = client.users()
     tasks = {
         t.task_key: (t, key)
@@ -129,10 +135,11 @@ def pull_campaign(session: Session, client: LabelStudioClient, name: str) -> Pul
         MARK: {
             **counts,
             "updated_at": max(marks) if len(marks) == len(exported) and marks else None,
-            # Incomplete annotations too: the next pull reads them again and says so again.
             "problems": len(result.problems) + len(result.incomplete),
-            # Reported again by a pull that finds nothing new, so both say the same.
+            # Reported again by a pull that finds nothing new, so both say the same; with
+            # them kept here, a campaign with a stored problem still pulls cheaply.
             "skipped_seen": result.skipped,
+            REPORTED: _reported(result),
         },
     }
     session.add(campaign)
@@ -151,8 +158,10 @@ def _nothing_new(
     session: Session, client: LabelStudioClient, campaign: Campaign, counts: dict[str, int]
 ) -> bool:
     mark = campaign.design.get(MARK)
-    if not isinstance(mark, dict) or not mark.get("updated_at") or mark.get("problems"):
+    if not isinstance(mark, dict) or not mark.get("updated_at"):
         return False
+    if mark.get("problems") and not isinstance(mark.get(REPORTED), dict):
+        return False  # a mark from before problems were kept: read them again once
     if any(mark.get(k) != v for k, v in counts.items()):
         return False
     assert campaign.ls_project_id is not None
@@ -179,7 +188,34 @@ def _unchanged(session: Session, campaign: Campaign) -> PullResult:
     mark = campaign.design.get(MARK, {})
     # A mark written before "skipped_seen" existed has Label Studio's own count of the project.
     skipped = int(mark.get("skipped_seen", mark.get("skipped", 0)))
-    return PullResult(campaign.name, unchanged=int(live), skipped=skipped)
+    reported = mark.get(REPORTED)
+    if not isinstance(reported, dict):
+        return PullResult(campaign.name, unchanged=int(live), skipped=skipped)
+    # What the last full pull read, reported again as it said it: its problems, and as
+    # unchanged the ratings it read (not those it left in place beside a problem).
+    return PullResult(
+        campaign.name,
+        unchanged=int(reported.get("read", live)),
+        skipped=skipped,
+        problems=[(int(t), str(r)) for t, r in reported.get("problems", [])],
+        rated_twice=[(str(a), str(k)) for a, k in reported.get("rated_twice", [])],
+        incomplete=[(int(t), str(r)) for t, r in reported.get("incomplete", [])],
+        cross_edited=[(str(a), str(e), str(k)) for a, e, k in reported.get("cross_edited", [])],
+    )
+
+
+REPORTED = "reported"  # the last full pull's problems, in its mark
+
+
+def _reported(result: PullResult) -> dict[str, Any]:
+    """What a pull that finds nothing new says again (``_unchanged``)."""
+    return {
+        "read": result.added + result.updated + result.unchanged,
+        "problems": [list(p) for p in result.problems],
+        "rated_twice": [list(p) for p in result.rated_twice],
+        "incomplete": [list(p) for p in result.incomplete],
+        "cross_edited": [list(p) for p in result.cross_edited],
+    }
 
 
 def _read(

@@ -235,7 +235,7 @@ def pull(ctx: Context, name: str, as_json: bool) -> None:
     from server.usecases import campaigns
 
     settings = ctx.settings()
-    result = campaigns.pull_campaign(ctx.engine(settings), settings, name)
+    result = campaigns.pull_campaign(ctx.engine(settings), settings, name, _progress)
     data = result.to_dict()
     emit(
         data,

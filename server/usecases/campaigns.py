@@ -152,12 +152,15 @@ def create_review(engine: Engine, settings: Settings, **options: Any) -> dict[st
         return create(session, client, rubrics(settings), **options).to_dict()
 
 
-def pull_campaign(engine: Engine, settings: Settings, name: str) -> PullResult:
-    """Store the campaign's ratings (or reviews) from Label Studio (idempotent)."""
+def pull_campaign(
+    engine: Engine, settings: Settings, name: str, progress: Note | None = None
+) -> PullResult:
+    """Store the campaign's ratings (or reviews) from Label Studio (idempotent); ``progress``
+    hears a line now and then while Label Studio builds a long export."""
     from annotation.labelstudio.pull import pull_campaign as pull
 
     with labelstudio_session(engine, settings) as (session, client, _):
-        return pull(session, client, name)
+        return pull(session, client, name, progress=progress)
 
 
 def campaign_status(
@@ -169,7 +172,7 @@ def campaign_status(
     min_kappa: float | None = None,
 ) -> dict[str, Any]:
     """Progress read live from Label Studio (nothing is stored); unset thresholds are the
-    domain's defaults (``annotation.labelstudio.campaigns.campaign_status``)."""
+    domain's defaults (``annotation.labelstudio.status.campaign_status``)."""
     from annotation.labelstudio.status import campaign_status as status
 
     given = {"offset_margin": offset_margin, "min_kappa": min_kappa}
