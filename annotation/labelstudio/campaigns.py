@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import statistics
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlmodel import Session, col, select
 
-from annotation.errors import CampaignError
+from annotation.errors import CampaignError, LabelStudioError
 from annotation.labelstudio import interface
 from annotation.labelstudio.client import LabelStudioClient
 from judge.data.items import status_filter, status_name
@@ -483,15 +484,55 @@ def _ensure_project(
             "Rate each answer on every scale shown, reading each level's definition. "
             "Judge scores are not shown, on purpose."
         )
-    progress(f"creating the Label Studio project for campaign {campaign.name!r}")
-    campaign.ls_project_id = client.create_project(
-        title=f"FairJudge {campaign.name}",
-        description=instructions,
-        label_config=config,
-        overlap=campaign.annotators,
+    campaign.ls_project_id = _find_or_create_project(
+        session, client, campaign, instructions, config, progress
     )
     session.add(campaign)
     session.commit()
+
+
+PROJECT_KEY = "project_key"  # the design key of the marker our project's description carries
+
+
+def _find_or_create_project(
+    session: Session,
+    client: LabelStudioClient,
+    campaign: Campaign,
+    instructions: str,
+    config: str,
+    progress: Say,
+) -> int:
+    """The campaign's project: found again by the key its description carries (a create whose
+    answer was lost, or that Label Studio failed after making the project), else made once.
+    The key is stored before the project is asked for, so every retry looks for the same."""
+    key = campaign.design.get(PROJECT_KEY)
+    if not isinstance(key, str):
+        key = uuid.uuid4().hex
+        campaign.design = {**campaign.design, PROJECT_KEY: key}
+        session.add(campaign)
+        session.commit()
+    title, marker = f"FairJudge {campaign.name}", f"[FairJudge campaign key {key}]"
+    found = client.find_projects(title, marker)
+    if not found:
+        progress(f"creating the Label Studio project for campaign {campaign.name!r}")
+        try:
+            return client.create_project(
+                title=title,
+                description=f"{instructions}\n\n{marker}",
+                label_config=config,
+                overlap=campaign.annotators,
+            )
+        except LabelStudioError:
+            found = client.find_projects(title, marker)  # made before the error answer?
+            if not found:
+                raise
+    if len(found) > 1:
+        progress(
+            f"{len(found)} Label Studio projects carry campaign {campaign.name!r}'s key "
+            f"({', '.join(map(str, found))}); using the first, {found[0]}"
+        )
+    progress(f"found campaign {campaign.name!r}'s Label Studio project {found[0]} again")
+    return found[0]
 
 
 def _push_tasks(

@@ -10,6 +10,7 @@ import json
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import krippendorff
 import numpy as np
@@ -23,7 +24,6 @@ from annotation.labelstudio import interface
 from annotation.labelstudio.annotators import add_annotator, list_annotators
 from annotation.labelstudio.campaigns import (
     blind_check,
-    campaign_status,
     create_campaign,
     create_review,
     export_campaign,
@@ -31,12 +31,14 @@ from annotation.labelstudio.campaigns import (
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.pull import pull_campaign
 from annotation.labelstudio.service import LabelStudioService
+from annotation.labelstudio.status import campaign_status
 from annotation.reliability import run_reliability
 from judge import paths
 from judge.grading.rubrics import RubricSet, load_rubrics
 from judge.stats.coefficient import BootstrapOptions
 from judge.store.engine import session_scope
 from judge.store.tables import (
+    Campaign,
     CampaignTask,
     HumanRating,
     Item,
@@ -411,6 +413,60 @@ def test_a_size_larger_than_the_run_is_refused_and_nothing_is_stored(
         assert s.exec(select(func.count()).select_from(CampaignTask)).one() == before
 
 
+class _LockedAfterCreating(LabelStudioClient):
+    """Label Studio makes the project, then answers 500 "database is locked" (what a busy
+    Label Studio on SQLite did in issue 41); the real project stays."""
+
+    def create_project(self, **options: Any) -> int:
+        super().create_project(**options)
+        raise LabelStudioError(
+            f"Label Studio at {self.url} answered HTTP 500 while creating project "
+            f"{options['title']!r}: database is locked"
+        )
+
+
+def _projects_titled(admin: LabelStudioClient, title: str) -> list[int]:
+    """Label Studio's projects of this title, read straight through the SDK (one page of
+    1,000: the session's server holds far fewer)."""
+    page = admin._sdk.projects.list(page=1, page_size=1000)
+    return sorted(int(p.id) for p in page.items or [] if p.id is not None and p.title == title)
+
+
+def test_create_finds_its_project_again_and_never_makes_it_twice(
+    labelstudio: LabelStudioService,
+    admin: LabelStudioClient,
+    store: tuple[Engine, int, int],
+    rubrics: RubricSet,
+) -> None:
+    engine, _, judge_run = store
+    options = {"judge_run_id": judge_run, "rubrics": ["ICS"], "size": 4, "seed": 21}
+    # The fault: the create answered an error after Label Studio had made the project.
+    locked = _LockedAfterCreating(admin.url, labelstudio.connection().token)
+    with session_scope(engine) as session:
+        made = create_campaign(session, locked, rubrics, name="locked", **options)
+    (project,) = _projects_titled(admin, "FairJudge locked")
+    assert made.campaign.ls_project_id == project and made.imported == 4
+    # Run again (as a user retries after an error): the same project, nothing imported twice.
+    with session_scope(engine) as session:
+        again = create_campaign(session, admin, rubrics, name="locked", **options)
+    assert _projects_titled(admin, "FairJudge locked") == [project]
+    assert (again.imported, again.already_there) == (0, 4)
+    # A create whose project id was never stored (the answer lost): found by its key.
+    with session_scope(engine) as session:
+        lost = session.exec(select(Campaign).where(Campaign.name == "locked")).one()
+        lost.ls_project_id = None
+        session.add(lost)
+        session.commit()
+    with session_scope(engine) as session:
+        found = create_campaign(session, admin, rubrics, name="locked", **options)
+    assert found.campaign.ls_project_id == project
+    assert _projects_titled(admin, "FairJudge locked") == [project]
+    # Without a fault: one create, one project.
+    with session_scope(engine) as session:
+        plain = create_campaign(session, admin, rubrics, name="plain", **options)
+    assert _projects_titled(admin, "FairJudge plain") == [plain.campaign.ls_project_id]
+
+
 def test_review_round_trip(
     labelstudio: LabelStudioService,
     admin: LabelStudioClient,
@@ -509,6 +565,32 @@ def test_bad_annotations_are_reported_and_the_rest_stored(
     assert "not a task of this campaign" in reasons[foreign_id]
     assert "7" in reasons[tasks[0]["id"]]
     assert pulled.added == 2 and ratings_count(engine, campaign_id) == 2
+
+    # Nothing new in Label Studio: the next pull reads no export although two problems are
+    # stored (issue 41: it read the whole project every time), and says the same problems.
+    exports: list[int] = []
+    real_export = admin.export_tasks
+
+    def counted_export(project_id: int, **options: Any) -> list[dict]:
+        exports.append(project_id)
+        return real_export(project_id, **options)
+
+    admin.export_tasks = counted_export  # type: ignore[method-assign]
+    try:
+        with session_scope(engine) as session:
+            again = pull_campaign(session, admin, "bad-input")
+        assert exports == []
+        assert sorted(again.problems) == sorted(pulled.problems)
+        assert (again.added, again.updated, again.unchanged, again.withdrawn) == (0, 0, 2, 0)
+        # A change (the off-scale annotation corrected) is read: one export, no problem left.
+        (bad,) = {t["id"]: t for t in real_export(project)}[tasks[0]["id"]]["annotations"]
+        rater.update_annotation(bad["id"], result_for(tasks[0]["data"], PEOPLE[0], to))
+        with session_scope(engine) as session:
+            fixed = pull_campaign(session, admin, "bad-input")
+        assert exports == [project]
+        assert [t for t, _ in fixed.problems] == [foreign_id] and fixed.added == 1
+    finally:
+        admin.export_tasks = real_export  # type: ignore[method-assign]
 
     # A wrong token and a server that is not there: one clear error each.
     with pytest.raises(LabelStudioError, match="refused the token"):
