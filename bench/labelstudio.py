@@ -3,7 +3,9 @@ them (whole ``fairjudge campaign`` commands, timed from outside):
 
 - push: ``campaign create`` of 12,632 tasks (FairMonitor's item count; target <= 30 s);
 - pull: ``campaign pull`` of 3 annotators x 2,234 items (the seed's human sample; target
-  <= 30 s), then the same pull again with nothing new (target <= 5 s);
+  <= 30 s) with the default ``[labelstudio]`` settings (no raised ``timeout_s``), beside
+  Label Studio's own time to export the same project in the same run (its synchronous export,
+  timed alone), then the same pull again with nothing new (target <= 5 s);
 - scoped: a second campaign of the same size over the same judge run (another seed, so it
   shares about a sixth of its items with the first) is pulled after the first: ratings are
   scoped by campaign, so it adds its own ratings and touches none of the first's (the
@@ -88,7 +90,7 @@ def _target(rubric: str) -> str:
 def _config(tmp: Path, base: Path, service: LabelStudioService) -> Path:
     text = base.read_text(encoding="utf-8") + (
         f'\n[labelstudio]\nhost = "127.0.0.1"\nport = {service.config.port}\n'
-        f'home = "{service.home}"\nvenv = "{service.venv}"\ntimeout_s = 120\n'
+        f'home = "{service.home}"\nvenv = "{service.venv}"\n'
     )
     path = tmp / "bench-ls.toml"
     path.write_text(text, encoding="utf-8")
@@ -135,6 +137,7 @@ def bench_labelstudio(
                     name=name,
                 )
         pull = wire.timed([*cli, "campaign", "pull", "pull"])
+        own_export_s = _own_export_s(admin, _project_of(engine, "pull"))
         again = wire.timed([*cli, "campaign", "pull", "pull"])
         before = _scoped_counts(engine)
         overlap = wire.timed([*cli, "campaign", "pull", "overlap"])
@@ -148,6 +151,7 @@ def bench_labelstudio(
         "push_wall_s": round(push.wall_s, 2),
         "pull_annotations": n_pull * len(PEOPLE),
         "pull_wall_s": round(pull.wall_s, 2),
+        "labelstudio_own_export_s": round(own_export_s, 2),
         "pull_said": pull.stdout.strip(),
         "pull_again_wall_s": round(again.wall_s, 2),
         "pull_again_said": again.stdout.strip(),
@@ -157,6 +161,28 @@ def bench_labelstudio(
         "first_campaign_ratings_before_after": [before["pull"], after["pull"]],
         "history_rows_after": after["history"],
     }
+
+
+def _project_of(engine: Any, name: str) -> int:
+    from sqlmodel import Session, select
+
+    from judge.store.tables import Campaign
+
+    with Session(engine) as s:
+        project = s.exec(select(Campaign.ls_project_id).where(Campaign.name == name)).one()
+    assert project is not None
+    return int(project)
+
+
+def _own_export_s(admin: LabelStudioClient, project: int) -> float:
+    """Label Studio's own time to export the project: its synchronous JSON export of every
+    task, timed here from the request to the last byte, beside the pull's whole command."""
+    started = time.perf_counter()
+    chunks = admin._sdk.projects.exports.download_sync(
+        project, export_type="JSON", download_all_tasks=True, request_options={"timeout": 600}
+    )
+    b"".join(chunks)
+    return time.perf_counter() - started
 
 
 def _scoped_counts(engine: Any) -> dict[str, int]:
