@@ -31,7 +31,7 @@ HREF = re.compile(r'href="([^"]+)"')
 SKIP = ("/logout", "/dashboard/static/")
 """Not pages: signing out ends the crawl's session; static files are checked elsewhere."""
 MOST = 600
-"""Pages the crawl follows at most (the loop store has about 150 distinct links)."""
+"""Pages the crawl follows at most (the loop store has 77 distinct links)."""
 
 
 @dataclass(frozen=True)
