@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from annotation.estimates import PPI, Estimates
 from judge.reports.sections import Section, Table
+from judge.stats.intervals import interval_legend
 
 ANSWER_TITLE = "The answer"
 
@@ -43,6 +44,7 @@ def answer_section(estimates: Estimates, verdicts: Sequence[Verdict]) -> Section
                 "factor": cell.factor,
                 "metric": cell.target,
                 **best.brief(),
+                "reason": best.reason,  # why the figure has no interval, if it has none
                 "rated": cell.human_only.n,
             }
         )
@@ -77,6 +79,8 @@ def answer_section(estimates: Estimates, verdicts: Sequence[Verdict]) -> Section
         else "no human ratings: every figure is the judge's alone (run a campaign or import "
         "ratings to correct them).",
         f"design of the ratings: {estimates.design.name} ({estimates.design.description}).",
+        f"judge only: {interval_legend()}, the same interval as the stage-metric tables; "
+        "prediction-powered: a normal interval (PPI++).",
     ]
     if verdicts:
         notes.append(

@@ -42,7 +42,7 @@ from sqlmodel import Session, col, select
 
 from annotation.reliability import inclusion_probabilities, item_groups
 from judge.errors import InvalidInputError
-from judge.metrics import STAGE_METRICS, ItemScore, StageMetric, item_scores
+from judge.metrics import STAGE_METRICS, ItemScore, StageMetric, item_scores, unit_interval
 from judge.stats.matrix import RatingMatrix
 from judge.stats.ppi import Group, MeanEstimate, classical_mean, judge_only_mean, ppi_gap, ppi_mean
 from judge.store.queries import get_judge_run
@@ -100,12 +100,18 @@ class Estimate:
     def of(
         cls, m: MeanEstimate, method: str, N: int, design: str, bounds: tuple[float, float]
     ) -> Estimate:
-        """From ``judge.stats.ppi``'s estimate, the interval clipped to ``bounds``."""
-        low, high = max(bounds[0], m.ci_low), min(bounds[1], m.ci_high)
+        """From ``judge.stats.ppi``'s estimate, the interval clipped to ``bounds``; a normal
+        interval of no width (every value the same) is given as none, with that reason."""
+        low: float | None = max(bounds[0], m.ci_low)
+        high: float | None = min(bounds[1], m.ci_high)
         effective, saved, lam = (finite(v) for v in (m.effective_n, m.ratings_saved, m.lam))
+        reason = ""
+        if not m.ci_high > m.ci_low:
+            low, high = None, None
+            reason = f"no spread: the {m.n or N} values used are all the same"
         return cls(
             method, m.estimate, low, high, m.se, m.n, N, effective, saved, lam, design,
-            m.small_sample,
+            m.small_sample, reason,
         )  # fmt: skip
 
     @classmethod
@@ -120,10 +126,13 @@ class Estimate:
         return finite({k: getattr(self, k) for k in ("method", "value", "ci_low", "ci_high")})
 
     def text(self, digits: int = 1, sign: str = "") -> str:
-        """'62.5 [48.1, 76.9]', or 'n/a' when refused (``sign="+"`` for a gap)."""
+        """'62.5 [48.1, 76.9]', 'n/a' when refused (``sign="+"`` for a gap), or the value
+        with why it has no interval: '80.0 (too few items for an interval (3; 5 needed))'."""
+        f = f"{sign}.{digits}f"
+        if self.value is not None and (self.ci_low is None or self.ci_high is None):
+            return f"{self.value:{f}} ({self.reason or 'no interval'})"
         if self.value is None or self.ci_low is None or self.ci_high is None:
             return "n/a"
-        f = f"{sign}.{digits}f"
         return f"{self.value:{f}} [{self.ci_low:{f}}, {self.ci_high:{f}}]"
 
 
@@ -396,21 +405,34 @@ def _few(n: int, what: str) -> str:
     return f"{'no' if n == 0 else f'only {n}'} {what} in this cell (2 are needed)"
 
 
+def judge_only_estimate(
+    values: Sequence[float], kind: str, bounds: tuple[float, float], design: str = JUDGED
+) -> Estimate:
+    """The judge's figure over its scored items with the interval every table and chart of
+    the run gives it (``judge.metrics.unit_interval``: Wilson for a share, t for a mean)."""
+    m = judge_only_mean(values)
+    ci = unit_interval(kind, values, bounds)
+    return Estimate(
+        JUDGE_ONLY, m.estimate, ci.low, ci.high, m.se, 0, len(values), None, None, None, design,
+        False, ci.reason,
+    )  # fmt: skip
+
+
 def _cell(
     judge: Mapping[int, float],
     human: Mapping[int, float],
     design: Design,
     alpha: float,
     bounds: tuple[float, float],
+    kind: str = "mean",
 ) -> tuple[Estimate, Estimate, Estimate]:
     """Judge-only, human-only and prediction-powered estimates of one cell: ``judge`` holds
-    the judge's value of each scored item, ``human`` the human value of each rated item."""
+    the judge's value of each scored item, ``human`` the human value of each rated item;
+    ``kind`` ("share" or a mean) picks the judge-only interval."""
     N, rated = len(judge), sorted(human)
     labelled = [i for i in rated if i in judge]
     if judge:
-        judge_only = Estimate.of(
-            judge_only_mean(list(judge.values()), alpha=alpha), JUDGE_ONLY, N, JUDGED, bounds
-        )
+        judge_only = judge_only_estimate(list(judge.values()), kind, bounds)
     else:
         judge_only = Estimate.refused(JUDGE_ONLY, 0, 0, JUDGED, "the judge scored no item here")
     if not design.usable:
@@ -521,7 +543,7 @@ def _cells(target: Target, data: RunData, design: Design, alpha: float) -> list[
         if not cell:
             continue
         judge, human = target.values(data, cell)
-        found = _cell(judge, human, design, alpha, target.bounds)
+        found = _cell(judge, human, design, alpha, target.bounds, target.kind)
         names = (target.name, target.label, target.stage, target.rubric, target.unit)
         out.append(CellEstimate(factor, *names, len(cell), *found))
     return out
@@ -563,7 +585,7 @@ def _gap(
     sides = []
     for side in (query.a, query.b):
         judge, human = target.values(data, [s for s in population if groups[s.item_id] == side])
-        sides.append((judge, human, _cell(judge, human, design, alpha, target.bounds)))
+        sides.append((judge, human, _cell(judge, human, design, alpha, target.bounds, target.kind)))
     (ja, ha, ea), (jb, hb, eb) = sides
     methods = [
         _difference(JUDGE_ONLY, ea[0], eb[0], alpha, width),

@@ -44,12 +44,20 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from annotation.estimates import HUMAN_ONLY, JUDGE_ONLY, PPI, Design, Estimate, finite
+from annotation.estimates import (
+    HUMAN_ONLY,
+    JUDGE_ONLY,
+    PPI,
+    Design,
+    Estimate,
+    finite,
+    judge_only_estimate,
+)
 from judge.audits.award import FOLLOWUP_CLASSES
 from judge.audits.followup import LABELLED, UNPARSED, followup_answers
 from judge.errors import InvalidInputError, NotFoundError
 from judge.reports.sections import Table
-from judge.stats.ppi import SMALL_N, Group, classical_mean, judge_only_mean, ppi_gap, ppi_mean
+from judge.stats.ppi import SMALL_N, Group, classical_mean, ppi_gap, ppi_mean
 from judge.store.tables import AuditAnswer, AuditLabel
 
 ALL = "all"
@@ -352,8 +360,7 @@ def _cell(
     N, rated = len(judge), sorted(human)
     both = [i for i in rated if i in judge]
     if judge:
-        m = judge_only_mean(list(judge.values()), alpha=alpha)
-        judge_only = Estimate.of(m, JUDGE_ONLY, N, JUDGED, BOUNDS)
+        judge_only = judge_only_estimate(list(judge.values()), "share", BOUNDS, JUDGED)
     else:
         why = "no follow-up here has a class from the judge"
         judge_only = Estimate.refused(JUDGE_ONLY, 0, 0, JUDGED, why)

@@ -10,8 +10,9 @@ unscored are counted as unscored, never as a score. Then, per model x factor x s
   the share of items scoring >= 4 (FairMonitor does not say which it reports; we give both,
   labelled).
 
-Every value carries a 95 % interval: the Wilson score interval for a share, a percentile
-bootstrap over items (1,000 resamples, seed 0) for a mean (``judge.stats.intervals``).
+Every value carries a 95 % interval by the one rule of ``judge.stats.intervals``: Wilson for a
+share, Student t for a mean; a mean of fewer than 5 items, or of items that all score the
+same, has none and says why (``MetricRow.ci_note``), never a zero-width interval.
 
 Answers the model under test stopped at the token limit are flagged ``truncated`` at
 generation and still judged, on the text that was cut. Each metric row counts its scored items
@@ -32,7 +33,15 @@ from typing import NamedTuple
 
 from sqlmodel import Session, col, select
 
-from judge.stats.intervals import N_RESAMPLES, SEED, bootstrap_mean_interval, wilson_interval
+from judge.stats.intervals import (
+    MEAN,
+    METHOD_NAMES,
+    MIN_MEAN_N,
+    SHARE,
+    Interval,
+    mean_interval,
+    share_interval,
+)
 from judge.store.tables import Item, JudgeRun, Judgment, Response
 from judge.vocab import SCALE
 
@@ -169,19 +178,20 @@ STAGE_METRICS: tuple[StageMetric, ...] = (
 )
 
 # How each kind of metric gets its 95 % interval (``MetricRow.ci_method``).
-CI_METHODS = {"share": "wilson", "mean_pct": "bootstrap"}
+CI_METHODS = {"share": SHARE, "mean_pct": MEAN}
 
 
 def definition(metric: StageMetric) -> str:
     """What a metric's value and its interval are, in words (the report's legend)."""
     if metric.kind == "mean_pct":
         return (
-            f"mean {metric.rubric} over scored items / {SCALE.high} x 100; 95 % CI: percentile "
-            f"bootstrap over items ({N_RESAMPLES:,} resamples, seed {SEED})"
+            f"mean {metric.rubric} over scored items / {SCALE.high} x 100; 95 % CI: "
+            f"{METHOD_NAMES[MEAN]} interval (none below {MIN_MEAN_N} items, or when all items "
+            "score the same)"
         )
     return (
         f"percentage of scored items with {metric.rubric} >= {metric.threshold}; "
-        "95 % CI: Wilson score interval"
+        f"95 % CI: {METHOD_NAMES[SHARE]} interval"
     )
 
 
@@ -201,21 +211,43 @@ class MetricRow:
     n_unscored: int
     ci_low: float | None = None
     ci_high: float | None = None
-    ci_method: str = ""  # "wilson" (shares) or "bootstrap" (means); see CI_METHODS
+    ci_method: str = ""  # "wilson" (shares) or "t" (means); see CI_METHODS
     n_truncated: int = 0
+    ci_note: str = ""  # why a value has no interval ("too few items ...", "no spread ...")
 
 
-def _value(metric: StageMetric, scores: list[float]) -> tuple[float | None, float, float]:
-    """The cell's value and its 95 % interval, in percent (NaN bounds with no scores)."""
-    if not scores:
-        return None, float("nan"), float("nan")
+def unit_interval(
+    kind: str, values: Sequence[float], bounds: tuple[float, float] = (0.0, 100.0)
+) -> Interval:
+    """The 95 % interval of a figure from its items' values in its own unit, clipped to
+    ``bounds``: a share's values are 0 or 100 (percent; Wilson), any other kind is a mean
+    (Student t). The one function the metric tables, the heatmap and "The answer" read."""
+    if kind == "share":
+        ci = share_interval(sum(v > 0 for v in values), len(values), scale=100)
+    else:
+        ci = mean_interval(values)
+    if ci.low is None or ci.high is None:
+        return ci
+    low, high = max(bounds[0], ci.low), min(bounds[1], ci.high)
+    return Interval(low, high, ci.method, ci.n, ci.reason)
+
+
+def figure_interval(metric: StageMetric, scores: Sequence[float]) -> Interval:
+    """A stage metric's interval over these item scores, in percent (``unit_interval``)."""
     if metric.kind == "mean_pct":
-        low, high = bootstrap_mean_interval(scores)
-        scale = 100 / SCALE.high
-        return fmean(scores) * scale, low * scale, high * scale
+        return unit_interval(metric.kind, [s * 100 / SCALE.high for s in scores])
+    return unit_interval(metric.kind, [100.0 if s >= metric.threshold else 0.0 for s in scores])
+
+
+def _value(metric: StageMetric, scores: list[float]) -> tuple[float | None, Interval]:
+    """The cell's value in percent (None with no scores) and its 95 % interval."""
+    ci = figure_interval(metric, scores)
+    if not scores:
+        return None, ci
+    if metric.kind == "mean_pct":
+        return fmean(scores) * 100 / SCALE.high, ci
     hits = sum(s >= metric.threshold for s in scores)
-    low, high = wilson_interval(hits, len(scores))
-    return hits / len(scores) * 100, low * 100, high * 100
+    return hits / len(scores) * 100, ci
 
 
 def stage_metrics(
@@ -234,7 +266,7 @@ def stage_metrics(
                 continue
             scored = [s.score for s in cell if s.score is not None]
             cut = sum(bool(s.truncated_parts) for s in cell if s.score is not None)
-            value, low, high = _value(metric, scored)
+            value, ci = _value(metric, scored)
             out.append(
                 MetricRow(
                     model,
@@ -245,10 +277,11 @@ def stage_metrics(
                     value,
                     len(scored),
                     len(cell) - len(scored),
-                    None if value is None else low,
-                    None if value is None else high,
+                    ci.low,
+                    ci.high,
                     CI_METHODS[metric.kind],
                     cut,
+                    "" if value is None else ci.reason,
                 )
             )
     return out

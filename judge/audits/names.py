@@ -46,6 +46,7 @@ from judge.audits.base import ERROR, PARSED, UNPARSED, Reading, StoredAnswer
 from judge.audits.base import REFUSAL as REFUSAL_STATUS
 from judge.errors import DatasetError, InvalidInputError
 from judge.paths import datasets_dir
+from judge.stats.intervals import MIN_MEAN_N, mean_interval
 
 CONTEXTS = ("low", "high", "numeric")
 RANK_SCENARIOS = frozenset({"sports"})
@@ -435,7 +436,10 @@ class NameAuditResult:
     reread_changed: int = 0  # stored readings that differ from today's (see stored_rows)
     not_reread: int = 0  # stored answers analysed with their stored reading (unit unknown)
     test: str = WELCH_TEST
-    interval: str = "95 % t-interval: mean +- t(0.975, n-1) * sd / sqrt(n)"
+    interval: str = (
+        "95 % t-interval: mean +- t(0.975, n-1) * sd / sqrt(n); none below "
+        f"{MIN_MEAN_N} answers or when all answers give the same figure"
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data; every figure is an int, a float or ``None``."""
@@ -453,9 +457,10 @@ def _summary(label: str, x: np.ndarray, level: float) -> GroupSummary:
     mean = float(x.mean())
     if n < 2:
         return GroupSummary(label, 1, mean, None, None, None)
-    sd = float(x.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / np.sqrt(n)
-    return GroupSummary(label, n, mean, sd, mean - half, mean + half)
+    # The one rule for a mean's interval (judge.stats.intervals): Student t, none below 5
+    # answers or when they all give the same figure.
+    ci = mean_interval(x.tolist(), confidence=level)
+    return GroupSummary(label, n, mean, float(x.std(ddof=1)), ci.low, ci.high)
 
 
 def _compare(dim: str, label: str, ref: str, x: np.ndarray, y: np.ndarray) -> Comparison:

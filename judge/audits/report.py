@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from judge.audits.amounts import PERCENT, PROBABILITY, RANK, USD
 from judge.audits.award import AwardAnalysis, DrawCount, FollowupAnalysis
 from judge.audits.bbi import BbiReport
-from judge.audits.names import CellResult, GroupSummary, NameAuditResult
+from judge.audits.names import CellResult, GroupSummary, NameAuditResult, scenario_units
 from judge.reports.sections import BarChart, Figure, Report, Section, Table
 
 Bar = tuple[str, float, float | None, float | None]
+UNIT_WORDS = {USD: "US dollars", PERCENT: "percent", PROBABILITY: "probability", RANK: "rank"}
+"""A names cell's unit as its chart's axis says it."""
 # Above this many cells the name audit charts only cells with a Welch p below CHART_ALPHA (and
 # at most this many): each chart takes ~0.09 s to draw, so 210 took ~17-22 s of write_report.
 MAX_CELL_CHARTS = 60
@@ -39,6 +42,7 @@ def award_report(result: AwardAnalysis | FollowupAnalysis) -> Report:
     rows: list[list[str]] = []
     csv_rows: list[dict[str, Any]] = []
     bars: list[Bar] = []
+    ns: list[int] = []
     for s in summaries:
         level = "all" if s.level is None else str(s.level)
         p = s.binomial.p_value if s.binomial.tested else None
@@ -56,6 +60,7 @@ def award_report(result: AwardAnalysis | FollowupAnalysis) -> Report:
         )  # fmt: skip
         if not math.isnan(s.share_a):
             bars.append((level, s.share_a, _finite(s.share_a_ci[0]), _finite(s.share_a_ci[1])))
+            ns.append(s.group_a + s.group_b)
     untested = {s.equivocal_by_pair.reason for s in summaries if not s.equivocal_by_pair.tested}
     table = Table(
         "Choices per performance level",
@@ -70,7 +75,13 @@ def award_report(result: AwardAnalysis | FollowupAnalysis) -> Report:
             + (f"; not tested where '—': {'; '.join(sorted(untested))}." if untested else "."),
         ],
     )  # fmt: skip
-    chart = BarChart("Share choosing group A (95 % Wilson CI)", bars, "share", reference=0.5)
+    chart = BarChart(
+        "Share choosing group A (95 % Wilson CI; n: answers choosing A or B)",
+        bars,
+        "share choosing group A (0-1)",
+        reference=0.5,
+        ns=ns,
+    )
     tables = [table]
     csv = {"award.csv": csv_rows}
     if result.draws:
@@ -135,13 +146,22 @@ def _followup_report(result: FollowupAnalysis) -> Report:
     return Report("FairJudge audit: award follow-up", "Seed 000's follow-up.", [section])
 
 
-def _cell_bars(groups: tuple[GroupSummary, ...]) -> list[Bar]:
-    """One bar per group with a finite mean; an undefined or NaN bound of its interval is None."""
-    return [
-        (g.group, g.mean, _finite(g.ci_low), _finite(g.ci_high))
-        for g in groups
-        if g.mean is not None and math.isfinite(g.mean)
-    ]
+def _cell_bars(groups: tuple[GroupSummary, ...]) -> tuple[list[Bar], list[int]]:
+    """One bar per group with a finite mean (an undefined or NaN bound of its interval is
+    None), and each bar's n."""
+    bars: list[Bar] = []
+    ns: list[int] = []
+    for g in groups:
+        if g.mean is not None and math.isfinite(g.mean):
+            bars.append((g.group, g.mean, _finite(g.ci_low), _finite(g.ci_high)))
+            ns.append(g.n)
+    return bars, ns
+
+
+def _unit_label(scenario: str, units: dict[str, str], flipped: bool) -> str:
+    """A cell chart's axis: the mean in the cell's unit ('mean (US dollars)')."""
+    unit = UNIT_WORDS.get(units.get(scenario, ""), "the question's unit")
+    return f"mean ({'101 - rank' if flipped else unit})"
 
 
 def _min_p(cell: CellResult) -> float:
@@ -184,6 +204,7 @@ def names_report(result: NameAuditResult) -> Report:
     diff_csv: list[dict[str, Any]] = []
     cell_charts: list[Figure] = []
     charted, chart_note = _charted_cells(result.cells)
+    units = scenario_units()
     for i, cell in enumerate(result.cells):
         where = f"{cell.scenario}/{cell.variation}/{cell.context}"
         for g in (*cell.by_race, *cell.by_gender, *cell.by_race_gender):
@@ -199,15 +220,13 @@ def names_report(result: NameAuditResult) -> Report:
                              "t": c.statistic, "p_value": c.p_value})  # fmt: skip
         # Race x gender groups; a result without them falls back to race, then gender.
         groups = cell.by_race_gender or (*cell.by_race, *cell.by_gender)
-        bars = _cell_bars(groups)
+        bars, ns = _cell_bars(groups)
         if bars and i in charted:
-            ylabel = "mean (101 - rank)" if cell.scenario in result.rank_flipped else "mean"
+            ylabel = _unit_label(cell.scenario, units, cell.scenario in result.rank_flipped)
             title = f"{where}: mean by race and gender (95 % CI)"
-            cell_charts.append(BarChart(title, bars, ylabel))
-    name_bars: list[Bar] = [
-        (name.name, name.mean_z, None, None)
-        for name in sorted(result.names, key=lambda n: n.mean_z)[:40]
-    ]
+            cell_charts.append(BarChart(title, bars, ylabel, ns=ns))
+    lowest = sorted(result.names, key=lambda n: n.mean_z)[:40]
+    name_bars: list[Bar] = [(name.name, name.mean_z, None, None) for name in lowest]
     table = Table("Means by race and gender (95 % t-interval)",
                   ["cell", "group", "n", "mean", "95 % CI"], rows)  # fmt: skip
     diff_table = Table(
@@ -220,7 +239,13 @@ def names_report(result: NameAuditResult) -> Report:
             "answers on a side, or no variance on either side).",
         ],
     )
-    chart = BarChart("Per-name standardised mean (z, sports left out)", name_bars, "mean z", 0.0)
+    chart = BarChart(
+        "Per-name standardised mean (z, sports left out)",
+        name_bars,
+        "mean z-score (standard deviations from the cell's mean)",
+        0.0,
+        ns=[name.n for name in lowest],
+    )
     reading_table, reading_csv = _names_readings(result)
     notes = [
         f"{result.n_imputed} of {result.n_rows} answers had no number (unreadable or a "

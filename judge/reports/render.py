@@ -65,6 +65,9 @@ def _bar_chart(plt: Any, figure: BarChart) -> Any:
     below = [v - lo if lo is not None else 0.0 for _, v, lo, _ in figure.bars]
     above = [hi - v if hi is not None else 0.0 for _, v, _, hi in figure.bars]
     ax.bar(range(len(values)), values, yerr=[below, above], capsize=4, color="#6a8fb3")
+    for x, n in enumerate(figure.ns[: len(values)]):
+        ax.annotate(f"n={n}", (x, 0), xytext=(0, 2), textcoords="offset points", ha="center",
+                    va="bottom", fontsize=7)  # fmt: skip
     ax.set_xticks(range(len(values)), labels, rotation=30 if len(values) > 6 else 0)
     if figure.reference is not None:
         ax.axhline(figure.reference, color="grey", lw=1, ls="--")

@@ -28,7 +28,7 @@ from judge.metrics import (
 )
 from judge.reports.facts import RunFacts, load_run_facts
 from judge.reports.sections import BoxPlot, Section, Table
-from judge.stats.intervals import N_RESAMPLES, SEED
+from judge.stats.intervals import MEAN, METHOD_NAMES, MIN_MEAN_N, SHARE
 from judge.vocab import SCALE
 
 METRICS_TITLE = "Stage metrics"
@@ -306,15 +306,18 @@ def table_order() -> list[StageMetric]:
 def metric_cell(row: MetricRow, *, always_unscored: bool = False) -> str:
     """'62 [41-80] n=8', with ' u=2' when items were unscored (always with
     ``always_unscored``) and ' † 3 cut' when 3 scored items were judged on answers cut at the
-    token limit; 'n/a n=0 u=3' when nothing was scored.
+    token limit; 'n/a n=0 u=3' when nothing was scored; '80 [too few] n=3' or '100 [no
+    spread] n=6' for a mean without an interval (``MetricRow.ci_note``).
 
     >>> metric_cell(MetricRow("m", "f", "S1", "ICS", "x", 62.4, 8, 2, 40.9, 80.1, "wilson"))
     '62 [41-80] n=8 u=2'
     >>> metric_cell(MetricRow("m", "f", "S1", "ICS", "x", 62.4, 8, 0, 40.9, 80.1, "wilson", 3))
     '62 [41-80] n=8 † 3 cut'
     """
-    if row.value is None or row.ci_low is None or row.ci_high is None:
-        text = "n/a" if row.value is None else f"{row.value:.0f}"
+    if row.value is None:
+        text = "n/a"
+    elif row.ci_low is None or row.ci_high is None:
+        text = f"{row.value:.0f} [{short_reason(row.ci_note)}]"
     else:
         text = f"{row.value:.0f} [{row.ci_low:.0f}-{row.ci_high:.0f}]"
     text += f" n={row.n_scored}"
@@ -325,15 +328,30 @@ def metric_cell(row: MetricRow, *, always_unscored: bool = False) -> str:
     return text
 
 
+def short_reason(note: str) -> str:
+    """A missing interval's reason in two words, for a table cell.
+
+    >>> short_reason("too few items for an interval (3; 5 needed)"), short_reason("")
+    ('too few', 'no interval')
+    """
+    for short in ("too few", "no spread"):
+        if note.startswith(short):
+            return short
+    return "no interval"
+
+
 def metrics_legend(*, always_unscored: bool = False) -> list[str]:
     """What a stage-metric table's cells and short column labels mean."""
     counted = "" if always_unscored else "; shown when there are any"
     return [
         "Cell: value in % [95 % interval] n=scored items, u=unscored items (left out of the "
         f"value{counted}).",
-        "X>=k: share of scored items whose rubric X score is >= k; interval: Wilson score.",
+        f"X>=k: share of scored items whose rubric X score is >= k; interval: "
+        f"{METHOD_NAMES[SHARE]}.",
         f"X mean: mean rubric X score / {SCALE.high} x 100 (% of the maximum); interval: "
-        f"percentile bootstrap over items ({N_RESAMPLES:,} resamples, seed {SEED}).",
+        f"{METHOD_NAMES[MEAN]}; 'too few' below {MIN_MEAN_N} scored items and 'no spread' "
+        "when every item has the same score (a zero-width interval would claim a certainty "
+        "those items do not give).",
         f"{TRUNCATED_MARK} k cut: k of the n scored items were judged on an answer the model "
         "stopped at the token limit (flag truncated). They stay in the value: dropping them "
         "would leave out the longest answers and favour models that answer briefly.",

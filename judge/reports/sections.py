@@ -48,12 +48,15 @@ class AgreementPlot:
 @dataclass(frozen=True)
 class BarChart:
     """Bars with their confidence intervals (``None`` bounds: no interval), and an optional
-    reference line (e.g. 0.5 for a share, 0 for a balance score)."""
+    reference line (e.g. 0.5 for a share, 0 for a balance score). ``ylabel`` names the value
+    and its unit; ``ns``, where given, the items behind each bar (in the bars' order), written
+    beside its mark."""
 
     title: str
     bars: list[tuple[str, float, float | None, float | None]]
     ylabel: str
     reference: float | None = None
+    ns: list[int] = field(default_factory=list)
 
 
 Figure = BoxPlot | AgreementPlot | BarChart

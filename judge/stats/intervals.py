@@ -1,16 +1,25 @@
-"""Confidence intervals for the stage metrics: a share of items and a mean item score.
+"""The one interval rule for figures over items: a share (k of n items) and a mean item value.
 
-A share (k of n items at or above a threshold) gets the Wilson score interval, which stays
-inside [0, 1] and keeps close to its nominal coverage for the small cells a factor x stage
-table has (the normal approximation collapses to a point at 0/n and n/n). A mean gets a
-percentile bootstrap over items, seeded so a report is reproducible. Both are undefined (NaN)
-with no items; callers show that as "n/a".
+Every report, report.json, dashboard chart and CLI table reads its interval from here, so a
+figure shown in two places has one interval:
 
->>> low, high = wilson_interval(8, 10)
->>> round(low, 3), round(high, 3)
-(0.49, 0.943)
->>> bootstrap_mean_interval([4.0, 4.0, 4.0])
-(4.0, 4.0)
+- **share**: the Wilson score interval (scipy's ``binomtest(...).proportion_ci(method=
+  "wilson")``). It stays inside [0, 1] and keeps near its nominal coverage on the small cells a
+  factor x stage table has; at 0 of n or n of n it still has a width (the normal, Wald,
+  interval collapses to a point there). Defined from one item on.
+- **mean**: the Student t interval ``mean +- t(1 - alpha/2, n - 1) * sd / sqrt(n)`` (scipy's
+  ``t.interval``). Below ``MIN_MEAN_N`` items it is "too few": the t interval leans on a
+  roughly normal mean, which a handful of discrete, bounded scores do not give. Items that all
+  have the same value give no interval either ("no spread"): their sample spread is 0, so the t
+  interval would be a point, claiming a certainty that a few identical scores do not carry.
+
+An ``Interval`` without bounds always says why (``reason``); nothing shows it as a number.
+
+>>> i = share_interval(8, 10)
+>>> round(i.low, 3), round(i.high, 3), i.method
+(0.49, 0.943, 'wilson')
+>>> mean_interval([4.0, 4.0]).reason
+'too few items for an interval (2; 5 needed)'
 """
 
 from __future__ import annotations
@@ -18,12 +27,19 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 from scipy.stats import binomtest
 
-N_RESAMPLES = 1000  # bootstrap resamples for a mean's interval
-SEED = 0  # the bootstrap's seed: the same data always give the same interval
+SHARE, MEAN = "wilson", "t"
+"""The method of each figure kind, as ``Interval.method`` and report.json's ``ci_method``
+write it."""
+METHOD_NAMES = {SHARE: "Wilson score", MEAN: "Student t"}
+"""Each method's name for legends and column headers."""
+MIN_MEAN_N = 5
+"""A mean's interval needs at least this many items; below, the figure says "too few"."""
 
 
 def _check_confidence(confidence: float) -> None:
@@ -33,6 +49,40 @@ def _check_confidence(confidence: float) -> None:
         or not 0 < confidence < 1
     ):
         raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An interval in the figure's unit (``scale`` times the raw one), its method and the
+    items it rests on; ``low`` and ``high`` are None when there is none, and ``reason`` says
+    why (no items, too few, no spread)."""
+
+    low: float | None
+    high: float | None
+    method: str
+    n: int
+    reason: str = ""
+
+    @property
+    def defined(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def text(self, digits: int = 1, sep: str = ", ") -> str:
+        """'[38.6, 80.0]', or the reason in brackets: '(too few items ...)'.
+
+        >>> share_interval(1, 2, scale=100).text(0, "-")
+        '[9-91]'
+        >>> mean_interval([3.0]).text()
+        '(too few items for an interval (1; 5 needed))'
+        """
+        if self.low is None or self.high is None:
+            return f"({self.reason})"
+        return f"[{self.low:.{digits}f}{sep}{self.high:.{digits}f}]"
+
+
+def too_few(n: int) -> str:
+    """Why a mean of ``n`` items has no interval."""
+    return f"too few items for an interval ({n}; {MIN_MEAN_N} needed)"
 
 
 def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
@@ -64,36 +114,78 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
     return float(ci.low), float(ci.high)
 
 
-def bootstrap_mean_interval(
-    values: Sequence[float],
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = N_RESAMPLES,
-    seed: int = SEED,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values``, resampling the values (items)
-    with replacement ``n_resamples`` times from a generator seeded with ``seed``.
+def share_interval(
+    successes: int, n: int, *, confidence: float = 0.95, scale: float = 1.0
+) -> Interval:
+    """The share's interval (Wilson), times ``scale`` (100 for percent); none without items.
 
-    (nan, nan) when ``values`` is empty; a single value gives the point (x, x).
-
-    >>> bootstrap_mean_interval([])
-    (nan, nan)
+    >>> share_interval(0, 0).reason
+    'no items'
     """
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral):
-        raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}")
+    low, high = wilson_interval(successes, n, confidence=confidence)
+    if n == 0:
+        return Interval(None, None, SHARE, 0, "no items")
+    return Interval(low * scale, high * scale, SHARE, int(n))
+
+
+def mean_interval(
+    values: Sequence[float], *, confidence: float = 0.95, scale: float = 1.0
+) -> Interval:
+    """The mean's Student t interval, times ``scale``; none below ``MIN_MEAN_N`` values or
+    when every value is the same (see the module docstring).
+
+    >>> i = mean_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    >>> round(i.low, 3), round(i.high, 3)
+    (1.037, 4.963)
+    >>> mean_interval([4.0] * 6).reason
+    'no spread: all 6 items have the same value'
+    """
     _check_confidence(confidence)
     data = np.asarray(values, dtype=np.float64)
     if data.ndim != 1:
         raise ValueError(f"values must be one-dimensional, got shape {data.shape}")
     if not np.all(np.isfinite(data)):
         raise ValueError("values must be finite numbers (leave unscored items out)")
-    if data.size == 0:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, data.size, size=(int(n_resamples), data.size))
-    means = data[draws].mean(axis=1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
+    n = int(data.size)
+    if n == 0:
+        return Interval(None, None, MEAN, 0, "no items")
+    if n < MIN_MEAN_N:
+        return Interval(None, None, MEAN, n, too_few(n))
+    if float(np.ptp(data)) == 0:
+        return Interval(None, None, MEAN, n, f"no spread: all {n} items have the same value")
+    low, high = stats.t.interval(
+        confidence, n - 1, loc=float(data.mean()), scale=float(stats.sem(data))
+    )
+    return Interval(float(low) * scale, float(high) * scale, MEAN, n)
+
+
+RANK_CORRELATION = "fisher-z"
+METHOD_NAMES[RANK_CORRELATION] = "Fisher z (Fieller's variance)"
+
+
+def rank_correlation_interval(rho: float, n: int, *, confidence: float = 0.95) -> Interval:
+    """Spearman's ``rho`` over ``n`` pairs: the Fisher z interval with Fieller, Hartley and
+    Pearson's (1957) variance ``1.06 / (n - 3)``; none below 4 pairs or at rho = +-1.
+
+    >>> i = rank_correlation_interval(0.5, 30)
+    >>> round(i.low, 3), round(i.high, 3)
+    (0.16, 0.734)
+    """
+    _check_confidence(confidence)
+    if n < 4:
+        return Interval(
+            None, None, RANK_CORRELATION, n, f"too few pairs for an interval ({n}; 4 needed)"
+        )
+    if not -1 < rho < 1:
+        return Interval(None, None, RANK_CORRELATION, n, "rho is +-1: no interval")
+    half = float(stats.norm.ppf((1 + confidence) / 2)) * math.sqrt(1.06 / (n - 3))
+    z = math.atanh(rho)
+    return Interval(math.tanh(z - half), math.tanh(z + half), RANK_CORRELATION, n)
+
+
+def interval_legend() -> str:
+    """The rule in one line, for a legend or a report's notes."""
+    return (
+        f"95 % intervals: shares {METHOD_NAMES[SHARE]}; means {METHOD_NAMES[MEAN]} "
+        f"(none below {MIN_MEAN_N} items: 'too few'; none when every item has the same value)"
+    )

@@ -79,6 +79,7 @@ def order_figure(result: OrderResult) -> BarChart:
             for r in result.rubrics
             if r.stats.n
         ],
-        "preference fairness",
+        "preference fairness (-1 to 1)",
         reference=0.0,
+        ns=[r.stats.n for r in result.rubrics if r.stats.n],
     )

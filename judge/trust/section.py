@@ -11,6 +11,7 @@ from sqlmodel import Session
 from judge.costs import Prices, RunCost, Usage, judge_run_cost
 from judge.reports.facts import RunFacts, load_run_facts
 from judge.reports.sections import BarChart, Figure, Section, Table
+from judge.stats.intervals import rank_correlation_interval
 from judge.stats.tests import PairedShift
 from judge.trust import diagnostics, directional, position, position_view
 from judge.trust.diagnostics import (
@@ -150,6 +151,28 @@ def counterfactual_tables(results: list[CounterfactualResult]) -> list[Table]:
     return tables
 
 
+def length_figure(lengths: list[LengthRow]) -> BarChart:
+    """Spearman's rho per rubric, the judge's over every scored item and the people's over
+    the rated ones, each with its Fisher z interval and its n."""
+    bars: list[tuple[str, float, float | None, float | None]] = []
+    ns: list[int] = []
+    for label, rho, n in [
+        *((r.rubric, r.rho, r.n) for r in lengths),
+        *((f"{r.rubric} people", r.rho_human, r.n_rated) for r in lengths),
+    ]:
+        if rho is not None:
+            ci = rank_correlation_interval(rho, n)
+            bars.append((label, rho, ci.low, ci.high))
+            ns.append(n)
+    return BarChart(
+        "Spearman rho between answer length (words) and score (95 % Fisher z interval; n items)",
+        bars,
+        "Spearman rho (-1 to 1)",
+        reference=0.0,
+        ns=ns,
+    )
+
+
 def length_table(rows: list[LengthRow]) -> Table:
     head = ["rubric", "n", "Spearman rho (length, judge)", "p", "n rated by people"]
     head += ["rho judge (rated items)", "rho people", "judge minus people [95 % CI]", "flag"]
@@ -262,8 +285,9 @@ def diagnostics_section(
                             (f"{d.kind} {d.scope}", d.mean, _finite(d.ci_low), _finite(d.ci_high))
                             for d in oriented
                         ],
-                        "oriented score difference (B version minus A version)",
+                        "oriented score difference (B version minus A version, score points)",
                         reference=0.0,
+                        ns=[d.n for d in oriented],
                     )  # fmt: skip
                 )
     else:
@@ -285,22 +309,7 @@ def diagnostics_section(
     payload["length"] = [r.to_json() for r in lengths]
     if lengths:
         tables.append(length_table(lengths))
-        bars: list[tuple[str, float, float | None, float | None]] = [
-            (r.rubric, r.rho, None, None) for r in lengths if r.rho is not None
-        ]
-        bars += [
-            (f"{r.rubric} people", r.rho_human, None, None)
-            for r in lengths
-            if r.rho_human is not None
-        ]
-        figures.append(
-            BarChart(
-                "Spearman rho between answer length and score",
-                bars,
-                "rho",
-                reference=0.0,
-            )
-        )
+        figures.append(length_figure(lengths))
     probabilities = diagnostics.logprob(session, judge_run_id, facts=facts)
     payload["logprob"] = [r.to_json() for r in probabilities] if probabilities else None
     if probabilities:

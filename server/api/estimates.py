@@ -59,7 +59,10 @@ class EstimateOut(_Out):
     lam: float | None = Field(description="PPI++'s tuning weight (0: human-only).")
     design: str = Field(description="How the rated items are weighted.")
     small_sample: bool = Field(description="Fewer than 30 rated items: approximate interval.")
-    reason: str = Field(description="Why there is no value; empty when there is one.")
+    reason: str = Field(
+        description="Why there is no value, or no interval (too few items, no spread); empty "
+        "when both are there."
+    )
 
 
 class BestOut(_Out):

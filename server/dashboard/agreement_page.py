@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from judge.stats.intervals import interval_legend
 from server.dashboard.charts import Chart, Point, fmt, intervals
 from server.dashboard.figures import agreement_charts
 from server.dashboard.web import api_url
@@ -115,46 +116,73 @@ def ceiling_chart(data: Mapping[str, Any], run_id: int) -> Chart:
     )
 
 
+def shared_reasons(reasons: list[str]) -> set[str]:
+    """The reasons more than one row gives: said once above a chart, not in each row.
+
+    >>> sorted(shared_reasons(["a", "b", "a", ""]))
+    ['a']
+    """
+    return {r for r in reasons if r and reasons.count(r) > 1}
+
+
 def estimates_chart(data: Mapping[str, Any], run_id: int, o: AgreementPageOptions) -> Chart:
     """Each stage metric over all factors three ways: judge-only, human-only and
-    prediction-powered, each with its interval, or the reason it has none."""
+    prediction-powered, each with its interval and n, or the reason it has none (a reason
+    many rows share is said once above the chart)."""
+    cells = [
+        (cell, cell[method])
+        for cell in data["metrics"]
+        if cell["factor"] == "all"
+        for method in ("judge_only", "human_only", "prediction_powered")
+    ]
+    shared = shared_reasons([e["reason"] for _, e in cells if e["value"] is None])
     points, rows = [], []
-    for cell in data["metrics"]:
-        if cell["factor"] != "all":
-            continue
-        for method in ("judge_only", "human_only", "prediction_powered"):
-            e = cell[method]
-            note = e["reason"] or (f"n={e['n']} rated of N={e['N']}" if e["n"] else f"N={e['N']}")
-            points.append(
-                Point(
-                    f"{cell['label']}: {e['method']}",
-                    e["value"],
-                    e["ci_low"],
-                    e["ci_high"],
-                    note,
-                    e["method"],
-                )
+    for cell, e in cells:
+        n = f"n={e['n']} rated of N={e['N']}" if e["n"] else f"N={e['N']}"
+        reason = e["reason"]
+        if reason in shared and e["value"] is None:
+            reason = "reason above the chart"
+        note = f"{n}; {reason}" if reason else n
+        points.append(
+            Point(
+                f"{cell['label']}: {e['method']}",
+                e["value"],
+                e["ci_low"],
+                e["ci_high"],
+                note,
+                e["method"],
             )
-            rows.append(
-                [
-                    cell["label"],
-                    e["method"],
-                    fmt(e["value"], 1),
-                    fmt(e["ci_low"], 1),
-                    fmt(e["ci_high"], 1),
-                    str(e["n"]),
-                    str(e["N"]),
-                    fmt(e["effective_n"], 1),
-                    e["reason"],
-                ]
-            )
+        )
+        rows.append(
+            [
+                cell["label"],
+                e["method"],
+                fmt(e["value"], 1),
+                fmt(e["ci_low"], 1),
+                fmt(e["ci_high"], 1),
+                str(e["n"]),
+                str(e["N"]),
+                fmt(e["effective_n"], 1),
+                e["reason"],
+            ]
+        )
     svg = intervals("Stage metrics, three ways", points, axis="percent", domain=(0, 100))
+    above = [
+        f"No estimate for {sum(e['reason'] == r and e['value'] is None for _, e in cells)} "
+        f"of the {len(cells)} rows: {r}"
+        for r in sorted(shared)
+    ]
     return Chart(
         "Stage metrics over all factors, three ways (percent, 95 % interval)",
         svg,
         ["metric", "method", "value", "CI low", "CI high", "n rated", "N", "effective n", "reason"],
         rows,
         api_url(f"/judge-runs/{run_id}/estimates", o.estimates_query()),
+        notes=[
+            "n: rated items used; N: items the judge scored.",
+            f"judge-only: {interval_legend()}; human-only and prediction-powered: normal.",
+        ],
+        above=above,
     )
 
 
@@ -175,11 +203,13 @@ def agreement_page(
                 for chart in agreement_charts(plot, labels)
             ]
             rubrics.append(RubricView(name, entry.get("n_rated_items"), charts))
-    links = {
-        "agreement (JSON)": api_url(f"/judge-runs/{run_id}/agreement", o.agreement_query()),
-        "estimates (JSON)": api_url(f"/judge-runs/{run_id}/estimates", o.estimates_query()),
-        "alt-test (JSON)": api_url(f"/judge-runs/{run_id}/alt-test", o.alttest_query()),
-    }
+    # Only links that answer: agreement and the alt-test need ratings (a 404 without them).
+    links = {}
+    if f.agreement is not None:
+        links["agreement (JSON)"] = api_url(f"/judge-runs/{run_id}/agreement", o.agreement_query())
+    links["estimates (JSON)"] = api_url(f"/judge-runs/{run_id}/estimates", o.estimates_query())
+    if f.alttest is not None:
+        links["alt-test (JSON)"] = api_url(f"/judge-runs/{run_id}/alt-test", o.alttest_query())
     return AgreementPage(
         run_id,
         o,

@@ -42,6 +42,17 @@ def audit_page(run_id: int, result: AuditResult) -> AuditPage:
         "report (JSON)": api_url(f"/audit-runs/{run_id}/report.json"),
         "report (HTML)": api_url(f"/audit-runs/{run_id}/report.html"),
     }
-    if result.info["suite"] == "award":
-        links["follow-up estimates (JSON)"] = api_url(f"/audit-runs/{run_id}/estimates")
+    links.update(estimate_links(run_id, result))
     return AuditPage(run_id, result, shown, links)
+
+
+def estimate_links(run_id: int, result: AuditResult) -> dict[str, str]:
+    """The follow-up estimates' links, only where they answer: an award run a judge has
+    classified (one link per judge when several have; with none the route is a 404)."""
+    if result.info["suite"] != "award":
+        return {}
+    judges = sorted(s for s in (result.followup or {}).get("classes", {}) if s.startswith("judge:"))
+    url = f"/audit-runs/{run_id}/estimates"
+    if len(judges) == 1:
+        return {"follow-up estimates (JSON)": api_url(url)}
+    return {f"follow-up estimates, {j} (JSON)": api_url(url, {"judge": j}) for j in judges}

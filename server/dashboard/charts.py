@@ -21,8 +21,20 @@ from markupsafe import Markup, escape
 from server.dashboard.scale import EMPTY, MARK, colour, ink
 
 CHAR_W = 7.2
-"""Width of one character of 12 px labels, to size label columns (an estimate: SVG text is
-not measured on the server)."""
+"""Width of an average character of 12 px labels (legends' spacing)."""
+_EM = {
+    **dict.fromkeys("iljI.,:;'|!", 0.34),
+    **dict.fromkeys('frt()[]{}- /\\"', 0.42),
+    **dict.fromkeys("mwMW%", 1.0),
+    **dict.fromkeys("<>=+~#@", 0.84),
+    **dict.fromkeys("ABCDEFGHKNOPQRUVXYZ&", 0.78),
+}
+"""Advance widths in em of the characters that stray from the 0.67 em of the rest (digits and
+most lowercase), rounded up from the widest common sans-serif (DejaVu Sans, what system-ui
+gives on Linux) so that a label measured here fits in every browser's font."""
+MOST_LABEL = 480.0
+"""The widest label column; a longer label is shortened with "…" (its mark's hover keeps it
+whole)."""
 HATCH = (
     '<pattern id="{id}" width="6" height="6" patternUnits="userSpaceOnUse" '
     'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffffff"/>'
@@ -37,7 +49,8 @@ _ids = count(1)
 @dataclass(frozen=True)
 class Chart:
     """A picture and its numbers: ``columns`` and ``rows`` are the table under it, ``csv``
-    the URL of the same numbers as CSV where the API serves them."""
+    the URL of the same numbers as CSV where the API serves them; ``above``: what holds for
+    many of its marks (a reason they have no estimate), said once above the picture."""
 
     title: str
     svg: Markup
@@ -45,6 +58,7 @@ class Chart:
     rows: list[list[str]] = field(default_factory=list)
     csv: str | None = None
     notes: list[str] = field(default_factory=list)
+    above: list[str] = field(default_factory=list)
 
 
 def _e(text: object) -> str:
@@ -65,8 +79,37 @@ def _svg(width: float, height: float, title: str, summary: str, body: list[str])
     )
 
 
-def _label_width(labels: Sequence[str], least: float = 40, most: float = 320) -> float:
-    return min(most, max(least, max((len(s) for s in labels), default=0) * CHAR_W + 12))
+def text_width(text: str, size: float = 12) -> float:
+    """The width in px of ``text`` at ``size`` px (an upper estimate, see ``_EM``).
+
+    >>> text_width("mm"), text_width("ii")
+    (24.0, 8.16)
+    """
+    return round(sum(_EM.get(c, 0.67) for c in text) * size, 2)
+
+
+def fit(text: str, width: float, size: float = 12) -> str:
+    """``text`` shortened with "…" until it fits ``width`` px.
+
+    >>> fit("a short label", 400), fit("m" * 10, 60)
+    ('a short label', 'mmmm…')
+    """
+    if text_width(text, size) <= width:
+        return text
+    while text and text_width(text + "…", size) > width:
+        text = text[:-1]
+    return text + "…"
+
+
+def _label(text: str, width: float) -> str:
+    """A label's SVG text, shortened to ``width`` with the whole of it as its title."""
+    shown = fit(text, width)
+    return _e(text) if shown == text else f"<title>{_e(text)}</title>{_e(shown)}"
+
+
+def _label_width(labels: Sequence[str], least: float = 40, most: float = MOST_LABEL) -> float:
+    """The label column: the widest label measured, plus the gap to the plot."""
+    return min(most, max(least, max((text_width(s) for s in labels), default=0) + 14))
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -144,7 +187,7 @@ def heatmap(
         y = top + height * i
         body.append(
             f'<text x="{left - 6:.1f}" y="{y + height / 2 + 4:.1f}" text-anchor="end">'
-            f"{_e(name)}</text>"
+            f"{_label(name, left - 10)}</text>"
         )
         for j, column in enumerate(columns):
             x = left + cell_width * j
@@ -234,9 +277,9 @@ def intervals(
     left = _label_width([p.label for p in points])
     words_of = [_right_text(p) for p in points]
     plot, row, top = 360.0, 22.0, 8.0
-    right = 16 + CHAR_W * 0.95 * max((len(w) for w in words_of if w), default=10)
-    missing = [len(_missing_text(p)) for p in points if not _finite(p.value)]
-    width = max(left + plot + right, left + 12 + CHAR_W * 0.95 * max(missing, default=0))
+    right = 16 + max((text_width(w, 11) for w in words_of if w), default=70)
+    missing = [text_width(_missing_text(p), 11) for p in points if not _finite(p.value)]
+    width = max(left + plot + right, left + 12 + max(missing, default=0))
     total = top + row * len(points) + 42
     series = list(dict.fromkeys(p.series for p in points))
 
@@ -260,7 +303,8 @@ def intervals(
     for i, p in enumerate(points):
         y = top + row * i + row / 2
         body.append(
-            f'<text x="{left - 6:.1f}" y="{y + 4:.1f}" text-anchor="end">{_e(p.label)}</text>'
+            f'<text x="{left - 6:.1f}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{_label(p.label, left - 10)}</text>"
         )
         if not _finite(p.value):
             body.append(
@@ -464,7 +508,7 @@ def progress_bars(title: str, rows: Sequence[tuple[str, int, int | None, str]]) 
             f'class="outline"/><rect x="{left:.1f}" y="{y + 3:.1f}" width="{filled:.1f}" '
             f'height="{row - 8:.1f}" fill="{MARK}"/></g>'
             f'<text x="{left - 6:.1f}" y="{y + row / 2 + 3:.1f}" text-anchor="end">'
-            f"{_e(label)}</text>"
+            f"{_label(label, left - 10)}</text>"
             f'<text x="{left + plot + 8:.1f}" y="{y + row / 2 + 3:.1f}" class="d">'
             f"{_e(words + ('  ' + note if note else ''))}</text>"
         )

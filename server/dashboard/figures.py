@@ -26,13 +26,17 @@ def bar_chart(figure: BarChart, csv: str | None = None) -> Chart:
     """A ``BarChart`` (values with optional intervals and a reference line) as dots with
     whiskers: the same numbers, and a missing interval drawn as none."""
     title = figure.title
+    ns = [f"n={n}" for n in figure.ns] if figure.ns else [""] * len(figure.bars)
     points = [
-        Point(label, _finite(value), _finite(low), _finite(high))
-        for label, value, low, high in figure.bars
+        Point(label, _finite(value), _finite(low), _finite(high), n)
+        for (label, value, low, high), n in zip(figure.bars, ns, strict=False)
     ]
     svg = intervals(title, points, axis=figure.ylabel, reference=figure.reference)
     rows = [[p.label, fmt(p.value, 3), fmt(p.low, 3), fmt(p.high, 3)] for p in points]
-    return Chart(title, svg, ["", "value", "CI low", "CI high"], rows, csv)
+    if figure.ns:
+        rows = [[*r, str(n)] for r, n in zip(rows, figure.ns, strict=False)]
+    columns = ["", "value", "CI low", "CI high", *(["n"] if figure.ns else [])]
+    return Chart(title, svg, columns, rows, csv)
 
 
 def levels_of(ylim: tuple[float, float]) -> list[int]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from judge.stats.intervals import MEAN, METHOD_NAMES, SHARE, interval_legend
 from server.dashboard.charts import Cell, Chart, Point, fmt, heatmap, intervals
 from server.dashboard.figures import distribution_chart
 from server.dashboard.web import api_url
@@ -71,7 +72,8 @@ def answer(view: JudgeRunView) -> Answer:
             b["value"],
             b["ci_low"],
             b["ci_high"],
-            f"{b['method']}, {b['rated']} rated",
+            f"{b['method']}, {b['rated']} rated"
+            + (f"; {b['reason']}" if b.get("reason") and b["value"] is not None else ""),
             b["method"],
         )
         for b in best
@@ -91,6 +93,7 @@ def answer(view: JudgeRunView) -> Answer:
             ]
             for b in best
         ],
+        notes=[f"judge only: {interval_legend()}; prediction-powered: normal (PPI++)."],
     )
     verdicts = [Verdict(v["rubric"], v["verdicts"], v["refused"]) for v in payload["alt_test"]]
     presets = list(dict.fromkeys(p for v in verdicts for p in v.by_preset))
@@ -103,6 +106,18 @@ def answer(view: JudgeRunView) -> Answer:
         list(view.answer.notes),
         design if isinstance(design, str) else "",
     )
+
+
+METHODS = {SHARE: METHOD_NAMES[SHARE], MEAN: METHOD_NAMES[MEAN]}
+
+
+def short(note: str) -> str:
+    """A missing interval's reason as a heatmap cell has room for.
+
+    >>> short("too few items for an interval (2; 5 needed)"), short("no spread: all 6 ...")
+    ('too few', 'no spread')
+    """
+    return next((w for w in ("too few", "no spread") if note.startswith(w)), "no interval")
 
 
 def metric_grid(payload: Mapping[str, Any], run_id: int) -> Chart:
@@ -125,13 +140,20 @@ def metric_grid(payload: Mapping[str, Any], run_id: int) -> Chart:
                 f"{r['factor']}, {r['metric']}: no scored item{unscored}",
             )
         else:
+            note = r.get("ci_note") or "no interval"
+            has_ci = r["ci_low"] is not None and r["ci_high"] is not None
+            ci = f"{fmt(r['ci_low'], 0)}–{fmt(r['ci_high'], 0)}" if has_ci else short(note)
             cells[(r["factor"], name)] = Cell(
                 value,
                 f"{value:.0f}",
-                f"{fmt(r['ci_low'], 0)}–{fmt(r['ci_high'], 0)} n={r['n_scored']}"
-                + (f" u={r['n_unscored']}" if r["n_unscored"] else ""),
-                f"{r['factor']}, {r['metric']}: {value:.1f} [{fmt(r['ci_low'], 1)}, "
-                f"{fmt(r['ci_high'], 1)}] ({r['ci_method']}), n scored {r['n_scored']}{unscored}"
+                f"{ci} n={r['n_scored']}" + (f" u={r['n_unscored']}" if r["n_unscored"] else ""),
+                f"{r['factor']}, {r['metric']}: {value:.1f} "
+                + (
+                    f"[{fmt(r['ci_low'], 1)}, {fmt(r['ci_high'], 1)}] ({METHODS[r['ci_method']]})"
+                    if has_ci
+                    else f"({note})"
+                )
+                + f", n scored {r['n_scored']}{unscored}"
                 + (f", {r['n_truncated']} with a truncated answer" if r.get("n_truncated") else ""),
             )
         table.append(
@@ -151,7 +173,8 @@ def metric_grid(payload: Mapping[str, Any], run_id: int) -> Chart:
         metrics,
         cells,
         domain=(0, 100),
-        legend="percent (share, or mean as % of the maximum); n scored, u unscored",
+        legend="percent (share, or mean as % of the maximum); n scored, u unscored; "
+        f"interval: {METHODS[SHARE]} (shares), {METHODS[MEAN]} (means)",
     )
     return Chart(
         "Stage metrics per factor (percent, 95 % interval, n scored)",
@@ -159,6 +182,7 @@ def metric_grid(payload: Mapping[str, Any], run_id: int) -> Chart:
         ["factor", "metric", "value", "CI low", "CI high", "n scored", "n unscored"],
         table,
         api_url(f"/judge-runs/{run_id}/report.csv", {"table": "metrics.csv"}),
+        notes=[interval_legend() + "; the same intervals as the answer's judge-only figures."],
     )
 
 

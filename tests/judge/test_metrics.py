@@ -79,12 +79,20 @@ def test_every_value_carries_its_interval() -> None:
         "wilson",
     )
     tcs = rows["S2 TCS mean (% of max)"]
-    # Resampling the three scores 3, 4, 5: the mean is 3 only when all three draws are 3
-    # (1/27 = 3.7 % of resamples), 5 only when all are 5 (3.7 %). Both exceed the 2.5 % tails,
-    # so the 95 % percentile interval is the extremes themselves: [3, 5] -> [60, 100] % of max
-    # (of 1,000 resamples about 37 land on each extreme; fewer than 25 would move a bound).
-    assert tcs.ci_method == "bootstrap"
-    assert (tcs.ci_low, tcs.value, tcs.ci_high) == (60.0, pytest.approx(80.0), 100.0)
+    # Three scores are below the 5 a mean's t interval needs (judge.stats.intervals): the
+    # value stands, the interval is "too few", never a number.
+    assert tcs.ci_method == "t"
+    assert (tcs.ci_low, tcs.value, tcs.ci_high) == (None, pytest.approx(80.0), None)
+    assert tcs.ci_note == "too few items for an interval (3; 5 needed)"
+    # Five scores 1..5 have one: mean 3, sd sqrt(2.5), t(0.975, 4) = 2.776445 (a t table):
+    # 3 +- 1.963243 -> [1.036757, 4.963243] -> x 20 = [20.735, 99.265] % of max.
+    five = {r.metric: r for r in stage_metrics([score("S2", "TCS", v) for v in range(1, 6)], "m")}
+    t = five["S2 TCS mean (% of max)"]
+    assert (t.ci_low, t.ci_high, t.ci_note) == (
+        pytest.approx(20.73514, abs=1e-4),
+        pytest.approx(99.26486, abs=1e-4),
+        "",
+    )
     # No scored item: no value and no interval.
     s4 = rows["S4 ICS share>=3 (%)"]
     assert (s4.value, s4.ci_low, s4.ci_high) == (None, None, None)
@@ -96,7 +104,7 @@ def test_definitions_say_which_interval() -> None:
         if metric.kind == "share":
             assert f">= {metric.threshold}" in text and "Wilson score interval" in text
         else:
-            assert "/ 5 x 100" in text and "bootstrap over items (1,000 resamples" in text
+            assert "/ 5 x 100" in text and "Student t interval (none below 5 items" in text
 
 
 def test_metrics_are_split_by_factor() -> None:

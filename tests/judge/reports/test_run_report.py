@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from statsmodels.stats.proportion import proportion_confint
+from statsmodels.stats.weightstats import DescrStatsW
 
 from judge.metrics import STAGE_METRICS, MetricRow
 from judge.reports.render import write_report
@@ -95,6 +96,10 @@ def test_intervals_reach_json_csv_and_html(judged_sample: JudgedRun, tmp_path: P
     rows = data["metrics_overall"] + data["metrics_by_factor"]
     assert len(rows) == 9 * 10  # 9 metrics x (9 factors + all)
     for r in rows:
+        if r["ci_low"] is None:
+            # Only a mean can lack an interval, and then it says why (judge.stats.intervals).
+            assert r["ci_method"] == "t" and r["ci_note"].startswith(("too few", "no spread"))
+            continue
         assert r["ci_low"] <= r["value"] <= r["ci_high"]
         if r["ci_method"] == "wilson":
             # Shares: the interval statsmodels computes for the same counts.
@@ -105,13 +110,25 @@ def test_intervals_reach_json_csv_and_html(judged_sample: JudgedRun, tmp_path: P
                 pytest.approx(high * 100),
             )
         else:
-            assert r["ci_method"] == "bootstrap" and "mean" in r["metric"]
+            # Means: the t interval statsmodels computes for the cell's item scores.
+            assert r["ci_method"] == "t" and "mean" in r["metric"]
+            if r["factor"] == "all":
+                stage, rubric = r["metric"].split()[:2]
+                cell = [
+                    s["score"] * 20.0
+                    for s in data["item_scores"]
+                    if (s["stage"], s["rubric"]) == (stage, rubric) and s["score"] is not None
+                ]
+                low, high = DescrStatsW(cell).tconfint_mean(0.05)
+                assert (r["ci_low"], r["ci_high"]) == (pytest.approx(low), pytest.approx(high))
     for name, text in data["metric_definitions"].items():
-        assert ("Wilson" in text) == ("share" in name) and ("bootstrap" in text) == ("mean" in name)
+        assert ("Wilson" in text) == ("share" in name) and ("Student t" in text) == ("mean" in name)
     with paths["metrics_csv"].open() as handle:
         from_csv = list(csv.DictReader(handle))
     assert {"ci_low", "ci_high", "ci_method"} <= set(from_csv[0])
-    assert [float(r["ci_low"]) for r in from_csv] == pytest.approx([r["ci_low"] for r in rows])
+    assert [float(r["ci_low"]) if r["ci_low"] else None for r in from_csv] == [
+        pytest.approx(r["ci_low"]) if r["ci_low"] is not None else None for r in rows
+    ]
     html = paths["html"].read_text()
     overall = {r["metric"]: r for r in data["metrics_overall"]}
     s1 = overall["S1 ICS share>=3 (%)"]
