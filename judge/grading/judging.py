@@ -30,7 +30,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
-from judge.costs import Budget, BudgetGate, budget_stop_detail
+from judge.costs import (
+    Budget,
+    BudgetGate,
+    Prices,
+    budget_stop_detail,
+    judgments_cost,
+    run_budget,
+)
 from judge.endpoint_url import identity_url
 from judge.errors import InvalidInputError
 from judge.grading.logprobs import ScoreDistribution, score_distribution
@@ -262,6 +269,10 @@ def judge(
     with run_lease(engine, kind, run_id):
         with session_scope(engine) as session:
             jrun = start_run(session, JudgeRun, run_id)
+            if budget is not None or jrun.max_cost is not None:  # the run's bound, kept
+                prices = Prices.of(client.config)
+                spent = judgments_cost(session, run_id, prices)
+                budget = run_budget(jrun, budget, prices, spent, split=part is not None)
             tasks = _plan(session, jrun, rubrics, items=None if part is None else part.item_ids)
         cache = CallCacheView(engine, client.model)
         gate = BudgetGate(budget) if budget is not None else None
@@ -286,9 +297,11 @@ def judge(
             status, detail = _final_status(session, run, max_unusable=max_unusable)
             if budget is None or not budget.exhausted:
                 return status, detail
-            stopped = budget_stop_detail(
-                budget, summary.flags.get(NOT_MADE, 0), "judgments", resume_command
-            )
+            made = session.exec(
+                select(func.count()).select_from(Judgment).where(Judgment.judge_run_id == run_id)
+            ).one()
+            not_made = summary.flags.get(NOT_MADE, 0)
+            stopped = budget_stop_detail(budget, made, made + not_made, "judgments", resume_command)
             return RunStatus.INCOMPLETE, stopped + (f"; also {detail}" if detail else "")
 
         if part is None:

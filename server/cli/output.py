@@ -396,8 +396,9 @@ class _Bar:
 max_cost_option = click.option(
     "--max-cost",
     type=click.FloatRange(min=0),
-    help="Stop before spending more than this, at the endpoint's prices (set "
-    "input_price_per_mtok and output_price_per_mtok); what finished is kept, rerun to go on.",
+    help="The most the run may spend in all, at the endpoint's prices (set "
+    "input_price_per_mtok and output_price_per_mtok); what finished is kept. The bound is kept "
+    "with the run: a rerun does not spend it again; give a higher --max-cost to go on.",
 )
 dry_run_option = click.option(
     "--dry-run",

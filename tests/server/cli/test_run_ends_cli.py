@@ -108,3 +108,31 @@ def test_a_job_whose_judgments_are_scored_finishes(engine: Engine, db_url: str) 
     ended = _job_end(engine, db_url, None)
     assert (ended.status, ended.error) == ("finished", None)
     assert (ended.done, ended.total) == (5, 5)
+
+
+def test_a_judge_stopped_at_the_cost_bound_says_after_how_many_calls_never_100_percent(
+    engine: Engine, db_url: str, tmp_path: Path
+) -> None:
+    # As in test_max_cost.py: input free, 1.0 per million output tokens, one call at a time;
+    # a call holds 320e-6 (320 tokens out) and costs 5e-6 (the stub's 5 tokens). With
+    # --max-cost 335e-6 calls 1..4 go out ((k - 1) x 5e-6 + 320e-6 <= 335e-6): 4 of 5.
+    with StubServer() as stub:
+        config = write_config(tmp_path / "f.toml", stub.base_url, db_url)
+        config.write_text(
+            config.read_text().replace(
+                "max_backoff_s = 0.1\n",
+                "max_backoff_s = 0.1\ninput_price_per_mtok = 0.0\noutput_price_per_mtok = 1.0\n",
+                1,
+            )
+        )
+        run_id, _ = _store(engine, ANSWERS)
+        done = fairjudge("--config", config, "judge", str(run_id), "--max-cost", "0.000335")
+        again = fairjudge("--config", config, "judge", str(run_id), "--max-cost", "0.000335")
+        calls = sum(1 for b in stub.state.bodies if b["messages"][0]["role"] == "system")
+    assert done.returncode == 3, done.stderr
+    assert "stopped at the cost bound after 4 of 5 calls" in done.stderr
+    assert "(100 %)" not in done.stderr
+    # The bound is the run's: the same command again makes no call and says the same.
+    assert calls == 4
+    assert again.returncode == 3 and "stopped at the cost bound after 4 of 5 calls" in again.stderr
+    assert "(100 %)" not in again.stderr
