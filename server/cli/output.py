@@ -376,7 +376,8 @@ class _Bar:
     def begin(self, stored: int, total: int) -> None:
         self.stored = stored
         if stored >= total:
-            self.bar.console.print(nothing_to_do_line(self.label, stored, total), markup=False)
+            line = nothing_to_do_line(self.label, stored, total)
+            self.bar.console.print(line, markup=False, highlight=False)
             self.bar.update(self.task, visible=False)
 
     def __call__(self, done: int, total: int) -> None:
