@@ -334,6 +334,20 @@ class WorkersConfig(_Strict):
         return ""
 
 
+class RunsConfig(_Strict):
+    """How a run's end is read, whatever started it (the CLI, a job, a Celery part)."""
+
+    max_unusable_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="A judge run with more than this share of its judgments unscored, or a "
+        "generation run with more than this share of its answers failed, ends `unusable` "
+        "rather than `finished`: its job fails with the counts, and `judge`/`generate` exit "
+        "3 (--allow-failures exits 0). 1 turns the check off.",
+    )
+
+
 class Settings(_Strict):
     """Everything FairJudge reads from its config file."""
 
@@ -365,6 +379,7 @@ class Settings(_Strict):
     labelstudio: LabelStudioConfig = Field(default_factory=LabelStudioConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
+    runs: RunsConfig = Field(default_factory=RunsConfig)
 
     @model_validator(mode="after")
     def _endpoints_exist(self) -> Settings:

@@ -545,7 +545,14 @@ class Budget:
     rounding, e.g. 5 x 0.006 against 0.03).
     """
 
-    def __init__(self, max_cost: float, prices: Prices | None, *, endpoint: str = "NAME") -> None:
+    def __init__(
+        self,
+        max_cost: float,
+        prices: Prices | None,
+        *,
+        endpoint: str = "NAME",
+        spent_before: float = 0.0,
+    ) -> None:
         if prices is None:
             raise ConfigError(
                 f"--max-cost needs the prices of endpoint {endpoint!r}: "
@@ -556,7 +563,9 @@ class Budget:
         self.max_cost = float(max_cost)
         self.prices = prices
         self._max = Fraction(max_cost)
-        self._spent = Fraction(0)
+        _check_amount("spent_before", spent_before)
+        self._spent = Fraction(spent_before)
+        """What the run spent in all: before this pass (a bound kept with the run) and in it."""
         self._reserved = Fraction(0)
         self._refused = 0
         self._lock = threading.Lock()
@@ -659,19 +668,55 @@ class BudgetGate:
         self.budget.settle(held, spent)
 
 
-def budget_stop_detail(budget: Budget, not_made: int, what: str, command: str) -> str:
-    """The status line of a run a budget stopped: how much it spent, how many ``what``
-    (answers, judgments) it did not make, and that ``command`` run again goes on.
+def budget_stop_detail(budget: Budget, made: int, planned: int, what: str, command: str) -> str:
+    """The status line of a run a budget stopped: after how many of its ``planned`` calls
+    (``made`` of them stored, ``what``: answers, judgments), what it spent in all, and that
+    ``command`` run again with a higher bound goes on.
 
     >>> b = Budget(0.5, Prices(1, 1))
-    >>> budget_stop_detail(b, 3, "answers", "generate").split(";")[0]
-    'stopped at --max-cost 0.5: spent 0.0000, 3 answers not made'
+    >>> budget_stop_detail(b, 7, 3000, "judgments", "judge").split(" (")[0]
+    'stopped at the cost bound after 7 of 3,000 calls'
     """
     return (
-        f"stopped at --max-cost {budget.max_cost:g}: spent {budget.spent:.4f}, "
-        f"{not_made} {what} not made; run the same {command} command again (with a higher "
-        "--max-cost) to go on"
+        f"stopped at the cost bound after {made:,} of {planned:,} calls (--max-cost "
+        f"{budget.max_cost:g} for the run, spent {budget.spent:.4f} in all, "
+        f"{planned - made:,} {what} not made); run the same {command} command again with a "
+        "higher --max-cost to go on (the bound holds for the run as a whole, across reruns)"
     )
+
+
+def run_budget(
+    run: Any, budget: Budget | None, prices: Prices | None, spent: float, *, split: bool = False
+) -> Budget | None:
+    """The budget of a pass over ``run`` (a generation, judge or audit run's row, in the
+    caller's session): ``budget`` (a --max-cost given now) becomes the run's bound, stored
+    with it; without one, the bound an earlier command stored holds; either way less what
+    the run's stored results cost already (``spent``), so that rerunning does not spend the
+    bound again. ``split``: a part of a run split between workers, which refuses a bound
+    (each worker would hold its own). None: no bound."""
+    limit = budget.max_cost if budget is not None else run.max_cost
+    if limit is None:
+        return None
+    if split:
+        raise InvalidInputError(
+            f"{run.run_kind} run {run.id} is bound by --max-cost {limit:g}, kept in one "
+            "process, and Celery workers split this job between several: run it on one "
+            "machine (no [workers] broker_url)"
+        )
+    run.max_cost = limit
+    endpoint = run.endpoint_name
+    return Budget(limit, budget.prices if budget else prices, endpoint=endpoint, spent_before=spent)
+
+
+def judgments_cost(session: Session, judge_run_id: int, prices: Prices | None) -> float:
+    """What a judge run's stored judgments cost at the live price (0 without prices)."""
+    prompt, completion = session.execute(
+        sa_select(
+            func.coalesce(func.sum(col(Judgment.prompt_tokens)), 0),
+            func.coalesce(func.sum(col(Judgment.completion_tokens)), 0),
+        ).where(col(Judgment.judge_run_id) == judge_run_id)
+    ).one()
+    return live_cost(prices, int(prompt), int(completion)) or 0.0
 
 
 def make_budget(max_cost: float | None, prices: Prices | None, endpoint: str) -> Budget | None:

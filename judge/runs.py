@@ -43,7 +43,7 @@ from sqlmodel import Session, col, select
 
 from judge.errors import FairJudgeError, NotFoundError
 from judge.models.cache import CallOutcome
-from judge.progress import Progress
+from judge.progress import Progress, begin
 from judge.store.engine import session_scope
 from judge.store.tables import CallCache, RunBase, RunLease, utcnow
 from judge.vocab import RunStatus
@@ -237,6 +237,7 @@ def store_results(
     label: str,
     progress: Progress | None = None,
     run_column: str | None = None,
+    items: frozenset[int] | None = None,
 ) -> RunSummary:
     """Run ``work`` over ``tasks`` concurrently and insert each result row into ``table``
     with its new cache rows as it arrives, before the call that frees its slot may start.
@@ -251,8 +252,13 @@ def store_results(
 
     ``progress`` hears (done, total) over the whole run: with ``run_column`` (the column of
     ``table`` that holds the run's id), the rows the run already had when this pass began
-    count as done, so a resumed run says 1,000/1,200 rather than starting again from 0/200."""
-    before = 0 if run_column is None else _rows_of_run(engine, table, run_column, run_id)
+    count as done, so a resumed run says 1,000/1,200 rather than starting again from 0/200;
+    it hears that first, before any call (``judge.progress.begin``). With ``items`` (a part
+    of a run split between workers) only the rows of those items count, so that the parts'
+    progress adds up to the run's and a part sent again replaces its own count. A task the
+    budget stopped is not done: a stopped pass never reaches its total."""
+    before = 0 if run_column is None else _rows_of_run(engine, table, run_column, run_id, items)
+    begin(progress, before, before + len(tasks))
     flags: dict[str, int] = {}
     calls = cached = attempts = finished = 0
     slots = _Slots(concurrency)
@@ -274,7 +280,7 @@ def store_results(
                 attempts += outcome.attempts
             name = NOT_MADE if row is None else row[label]
             flags[name] = flags.get(name, 0) + 1
-        finished += len(batch)
+            finished += row is not None
 
     run = _Run(tasks, gated, concurrency)
     writing: list[tuple[Row | None, list[CallOutcome]]] = []  # a batch not yet committed
@@ -302,11 +308,16 @@ def store_results(
     return RunSummary(run_id, len(tasks), calls, cached, attempts, flags)
 
 
-def _rows_of_run(engine: Engine, table: Table, run_column: str, run_id: int) -> int:
+def _rows_of_run(
+    engine: Engine, table: Table, run_column: str, run_id: int, items: frozenset[int] | None
+) -> int:
+    """The run's rows in ``table`` (of ``items`` only, when given)."""
     from sqlalchemy import func, select
 
+    query = select(func.count()).select_from(table).where(table.c[run_column] == run_id)
+    if items is not None:
+        query = query.where(table.c.item_id.in_(sorted(items)))
     with engine.connect() as conn:
-        query = select(func.count()).select_from(table).where(table.c[run_column] == run_id)
         return int(conn.execute(query).scalar_one())
 
 
@@ -634,7 +645,33 @@ def _get_run(session: Session, table: type[AnyRun], run_id: int) -> AnyRun:
 
 
 Outcome = tuple[RunStatus, str | None]
-"""How a run ended: finished (no detail), or incomplete with the line saying why."""
+"""How a run ended: finished (no detail), or incomplete or unusable with the line saying
+why."""
+
+UNUSABLE_SHARE = 0.5
+"""The default of ``[runs] max_unusable_share`` (``judge.config.RunsConfig``): a run whose
+results are more than half unscored or failed ends ``unusable``."""
+
+
+def unusable_detail(
+    bad: Mapping[str, int], total: int, what: str, *, limit: float = UNUSABLE_SHARE
+) -> str | None:
+    """The status line of a run whose ``total`` results hold more than ``limit`` of bad ones
+    (``bad``: their count by kind), or None when they are within it (or there are none).
+
+    >>> unusable_detail({"parse_error": 10, "refusal": 2}, 12, "judgments unscored")[:58]
+    '12 of 12 judgments unscored (parse_error: 10, refusal: 2),'
+    >>> unusable_detail({"parse_error": 6}, 12, "judgments unscored") is None  # half: not more
+    True
+    """
+    count = sum(bad.values())
+    if not total or count <= limit * total:
+        return None
+    why = ", ".join(f"{kind}: {n:,}" for kind, n in sorted(bad.items()))
+    return (
+        f"{count:,} of {total:,} {what} ({why}), more than the {limit * 100:g} % "
+        "[runs] max_unusable_share allows"
+    )
 
 
 def finish_run(

@@ -226,3 +226,7 @@ class RunStatus(StrEnum):
     INCOMPLETE = "incomplete"
     """Some results are missing (failed calls, a cost budget); ``status_detail`` says how many
     and why, and running the same command again goes on."""
+    UNUSABLE = "unusable"
+    """Every planned call was made, but more than ``[runs] max_unusable_share`` of the results
+    are unscored or failed: the run's figures would rest on the few left. ``status_detail``
+    says how many and why; a rerun retries those that failed outside the model's reply."""

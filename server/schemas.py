@@ -809,7 +809,7 @@ class AuditRunInfoOut(BaseModel):
     temperature: float
     max_tokens: int
     params: dict[str, Any] = Field(description="The design's settings, input files' hashes.")
-    status: str = Field(description="running, finished or incomplete")
+    status: str = Field(description="running, finished, incomplete or unusable")
     status_detail: str | None
     created_at: str | None
     finished_at: str | None

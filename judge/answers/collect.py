@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from judge.answers.kinds import classify_answer
-from judge.costs import Budget, BudgetGate, budget_stop_detail
+from judge.costs import Budget, BudgetGate, Prices, answers_cost, budget_stop_detail, run_budget
 from judge.data.items import DRAFT, status_name
 from judge.endpoint_url import same_server
 from judge.errors import InvalidInputError, NotFoundError
@@ -35,6 +35,7 @@ from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import (
     NOT_MADE,
+    UNUSABLE_SHARE,
     Outcome,
     Row,
     RunPart,
@@ -44,6 +45,7 @@ from judge.runs import (
     run_lease,
     start_run,
     store_results,
+    unusable_detail,
 )
 from judge.runs import get_or_create_run as get_or_create
 from judge.store.engine import session_scope
@@ -176,6 +178,7 @@ def generate(
     part: RunPart | None = None,
     budget: Budget | None = None,
     threads: int | None = None,
+    max_unusable: float = UNUSABLE_SHARE,
 ) -> RunSummary:
     """Create (or resume) the generation run for these settings and ask for every missing or
     failed answer, storing each as it arrives (``on_run`` hears the run's id first). With a
@@ -189,7 +192,8 @@ def generate(
 
     Items are chosen by review status (module docstring): drafts and rejected items are left
     out unless ``include_drafts`` adds the drafts; ``accepted_only`` asks only for items an
-    expert review accepted. The run's ``status_detail`` says how many were left out."""
+    expert review accepted. The run's ``status_detail`` says how many were left out.
+    ``max_unusable``: the share of failed answers above which the run ends ``unusable``."""
     run_id = open_generation_run(
         engine, client, book, dataset_name, temperature=temperature, max_tokens=max_tokens,
         accepted_only=accepted_only, include_drafts=include_drafts, new=new, on_run=on_run,
@@ -198,6 +202,10 @@ def generate(
     with run_lease(engine, kind, run_id):
         with session_scope(engine) as session:
             run = start_run(session, GenerationRun, run_id)
+            if budget is not None or run.max_cost is not None:  # the run's bound, kept
+                prices = Prices.of(client.config)
+                spent = answers_cost(session, "generation", run_id, prices).cost or 0.0
+                budget = run_budget(run, budget, prices, spent, split=part is not None)
             tasks, left_out = _plan(
                 session, run, book, dataset_name, limit, accepted_only, include_drafts,
                 only=None if part is None else part.item_ids,
@@ -229,13 +237,18 @@ def generate(
             label="flag",
             progress=progress,
             run_column="run_id",
+            items=None if part is None else part.item_ids,
         )
         if part is None:
             stopped = None
             if budget is not None and budget.exhausted:
                 not_made = summary.flags.get(NOT_MADE, 0)
-                stopped = budget_stop_detail(budget, not_made, "answers", "generate")
-            final = partial(_final_status, left_out=left_out, stopped=stopped)
+                made = _answers_of(engine, run_id)
+                planned = made + not_made
+                stopped = budget_stop_detail(budget, made, planned, "answers", "generate")
+            final = partial(
+                _final_status, left_out=left_out, stopped=stopped, max_unusable=max_unusable
+            )
             finish_run(engine, GenerationRun, run_id, final)
     return summary
 
@@ -311,6 +324,7 @@ def finish_generation_run(
     *,
     accepted_only: bool = False,
     include_drafts: bool = False,
+    max_unusable: float = UNUSABLE_SHARE,
 ) -> Outcome:
     """Store how a generation run whose parts all ended stands, as ``generate`` does at the
     end of a whole run (with the line on the items its options leave out)."""
@@ -322,7 +336,8 @@ def finish_generation_run(
             if not asked(item.review_status, **rule)
         )
     left_out = left_out_detail(left, accepted_only=accepted_only)
-    return finish_run(engine, GenerationRun, run_id, partial(_final_status, left_out=left_out))
+    final = partial(_final_status, left_out=left_out, max_unusable=max_unusable)
+    return finish_run(engine, GenerationRun, run_id, final)
 
 
 def asked(status: str | None, *, accepted_only: bool, include_drafts: bool) -> bool:
@@ -469,19 +484,37 @@ def _check_scope(
 
 
 def _final_status(
-    session: Session, run: GenerationRun, *, left_out: str | None, stopped: str | None = None
+    session: Session,
+    run: GenerationRun,
+    *,
+    left_out: str | None,
+    stopped: str | None = None,
+    max_unusable: float = UNUSABLE_SHARE,
 ) -> Outcome:
-    """Finished, or incomplete with how many answers are missing and why (``stopped``: the
-    line of a cost budget that stopped the run); either way the status line also counts
-    the items left out by review status (``left_out``)."""
+    """Finished, incomplete with how many answers are missing and why (``stopped``: the
+    line of a cost budget that stopped the run), or unusable when more than
+    ``max_unusable`` of them failed; the status line also counts the items left out by
+    review status (``left_out``)."""
     flags = session.exec(select(Response.flag).where(Response.run_id == run.id)).all()
     failed = sum(flag == "error" for flag in flags)
     status, detail = RunStatus.FINISHED, None
     if failed:
         status, detail = RunStatus.INCOMPLETE, incomplete_detail(failed, len(flags))
+        bad = {"failed calls": failed}
+        if unusable := unusable_detail(bad, len(flags), "answers failed", limit=max_unusable):
+            status, detail = RunStatus.UNUSABLE, f"{unusable}; {detail}"
     if stopped:
         status = RunStatus.INCOMPLETE
     return status, "; ".join(d for d in (stopped, detail, left_out) if d) or None
+
+
+def _answers_of(engine: Engine, run_id: int) -> int:
+    from sqlalchemy import func
+
+    with session_scope(engine) as session:
+        return session.exec(
+            select(func.count()).select_from(Response).where(Response.run_id == run_id)
+        ).one()
 
 
 def incomplete_detail(failed: int, total: int) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import String, cast
+from sqlalchemy import String, cast, func
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -42,7 +42,14 @@ from judge.audits.base import (
     Suite,
     number_draws,
 )
-from judge.costs import Budget, BudgetGate, budget_stop_detail
+from judge.costs import (
+    Budget,
+    BudgetGate,
+    Prices,
+    answers_cost,
+    budget_stop_detail,
+    run_budget,
+)
 from judge.endpoint_url import identity_url
 from judge.errors import NotFoundError
 from judge.hashing import content_hash
@@ -173,6 +180,12 @@ def run_audit(
         engine, suite, client, temperature=temperature, max_tokens=max_tokens, new=new,
         on_run=on_run,
     )  # fmt: skip
+    with session_scope(engine) as session:  # the run's bound, kept across reruns
+        run = session.get(AuditRun, run_id)
+        if run is not None and (budget is not None or run.max_cost is not None):
+            prices = Prices.of(client.config)
+            spent = answers_cost(session, "audit", run_id, prices).cost or 0.0
+            budget = run_budget(run, budget, prices, spent)
     cache = CallCacheView(engine, client.model)
     gate = BudgetGate(budget) if budget is not None else None
 
@@ -226,7 +239,10 @@ def run_audit(
             not_made = main.flags.get(NOT_MADE, 0)
             if followup is not None:
                 not_made += followup.flags.get(NOT_MADE, 0)
-            stopped = budget_stop_detail(budget, not_made, "answers", "audit")
+            made = session.exec(
+                select(func.count()).select_from(AuditAnswer).where(AuditAnswer.run_id == run.id)
+            ).one()
+            stopped = budget_stop_detail(budget, made, made + not_made, "answers", "audit")
             return RunStatus.INCOMPLETE, "; ".join(d for d in (stopped, detail) if d)
 
         finish_run(engine, AuditRun, run_id, outcome)

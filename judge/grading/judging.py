@@ -21,15 +21,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import delete, func
 from sqlalchemy import select as columns
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
-from judge.costs import Budget, BudgetGate, budget_stop_detail
+from judge.costs import (
+    Budget,
+    BudgetGate,
+    Prices,
+    budget_stop_detail,
+    judgments_cost,
+    run_budget,
+)
 from judge.endpoint_url import identity_url
 from judge.errors import InvalidInputError
 from judge.grading.logprobs import ScoreDistribution, score_distribution
@@ -42,6 +50,7 @@ from judge.progress import Progress
 from judge.prompts import PromptBook, RenderedPrompt
 from judge.runs import (
     NOT_MADE,
+    UNUSABLE_SHARE,
     Outcome,
     Row,
     RunPart,
@@ -52,6 +61,7 @@ from judge.runs import (
     run_lease,
     start_run,
     store_results,
+    unusable_detail,
 )
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run
@@ -234,6 +244,7 @@ def judge(
     part: RunPart | None = None,
     resume_command: str = "judge",
     threads: int | None = None,
+    max_unusable: float = UNUSABLE_SHARE,
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
     with a ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run
@@ -247,7 +258,9 @@ def judge(
     (``check_rubric_set``). With a ``part`` only its items are judged, under the part's own
     lease, and the run's status is left to ``finish_judge_run``. ``resume_command``: the
     command a budget's stop line tells the user to run again. ``threads``: calls this process
-    keeps in flight (default: the endpoint's ``concurrency``, which stays the quota)."""
+    keeps in flight (default: the endpoint's ``concurrency``, which stays the quota).
+    ``max_unusable``: the share of unscored judgments above which the run ends ``unusable``
+    (``[runs] max_unusable_share``)."""
     run_id = open_judge_run(
         engine, client, book, rubrics, config, generation_run_id,
         swap_order=swap_order, on_run=on_run,
@@ -256,6 +269,10 @@ def judge(
     with run_lease(engine, kind, run_id):
         with session_scope(engine) as session:
             jrun = start_run(session, JudgeRun, run_id)
+            if budget is not None or jrun.max_cost is not None:  # the run's bound, kept
+                prices = Prices.of(client.config)
+                spent = judgments_cost(session, run_id, prices)
+                budget = run_budget(jrun, budget, prices, spent, split=part is not None)
             tasks = _plan(session, jrun, rubrics, items=None if part is None else part.item_ids)
         cache = CallCacheView(engine, client.model)
         gate = BudgetGate(budget) if budget is not None else None
@@ -273,15 +290,18 @@ def judge(
             label="status",
             progress=progress,
             run_column="judge_run_id",
+            items=None if part is None else part.item_ids,
         )
 
         def outcome(session: Session, run: JudgeRun) -> Outcome:
-            status, detail = _final_status(session, run)
+            status, detail = _final_status(session, run, max_unusable=max_unusable)
             if budget is None or not budget.exhausted:
                 return status, detail
-            stopped = budget_stop_detail(
-                budget, summary.flags.get(NOT_MADE, 0), "judgments", resume_command
-            )
+            made = session.exec(
+                select(func.count()).select_from(Judgment).where(Judgment.judge_run_id == run_id)
+            ).one()
+            not_made = summary.flags.get(NOT_MADE, 0)
+            stopped = budget_stop_detail(budget, made, made + not_made, "judgments", resume_command)
             return RunStatus.INCOMPLETE, stopped + (f"; also {detail}" if detail else "")
 
         if part is None:
@@ -289,10 +309,13 @@ def judge(
     return summary
 
 
-def finish_judge_run(engine: Engine, run_id: int) -> Outcome:
-    """Store how a judge run whose parts all ended stands (finished, or incomplete with what
-    is missing), as ``judge`` does at the end of a whole run."""
-    return finish_run(engine, JudgeRun, run_id, _final_status)
+def finish_judge_run(
+    engine: Engine, run_id: int, *, max_unusable: float = UNUSABLE_SHARE
+) -> Outcome:
+    """Store how a judge run whose parts all ended stands (finished, incomplete with what
+    is missing, or unusable), as ``judge`` does at the end of a whole run."""
+    final = partial(_final_status, max_unusable=max_unusable)
+    return finish_run(engine, JudgeRun, run_id, final)
 
 
 _IN_LIMIT = 5000
@@ -439,25 +462,44 @@ def _plan(
     return tasks
 
 
-def _final_status(session: Session, run: JudgeRun) -> Outcome:
-    """Finished, or incomplete with how many judgments are missing and why."""
+def _final_status(
+    session: Session, run: JudgeRun, *, max_unusable: float = UNUSABLE_SHARE
+) -> Outcome:
+    """Finished; incomplete with how many judgments are missing and why; or unusable when
+    more than ``max_unusable`` of them are unscored, whatever the reason."""
     kinds = Counter(
-        session.exec(
+        str(kind or "unscored")
+        for kind in session.exec(
             select(Judgment.unscored_kind).where(
                 Judgment.judge_run_id == run.id, Judgment.status == "unscored"
             )
         ).all()
     )
-    missing = {k: n for k, n in kinds.items() if k and UnscoredKind(k).retry_on_rerun}
+    missing = {k: n for k, n in kinds.items() if k in _RETRIED}
+    total = session.exec(
+        select(func.count()).select_from(Judgment).where(Judgment.judge_run_id == run.id)
+    ).one()
+    retry = (
+        f"; run the same judge command again to retry the {sum(missing.values())} that failed "
+        "outside the judge's reply"
+        if missing
+        else ""
+    )
+    unusable = unusable_detail(kinds, total, "judgments unscored", limit=max_unusable)
+    if unusable:
+        return RunStatus.UNUSABLE, unusable + retry
     if not missing:
         return RunStatus.FINISHED, None
-    total = session.exec(select(Judgment.id).where(Judgment.judge_run_id == run.id)).all()
     why = ", ".join(f"{kind}: {n}" for kind, n in sorted(missing.items()))
     return (
         RunStatus.INCOMPLETE,
-        f"{sum(missing.values())} of {len(total)} judgments missing ({why}); "
+        f"{sum(missing.values())} of {total} judgments missing ({why}); "
         "run the same judge command again to retry them",
     )
+
+
+_RETRIED = frozenset(k.value for k in UnscoredKind if k.retry_on_rerun)
+"""The unscored kinds a rerun tries again (failed outside the judge's reply)."""
 
 
 def _judge_one(

@@ -156,10 +156,15 @@ class RunBase(SQLModel):
     temperature: float
     max_tokens: int
     status: str = Field(
-        default=RunStatus.RUNNING.value, description="running, finished or incomplete"
+        default=RunStatus.RUNNING.value, description="running, finished, incomplete or unusable"
     )
     # sa_type, not sa_column: a Column object belongs to one table, this field to three.
     status_detail: str | None = Field(default=None, sa_type=Text)
+    max_cost: float | None = Field(
+        default=None,
+        description="The most the run may spend in all (--max-cost), kept across reruns: a "
+        "rerun without --max-cost keeps it, one with --max-cost replaces it; None: no bound.",
+    )
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
 

@@ -32,7 +32,7 @@ def jobs(
     ctx: Context = click_ctx.obj
     from sqlmodel import Session
 
-    from server.usecases.jobs import job_overview
+    from server.usecases.job_view import job_overview
 
     settings = ctx.settings()
     with Session(ctx.engine()) as session:
@@ -73,41 +73,17 @@ def jobs_show(ctx: Context, job_id: int, as_json: bool) -> None:
     """One job: its parameters, state, result, and its parts when Celery workers split it."""
     from sqlmodel import Session
 
-    from server.usecases.jobs import get_job
-    from server.usecases.parts import part_rows
+    from server.usecases.job_view import job_detail
 
-    engine = ctx.engine()
-    with Session(engine) as session:
-        job = get_job(session, job_id)
-        data: dict[str, Any] = {
-            "id": job.id,
-            "kind": job.kind,
-            "status": job.status,
-            "params": job.params,
-            "worker": job.worker,
-            "done": job.done,
-            "total": job.total,
-            "attempts": job.attempts,
-            "error": job.error,
-            "result": job.result,
-        }
-    data["parts"] = [
-        {
-            "number": p.number,
-            "items": len(p.item_ids),
-            "status": p.status,
-            "worker": p.worker,
-            "done": p.done,
-            "total": p.total,
-            "attempts": p.attempts,
-            "error": p.error,
-        }
-        for p in part_rows(engine, job_id)
-    ]
+    silent_after_s = ctx.settings().server.job_lease_s
+    with Session(ctx.engine()) as session:
+        data = job_detail(session, job_id, silent_after_s=silent_after_s)
 
     def render(d: dict[str, Any]) -> None:
-        head = {k: v for k, v in d.items() if k not in ("params", "result", "parts")}
+        head = {k: v for k, v in d.items() if k not in ("params", "result", "parts", "work")}
         table(f"Job {job_id}", [head])
+        if work_line := _work_line(d["work"]):
+            out().print(work_line, highlight=False)
         out().print(f"params: {json.dumps(d['params'], sort_keys=True)}", highlight=False)
         if d["result"]:
             out().print(f"result: {json.dumps(d['result'], sort_keys=True)}", highlight=False)
@@ -115,6 +91,20 @@ def jobs_show(ctx: Context, job_id: int, as_json: bool) -> None:
             table("Parts", d["parts"])
 
     emit(data, as_json, render)
+
+
+def _work_line(work: dict[str, Any]) -> str:
+    """Who works on the job and where its parts stand, e.g. 'parts: 3 done, 2 running, 3
+    left; workers: a:12, b:40 (silent)'."""
+    said = []
+    if work["parts"]:
+        said.append(
+            f"parts: {work['parts_done']} done, {work['parts_running']} running, "
+            f"{work['parts_left']} left"
+        )
+    if work["workers"]:
+        said.append("workers: " + ", ".join(work["workers"]))
+    return "; ".join(said)
 
 
 @jobs.command("submit")

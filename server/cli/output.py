@@ -251,9 +251,10 @@ def rate_text(per_second: float) -> str:
     return f"{per_second:,.1f}/s" if per_second >= 1 else f"{1 / per_second:.1f} s each"
 
 
-def progress_line(label: str, done: int, total: int, elapsed: float) -> str:
+def progress_line(label: str, done: int, total: int, elapsed: float, *, stored: int = 0) -> str:
     """One line of progress for people, e.g. 'judging: 540/2,000 (27 %), 52.1/s, about 28 s
-    left', or at the end 'judging: 2,000/2,000 (100 %), 52.6/s, done in 38 s'."""
+    left', or at the end 'judging: 2,000/2,000 (100 %), 52.6/s, done in 38 s'. ``done`` and
+    ``total`` count this pass's work; ``stored``: what the store already held, said after."""
     from server.usecases import seconds_text
 
     share = 100 * done / total if total else 100.0
@@ -262,10 +263,18 @@ def progress_line(label: str, done: int, total: int, elapsed: float) -> str:
     if rate > 0:
         line += f", {rate_text(rate)}"
     if done >= total:
-        return f"{line}, done in {seconds_text(elapsed)}"
-    if rate > 0:
-        return f"{line}, about {seconds_text((total - done) / rate)} left"
-    return line
+        line = f"{line}, done in {seconds_text(elapsed)}"
+    elif rate > 0:
+        line = f"{line}, about {seconds_text((total - done) / rate)} left"
+    return line + (f"; {stored:,} already stored" if stored else "")
+
+
+def nothing_to_do_line(label: str, stored: int, total: int) -> str:
+    """The line of a pass with no call to make, e.g. 'judging: nothing to do: 108 of 108
+    already stored' (not '108/108 (100 %)': nothing was done)."""
+    if not total:
+        return f"{label}: nothing to do"
+    return f"{label}: nothing to do: {stored:,} of {total:,} already stored"
 
 
 class PlainProgress:
@@ -273,6 +282,8 @@ class PlainProgress:
 
     The callback runs once per result, up to hundreds of times a second, so between lines it
     only reads the clock and compares; formatting and writing happen when a line is due.
+    Lines count the work of this pass: what the store held when it began (``begin``) is
+    said beside, not counted as done.
     """
 
     def __init__(
@@ -292,8 +303,18 @@ class PlainProgress:
         self._ended_at: int | None = None
         """The total whose end was said: said once, but again if more work is added later
         (``dataset plan`` adds a round of calls for what replies left short)."""
+        self.stored = 0
+        """Tasks the store held when the pass began (``begin``)."""
+
+    def begin(self, stored: int, total: int) -> None:
+        """The pass begins with ``stored`` of ``total`` already stored."""
+        self.stored = stored
+        if stored >= total:
+            self._ended_at = total - stored
+            self.write(nothing_to_do_line(self.label, stored, total))
 
     def __call__(self, done: int, total: int) -> None:
+        done, total = done - self.stored, total - self.stored
         now = self.clock()
         finished = done >= total
         if finished and total == self._ended_at:
@@ -303,7 +324,8 @@ class PlainProgress:
         self._due = now + self.every
         if finished:
             self._ended_at = total
-        self.write(progress_line(self.label, done, total, now - self.started))
+        line = progress_line(self.label, done, total, now - self.started, stored=self.stored)
+        self.write(line)
 
 
 def _plain_write(line: str) -> None:
@@ -339,20 +361,35 @@ def progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]
         console=err(),
         transient=False,
     ) as bar:
-        task = bar.add_task(label, total=None, rate="")
-        started = time.monotonic()
-        due = 0.0
+        yield _Bar(bar, label)
 
-        def update(done: int, total: int) -> None:
-            nonlocal due
-            now = time.monotonic()
-            if now < due and done < total:
-                return
-            due = now + BAR_UPDATE_EVERY_S
-            rate = done / (now - started) if now > started else 0.0
-            bar.update(task, completed=done, total=total, rate=rate_text(rate) if rate else "")
 
-        yield update
+class _Bar:
+    """The terminal bar's callback: this pass's work, at most every ``BAR_UPDATE_EVERY_S``;
+    a pass with nothing to do says so on a line of its own instead of a full bar."""
+
+    def __init__(self, bar: Any, label: str) -> None:
+        self.bar, self.label = bar, label
+        self.task = bar.add_task(label, total=None, rate="")
+        self.started, self.due, self.stored = time.monotonic(), 0.0, 0
+
+    def begin(self, stored: int, total: int) -> None:
+        self.stored = stored
+        if stored >= total:
+            line = nothing_to_do_line(self.label, stored, total)
+            self.bar.console.print(line, markup=False, highlight=False)
+            self.bar.update(self.task, visible=False)
+
+    def __call__(self, done: int, total: int) -> None:
+        done, total = done - self.stored, total - self.stored
+        now = time.monotonic()
+        if now < self.due and done < total:
+            return
+        self.due = now + BAR_UPDATE_EVERY_S
+        rate = done / (now - self.started) if now > self.started else 0.0
+        self.bar.update(
+            self.task, completed=done, total=total, rate=rate_text(rate) if rate else ""
+        )
 
 
 # -- costs -----------------------------------------------------------------------------------
@@ -360,8 +397,9 @@ def progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]
 max_cost_option = click.option(
     "--max-cost",
     type=click.FloatRange(min=0),
-    help="Stop before spending more than this, at the endpoint's prices (set "
-    "input_price_per_mtok and output_price_per_mtok); what finished is kept, rerun to go on.",
+    help="The most the run may spend in all, at the endpoint's prices (set "
+    "input_price_per_mtok and output_price_per_mtok); what finished is kept. The bound is kept "
+    "with the run: a rerun does not spend it again; give a higher --max-cost to go on.",
 )
 dry_run_option = click.option(
     "--dry-run",

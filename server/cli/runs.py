@@ -202,13 +202,13 @@ def check_batch_run(
 
     from judge.errors import IncompleteError
 
-    if status != RunStatus.INCOMPLETE:
+    if status not in (RunStatus.INCOMPLETE, RunStatus.UNUSABLE):
         return
     console = err() if as_json else out()
     if waiting_only:
         console.print(Text(f"note: {kind} run {run_id}: {detail}"), soft_wrap=True)
         return
-    line = f"{kind} run {run_id} is incomplete: {detail}"
+    line = f"{kind} run {run_id} is {status}: {detail}"
     if not allow_failures:
         raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
     console.print(Text(line), soft_wrap=True)
@@ -490,7 +490,8 @@ def _print_answers_plan(plan: dict[str, Any], *, batch: bool = False) -> None:
 def _check_complete(
     engine: Engine, kind: str, run_id: int, allow_failures: bool, as_json: bool
 ) -> None:
-    """Raise ``IncompleteError`` for a run left incomplete, or with ``allow_failures`` print
+    """Raise ``IncompleteError`` (exit 3) for a run left incomplete or unusable (mostly
+    unscored or failed: ``[runs] max_unusable_share``), or with ``allow_failures`` print
     its status line (on stderr with --json, so that stdout stays one JSON document)."""
     from rich.text import Text
 
@@ -498,9 +499,9 @@ def _check_complete(
     from server.usecases import run_status
 
     status, detail = run_status(engine, kind, run_id)
-    if status != RunStatus.INCOMPLETE:
+    if status not in (RunStatus.INCOMPLETE, RunStatus.UNUSABLE):
         return
-    line = f"{kind} run {run_id} is incomplete: {detail}"
+    line = f"{kind} run {run_id} is {status}: {detail}"
     if not allow_failures:
         raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
     (err() if as_json else out()).print(Text(line), soft_wrap=True)

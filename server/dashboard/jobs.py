@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
@@ -16,6 +17,7 @@ from server.dashboard.web import engine, settings
 from server.db import get_session
 from server.errors import status_for
 from server.jobs import queue
+from server.usecases.job_view import JobWork, job_detail, job_work
 
 
 def choices() -> dict[str, job_form.Choices]:
@@ -53,13 +55,27 @@ def choices() -> dict[str, job_form.Choices]:
     }
 
 
+def _work(ids: list[int]) -> dict[int, JobWork]:
+    """The listed jobs' workers and parts (the read model ``fairjudge jobs`` shows)."""
+    silent = settings().server.job_lease_s
+    return job_work(get_session(), ids, silent_after_s=silent)
+
+
+def _detail(job_id: int) -> dict[str, Any]:
+    silent = settings().server.job_lease_s
+    return job_detail(get_session(), job_id, silent_after_s=silent)
+
+
 @bp.get("/jobs")
 @login_required
 def jobs() -> ResponseReturnValue:
     page = pages.job_list(
         get_session(), kind=request.args.get("kind"), status=request.args.get("status")
     )
-    return render_template("dashboard/jobs.html", page=page, kinds=list(job_form.JOB_REQUESTS))
+    return render_template(
+        "dashboard/jobs.html", page=page, kinds=list(job_form.JOB_REQUESTS),
+        work=_work([j.id for j in page.jobs if j.id]),
+    )  # fmt: skip
 
 
 @bp.get("/live/jobs")
@@ -69,7 +85,9 @@ def jobs_live() -> ResponseReturnValue:
     page = pages.job_list(
         get_session(), kind=request.args.get("kind"), status=request.args.get("status")
     )
-    return render_template("dashboard/_jobs_table.html", page=page)
+    return render_template(
+        "dashboard/_jobs_table.html", page=page, work=_work([j.id for j in page.jobs if j.id])
+    )
 
 
 def _form(
@@ -104,7 +122,7 @@ def start_job() -> ResponseReturnValue:
 @login_required
 def job(job_id: int) -> ResponseReturnValue:
     page = pages.job_page(get_session(), job_id)
-    return render_template("dashboard/job.html", page=page)
+    return render_template("dashboard/job.html", page=page, detail=_detail(job_id))
 
 
 @bp.get("/live/jobs/<int:job_id>")
@@ -112,7 +130,7 @@ def job(job_id: int) -> ResponseReturnValue:
 def job_live(job_id: int) -> ResponseReturnValue:
     """The job's status block alone, fetched every second until the job ends."""
     page = pages.job_page(get_session(), job_id)
-    return render_template("dashboard/_job_status.html", page=page)
+    return render_template("dashboard/_job_status.html", page=page, detail=_detail(job_id))
 
 
 @bp.post("/jobs/<int:job_id>/<any(cancel, resume):action>")

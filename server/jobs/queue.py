@@ -203,8 +203,10 @@ def _run_held(engine: Engine, settings: Settings, job_id: int) -> str:
         message = f"unexpected {type(exc).__name__}: {exc} (the server log has the traceback)"
         set_job(engine, job_id, now=("finished_at",), status="failed", error=message)
         return "failed"
-    set_job(engine, job_id, now=("finished_at",), status="finished", result=result)
-    return "finished"
+    status, why = stored.ending(engine, result)  # "failed" for a run mostly unscored
+    said = {} if why is None else {"error": why}  # a finished job keeps its resumed note
+    set_job(engine, job_id, now=("finished_at",), status=status, result=result, **said)
+    return status
 
 
 @dataclass

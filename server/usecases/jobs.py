@@ -311,6 +311,40 @@ def report_progress(engine: Engine, job_id: int, done: int, total: int) -> bool:
         return bool(session.exec(select(Job.cancel_requested).where(Job.id == job_id)).one())
 
 
+_RESULT_RUNS = {
+    "judge_run_id": "judge",
+    "judge_run_ids": "judge",
+    "generation_run_id": "generation",
+}
+"""Fields of a job's result that name the runs it made, and their kind."""
+
+
+def ending(engine: Engine, result: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """How a job whose work returned ``result`` ends: ``finished``, or ``failed`` with the
+    line of a run it made that ended ``unusable`` (mostly unscored or failed: ``[runs]
+    max_unusable_share``), so that a job of 1,500 unscored judgments is not a green
+    "finished"."""
+    from judge.store.engine import session_scope
+    from judge.store.tables import GenerationRun, JudgeRun
+    from judge.vocab import RunStatus
+
+    tables: dict[str, type[JudgeRun] | type[GenerationRun]] = {
+        "judge": JudgeRun,
+        "generation": GenerationRun,
+    }
+    with session_scope(engine) as session:
+        for key, kind in _RESULT_RUNS.items():
+            value = (result or {}).get(key)
+            ids = value if isinstance(value, list) else [value]
+            for run_id in ids:
+                if not isinstance(run_id, int):
+                    continue
+                run = session.get(tables[kind], run_id)
+                if run is not None and run.status == RunStatus.UNUSABLE:
+                    return "failed", f"{kind} run {run_id} is unusable: {run.status_detail}"
+    return "finished", None
+
+
 def start_job(engine: Engine, job_id: int, worker: str) -> tuple[str, dict[str, Any], int] | str:
     """Mark a job running under ``worker``: its kind, parameters and the attempts it had
     before this one, or the status it keeps when it is done already or was cancelled
@@ -481,61 +515,3 @@ def live_workers(session: Session, *, silent_after_s: float) -> set[str]:
         if row.stopped_at is None and beat >= cutoff:
             live.add(row.worker)
     return live
-
-
-def job_overview(
-    session: Session,
-    *,
-    silent_after_s: float,
-    status: str | None = None,
-    kind: str | None = None,
-    limit: int = 50,
-) -> list[dict[str, Any]]:
-    """Jobs newest first, as ``fairjudge jobs`` shows them: state, worker (and whether it
-    still beats), progress, parts done of all (jobs split between Celery workers), attempts
-    and the last error."""
-    from sqlmodel import col, func, select
-
-    from judge.store.tables import JobPart
-
-    rows, _ = list_jobs(session, status=status, kind=kind, limit=limit)
-    live = live_workers(session, silent_after_s=silent_after_s)
-    ids = [j.id for j in rows]
-    parts: dict[int, tuple[int, int]] = {}
-    if ids:
-        done = func.sum(func.cast(col(JobPart.status) == "done", type_=_int_type()))
-        for job_id, n, finished in session.execute(
-            select(JobPart.job_id, func.count(), done)
-            .where(col(JobPart.job_id).in_(ids))
-            .group_by(col(JobPart.job_id))
-        ):
-            parts[int(job_id)] = (int(finished or 0), int(n))
-    out = []
-    for job in rows:
-        worker_state = None
-        if job.status == "running" and job.worker:
-            worker_state = "beating" if job.worker in live else "silent"
-        finished, n = parts.get(job.id or 0, (0, 0))
-        out.append(
-            {
-                "id": job.id,
-                "kind": job.kind,
-                "status": job.status,
-                "worker": job.worker,
-                "worker_state": worker_state,
-                "done": job.done,
-                "total": job.total,
-                "parts_done": finished if n else None,
-                "parts": n or None,
-                "attempts": job.attempts,
-                "error": job.error,
-                "created_at": job.created_at.isoformat(),
-            }
-        )
-    return out
-
-
-def _int_type() -> Any:
-    from sqlalchemy import Integer
-
-    return Integer()

@@ -392,14 +392,27 @@ def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
         return False
     key = SPLIT_KINDS[kind]
     run_id = int(result[key])
-    status, detail = _finish_run(engine, kind, params, run_id)
+    status, detail = _finish_run(engine, settings, kind, params, run_id)
     result.update({"status": str(status), "status_detail": detail})
+    from server.usecases.jobs import ending
+
+    ended, why = ending(engine, result)  # "failed" for a run mostly unscored
     with session_scope(engine) as session:
+        # The job's done/total summed once more over its parts: two parts writing their
+        # progress at the same moment may each have summed before the other's commit.
+        done, total = session.execute(
+            select(
+                func.coalesce(func.sum(JobPart.done), 0), func.coalesce(func.sum(JobPart.total), 0)
+            ).where(col(JobPart.job_id) == job_id)
+        ).one()
         won = session.execute(
             update(Job)
             .where(col(Job.id) == job_id, col(Job.status) == "running")
-            .values(status="finished", result=result, finished_at=utcnow())
-        )
+            .values(
+                status=ended, result=result, finished_at=utcnow(), done=done, total=total,
+                **({} if why is None else {"error": why}),
+            )
+        )  # fmt: skip
         finished = bool(won.rowcount)  # type: ignore[attr-defined]
     if finished and settings.server.warm_figures:
         from server.usecases.figures import runs_of_result, warm_after_job
@@ -408,20 +421,23 @@ def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
     return finished
 
 
-def _finish_run(engine: Engine, kind: str, params: dict[str, Any], run_id: int) -> Any:
+def _finish_run(
+    engine: Engine, settings: Settings, kind: str, params: dict[str, Any], run_id: int
+) -> Any:
     """Store how a split run ended, read from what its parts stored."""
     from server.usecases.jobs import job_request
 
     request = job_request(kind, params)
+    limit = settings.runs.max_unusable_share
     if isinstance(request, JudgeRequest):
         from judge.grading.judging import finish_judge_run
 
-        return finish_judge_run(engine, run_id)
+        return finish_judge_run(engine, run_id, max_unusable=limit)
     from judge.answers.collect import finish_generation_run
 
     assert isinstance(request, GenerateRequest)
     return finish_generation_run(
-        engine, run_id, request.dataset,
+        engine, run_id, request.dataset, max_unusable=limit,
         accepted_only=request.accepted_only, include_drafts=request.include_drafts,
     )  # fmt: skip
 

@@ -71,6 +71,7 @@ def generate(
         part=part,
         threads=threads,
         budget=budget,
+        max_unusable=settings.runs.max_unusable_share,
     )
 
 
@@ -193,6 +194,7 @@ def judge(
         budget=budget,
         part=part,
         threads=threads,
+        max_unusable=settings.runs.max_unusable_share,
     )
 
 

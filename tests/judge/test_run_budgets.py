@@ -81,15 +81,25 @@ def test_generation_stops_at_max_cost_and_a_rerun_finishes(
             run = session.get(GenerationRun, stopped.run_id)
             assert run is not None and run.status == "incomplete"
             assert run.status_detail is not None
-            assert run.status_detail.startswith("stopped at --max-cost 4.7e-05: spent 0.0000")
+            # 4 answers made of the 6 planned (by hand, above); the bound is the run's
+            assert run.status_detail.startswith(
+                "stopped at the cost bound after 4 of 6 calls (--max-cost 4.7e-05 for the run, "
+                "spent 0.0000 in all"
+            )
             assert "2 answers not made" in run.status_detail
+            assert run.max_cost == MAX_COST
         assert _count(engine, Response) == 4
         # a dry run of the same command resumes the stopped run: two answers left
         left = generate_dry_run(
             engine, settings, usecases.GenerateRequest.build(dataset="sample", limit=6)
         )
         assert (left["generation_run_id"], left["answers_to_ask"]) == (stopped.run_id, 2)
-        goes_on = usecases.generate(engine, settings, "sample", limit=6)
+        # The bound is the run's, kept across reruns: the same command again (or one without
+        # --max-cost) sends nothing: 4 x 5e-6 spent + 32e-6 held > 47e-6. A higher bound goes
+        # on (before the bound was kept, the rerun spent a fresh 47e-6 and finished).
+        again = usecases.generate(engine, settings, "sample", limit=6)
+        assert stub.state.requests == 4 and again.flags == {NOT_MADE: 2}
+        goes_on = usecases.generate(engine, settings, "sample", limit=6, max_cost=1.0)
         sent = stub.state.bodies
     assert len(sent) == 6 and goes_on.flags == {"ok": 2}
     # the dry run counted the characters of exactly the two prompts the rerun then sent
@@ -141,12 +151,16 @@ def test_an_audit_stops_at_max_cost_and_a_rerun_finishes(engine: Engine, db_url:
         assert stub.state.requests == 4 and stopped.main.flags[NOT_MADE] == 2
         info = audits.run_status(engine, stopped.run_id)
         assert info["status"] == "incomplete"
-        assert info["status_detail"].startswith("stopped at --max-cost 4.7e-05: spent 0.0000")
+        assert info["status_detail"].startswith(
+            "stopped at the cost bound after 4 of 6 calls (--max-cost 4.7e-05 for the run, "
+            "spent 0.0000 in all"
+        )
         assert "2 answers not made" in info["status_detail"]
         assert _count(engine, AuditAnswer) == 4
         left = audits.audit_dry_run(engine, settings, request)
         assert (left["audit_run_id"], left["prompts_to_ask"]) == (stopped.run_id, 2)
-        goes_on = audits.audit(engine, settings, request)
+        # the run's bound holds for a rerun: a higher one goes on
+        goes_on = audits.audit(engine, settings, request.model_copy(update={"max_cost": 1.0}))
         sent = stub.state.bodies
     assert len(sent) == 6 and NOT_MADE not in goes_on.main.flags
     assert planned["estimate"]["prompt_chars"] == _chars(sent)

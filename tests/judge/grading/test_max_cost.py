@@ -44,14 +44,27 @@ def test_max_cost_stops_at_the_budget_and_a_rerun_goes_on(engine: Engine, db_url
         with session_scope(engine) as session:
             run = session.get(JudgeRun, stopped.run_id)
             assert run is not None and run.status == "incomplete"
-            assert run.status_detail and "stopped at --max-cost 0.000335" in run.status_detail
-            assert (
-                "spent 0.0000" in run.status_detail and "1 judgments not made" in run.status_detail
+            # 4 of the 5 judgments made (by hand, above), the bound kept with the run
+            assert run.status_detail and run.status_detail.startswith(
+                "stopped at the cost bound after 4 of 5 calls (--max-cost 0.000335 for the run"
             )
+            assert (
+                "spent 0.0000 in all" in run.status_detail
+                and "1 judgments not made" in run.status_detail
+            )
+            assert run.max_cost == 335e-6
         left = usecases.judge_dry_run(engine, settings, run_id)
         assert (left["judge_run_id"], left["judgments_to_make"]) == (stopped.run_id, 1)
         assert left["calls_to_send"] == 1
-        goes_on = usecases.judge(engine, settings, run_id)
+        # The same bound again spends nothing more: 4 x 5e-6 spent + 320e-6 held > 335e-6
+        # (each command used to have a fresh 335e-6, and this rerun made the 5th call).
+        again = usecases.judge(engine, settings, run_id, max_cost=335e-6)
+        assert len(_judge_calls(stub)) == 4 and again.flags == {NOT_MADE: 1}
+        with session_scope(engine) as session:
+            run = session.get(JudgeRun, stopped.run_id)
+            assert run is not None and run.status == "incomplete" and run.status_detail
+            assert run.status_detail.startswith("stopped at the cost bound after 4 of 5 calls")
+        goes_on = usecases.judge(engine, settings, run_id, max_cost=1.0)  # a higher bound
         last = _judge_calls(stub)[-1]
     assert len(_judge_calls(stub)) == 5 and goes_on.flags == {"scored": 1}
     # the dry run's estimate counted the characters of exactly the call later sent

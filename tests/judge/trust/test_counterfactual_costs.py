@@ -63,9 +63,11 @@ def test_counterfactual_dry_run_sends_nothing_and_max_cost_stops_the_copy(
         assert stub.state.requests == sent + 2
         status, detail = trust.judge_run_status(engine, stopped.judge_run_id)
         assert status == "incomplete" and detail is not None
-        assert (
-            detail.startswith("stopped at --max-cost 0.000325") and "2 judgments not made" in detail
+        # 2 of the 4 judgments made (by hand, above), under the copy's judge run's own bound
+        assert detail.startswith(
+            "stopped at the cost bound after 2 of 4 calls (--max-cost 0.000325 for the run"
         )
+        assert "2 judgments not made" in detail
         # the line names the command that goes on: the counterfactual check, not `judge`
         assert "run the same judge-audit counterfactual command again" in detail
         left = trust.counterfactual_dry_run(engine, settings, request)
@@ -73,7 +75,10 @@ def test_counterfactual_dry_run_sends_nothing_and_max_cost_stops_the_copy(
             stopped.copy.run_id, stopped.judge_run_id,
         )  # fmt: skip
         assert (left["judgments_to_make"], left["calls_to_send"]) == (2, 2)
-        done = trust.counterfactual_audit(engine, settings, request)
+        # the bound is the copy's judge run's, kept across reruns: a higher one goes on
+        done = trust.counterfactual_audit(
+            engine, settings, request.model_copy(update={"max_cost": 1.0})
+        )
         copy_calls = stub.state.bodies[sent:]
     assert (
         len(copy_calls) == 4 and trust.judge_run_status(engine, done.judge_run_id)[0] == "finished"

@@ -64,3 +64,35 @@ def test_a_running_job_whose_worker_went_quiet_is_marked(
     rows = json.loads(_run(config, "jobs", "--json"))
     assert {j["worker"]: j["worker_state"] for j in rows} == {"a:1": "beating", "b:2": "silent"}
     assert "b:2 (silent)" in _run(config, "jobs")
+
+
+def test_jobs_show_says_who_works_on_a_split_job_and_where_its_parts_stand(
+    tmp_path: Path, db_url: str, engine: Engine
+) -> None:
+    from judge.store.tables import JobPart
+
+    config = write_config(tmp_path / "f.toml", "http://127.0.0.1:9/v1", db_url)
+    now = utcnow()
+    with Session(engine) as session:
+        session.add(WorkerBeat(worker="a:1", started_at=now, beat_at=now - timedelta(seconds=2)))
+        session.add(WorkerBeat(worker="b:2", started_at=now, beat_at=now - timedelta(seconds=60)))
+        job = Job(kind="judge", params={"generation_run_id": 1}, status="running", worker="c:3")
+        session.add(job)
+        session.commit()
+        assert job.id is not None
+        # Parts by hand: 0 done, 1 on a:1, 2 on b:2 (silent), 3 queued: 1 done, 2 running, 1 left.
+        for number, (status, worker) in enumerate(
+            [("done", None), ("running", "a:1"), ("running", "b:2"), ("queued", None)]
+        ):
+            session.add(JobPart(job_id=job.id, number=number, item_ids=[number],
+                                status=status, worker=worker))  # fmt: skip
+        session.commit()
+        job_id = job.id
+    shown = json.loads(_run(config, "jobs", "show", str(job_id), "--json"))
+    assert shown["work"]["workers"] == ["a:1", "b:2 (silent)"]
+    assert (shown["work"]["parts_done"], shown["work"]["parts_running"]) == (1, 2)
+    assert (shown["work"]["parts_left"], shown["work"]["parts"]) == (1, 4)
+    text = _run(config, "jobs", "show", str(job_id))
+    assert "parts: 1 done, 2 running, 1 left; workers: a:1, b:2 (silent)" in text
+    listed = json.loads(_run(config, "jobs", "--json"))
+    assert (listed[0]["parts_running"], listed[0]["workers"]) == (2, ["a:1", "b:2 (silent)"])

@@ -84,3 +84,40 @@ def test_progress_is_plain_lines_off_a_terminal_and_nothing_when_quiet() -> None
         assert isinstance(bar, PlainProgress) and bar.every == PLAIN_PROGRESS_EVERY_S
     with progress_bar("judging", True) as bar:
         assert bar is None
+
+
+def test_a_pass_with_nothing_to_do_says_so_rather_than_100_percent() -> None:
+    # 108 of 108 judgments stored when the pass began: no call to make, one line saying so.
+    clock, lines = Clock(), list[str]()
+    progress = PlainProgress("judging", lines.append, every=5.0, clock=clock)
+    progress.begin(108, 108)
+    clock.now = 130.0
+    progress(108, 108)  # a producer that calls anyway adds no "108/108 (100 %)" line
+    assert lines == ["judging: nothing to do: 108 of 108 already stored"]
+
+
+def test_a_resumed_pass_counts_its_own_work_and_says_what_was_stored() -> None:
+    # 1,000 of 1,200 stored before: this pass has 200 to do. 100 of them in 5 s = 20.0 a
+    # second, 100 left take 5.0 s; all 200 in 10 s.
+    clock, lines = Clock(), list[str]()
+    progress = PlainProgress("judging", lines.append, every=5.0, clock=clock)
+    progress.begin(1000, 1200)
+    assert lines == []  # work to do: the first line comes with the first results
+    clock.now = 105.0
+    progress(1100, 1200)
+    clock.now = 110.0
+    progress(1200, 1200)
+    assert lines == [
+        "judging: 100/200 (50 %), 20.0/s, about 5.0 s left; 1,000 already stored",
+        "judging: 200/200 (100 %), 20.0/s, done in 10 s; 1,000 already stored",
+    ]
+
+
+def test_a_fresh_pass_reads_as_before() -> None:
+    clock, lines = Clock(), list[str]()
+    progress = PlainProgress("judging", lines.append, every=5.0, clock=clock)
+    progress.begin(0, 10)
+    clock.now = 102.0
+    progress(10, 10)
+    # 10 in 2 s = 5.0 a second, no stored count said.
+    assert lines == ["judging: 10/10 (100 %), 5.0/s, done in 2.0 s"]
