@@ -249,8 +249,7 @@ def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str,
     (None): its route answers the error, which costs little, each time."""
     from sqlmodel import Session
 
-    from judge.errors import FairJudgeError
-
+    from judge.errors import FairJudgeError, NotFoundError
     from judge.store.queries import get_judge_run
 
     with Session(engine) as session:
@@ -271,6 +270,12 @@ def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str,
             try:
                 if base in values:
                     value = derived_figures(key, values[base])
+                elif page == "agreement-json" and values.get("agreement") is not None:
+                    # The agreement page's figures hold this very answer (the same request
+                    # at the defaults), or the reason there is none: not computed twice.
+                    value = values["agreement"].agreement
+                    if value is None:
+                        raise NotFoundError(values["agreement"].no_ratings or "no ratings")
                 else:
                     value = page_figures(session, key, settings)
             except FairJudgeError as exc:
@@ -383,8 +388,9 @@ class Warmer:
                     self.busy.clear()
 
     def _changed(self) -> list[int]:
-        """Runs whose rows changed since the last look (and runs kept at an old version),
-        among the watched ones; nothing when the store's version is unchanged."""
+        """Runs whose rows changed since the last look, runs new since then, and runs kept
+        at an old version, among the watched ones; nothing when the store's version is
+        unchanged."""
         from sqlmodel import Session, col, select
 
         from judge.store.tables import JudgeRun
@@ -393,7 +399,7 @@ class Warmer:
             now = store_version(session)
             if now == self._store:
                 return []
-            self._store = now
+            first, self._store = self._store is None, now
             newest = session.exec(
                 select(JudgeRun.id).order_by(col(JudgeRun.id).desc()).limit(WATCH_RUNS)
             ).all()
@@ -403,7 +409,9 @@ class Warmer:
                 if run_id is None:
                     continue
                 version = version_text(run_version(session, run_id), self.settings)
-                if self._seen.get(run_id, version) != version:
+                # A run first seen after the first look is new (a CLI judge, an import):
+                # its pages too. At the first look, only runs kept at an old version.
+                if self._seen.get(run_id, None if not first else version) != version:
                     changed.append(run_id)
                 self._seen[run_id] = version
         return list(dict.fromkeys([*changed, *stale_runs(self.engine, self.settings, watched)]))
