@@ -257,15 +257,17 @@ def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str,
     took: dict[str, float | None] = {}
     sign = signing_key(settings)
     values: dict[str, Any] = {}
+    spent: dict[str, float] = {}  # what computing each page took, kept or now
     for page, options in default_pages(settings):
         key = page_key(page, judge_run_id, options)
         with Session(engine) as session:
             version = version_text(run_version(session, judge_run_id), settings)
             found = read(session, key, version, sign)
             if found is not None:
-                took[page], values[page] = 0.0, found.value
+                took[page], values[page], spent[page] = 0.0, found.value, found.seconds
                 continue
             start = time.perf_counter()
+            reused = 0.0
             base = DERIVED.get(page)
             try:
                 if base in values:
@@ -273,7 +275,7 @@ def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str,
                 elif page == "agreement-json" and values.get("agreement") is not None:
                     # The agreement page's figures hold this very answer (the same request
                     # at the defaults), or the reason there is none: not computed twice.
-                    value = values["agreement"].agreement
+                    value, reused = values["agreement"].agreement, spent["agreement"]
                     if value is None:
                         raise NotFoundError(values["agreement"].no_ratings or "no ratings")
                 else:
@@ -282,8 +284,8 @@ def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str,
                 log.info("judge run %s: no %s to keep (%s)", judge_run_id, page, exc)
                 took[page] = None
                 continue
-            seconds = time.perf_counter() - start
-        values[page] = value
+            seconds = time.perf_counter() - start + reused
+        values[page], spent[page] = value, seconds
         write(engine, key, version, value, sign=sign, at=datetime.now(UTC), seconds=seconds)
         took[page] = round(seconds, 2)
     return took
