@@ -9,8 +9,8 @@ judge run's own judgments, answers, ratings, campaigns): any process that finds 
 version reuses them, and a write to the run's rows makes them stale. A write to another
 run's rows leaves them as they are.
 
-Computing ahead happens on a thread of its own (``Warmer``, one per process, at a lower CPU
-priority), never inside a job's slot: when a job ends its worker only names the runs it
+Computing ahead happens on a thread of its own (``Warmer``, one per process), never inside
+a job's slot: when a job ends its worker only names the runs it
 touched (``warm_after_job``), and the worker's warmer also watches the store (every
 ``WATCH_EVERY_S``) for runs whose rows changed by any other path (``ratings import``, a CLI
 ``judge``, a campaign pull, an API post) and computes their pages again.
@@ -93,9 +93,11 @@ computed first, and the newest runs): a bound on what one look at the store cost
 WATCH_EVERY_S = 2.0
 """How often the warmer looks at the store for runs whose rows changed: one statement when
 nothing changed (the store's version), a few per watched run when something did."""
-NICE = 10
+NICE = 0
 """How much lower than the process's the warmer thread's CPU priority is (Linux: per
-thread), so that a job's threads and page loads go first."""
+thread). 0: a thread of its own is what keeps warming off the job slots; a niced thread in a
+process with a GIL can hold it while descheduled (the job threads then wait all the same),
+and on a busy machine it makes the pages later still."""
 
 _BUILTINS = frozenset(
     {"list", "dict", "set", "frozenset", "tuple", "str", "int", "float", "complex", "bool",
@@ -341,7 +343,7 @@ def stale_runs(engine: Engine, settings: Settings, runs: Iterable[int]) -> list[
 
 
 class Warmer:
-    """Computes judge runs' pages ahead on a thread of its own, at a lower CPU priority: the
+    """Computes judge runs' pages ahead on a thread of its own (``NICE``: its priority): the
     runs it is asked for (``ask``: a job that ended), and the runs whose rows changed by any
     other path, found by watching the store every ``watch_s`` (``None``: only when asked)."""
 
@@ -436,6 +438,8 @@ class Warmer:
 
 def _lower_priority() -> None:
     """Lower this thread's CPU priority by ``NICE`` (Linux schedules threads one by one)."""
+    if not NICE:
+        return
     try:
         tid = threading.get_native_id()
         os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + NICE)
