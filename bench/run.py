@@ -47,6 +47,10 @@
     worst of later loads.
 18. Client reply (bench/client_reply.py): the client's CPU per call reading a reply as
     openai's ``ChatCompletion`` and as plain JSON (what it does now), one thread.
+19. Fresh pages (bench/fresh_pages.py): after each write path (``ratings import``, an API post
+    of ratings, a CLI ``judge``, a judge job) on the 10,000-judgment store with 3 raters, the
+    seconds until the worker's warmer has kept the written run's pages, then the first and
+    second load of every page of that run and of the big one (target: first loads < 1 s).
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -291,6 +295,12 @@ def bench_celery(tmp: Path) -> dict[str, Any]:
     return run(tmp)
 
 
+def _fresh_pages_bench(tmp: Path) -> dict[str, Any]:
+    from bench.fresh_pages import bench_fresh_pages as run
+
+    return run(tmp)
+
+
 def _dashboard_bench(tmp: Path) -> dict[str, Any]:
     from bench.dashboard import bench_dashboard as run
 
@@ -335,6 +345,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "celery": bench_celery,
     "batch": lambda tmp: _batch_bench(tmp),
     "dashboard": lambda tmp: _dashboard_bench(tmp),
+    "fresh_pages": lambda tmp: _fresh_pages_bench(tmp),
     "client_reply": lambda tmp: _client_reply_bench(),
 }
 

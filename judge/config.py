@@ -272,9 +272,18 @@ class ServerConfig(_Strict):
     )
     warm_figures: bool = Field(
         default=True,
-        description="When a job ends, its worker computes the dashboard pages of the judge run "
-        "it touched (and of the runs whose pages were computed most recently) and keeps them "
-        "in the store, so the first person to open them does not wait (docs/dashboard.md).",
+        description="The job worker computes dashboard pages ahead on a thread of its own (never "
+        "in a job's slot): those of the judge runs a job touched when it ends, and those of "
+        "runs whose rows changed by any other path (an import, a command, an API post), and "
+        "keeps them in the store, so the first person to open them does not wait "
+        "(docs/dashboard.md).",
+    )
+    queue_wait_alert_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=86400,
+        description="Health says `degraded` once a job has waited this long, in seconds, "
+        "without starting (every slot busy, or no worker taking jobs).",
     )
 
 

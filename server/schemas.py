@@ -104,10 +104,36 @@ class WorkerHealthOut(BaseModel):
     last_beat_age_s: float | None
     waiting_jobs: int = Field(description="Jobs queued or running.")
     reason: str
+    queued_jobs: int = Field(default=0, description="Jobs queued.")
+    running_jobs: int = Field(default=0, description="Jobs running.")
+    oldest_wait_s: float | None = Field(
+        default=None,
+        description="How long the oldest queued job that never started has waited, in seconds.",
+    )
+    degraded: bool = Field(
+        default=False,
+        description="That job has waited more than [server] queue_wait_alert_s: the queue is "
+        "not moving.",
+    )
+
+
+class ComputingOut(BaseModel):
+    """Figures still being computed (HTTP 202, with ``Retry-After``): ask the same URL again;
+    it answers with them once they are kept."""
+
+    status: str = Field(description="computing")
+    page: str = Field(description="What is being computed: report, agreement-json, checks ...")
+    judge_run_id: int
+    waited_s: float = Field(description="How long this request waited for it, in seconds.")
+    retry_after_s: int = Field(description="When to ask again, in seconds.")
+    message: str
 
 
 class HealthOut(BaseModel):
-    status: str = Field(description="ok, or unhealthy (with HTTP 503)")
+    status: str = Field(
+        description="ok; degraded (HTTP 200: a job has waited past [server] "
+        "queue_wait_alert_s without starting); or unhealthy (with HTTP 503)"
+    )
     schema_revision: str | None = None
     worker: WorkerHealthOut
 

@@ -23,7 +23,9 @@ bp = APIBlueprint(
 def health() -> Any:
     """Whether the server answers, its database is reachable, and its job workers are
     alive: 503 with `status: unhealthy` when no worker has beaten recently while one went
-    quiet without stopping or jobs wait for one (`worker.reason` says which)."""
+    quiet without stopping or jobs wait for one (`worker.reason` says which); `status:
+    degraded` (200) when the oldest queued job has waited past `[server] queue_wait_alert_s`
+    without starting (`worker.oldest_wait_s`)."""
     from dataclasses import asdict
 
     from server.usecases.browse import schema_revision
@@ -32,9 +34,12 @@ def health() -> Any:
     engine = current_app.extensions["fairjudge_engine"]
     revision = schema_revision(engine)
     cfg = current_app.config["SETTINGS"].server
-    workers = worker_health(engine, stale_after_s=stale_after_s(cfg.job_lease_s))
+    workers = worker_health(
+        engine, stale_after_s=stale_after_s(cfg.job_lease_s), wait_alert_s=cfg.queue_wait_alert_s
+    )
+    status = "unhealthy" if not workers.healthy else "degraded" if workers.degraded else "ok"
     body = {
-        "status": "ok" if workers.healthy else "unhealthy",
+        "status": status,
         "schema_revision": revision,
         "worker": asdict(workers),
     }

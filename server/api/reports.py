@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, current_app
+from flask import Response
 
 from server import usecases
 from server.api import CSV_TABLE, HTML_PAGE, blueprint
+from server.api.kept import Pending, kept_figures
 from server.db import get_session
 from server.schemas import (
     CompareCsvQuery,
     CompareQuery,
+    ComputingOut,
     CsvQuery,
     DiagnosticsCsvQuery,
     DiagnosticsQuery,
@@ -30,32 +32,37 @@ from server.usecases.reports import Report
 bp = blueprint("reports", __name__, "reports")
 
 
-def _report(run_id: int, campaigns: list[str]) -> Any:
-    """The run's report, its cost at the prices the server's config gives its endpoint; its
-    agreement on the ratings of ``campaigns`` (every campaign's when empty)."""
-    settings = current_app.config["SETTINGS"]
-    return usecases.full_report(get_session(), run_id, settings=settings, campaigns=campaigns)
+def _kept(page: str, run_id: int, options: Any) -> Any:
+    """A judge run's report (or its diagnostics) kept for its rows as they are now, or the
+    202 that says it is being computed (server/api/kept.py)."""
+    from server.usecases.dashboard import page_key
+
+    return kept_figures(page_key(page, run_id, options))
 
 
-@bp.get("/judge-runs/<int:run_id>/report.json", responses={200: ReportOut})
+@bp.get("/judge-runs/<int:run_id>/report.json", responses={200: ReportOut, 202: ComputingOut})
 def report_json(path: RunPath, query: RatingScopeQuery) -> Any:
-    """The report's data (what report.json holds)."""
-    return _report(path.run_id, query.campaign).to_json()
+    """The report's data (what report.json holds), its cost at the prices the server's
+    config gives its endpoint, its agreement on the ratings of the campaigns named (every
+    campaign's when none is). Served kept while the run's rows are unchanged; 202 with
+    `Retry-After` while it is being computed."""
+    got = _kept("report", path.run_id, tuple(query.campaign))
+    return got.reply() if isinstance(got, Pending) else got.to_json()
 
 
-@bp.get("/judge-runs/<int:run_id>/report.html", responses={200: HTML_PAGE})
+@bp.get("/judge-runs/<int:run_id>/report.html", responses={200: HTML_PAGE, 202: ComputingOut})
 def report_html(path: RunPath, query: RatingScopeQuery) -> Any:
-    """The report as one self-contained HTML page, plots included."""
-    return Response(rendering.html(_report(path.run_id, query.campaign)), mimetype="text/html")
+    """The report as one self-contained HTML page, plots included (202 while computed)."""
+    got = _kept("report.html", path.run_id, tuple(query.campaign))
+    return got.reply() if isinstance(got, Pending) else Response(got, mimetype="text/html")
 
 
-@bp.get("/judge-runs/<int:run_id>/report.csv", responses={200: CSV_TABLE})
+@bp.get("/judge-runs/<int:run_id>/report.csv", responses={200: CSV_TABLE, 202: ComputingOut})
 def report_csv(path: RunPath, query: CsvQuery) -> Any:
-    """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv)."""
-    report = _report(path.run_id, query.campaign)
-    name, text = rendering.csv_table(report, query.table)
-    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
-    return Response(text, mimetype="text/csv", headers=headers)
+    """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv; 202
+    while the report is computed)."""
+    got = _kept("report", path.run_id, tuple(query.campaign))
+    return got.reply() if isinstance(got, Pending) else _csv(got, query.table)
 
 
 def _csv(report: Report, table: str | None) -> Response:
@@ -71,33 +78,36 @@ def _html(report: Report) -> Response:
 # -- the judge's diagnostics of one run ------------------------------------------------------
 
 
-def _diagnostics(run_id: int, query: DiagnosticsQuery) -> Report:
-    return usecases.diagnostics_report(
-        get_session(),
-        run_id,
-        tolerance=query.tolerance,
-        margin=query.margin,
-        settings=current_app.config["SETTINGS"],
-    )
+def _diagnostics(run_id: int, query: DiagnosticsQuery, *, html: bool = False) -> Any:
+    """The diagnostics report kept (the dashboard's checks page holds the same), or 202."""
+    from server.usecases.dashboard import ChecksPageOptions
+
+    options = ChecksPageOptions(query.tolerance, query.margin)
+    return _kept("checks.html" if html else "checks", run_id, options)
 
 
-@bp.get("/judge-runs/<int:run_id>/diagnostics.json", responses={200: ReportOut})
+@bp.get("/judge-runs/<int:run_id>/diagnostics.json", responses={200: ReportOut, 202: ComputingOut})
 def diagnostics_json(path: RunPath, query: DiagnosticsQuery) -> Any:
     """The judge's checks on its own biases for this run (counterfactual copies, order,
-    length, self-preference) and what it cost: the report's data."""
-    return _diagnostics(path.run_id, query).to_json()
+    length, self-preference) and what it cost: the report's data (202 while computed)."""
+    got = _diagnostics(path.run_id, query)
+    return got.reply() if isinstance(got, Pending) else got.to_json()
 
 
-@bp.get("/judge-runs/<int:run_id>/diagnostics.html", responses={200: HTML_PAGE})
+@bp.get("/judge-runs/<int:run_id>/diagnostics.html", responses={200: HTML_PAGE, 202: ComputingOut})
 def diagnostics_html(path: RunPath, query: DiagnosticsQuery) -> Any:
-    """The judge's diagnostics of this run as one self-contained HTML page."""
-    return _html(_diagnostics(path.run_id, query))
+    """The judge's diagnostics of this run as one self-contained HTML page (202 while
+    computed)."""
+    got = _diagnostics(path.run_id, query, html=True)
+    return got.reply() if isinstance(got, Pending) else Response(got, mimetype="text/html")
 
 
-@bp.get("/judge-runs/<int:run_id>/diagnostics.csv", responses={200: CSV_TABLE})
+@bp.get("/judge-runs/<int:run_id>/diagnostics.csv", responses={200: CSV_TABLE, 202: ComputingOut})
 def diagnostics_csv(path: RunPath, query: DiagnosticsCsvQuery) -> Any:
-    """One table of the judge's diagnostics as CSV (``table``: its file name)."""
-    return _csv(_diagnostics(path.run_id, query), query.table)
+    """One table of the judge's diagnostics as CSV (``table``: its file name; 202 while
+    computed)."""
+    got = _diagnostics(path.run_id, query)
+    return got.reply() if isinstance(got, Pending) else _csv(got, query.table)
 
 
 # -- judge runs compared -----------------------------------------------------------------------

@@ -11,6 +11,7 @@ from server.db import get_session
 from server.schemas import (
     AgreementOut,
     AgreementQuery,
+    ComputingOut,
     GenerationRunOut,
     JudgeRunOut,
     MetricsOut,
@@ -66,16 +67,21 @@ def metrics(path: RunPath) -> Any:
     return usecases.run_metrics(get_session(), path.run_id)
 
 
-@bp.get("/judge-runs/<int:run_id>/agreement", responses={200: AgreementOut})
+@bp.get("/judge-runs/<int:run_id>/agreement", responses={200: AgreementOut, 202: ComputingOut})
 def agreement(path: RunPath, query: AgreementQuery) -> Any:
     """Judge-human and human-human agreement for the run's answers (needs human ratings), on
     the ratings of the campaigns named (every campaign's when none is).
 
     The shape of `fairjudge agreement --json`: per rubric, the humans among themselves and
     this judge run against them, every coefficient as numbers (null when undefined, with
-    the reason)."""
-    from server.usecases.agreement import AgreementRequest, agreement
+    the reason). Served kept while the run's rows are unchanged; 202 with `Retry-After`
+    while it is being computed (ask again)."""
+    from server.api.kept import Pending, kept_figures
+    from server.usecases.agreement import AgreementRequest
+    from server.usecases.dashboard import agreement_json_options, page_key
 
     options = query.model_dump(exclude={"campaign"})
     request = AgreementRequest(judge_run=path.run_id, campaigns=query.campaign, **options)
-    return agreement(get_session(), request).to_dict()
+    key = page_key("agreement-json", path.run_id, agreement_json_options(request))
+    got = kept_figures(key)
+    return got.reply() if isinstance(got, Pending) else got

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -23,20 +23,25 @@ def dashboard() -> None:
 @click.pass_obj
 def warm(ctx: Context, run_ids: tuple[int, ...], as_json: bool) -> None:
     """Compute and keep the dashboard pages of these judge runs (report, agreement, the
-    judge's checks), so that the first person to open them does not wait. A job's worker
-    does this by itself when the job ends ([server] warm_figures); this is for runs whose
-    rows came in otherwise (an import, a command run without a job)."""
+    judge's checks) and what the API serves of them (report.json and .html, agreement), so
+    that the first person to open them does not wait. A job worker does this by itself, off
+    its job slots, when a job ends and when a run's rows change otherwise ([server]
+    warm_figures); this is for when no worker runs."""
     from server.usecases.figures import warm_run
 
     settings = ctx.settings()
     engine = ctx.engine(settings)
     data = {str(run_id): warm_run(engine, settings, run_id) for run_id in run_ids}
 
-    def render(d: dict[str, dict[str, Any]]) -> None:
+    def render(d: dict[str, dict[str, float | None]]) -> None:
         for run_id, pages in d.items():
-            took = ", ".join(
-                f"{page} {'kept already' if s == 0 else f'{s:.1f} s'}" for page, s in pages.items()
-            )
+            took = ", ".join(f"{page} {_took(s)}" for page, s in pages.items())
             out().print(f"judge run {run_id}: {took}", highlight=False)
 
     emit(data, as_json, render)
+
+
+def _took(seconds: float | None) -> str:
+    if seconds is None:
+        return "nothing to keep (its answer is an error, e.g. no ratings)"
+    return "kept already" if seconds == 0 else f"{seconds:.1f} s"

@@ -101,6 +101,24 @@ class FigureCache:
                 self._kept.popitem(last=False)
         return made
 
+    def peek(self, key: Hashable, version: Hashable) -> Computed[Any] | None:
+        """The figures kept in memory for ``key`` at ``version`` (young enough), or None."""
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None or kept[0] != version or time.monotonic() - kept[1] > self.max_age_s:
+                return None
+            self._kept.move_to_end(key)
+            found = kept[2]
+        return Computed(found.value, found.at, found.seconds, True)
+
+    def put(self, key: Hashable, version: Hashable, made: Computed[Any]) -> None:
+        """Keep ``made`` as the figures of ``key`` at ``version``."""
+        with self._lock:
+            self._kept[key] = (version, time.monotonic(), made)
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.entries:
+                self._kept.popitem(last=False)
+
     def clear(self) -> None:
         with self._lock:
             self._kept.clear()

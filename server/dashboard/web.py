@@ -35,13 +35,16 @@ def engine() -> Engine:
 
 
 def kept(key: Hashable, compute: Callable[[], T]) -> Computed[T]:
-    """``compute()``'s figures for ``key``, kept from an earlier load while the store's
-    version is unchanged (``?fresh=1`` computes them again); a judge run's pages (a
-    ``PageKey``) are kept in the store too."""
-    from server.usecases.dashboard import PageKey, store_version
+    """``compute()``'s figures for ``key``, kept from an earlier load while what they read is
+    unchanged (``?fresh=1`` computes them again): a judge run's pages (a ``PageKey``) by the
+    run's version (its own rows), and kept in the store too; other pages by the store's."""
+    from server.usecases.dashboard import PageKey, run_version, store_version
 
     cache: FigureCache = current_app.extensions.setdefault(CACHE, FigureCache())
-    version = store_version(get_session())
+    if isinstance(key, PageKey):
+        version = run_version(get_session(), key.judge_run_id)
+    else:
+        version = store_version(get_session())
     tier = _StoreTier(key, version) if isinstance(key, PageKey) else None
     return cache.get(key, version, compute, fresh=request.args.get("fresh") == "1", tier=tier)
 

@@ -272,6 +272,10 @@ def start_worker(engine: Engine, settings: Settings, *, concurrency: int) -> Non
     # queued while no broker ran is in no queue).
     watch.once()
     watch.start()
+    if settings.server.warm_figures:  # pages computed ahead on a thread of their own
+        from server.usecases.figures import warmer
+
+        warmer(engine, settings)
     try:
         app.worker_main(
             [

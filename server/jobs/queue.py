@@ -224,6 +224,10 @@ class Worker:
         active: dict[int, threading.Thread] = {}
         name = f"{socket.gethostname()}:{os.getpid()}"
         log.info("job worker %s: %s jobs at once", name, cfg.job_slots)
+        if cfg.warm_figures:  # pages computed ahead on a thread of their own, off the slots
+            from server.usecases.figures import warmer
+
+            warmer(self.engine, self.settings)
         last_beat = 0.0
         try:
             while not self.stop.is_set():
@@ -247,6 +251,10 @@ class Worker:
             for thread in active.values():
                 thread.join(timeout=1)
             self._beat(name, stopping=True)
+            if cfg.warm_figures:
+                from server.usecases.figures import close_warmer
+
+                close_warmer(self.engine)
 
     def _beat(self, name: str, *, stopping: bool = False) -> float | None:
         """Renew this worker's heartbeat row; the time it was written, or None when the

@@ -8,8 +8,12 @@ so the dashboard's numbers are the report's and the API's; it only leaves out wh
 pages show (agreement with people, the judge's own checks), which would cost seconds the run
 page does not need.
 
-``store_version`` is what the dashboard keys its figures on: a figure is reused while the
-store's version is the one it was computed at (see server/dashboard/cache.py).
+``run_version`` is what a judge run's pages are kept by: a fingerprint of the rows those
+pages read (the run and the other judge runs of its answers, their judgments, the answers and
+their counterfactual copies, the items, the ratings and their history, the campaigns over
+them) and of the small tables every page may read. A rating for run 1 changes run 1's
+version and leaves run 2's as it was. ``store_version`` (the whole store) keys the pages
+that are not a judge run's (see server/dashboard/cache.py).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ __all__ = [
     "checks_options",
     "judge_run_view",
     "page_key",
+    "run_version",
     "store_version",
 ]
 
@@ -308,23 +313,63 @@ def checks_figures(
     )
 
 
+def agreement_json_options(request: Any) -> tuple[tuple[str, Any], ...]:
+    """An ``AgreementRequest`` as a page's options (the run left out): hashable, readable."""
+    dumped = request.model_dump(mode="json", exclude={"judge_run"})
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(dumped.items()))
+
+
 def default_pages(settings: Settings | None) -> list[tuple[str, Any]]:
     """The pages (name, options) a run's link opens with no query: its report, agreement
-    with everyone's ratings, and the judge's own checks at the API's defaults."""
+    with everyone's ratings, and the judge's own checks at the API's defaults; then what the
+    API serves with no query (report.json and report.html, the agreement JSON; its
+    diagnostics are the checks page's)."""
+    from server.usecases.agreement import AgreementRequest
+
     del settings  # the defaults do not depend on the settings today
     return [
         ("judge-run", ()),
         ("agreement", AgreementPageOptions()),
         ("checks", checks_options({})),
+        ("report", ()),
+        ("report.html", ()),
+        ("agreement-json", agreement_json_options(AgreementRequest(judge_run=1))),
     ]
+
+
+DERIVED = {"report.html": "report", "checks.html": "checks"}
+"""Pages drawn from another page's figures (HTML from a report): name -> the page drawn."""
+
+
+def derived_figures(key: PageKey, base: Any) -> Any:
+    """The figures of a ``DERIVED`` page from those of the page it draws."""
+    from server.usecases.rendering import html
+
+    del key  # both are the report drawn as one HTML page today
+    return html(base)
 
 
 def page_figures(session: Session, key: PageKey, settings: Settings | None) -> Any:
     """The figures of the page ``key`` names, computed now (what the dashboard keeps)."""
+    if key.page in DERIVED:
+        drawn = PageKey(DERIVED[key.page], key.judge_run_id, key.options)
+        return derived_figures(key, page_figures(session, drawn, settings))
     if key.page == "judge-run":
         return judge_run_view(session, key.judge_run_id, settings=settings, campaigns=key.options)
     if key.page == "agreement":
         return agreement_figures(session, key.judge_run_id, key.options)
+    if key.page == "agreement-json":
+        from server.usecases.agreement import AgreementRequest, agreement
+
+        given = {k: list(v) if isinstance(v, tuple) else v for k, v in key.options}
+        request = AgreementRequest.model_validate({**given, "judge_run": key.judge_run_id})
+        return agreement(session, request).to_dict()
+    if key.page == "report":
+        from server.usecases.reports import full_report
+
+        return full_report(
+            session, key.judge_run_id, settings=settings, campaigns=list(key.options)
+        )
     if key.page == "checks":
         if settings is None:
             raise ValueError("the checks page needs the settings")
@@ -358,4 +403,79 @@ def store_version(session: Session) -> tuple[Any, ...]:
     for column in grouped:
         rows = session.execute(select(column, func.count()).group_by(column).order_by(column))
         version.append(tuple((str(value), int(n)) for value, n in rows))
+    return tuple(str(v) for v in version)
+
+
+NOT_READ_BY_RUNS = frozenset({"auditrun", "auditanswer", "auditlabel", "itemgenerationcall"})
+"""Tables no judge run's page reads (audits and item writing have pages of their own)."""
+
+
+def _fingerprint(session: Session, table: Any, where: Any) -> list[Any]:
+    """Rows, highest id, latest time per time column of ``table``'s rows matching ``where``,
+    and the counts of its ``MUTABLE`` column's values, in two statements at most."""
+    from sqlalchemy import DateTime, func, select
+
+    aggregates: list[Any] = [func.count()]
+    if "id" in table.c:
+        aggregates.append(func.max(table.c.id))
+    aggregates += [func.max(c) for c in table.c if isinstance(c.type, DateTime)]
+    out: list[Any] = list(session.execute(select(*aggregates).where(where)).one())
+    if table.name in MUTABLE:
+        column = table.c[MUTABLE[table.name]]
+        rows = session.execute(
+            select(column, func.count()).where(where).group_by(column).order_by(column)
+        )
+        out.append(tuple((str(value), int(n)) for value, n in rows))
+    return out
+
+
+def run_version(session: Session, judge_run_id: int) -> tuple[Any, ...]:
+    """A fingerprint of the rows a judge run's pages read, scoped to the run: its generation
+    run and that run's counterfactual copies, the judge runs of those answers, their
+    judgments, the answers, the dataset's items, the ratings of those answers and their
+    changes, the campaigns over them and their tasks; plus every other table a figure may
+    read (``store_version``'s rule, audits and item writing left out). Writes to another
+    run's rows leave it unchanged. An unknown run has a version of its own (no rows)."""
+    from sqlalchemy import or_, select, true
+    from sqlmodel import SQLModel, col
+
+    import judge.store.tables as t
+
+    jrun = session.get(t.JudgeRun, judge_run_id)
+    if jrun is None:
+        return ("no judge run", str(judge_run_id))
+    gen = session.get(t.GenerationRun, jrun.generation_run_id)
+    dataset = gen.dataset_id if gen is not None else -1
+    gens = [jrun.generation_run_id] + list(
+        session.execute(
+            select(col(t.GenerationRun.id)).where(
+                col(t.GenerationRun.derived_from) == jrun.generation_run_id
+            )
+        ).scalars()
+    )
+    judges = select(col(t.JudgeRun.id)).where(col(t.JudgeRun.generation_run_id).in_(gens))
+    ratings = select(col(t.HumanRating.id)).where(col(t.HumanRating.generation_run_id).in_(gens))
+    campaigns = select(col(t.Campaign.id)).where(
+        or_(
+            col(t.Campaign.generation_run_id).in_(gens),
+            col(t.Campaign.judge_run_id).in_(judges),
+        )
+    )
+    scoped: dict[str, Any] = {
+        "judgerun": col(t.JudgeRun.id).in_(judges),
+        "generationrun": col(t.GenerationRun.id).in_(gens),
+        "judgment": col(t.Judgment.judge_run_id).in_(judges),
+        "response": col(t.Response.run_id).in_(gens),
+        "humanrating": col(t.HumanRating.generation_run_id).in_(gens),
+        "ratingchange": col(t.RatingChange.rating_id).in_(ratings),
+        "item": col(t.Item.dataset_id) == dataset,
+        "campaign": col(t.Campaign.id).in_(campaigns),
+        "campaigntask": col(t.CampaignTask.campaign_id).in_(campaigns),
+    }
+    version: list[Any] = [judge_run_id]
+    for table in SQLModel.metadata.sorted_tables:
+        if table.name in BOOKKEEPING or table.name in NOT_READ_BY_RUNS:
+            continue
+        where = scoped.get(table.name, true())
+        version.append((table.name, *_fingerprint(session, table, where)))
     return tuple(str(v) for v in version)

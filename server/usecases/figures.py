@@ -1,20 +1,26 @@
-"""Dashboard figures kept in the store, and computed ahead when a job ends.
+"""Dashboard figures kept in the store, and computed ahead off the job slots.
 
 A page's figures on a 10,000-judgment run take seconds to compute (agreement's bootstrap
 alone about ten). The dashboard keeps them in each web worker's memory
 (server/dashboard/cache.py), but a worker that has just started, another worker, or another
 machine would compute them again. So they are also kept in the store (``dashboardfigure``),
-by page (``PageKey``) with the store's version they were computed at: any process that finds
-the same version reuses them, and a new version (a row added, a status changed) makes them
-stale. When a job ends, the worker that ran it computes the pages of the judge run it touched
-(``warm_after_job``): the first person to open them finds them ready.
+by page (``PageKey``) with the version of the rows that page reads (``run_version``: the
+judge run's own judgments, answers, ratings, campaigns): any process that finds the same
+version reuses them, and a write to the run's rows makes them stale. A write to another
+run's rows leaves them as they are.
+
+Computing ahead happens on a thread of its own (``Warmer``, one per process), never inside
+a job's slot: when a job ends its worker only names the runs it
+touched (``warm_after_job``), and the worker's warmer also watches the store (every
+``WATCH_EVERY_S``) for runs whose rows changed by any other path (``ratings import``, a CLI
+``judge``, a campaign pull, an API post) and computes their pages again.
 
 The figures are pickled, compressed and signed with the server's secret (``<state_dir>/
 server-secret``, the key that signs session cookies): a row the server did not write, or one
 written by a server with another secret, is refused before it is unpickled and the page is
 computed from the rows. Unpickling also takes an allow-list (``_Figures``: plain values,
 dates, NumPy arrays, FairJudge's own dataclasses and enums, no dotted names). Kept figures
-are keyed by the store's version together with the format of kept figures, FairJudge's
+are keyed by the run's version together with the format of kept figures, FairJudge's
 version and the endpoints' prices (``version_text``), and are not used once older than
 ``STORED_MAX_AGE_S``.
 """
@@ -26,7 +32,9 @@ import hmac
 import io
 import json
 import logging
+import os
 import pickle
+import threading
 import time
 import zlib
 from collections.abc import Iterable
@@ -36,7 +44,16 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from judge.hashing import sha256
-from server.usecases.dashboard import PageKey, default_pages, page_figures, page_key, store_version
+from server.usecases.dashboard import (
+    DERIVED,
+    PageKey,
+    default_pages,
+    derived_figures,
+    page_figures,
+    page_key,
+    run_version,
+    store_version,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -46,15 +63,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Stored",
+    "Warmer",
     "dump",
     "load",
     "read",
     "runs_kept",
     "runs_of_result",
+    "close_warmer",
     "signing_key",
+    "stale_runs",
     "version_text",
     "warm_after_job",
     "warm_run",
+    "warmer",
     "write",
 ]
 
@@ -66,11 +87,17 @@ by the older code are computed again instead of read."""
 STORED_MAX_AGE_S = 7 * 24 * 3600.0
 """Kept figures older than this are computed again even when the store's version is the same:
 a bound on staleness should an in-place edit escape the version."""
-RECENT_RUNS = 2
-"""Besides the job's own runs, how many runs with kept figures a job computes again when it
-ends (most recently computed first): a job's new rows make every kept figure stale (the
-store's version is one for the whole store). Kept small: a run's pages cost a worker tens of
-seconds on 10,000 judgments, and a run of small jobs must not keep the workers busy."""
+WATCH_RUNS = 20
+"""How many judge runs the warmer watches for writes (those with kept figures, most recently
+computed first, and the newest runs): a bound on what one look at the store costs."""
+WATCH_EVERY_S = 2.0
+"""How often the warmer looks at the store for runs whose rows changed: one statement when
+nothing changed (the store's version), a few per watched run when something did."""
+NICE = 0
+"""How much lower than the process's the warmer thread's CPU priority is (Linux: per
+thread). 0: a thread of its own is what keeps warming off the job slots; a niced thread in a
+process with a GIL can hold it while descheduled (the job threads then wait all the same),
+and on a busy machine it makes the pages later still."""
 
 _BUILTINS = frozenset(
     {"list", "dict", "set", "frozenset", "tuple", "str", "int", "float", "complex", "bool",
@@ -215,30 +242,58 @@ def write(
         log.info("figures of %s were kept by another process meanwhile", key)
 
 
-def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str, float]:
-    """Compute and keep the figures of the run's pages as its link opens them
-    (``default_pages``), at the store's version now; seconds per page. Pages whose figures
-    are kept at this version already are skipped (0 s)."""
+def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str, float | None]:
+    """Compute and keep the figures of the run's pages as its link opens them and as the
+    API serves them with no query (``default_pages``), at the run's version now
+    (``run_version``); seconds per page. Pages whose figures are kept at this version
+    already are skipped (0 s); a page drawn from another (``DERIVED``) reuses its figures.
+    A page whose answer is an error (the agreement of a run nobody rated) keeps nothing
+    (None): its route answers the error, which costs little, each time."""
     from sqlmodel import Session
 
-    took: dict[str, float] = {}
+    from judge.errors import FairJudgeError, NotFoundError
+    from judge.store.queries import get_judge_run
+
+    with Session(engine) as session:
+        get_judge_run(session, judge_run_id)  # NotFoundError for an unknown run
+    took: dict[str, float | None] = {}
     sign = signing_key(settings)
+    values: dict[str, Any] = {}
+    spent: dict[str, float] = {}  # what computing each page took, kept or now
     for page, options in default_pages(settings):
         key = page_key(page, judge_run_id, options)
         with Session(engine) as session:
-            version = version_text(store_version(session), settings)
-            if read(session, key, version, sign) is not None:
-                took[page] = 0.0
+            version = version_text(run_version(session, judge_run_id), settings)
+            found = read(session, key, version, sign)
+            if found is not None:
+                took[page], values[page], spent[page] = 0.0, found.value, found.seconds
                 continue
             start = time.perf_counter()
-            value = page_figures(session, key, settings)
-            seconds = time.perf_counter() - start
+            reused = 0.0
+            base = DERIVED.get(page)
+            try:
+                if base in values:
+                    value = derived_figures(key, values[base])
+                elif page == "agreement-json" and values.get("agreement") is not None:
+                    # The agreement page's figures hold this very answer (the same request
+                    # at the defaults), or the reason there is none: not computed twice.
+                    value, reused = values["agreement"].agreement, spent["agreement"]
+                    if value is None:
+                        raise NotFoundError(values["agreement"].no_ratings or "no ratings")
+                else:
+                    value = page_figures(session, key, settings)
+            except FairJudgeError as exc:
+                log.info("judge run %s: no %s to keep (%s)", judge_run_id, page, exc)
+                took[page] = None
+                continue
+            seconds = time.perf_counter() - start + reused
+        values[page], spent[page] = value, seconds
         write(engine, key, version, value, sign=sign, at=datetime.now(UTC), seconds=seconds)
         took[page] = round(seconds, 2)
     return took
 
 
-def runs_kept(engine: Engine, limit: int = RECENT_RUNS) -> list[int]:
+def runs_kept(engine: Engine, limit: int = WATCH_RUNS) -> list[int]:
     """Judge runs that have kept figures, most recently computed first."""
     from sqlalchemy import func
     from sqlmodel import Session, col, select
@@ -266,25 +321,165 @@ def runs_of_result(result: Any) -> list[int]:
     return [r for r in named if isinstance(r, int) and not isinstance(r, bool)]
 
 
-def warm_after_job(engine: Engine, settings: Settings, runs: Iterable[int]) -> None:
-    """After a job: compute the pages of the judge runs it touched (``runs``) and again those
-    of the runs with kept figures (``RECENT_RUNS``), which its new rows made stale. Never
-    raises: a figure that fails here is computed, and its error shown, when its page opens."""
-    from sqlmodel import Session
+def stale_runs(engine: Engine, settings: Settings, runs: Iterable[int]) -> list[int]:
+    """Of ``runs``, those with kept figures none of which is at the run's version now."""
+    from sqlmodel import Session, col, select
 
-    from judge.store.tables import JudgeRun
+    from judge.store.tables import DashboardFigure
 
-    try:
-        chosen = list(dict.fromkeys([*runs, *runs_kept(engine)]))
-    except Exception as exc:  # the store is busy or going away: the pages can wait
-        log.warning("dashboard figures not computed ahead: %s", exc)
-        return
-    for run_id in chosen:
-        try:
-            with Session(engine) as session:
-                if session.get(JudgeRun, run_id) is None:
+    stale = []
+    with Session(engine) as session:
+        for run_id in runs:
+            kept = set(
+                session.exec(
+                    select(DashboardFigure.version).where(
+                        col(DashboardFigure.judge_run_id) == run_id
+                    )
+                )
+            )
+            if kept and version_text(run_version(session, run_id), settings) not in kept:
+                stale.append(run_id)
+    return stale
+
+
+class Warmer:
+    """Computes judge runs' pages ahead on a thread of its own (``NICE``: its priority): the
+    runs it is asked for (``ask``: a job that ended), and the runs whose rows changed by any
+    other path, found by watching the store every ``watch_s`` (``None``: only when asked)."""
+
+    def __init__(self, engine: Engine, settings: Settings, *, watch_s: float | None) -> None:
+        self.engine, self.settings, self.watch_s = engine, settings, watch_s
+        self._asked: dict[int, None] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._store: tuple[Any, ...] | None = None
+        self._seen: dict[int, str] = {}
+        self.busy = threading.Event()
+        """Set while it computes (for tests and the bench)."""
+        self._thread = threading.Thread(target=self._loop, name="figures-warmer", daemon=True)
+        self._thread.start()
+
+    def ask(self, runs: Iterable[int]) -> None:
+        """Compute these runs' pages soon; returns at once."""
+        with self._lock:
+            self._asked.update(dict.fromkeys(runs))
+        self._wake.set()
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        _lower_priority()
+        while not self._stop.is_set():
+            self._wake.wait(self.watch_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            with self._lock:
+                runs, self._asked = list(self._asked), {}
+            try:
+                runs += self._changed() if self.watch_s is not None else []
+            except Exception as exc:  # the store is busy or going away: look again later
+                log.warning("dashboard figures: could not look for changed runs: %s", exc)
+            if runs:
+                self.busy.set()
+                try:
+                    self._warm(list(dict.fromkeys(runs)))
+                finally:
+                    self.busy.clear()
+
+    def _changed(self) -> list[int]:
+        """Runs whose rows changed since the last look, runs new since then, and runs kept
+        at an old version, among the watched ones; nothing when the store's version is
+        unchanged."""
+        from sqlmodel import Session, col, select
+
+        from judge.store.tables import JudgeRun
+
+        with Session(self.engine) as session:
+            now = store_version(session)
+            if now == self._store:
+                return []
+            first, self._store = self._store is None, now
+            newest = session.exec(
+                select(JudgeRun.id).order_by(col(JudgeRun.id).desc()).limit(WATCH_RUNS)
+            ).all()
+            watched = list(dict.fromkeys([*runs_kept(self.engine), *newest]))
+            changed = []
+            for run_id in watched:
+                if run_id is None:
                     continue
-            took = warm_run(engine, settings, run_id)
-            log.info("dashboard figures of judge run %s computed ahead: %s", run_id, took)
-        except Exception as exc:
-            log.warning("dashboard figures of judge run %s not computed ahead: %s", run_id, exc)
+                version = version_text(run_version(session, run_id), self.settings)
+                # A run first seen after the first look is new (a CLI judge, an import):
+                # its pages too. At the first look, only runs kept at an old version.
+                if self._seen.get(run_id, None if not first else version) != version:
+                    changed.append(run_id)
+                self._seen[run_id] = version
+        return list(dict.fromkeys([*changed, *stale_runs(self.engine, self.settings, watched)]))
+
+    def _warm(self, runs: list[int]) -> None:
+        from sqlmodel import Session
+
+        from judge.store.tables import JudgeRun
+
+        for run_id in runs:
+            try:
+                with Session(self.engine) as session:
+                    if session.get(JudgeRun, run_id) is None:
+                        continue
+                took = warm_run(self.engine, self.settings, run_id)
+                log.info("dashboard figures of judge run %s computed ahead: %s", run_id, took)
+            except Exception as exc:
+                log.warning("dashboard figures of judge run %s not computed ahead: %s", run_id, exc)
+
+
+def _lower_priority() -> None:
+    """Lower this thread's CPU priority by ``NICE`` (Linux schedules threads one by one)."""
+    if not NICE:
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + NICE)
+    except (AttributeError, OSError) as exc:  # not Linux, or not allowed: the same priority
+        log.info("dashboard figures computed at the process's own priority (%s)", exc)
+
+
+_WARMERS: dict[str, Warmer] = {}
+_WARMERS_LOCK = threading.Lock()
+
+
+def warmer(engine: Engine, settings: Settings, *, watch: bool = True) -> Warmer:
+    """This process's warmer for the store ``engine`` opens (started on first use)."""
+    name = _name(engine)
+    with _WARMERS_LOCK:
+        found = _WARMERS.get(name)
+        if found is None or not found._thread.is_alive():
+            found = Warmer(engine, settings, watch_s=WATCH_EVERY_S if watch else None)
+            _WARMERS[name] = found
+        return found
+
+
+def close_warmer(engine: Engine, timeout: float = 1.0) -> None:
+    """Stop this process's warmer for ``engine``'s store (a worker that stops); a page it is
+    computing is finished on its daemon thread, nothing else is started."""
+    with _WARMERS_LOCK:
+        found = _WARMERS.pop(_name(engine), None)
+    if found is not None:
+        found.close(timeout)
+
+
+def _name(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
+def warm_after_job(engine: Engine, settings: Settings, runs: Iterable[int]) -> None:
+    """After a job: have this process's warmer compute the pages of the judge runs it
+    touched (``runs``). Returns at once, so the job's slot is free for the next job; never
+    raises: a figure that fails is computed, and its error shown, when its page opens."""
+    try:
+        warmer(engine, settings).ask(runs)
+    except Exception as exc:  # a thread that cannot start: the pages can wait
+        log.warning("dashboard figures not computed ahead: %s", exc)

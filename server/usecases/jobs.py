@@ -447,7 +447,8 @@ def worker_beat(engine: Engine, worker: str, *, stopping: bool = False) -> None:
 @dataclass(frozen=True)
 class WorkerHealth:
     """What the store says of the job workers: those beating now, the newest heartbeat,
-    those that went quiet without stopping, and whether jobs wait for a worker."""
+    those that went quiet without stopping, whether jobs wait for a worker, and how long
+    the oldest job that never started has waited (``degraded`` past the bound)."""
 
     healthy: bool
     live: int
@@ -456,11 +457,19 @@ class WorkerHealth:
     last_beat_age_s: float | None
     waiting_jobs: int
     reason: str
+    queued_jobs: int = 0
+    running_jobs: int = 0
+    oldest_wait_s: float | None = None
+    degraded: bool = False
 
 
-def worker_health(engine: Engine, *, stale_after_s: float) -> WorkerHealth:
+def worker_health(
+    engine: Engine, *, stale_after_s: float, wait_alert_s: float = 60.0
+) -> WorkerHealth:
     """Healthy unless no worker has beaten within ``stale_after_s`` while one went quiet
-    without stopping (it died) or jobs are queued or running (nothing will run them)."""
+    without stopping (it died) or jobs are queued or running (nothing will run them).
+    Degraded (still healthy: the server answers) when a queued job that never started has
+    waited more than ``wait_alert_s``: the queue is not moving."""
     from sqlmodel import Session, col, func, select
 
     from judge.store.tables import Job, WorkerBeat, utcnow
@@ -468,9 +477,26 @@ def worker_health(engine: Engine, *, stale_after_s: float) -> WorkerHealth:
     now = utcnow()
     with Session(engine) as session:
         rows = session.exec(select(WorkerBeat).where(col(WorkerBeat.stopped_at).is_(None))).all()
-        waiting = session.exec(
-            select(func.count()).where(col(Job.status).in_(("queued", "running")))
+        counts = dict(
+            session.exec(  # type: ignore[call-overload]
+                select(Job.status, func.count())
+                .where(col(Job.status).in_(("queued", "running")))
+                .group_by(col(Job.status))
+            ).all()
+        )
+        # A resumed job has waited since its resumption, which no column records: only jobs
+        # that never started are timed.
+        oldest = session.exec(
+            select(func.min(Job.created_at)).where(
+                col(Job.status) == "queued", col(Job.started_at).is_(None)
+            )
         ).one()
+    queued, running = int(counts.get("queued", 0)), int(counts.get("running", 0))
+    waiting = queued + running
+    wait = None
+    if oldest is not None:
+        since = oldest if oldest.tzinfo else oldest.replace(tzinfo=now.tzinfo)
+        wait = round(max(0.0, (now - since).total_seconds()), 1)
     ages = []
     for row in rows:
         beat = row.beat_at if row.beat_at.tzinfo else row.beat_at.replace(tzinfo=now.tzinfo)
@@ -499,7 +525,15 @@ def worker_health(engine: Engine, *, stale_after_s: float) -> WorkerHealth:
         )
     else:
         healthy, reason = True, "no job worker runs, and no job waits for one"
-    return WorkerHealth(healthy, live, silent, last, newest, int(waiting), reason)
+    degraded = healthy and wait is not None and wait > wait_alert_s
+    if degraded:
+        reason += (
+            f"; but the oldest queued job has waited {wait:g} s without starting (more than "
+            f"{wait_alert_s:g} s), with {running} job(s) running: the queue is not moving"
+        )
+    return WorkerHealth(
+        healthy, live, silent, last, newest, waiting, reason, queued, running, wait, degraded
+    )
 
 
 def live_workers(session: Session, *, silent_after_s: float) -> set[str]:

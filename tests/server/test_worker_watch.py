@@ -269,6 +269,10 @@ def test_health_says_when_no_worker_runs_the_jobs(tmp_path: Path) -> None:
                     "last_beat_age_s": None,
                     "waiting_jobs": 0,
                     "reason": "no job worker runs, and no job waits for one",
+                    "queued_jobs": 0,
+                    "running_jobs": 0,
+                    "oldest_wait_s": None,
+                    "degraded": False,
                 }
 
                 # A job waits and nothing will run it: unhealthy.

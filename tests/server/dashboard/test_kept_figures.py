@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 
 from judge.store.tables import DashboardFigure
 from server import create_app
-from server.usecases.dashboard import default_pages, page_key, store_version
+from server.usecases.dashboard import default_pages, page_key, run_version
 from server.usecases.figures import (
     dump,
     load,
@@ -39,6 +39,9 @@ from tests.support.factories import make_settings
 COMPUTED = re.compile(r'<p class="note computed" id="computed">.*?</p>', re.S)
 SVG_ID = re.compile(r"\b([ch])\d+([td]?)\b")
 PAGES = {"judge-run": "", "agreement": "/agreement", "checks": "/checks"}
+WARMED = {*PAGES, "report", "report.html", "agreement-json"}
+"""Pages computed ahead: the dashboard's three, and what the API serves with no query (its
+diagnostics are the checks page's figures)."""
 
 
 def _another_worker(loop_app: LoopApp) -> Flask:
@@ -73,13 +76,13 @@ def test_pages_computed_ahead_are_read_by_another_worker_as_computed(loop_app: L
     run = loop_app.loop.judge_run_id
     settings = loop_app.app.config["SETTINGS"]
     took = warm_run(loop_app.engine, settings, run)
-    assert set(took) == set(PAGES) and all(s > 0 for s in took.values())
+    assert set(took) == WARMED and all((s or 0) > 0 for s in took.values())
     rows = _kept_rows(loop_app, run)
     with Session(loop_app.engine) as session:
-        version = version_text(store_version(session), settings)
-    assert len(rows) == len(PAGES) and {r.version for r in rows} == {version}
+        version = version_text(run_version(session, run), settings)
+    assert len(rows) == len(WARMED) and {r.version for r in rows} == {version}
     # Asked again at the same version: nothing computed twice.
-    assert warm_run(loop_app.engine, settings, run) == dict.fromkeys(PAGES, 0.0)
+    assert warm_run(loop_app.engine, settings, run) == dict.fromkeys(WARMED, 0.0)
 
     worker = _client(_another_worker(loop_app), loop_app)
     for name, suffix in PAGES.items():
@@ -109,7 +112,7 @@ def test_figures_of_another_version_are_not_used(loop_app: LoopApp) -> None:
     key = page_key("agreement", run, default_pages(settings)[1][1])
     sign = signing_key(settings)
     with Session(loop_app.engine) as session:
-        before = version_text(store_version(session), settings)
+        before = version_text(run_version(session, run), settings)
         assert read(session, key, before, sign) is not None
     # A new rater's ratings: the agreement they feed has changed, so must the version.
     with Session(loop_app.engine) as session:
@@ -126,7 +129,7 @@ def test_figures_of_another_version_are_not_used(loop_app: LoopApp) -> None:
         import_rating_rows(session, settings, loop_app.loop.generation_run_id, [row])
         session.commit()
     with Session(loop_app.engine) as session:
-        after = version_text(store_version(session), settings)
+        after = version_text(run_version(session, run), settings)
         assert after != before
         assert read(session, key, after, sign) is None  # the kept figures are of the old store
     page = _page(_another_worker(loop_app), loop_app, f"/judge-runs/{run}/agreement")
@@ -139,7 +142,7 @@ def test_figures_of_another_version_are_not_used(loop_app: LoopApp) -> None:
     endpoint = settings.endpoints["test"].model_copy(update={"input_price_per_mtok": 1.0})
     priced = settings.model_copy(update={"endpoints": {"test": endpoint}})
     with Session(loop_app.engine) as session:
-        assert version_text(store_version(session), priced) != after
+        assert version_text(run_version(session, run), priced) != after
 
 
 def test_a_row_the_server_did_not_sign_is_refused_and_the_page_computed(
@@ -215,8 +218,10 @@ def test_the_warm_command_keeps_a_runs_pages_and_refuses_an_unknown_run(
     done = fairjudge("--config", config, "dashboard", "warm", str(run), "--json")
     assert done.returncode == 0, done.stderr
     took = json.loads(done.stdout)[str(run)]
-    assert set(took) == set(PAGES) and all(s > 0 for s in took.values())
-    assert len(_kept_rows(loop_app, run)) == len(PAGES)
+    # Nobody rated the copy's answers: its agreement JSON is an error (a 404), kept nowhere.
+    assert set(took) == WARMED and took.pop("agreement-json") is None
+    assert all(s > 0 for s in took.values())
+    assert len(_kept_rows(loop_app, run)) == len(WARMED) - 1
     again = fairjudge("--config", config, "dashboard", "warm", str(run))
     assert again.returncode == 0 and "judge-run kept already" in again.stdout
     unknown = fairjudge("--config", config, "dashboard", "warm", "999")

@@ -231,15 +231,21 @@ def test_two_workers_split_a_run_and_survive_a_kill_and_a_redis_restart(
         # below the endpoint's quota of 8 (each task would run 8 threads without the setting).
         assert stub.state.max_in_flight <= 2 * PER_TASK
         assert done.result is not None and done.result["status"] == "finished"
-        # The worker that finished the run left its report page computed at the store's
-        # version now (server.usecases.figures, [server] warm_figures).
-        from server.usecases.dashboard import page_key, store_version
+        # The worker that finished the run has its report page computed at the run's version
+        # now, on its warmer's thread (server.usecases.figures, [server] warm_figures).
+        from server.usecases.dashboard import page_key, run_version
         from server.usecases.figures import read, signing_key, version_text
 
-        with Session(engine) as session:
-            version = version_text(store_version(session), settings)
-            key = page_key("judge-run", done.result["judge_run_id"], ())
-            assert read(session, key, version, signing_key(settings)) is not None
+        run_id = done.result["judge_run_id"]
+        deadline = time.monotonic() + 240
+        while True:
+            with Session(engine) as session:
+                version = version_text(run_version(session, run_id), settings)
+                key = page_key("judge-run", run_id, ())
+                if read(session, key, version, signing_key(settings)) is not None:
+                    break
+            assert time.monotonic() < deadline, "the run's page was not computed ahead"
+            time.sleep(0.2)
         # The API shows the job's parts as the store holds them.
         app = create_app({"SETTINGS": settings})
         _, key = create_key(engine, "reader", "member")

@@ -211,7 +211,7 @@ def _dead_pid() -> int:
 def test_a_finished_judge_job_leaves_its_run_pages_computed(
     engine: Engine, stub: StubServer, db_url: str, warm: bool
 ) -> None:
-    from server.usecases.dashboard import default_pages, page_key, store_version
+    from server.usecases.dashboard import default_pages, page_key, run_version
     from server.usecases.figures import read, signing_key, version_text
 
     settings = prepared(engine, stub, db_url)
@@ -226,17 +226,19 @@ def test_a_finished_judge_job_leaves_its_run_pages_computed(
         deadline = time.monotonic() + 30
         while warm and time.monotonic() < deadline:
             with Session(engine) as session:
-                version = version_text(store_version(session), settings)
+                version = version_text(run_version(session, 1), settings)
                 keys = [page_key(p, 1, o) for p, o in default_pages(settings)]
-                if all(read(session, k, version, sign) for k in keys):
+                if all(read(session, k, version, sign) for k in keys[:5]):
                     break
             time.sleep(0.1)
     with Session(engine) as session:
-        version = version_text(store_version(session), settings)
+        version = version_text(run_version(session, 1), settings)
         kept = [read(session, page_key(p, 1, o), version, sign) for p, o in default_pages(settings)]
-    # The run's report, agreement and checks pages, at the store's version now (the job's
-    # rows included); none at all with [server] warm_figures = false.
-    assert [k is not None for k in kept] == [warm] * 3
+    # The run's report, agreement and checks pages, then report.json and .html, at the run's
+    # version now (the job's rows included); none at all with [server] warm_figures = false.
+    # Nobody rated the run: agreement is the page's reason, and the API's agreement JSON
+    # (a 404) is kept nowhere.
+    assert [k is not None for k in kept] == [warm] * 5 + [False]
     if warm:
         report = kept[0].value  # type: ignore[union-attr]
         assert report.info.id == 1 and len(report.browser.items) == S1_ITEMS
