@@ -25,7 +25,7 @@ from judge.errors import (
 from judge.runs import RunBusyError
 from server.auth import AuthError, ForbiddenError
 from server.jobs.queue import JobStateError
-from server.usecases.jobs import ConfirmationNeeded
+from server.usecases.gates import ConfirmationNeeded
 
 # Most specific first: the first class an error is an instance of decides its status.
 STATUS: tuple[tuple[type[FairJudgeError], int], ...] = (

@@ -22,7 +22,7 @@ def _engine():  # type: ignore[no-untyped-def]
 def queue_job(kind: str, params: dict[str, Any], *, confirm: bool) -> Any:
     """Queue a job for the request's key. A member's job over ``[server] confirm_calls`` or
     ``confirm_cost`` needs ``confirm``; the 403 says the dry run's figure and the field."""
-    from server.usecases.jobs import ConfirmationNeeded
+    from server.usecases.gates import ConfirmationNeeded
 
     admin = g.key.role == "admin"
     try:

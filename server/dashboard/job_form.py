@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from judge.errors import InvalidInputError
-from server.usecases.jobs import DRY_RUNS, ConfirmationNeeded, JobSize, dry_run, job_request
+from server.usecases.gates import ConfirmationNeeded, JobSize
+from server.usecases.jobs import DRY_RUNS, dry_run, job_request
 from server.usecases.requests import JOB_REQUESTS
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -35,11 +35,8 @@ __all__ = [
     "STATUSES",
     "JobStateError",
     "RunBusyError",
-    "ConfirmationNeeded",
-    "JobSize",
     "cancel_job",
     "check_params",
-    "check_size",
     "check_targets",
     "get_job",
     "job_lease",
@@ -148,27 +145,6 @@ def _check_rubric_set(session: Session, settings: Settings, rubric_set: str) -> 
         raise InvalidInputError(f"rubric_set: {exc}") from None
 
 
-MAX_PLANNED_PROMPTS = 200_000
-"""The most prompts a dry run plans for an audit queued over HTTP or from the dashboard (the
-whole names design, 168,000, fits): planning holds every prompt in memory, so a design of
-millions (``repeats`` 1000: 1,680,000) would hold a web worker for minutes."""
-
-
-def _check_design_size(request: Any) -> None:
-    """InvalidInputError, at once, when an audit's design (its first ``limit`` prompts) is
-    over MAX_PLANNED_PROMPTS, saying what to change."""
-    from judge.audits.suites import make_suite
-
-    count = make_suite(request.suite, **request.options).count()
-    wanted = count if request.limit is None else min(count, request.limit)
-    if wanted > MAX_PLANNED_PROMPTS:
-        raise InvalidInputError(
-            f"the {request.suite} design with these options has {count:,} prompts, more than "
-            f"the {MAX_PLANNED_PROMPTS:,} a dry run here may plan; set limit to "
-            f"{MAX_PLANNED_PROMPTS:,} or fewer, or choose smaller options; nothing was queued"
-        )
-
-
 DRY_RUNS = ("judge", "generate", "audit", "counterfactual", "item-plan")
 """The kinds of job a dry run can estimate."""
 
@@ -197,7 +173,9 @@ def dry_run(
         check_targets(session, kind, checked, settings)
     request = job_request(kind, checked)
     if isinstance(request, AuditRequest):
-        _check_design_size(request)
+        from server.usecases.gates import check_design_size
+
+        check_design_size(request)
     if isinstance(request, ItemPlanRequest):
         from server.usecases.datasets import plan_items_dry_run
 
@@ -219,109 +197,6 @@ def dry_run(
 
         return {"kind": kind, **counterfactual_dry_run(engine, settings, request)}
     raise InvalidInputError(f"a {kind} job has no dry run")  # DRY_RUNS holds only these
-
-
-@dataclass(frozen=True)
-class JobSize:
-    """What a job would send, from its dry run: calls (an award audit's follow-up turn at
-    most included), prompt tokens, and the cost with every reply at ``max_tokens`` (a bound),
-    live and at the batch price (None: the endpoint has no prices)."""
-
-    calls: int
-    prompt_tokens: int
-    cost_max: float | None
-    cost_max_batch: float | None
-    reply: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    """The whole dry run it was read from."""
-
-    @classmethod
-    def of(cls, estimate: Mapping[str, Any]) -> JobSize:
-        """The size of a dry run's reply (``dry_run``)."""
-        parts = [e for e in (estimate.get("estimate"), estimate.get("followup_estimate")) if e]
-
-        def total(key: str) -> float | None:
-            values = [e.get(key) for e in parts]
-            return None if not values or None in values else float(sum(values))
-
-        return cls(
-            calls=sum(int(e.get("calls") or 0) for e in parts),
-            prompt_tokens=sum(int(e.get("prompt_tokens") or 0) for e in parts),
-            cost_max=total("cost_max"),
-            cost_max_batch=total("cost_max_batch"),
-            reply=estimate,
-        )
-
-    def over(self, settings: Settings) -> list[str]:
-        """The limits of ``[server]`` this size passes (``confirm_calls``, ``confirm_cost``)."""
-        limits = settings.server
-        over = []
-        if self.calls > limits.confirm_calls:
-            over.append(f"{limits.confirm_calls:,} calls ([server] confirm_calls)")
-        if self.cost_max is not None and self.cost_max > limits.confirm_cost:
-            over.append(f"a cost of {limits.confirm_cost:g} ([server] confirm_cost)")
-        return over
-
-    def describe(self) -> str:
-        """E.g. '168,000 calls, about 14.1M prompt tokens, at most 25.2 live or 12.6 at the
-        batch price'."""
-        tokens = (
-            f"{self.prompt_tokens / 1e6:.1f}M"
-            if self.prompt_tokens >= 1e5
-            else (f"{self.prompt_tokens:,}")
-        )
-        text = f"{self.calls:,} calls, about {tokens} prompt tokens"
-        if self.cost_max is None:
-            return text + ", cost unknown (the endpoint has no prices)"
-        batch = f" or {self.cost_max_batch:.4g} at the batch price" if self.cost_max_batch else ""
-        return text + f", at most {self.cost_max:.4g} live{batch}"
-
-
-class ConfirmationNeeded(InvalidInputError):
-    """A job over the server's size limits, queued without confirmation (HTTP 403): ``size``
-    says what it would send; each interface says how to confirm in its own words."""
-
-    def __init__(self, kind: str, size: JobSize, over: list[str]) -> None:
-        self.kind, self.size, self.over = kind, size, over
-        article = "an" if kind[0] in "aeiou" else "a"
-        super().__init__(
-            f"{article} {kind} job that would send {size.describe()} is over "
-            f"{' and '.join(over)}; nothing was queued"
-        )
-
-    def add_note_to_message(self, how: str) -> ConfirmationNeeded:
-        """The same refusal, its message ending with how to confirm in the caller's words."""
-        self.args = (f"{self.args[0]}: {how}",)
-        return self
-
-
-def job_size(
-    engine: Engine, settings: Settings, kind: str, params: Mapping[str, Any]
-) -> JobSize | None:
-    """What a job would send (``dry_run``), or None for a kind with no dry run."""
-    if kind not in DRY_RUNS:
-        return None
-    return JobSize.of(dry_run(engine, settings, kind, params))
-
-
-def check_size(
-    engine: Engine,
-    settings: Settings,
-    kind: str,
-    params: Mapping[str, Any],
-    *,
-    confirmed_calls: int | None = None,
-    ask: str | None = None,
-) -> JobSize | None:
-    """The job's size; ConfirmationNeeded when it passes a ``[server]`` limit (or ``ask``
-    gives another reason to show it first) and ``confirmed_calls`` (the calls its submitter
-    saw and accepted) does not cover it."""
-    size = job_size(engine, settings, kind, params)
-    if size is None:
-        return None
-    over = size.over(settings) + ([ask] if ask else [])
-    if over and (confirmed_calls is None or confirmed_calls < size.calls):
-        raise ConfirmationNeeded(kind, size, over)
-    return size
 
 
 def submit(
@@ -346,6 +221,8 @@ def submit(
 
     checked = check_params(kind, params)
     if gated and settings is not None:
+        from server.usecases.gates import check_size
+
         check_size(engine, settings, kind, checked, confirmed_calls=confirmed_calls, ask=ask)
     with Session(engine) as session:
         check_targets(session, kind, checked, settings)
