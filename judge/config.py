@@ -258,8 +258,8 @@ class ServerConfig(_Strict):
     confirm_calls: int = Field(
         default=10_000,
         ge=0,
-        description="A judge, generate, audit, counterfactual or item-plan job that would send "
-        "more model calls than this (its dry run's figure) is queued only when confirmed: the "
+        description="A judge, generate, audit, counterfactual, item-plan or sweep job that would "
+        "send more model calls than this (its dry run's figure) is queued only when confirmed: the "
         "dashboard's form shows the figure and asks; over the API a member key must send "
         '`"confirm": true` (an admin key need not).',
     )

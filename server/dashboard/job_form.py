@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from judge.errors import InvalidInputError
-from server.usecases.gates import ConfirmationNeeded, JobSize
+from server.usecases.gates import GATED, ConfirmationNeeded, JobSize
 from server.usecases.jobs import DRY_RUNS, dry_run, job_request
 from server.usecases.requests import JOB_REQUESTS
 
@@ -321,7 +321,7 @@ def gate(kind: str, request: Request, form: Mapping[str, Any]) -> dict[str, Any]
     ask = None
     if kind == "audit" and getattr(request, "limit", None) is None:
         ask = "the whole design (limit is blank)"
-    return {"gated": kind in DRY_RUNS, "confirmed_calls": confirmed, "ask": ask}
+    return {"gated": kind in GATED, "confirmed_calls": confirmed, "ask": ask}
 
 
 def dry_run_figure(

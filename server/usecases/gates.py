@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from judge.config import Settings
 
 __all__ = [
+    "GATED",
     "MAX_PLANNED_PROMPTS",
     "ConfirmationNeeded",
     "JobSize",
@@ -27,6 +28,9 @@ __all__ = [
     "check_size",
     "job_size",
 ]
+
+GATED = (*DRY_RUNS, "sweep")
+"""The kinds of job whose size is checked before they are queued."""
 
 MAX_PLANNED_PROMPTS = 200_000
 """The most prompts a dry run plans for an audit queued over HTTP or from the dashboard (the
@@ -126,10 +130,50 @@ class ConfirmationNeeded(InvalidInputError):
 def job_size(
     engine: Engine, settings: Settings, kind: str, params: Mapping[str, Any]
 ) -> JobSize | None:
-    """What a job would send (``dry_run``), or None for a kind with no dry run."""
+    """What a job would send (``dry_run``; a sweep: its configurations' judge dry runs
+    summed), or None for a kind that has neither."""
+    if kind == "sweep":
+        return _sweep_size(engine, settings, params)
     if kind not in DRY_RUNS:
         return None
     return JobSize.of(dry_run(engine, settings, kind, params))
+
+
+def _sweep_size(engine: Engine, settings: Settings, params: Mapping[str, Any]) -> JobSize:
+    """A sweep judges its run once per temperature x prompt variant, each a judge run of its
+    own: the sum of those judge runs' dry runs."""
+    from server.usecases.jobs import job_request
+    from server.usecases.requests import JudgeRequest, SweepRequest, apply_overrides
+    from server.usecases.runs import judge_dry_run
+    from server.usecases.sweeps import sweep_configs
+
+    request = job_request("sweep", params)
+    assert isinstance(request, SweepRequest)
+    base = apply_overrides(settings, request)
+    parts = [
+        JobSize.of(
+            judge_dry_run(
+                engine,
+                base,
+                JudgeRequest(
+                    generation_run_id=request.generation_run_id,
+                    temperature=config.temperature,
+                    prompt_variant=config.prompt_variant,  # type: ignore[arg-type]
+                ),
+            )
+        )
+        for config in sweep_configs(request.temperatures, request.prompt_variants)
+    ]
+    costs = [p.cost_max for p in parts]
+    batch = [p.cost_max_batch for p in parts]
+    total = {
+        "calls": sum(p.calls for p in parts),
+        "prompt_tokens": sum(p.prompt_tokens for p in parts),
+        "cost_max": None if None in costs else sum(c or 0.0 for c in costs),
+        "cost_max_batch": None if None in batch else sum(c or 0.0 for c in batch),
+    }
+    reply = {"kind": "sweep", "configurations": len(parts), "calls_to_send": total["calls"]}
+    return JobSize.of({**reply, "estimate": total})
 
 
 def check_size(

@@ -162,9 +162,31 @@ def test_an_unknown_rubric_set_is_a_400_at_creation_and_a_known_one_is_queued(ap
     assert jobs_stored(api) == 0
     ok = {"kind": "judge", "params": {"generation_run_id": gen, "rubric_set": "ICS"}}
     assert api.post("/api/v1/jobs", json=ok).status_code == 201
-    # a sweep takes a rubric set too; fairmonitor is the built-in set
-    sweep = {"kind": "judge", "params": {"generation_run_id": gen, "rubric_set": "fairmonitor"}}
-    assert api.post("/api/v1/jobs", json=sweep).status_code == 201
+    # fairmonitor, the built-in set, is known too
+    builtin = {"kind": "judge", "params": {"generation_run_id": gen, "rubric_set": "fairmonitor"}}
+    assert api.post("/api/v1/jobs", json=builtin).status_code == 201
+
+
+def test_a_sweep_counts_every_configuration(
+    migrated_db_url: str, stub: StubServer, tmp_path: Path
+) -> None:
+    """A sweep judges the run once per temperature x variant. By hand: two S1 answers, one
+    ICS judgment each, under the default 3 temperatures x 2 variants = 6 judge runs, none
+    cached: 12 calls."""
+    api = make_api(migrated_db_url, stub, tmp_path, confirm_calls=11)
+    try:
+        gen = answered_run(api)
+        job = {"kind": "sweep", "params": {"generation_run_id": gen}}
+        said = message(api.post("/api/v1/jobs", json=job), 403)
+        assert "a sweep job that would send 12 calls" in said
+        assert jobs_stored(api) == 0
+        raised = api.settings.server.model_copy(update={"confirm_calls": 12})
+        api.client.application.config["SETTINGS"] = api.settings.model_copy(
+            update={"server": raised}
+        )
+        assert api.post("/api/v1/jobs", json=job).status_code == 201
+    finally:
+        api.close()
 
 
 def test_refusals_say_the_apis_fields_not_the_clis_options(api: Api) -> None:
