@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     RootModel,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
@@ -159,7 +160,7 @@ class JobCreate(Strict):
         "generation_run_id, temperatures, prompt_variants, samples, endpoint. max_cost: stop "
         "before spending more at the endpoint's prices (refused without them).",
     )
-    confirm: bool = Field(
+    confirm: StrictBool = Field(
         default=False,
         description="Queue the job even if its dry run is over the server's confirm_calls or "
         "confirm_cost: a member key needs it for such a job (the 403 says the figure), an "
@@ -787,7 +788,7 @@ class AuditCreate(AuditRequest):
         # body cannot say; they are checked when the job is queued, a 400 naming each one.
         return value
 
-    confirm: bool = Field(
+    confirm: StrictBool = Field(
         default=False,
         description="Queue the audit even if its dry run is over the server's confirm_calls or "
         "confirm_cost: a member key needs it for such an audit (the 403 says the figure), an "

@@ -299,9 +299,8 @@ class Figure:
             if not isinstance(part, dict):
                 continue
             rows.append((f"{name}prompt tokens", f"{part.get('prompt_tokens', 0):,}"))
-            for label, key in (("live", "cost"), ("batch price", "cost")):
-                suffix = "_batch" if label == "batch price" else ""
-                costs = [part.get(f"{key}_{b}{suffix}") for b in ("min", "typical", "max")]
+            for label, suffix in (("live", ""), ("batch price", "_batch")):
+                costs = [part.get(f"cost_{b}{suffix}") for b in ("min", "typical", "max")]
                 shown = " / ".join("—" if c is None else f"{c:.4g}" for c in costs)
                 rows.append((f"{name}cost {label} (min / typical / max)", shown))
         return cls(size.describe(), rows, over, size.calls)

@@ -47,11 +47,15 @@ def check_design_size(request: Any) -> None:
     count = make_suite(request.suite, **request.options).count()
     wanted = count if request.limit is None else min(count, request.limit)
     if wanted > MAX_PLANNED_PROMPTS:
-        raise InvalidInputError(
-            f"the {request.suite} design with these options has {count:,} prompts, more than "
-            f"the {MAX_PLANNED_PROMPTS:,} a dry run here may plan; set limit to "
-            f"{MAX_PLANNED_PROMPTS:,} or fewer, or choose smaller options; nothing was queued"
-        )
+        raise _too_large(request.suite, count)
+
+
+def _too_large(suite: str, count: int) -> InvalidInputError:
+    return InvalidInputError(
+        f"the {suite} design with these options has {count:,} prompts, more than the "
+        f"{MAX_PLANNED_PROMPTS:,} a dry run here may plan; set limit to "
+        f"{MAX_PLANNED_PROMPTS:,} or fewer, or choose smaller options; nothing was queued"
+    )
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class JobSize:
     cost_max_batch: float | None
     reply: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The whole dry run it was read from."""
+    bound: bool = False
+    """Whether ``calls`` is an upper bound read from an audit's design, not a dry run."""
 
     @classmethod
     def of(cls, estimate: Mapping[str, Any]) -> JobSize:
@@ -96,7 +102,12 @@ class JobSize:
 
     def describe(self) -> str:
         """E.g. '168,000 calls, about 14.1M prompt tokens, at most 25.2 live or 12.6 at the
-        batch price'."""
+        batch price'; for a bound, 'up to 168,000 calls (...)'."""
+        if self.bound:
+            return (
+                f"up to {self.calls:,} calls (the design's prompts, before those already "
+                "answered or cached are taken off; a dry run gives the tokens and cost)"
+            )
         tokens = (
             f"{self.prompt_tokens / 1e6:.1f}M"
             if self.prompt_tokens >= 1e5
@@ -188,10 +199,45 @@ def check_size(
     """The job's size; ConfirmationNeeded when it passes a ``[server]`` limit (or ``ask``
     gives another reason to show it first) and ``confirmed_calls`` (the calls its submitter
     saw and accepted) does not cover it."""
+    extra = [ask] if ask else []
+    quick = audit_bound(settings, kind, params)
+    if quick is not None:  # decided from the design alone, in a fraction of a second
+        over = quick.over(settings) + extra
+        if over and (confirmed_calls is None or confirmed_calls < quick.calls):
+            raise ConfirmationNeeded(kind, quick, over)
+        if not _priced(settings, params):
+            return quick  # at most that many calls, no cost to bound: within the limits
     size = job_size(engine, settings, kind, params)
     if size is None:
         return None
-    over = size.over(settings) + ([ask] if ask else [])
+    over = size.over(settings) + extra
     if over and (confirmed_calls is None or confirmed_calls < size.calls):
         raise ConfirmationNeeded(kind, size, over)
     return size
+
+
+def audit_bound(settings: Settings, kind: str, params: Mapping[str, Any]) -> JobSize | None:
+    """For an audit, the most calls it can send, read from its design without planning it
+    (the first ``limit`` prompts, twice with the award audit's follow-ups): planning the
+    names design takes seconds, too long for a refusal over HTTP. None for other kinds."""
+    if kind != "audit":
+        return None
+    from judge.audits.suites import make_suite
+
+    options = dict(params.get("options") or {})
+    count = make_suite(str(params["suite"]), **options).count()
+    limit = params.get("limit")
+    calls = count if limit is None else min(count, int(limit))
+    if calls > MAX_PLANNED_PROMPTS:
+        raise _too_large(str(params["suite"]), count)
+    if options.get("followup"):
+        calls *= 2
+    return JobSize(calls=calls, prompt_tokens=0, cost_max=None, cost_max_batch=None, bound=True)
+
+
+def _priced(settings: Settings, params: Mapping[str, Any]) -> bool:
+    """Whether the audit's endpoint has prices (then its cost must be checked too)."""
+    from judge.costs import Prices
+
+    name = params.get("endpoint") or settings.generation.endpoint
+    return Prices.of(settings.endpoint(str(name))) is not None

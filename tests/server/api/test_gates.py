@@ -109,6 +109,8 @@ def test_a_member_job_at_the_limit_is_queued_and_one_past_it_is_refused(
     said = message(api.post("/api/v1/audits", json=past), 403)
     assert "101 calls" in said and '"confirm": true' in said
     assert api.post("/api/v1/audits", json={**past, "confirm": True}).status_code == 202
+    # the field is a JSON boolean: 0 or "yes" is not a confirmation (schema: 422)
+    assert api.post("/api/v1/audits", json={**past, "confirm": 0}).status_code == 422
     assert api.post("/api/v1/audits", json=at).status_code == 202
     assert jobs_stored(api) == 3
 
