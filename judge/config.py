@@ -42,7 +42,9 @@ class EndpointConfig(_Strict):
 
     base_url: str = Field(
         description="Base URL of the API, ending in /v1; never a key (no user:key@, no "
-        "?key= or other credential parameter, no token-like path segment: use `api_key_env`). "
+        "?key= or other credential parameter, no ;matrix parameter, no #fragment, no "
+        "token-like path segment: use `api_key_env`); refused without being repeated. A key "
+        "that reads like a word in the path cannot be told from a path and is not caught. "
         "Runs remember it: the same model at another URL is another run."
     )
     model: str = Field(description="Model name sent with every request; checked against /models.")
@@ -253,6 +255,21 @@ class ServerConfig(_Strict):
         default=16.0,
         gt=0,
         description="Largest request body, in MiB; a larger one gets 413 naming this limit.",
+    )
+    confirm_calls: int = Field(
+        default=10_000,
+        ge=0,
+        description="A judge, generate, audit, counterfactual, item-plan or sweep job that would "
+        "send more model calls than this (its dry run's figure) is queued only when confirmed: the "
+        "dashboard's form shows the figure and asks; over the API a member key must send "
+        '`"confirm": true` (an admin key need not).',
+    )
+    confirm_cost: float = Field(
+        default=10.0,
+        ge=0,
+        description="The same for cost: a job whose dry run could cost more than this at its "
+        "endpoint's prices (every reply at max_tokens; in the unit of `input_price_per_mtok`) "
+        "needs confirming too. An endpoint with no prices is limited by `confirm_calls` alone.",
     )
     job_slots: int = Field(
         default=2, ge=1, le=32, description="Jobs the worker runs at once (each a thread)."

@@ -4,9 +4,14 @@ A base URL is stored with every run, shown in reports and logged in error messag
 must never carry a key. ``secret_problem`` finds one in any of the places people put keys:
 a user name or password (``https://user:key@host``), a query parameter whose name says it
 is a credential (``?api-key=``, ``?code=``, ``?sig=`` ...) or whose value looks like one, a
-path segment that looks like a key (``/sk-...``, 20+ hex or base64 characters, a JWT), and
-a ``#fragment``. Its message says what kind of secret it found and where, never the secret
-or the URL.
+path segment that looks like a key (``/sk-...``, 20+ hex or base64 characters, a JWT), a
+matrix parameter (``/v1;key=...``: any ``;`` in the path, written or percent-encoded), a
+``name=value`` path segment naming a credential, and a ``#fragment``. Its message says what
+kind of secret it found and where, never the secret or the URL.
+
+The limit, said plainly: a key written as a bare path segment that reads like a word or a
+model name (``/v1/mysecretword``) cannot be told from an ordinary path segment, so it is let
+through. Only the forms above are recognised; keys belong in ``api_key_env``.
 
 ``identity_url`` is the URL with cosmetic differences removed (scheme and host case, a
 default port, trailing slashes, query order), so ``http://Host:80/v1/`` and
@@ -127,12 +132,19 @@ def secret_problem(url: str) -> str | None:
         return "a user name or password before the host (user:key@host)"
     if "#" in url:
         return "a #fragment (servers never see it; keys are often pasted there)"
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+    # ';' separates query parameters on some servers too (``?a=1;key=...``).
+    for name, value in parse_qsl(parts.query.replace(";", "&"), keep_blank_values=True):
         if _secret_param(name):
             return f"a query parameter named {name!r}, which carries a credential"
         if looks_like_key(value):
             return f"a query parameter {name!r} whose value looks like a key"
     for position, segment in enumerate(s for s in parts.path.split("/") if s):
+        plain = unquote(segment)
+        if ";" in plain:  # ``/v1;key=...``: no OpenAI-compatible server uses them
+            return f"a matrix parameter (;name=value) in path segment {position + 1}"
+        name, equals, value = plain.partition("=")
+        if equals and (_secret_param(name) or looks_like_key(value)):
+            return f"path segment {position + 1}, a name=value pair that carries a credential"
         if looks_like_key(segment):
             return f"path segment {position + 1}, which looks like a key or token"
     return None
@@ -201,6 +213,19 @@ def check_same_server(run: str, stored: str, endpoint: str, url: str) -> None:
 REDACTED = "REDACTED"
 
 
+def _redacted_segment(segment: str) -> str:
+    """A path segment with its matrix parameters, a credential ``name=value`` or a key-like
+    whole replaced (what ``secret_problem`` refuses in a path)."""
+    plain = unquote(segment)
+    head, semi, _ = plain.partition(";")
+    if semi:
+        return f"{_redacted_segment(head)};{REDACTED}" if head else REDACTED
+    name, equals, value = plain.partition("=")
+    if equals and (_secret_param(name) or looks_like_key(value)):
+        return REDACTED
+    return REDACTED if segment and looks_like_key(segment) else segment
+
+
 def redacted(url: str) -> str:
     """``url`` with every secret ``secret_problem`` looks for replaced by ``REDACTED``: the
     user name and password dropped, credential parameters' values and key-like path segments
@@ -209,17 +234,19 @@ def redacted(url: str) -> str:
 
     >>> redacted("https://u:p@h.example/v1/sk-proj-4fQ9xZ2LmN8pR7tV1wY3?api-version=1&code=x#k")
     'https://h.example/v1/REDACTED?api-version=1&code=REDACTED'
+    >>> redacted("http://127.0.0.1:8834/v1;key=SECRET")
+    'http://127.0.0.1:8834/v1;REDACTED'
     """
     try:
         parts = urlsplit(url.strip())
         host = parts.netloc.rsplit("@", 1)[-1]
     except ValueError:
         return REDACTED
-    path = "/".join(REDACTED if s and looks_like_key(s) else s for s in parts.path.split("/"))
+    path = "/".join(_redacted_segment(s) for s in parts.path.split("/"))
     query = urlencode(
         [
             (k, REDACTED if _secret_param(k) or looks_like_key(v) else v)
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            for k, v in parse_qsl(parts.query.replace(";", "&"), keep_blank_values=True)
         ]
     )
     return f"{parts.scheme}://{host}{path}" + (f"?{query}" if query else "")

@@ -64,12 +64,55 @@ class KeyInfo:
         )
 
 
+BIDI_CONTROLS = frozenset(
+    map(chr, [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+)
+"""Characters that change the direction text is shown in (marks, embeddings, overrides,
+isolates): in a key's name they make a listing show another name than the stored one."""
+BLANKS = frozenset("\u115f\u1160\u2800\u3164\uffa0")
+"""Letters and symbols that draw nothing (Hangul fillers, the blank Braille pattern)."""
+
+
+def _invisible(char: str) -> bool:
+    """Whether ``char`` draws nothing: a format (zero-width) or control character, a space,
+    a combining mark with nothing to combine with, or one of BLANKS."""
+    import unicodedata
+
+    return char in BLANKS or char.isspace() or unicodedata.category(char) in ("Cf", "Cc", "Mn")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a key, or None: it must show something (not only invisible
+    characters), hold no control character, and change no text direction, so that the name
+    people read in a listing is the name stored.
+
+    >>> name_problem("ci-runner"), name_problem("\u200b\u200b") is not None
+    (None, True)
+    """
+    import unicodedata
+
+    if not name.strip():
+        return "it is empty: say who or what uses the key"
+    for char in name:
+        if char in BIDI_CONTROLS:
+            return (
+                f"it holds U+{ord(char):04X}, which changes the direction text is shown in; "
+                "remove it"
+            )
+        if unicodedata.category(char) == "Cc":
+            return f"it holds the control character U+{ord(char):04X}; remove it"
+    if all(_invisible(c) for c in name):
+        codes = ", ".join(sorted({f"U+{ord(c):04X}" for c in name}))
+        return f"it shows nothing: it is made only of invisible characters ({codes})"
+    return None
+
+
 def create_key(engine: Engine, name: str, role: str) -> tuple[KeyInfo, str]:
     """A new key called ``name`` with ``role``: its listing and the key itself, which is
     not stored and cannot be shown again."""
     name = name.strip()
-    if not name:
-        raise InvalidInputError("a key needs a name (--name): who or what uses it")
+    if (problem := name_problem(name)) is not None:
+        raise InvalidInputError(f"the key's name is refused: {problem}")
     if role not in ROLES:
         raise InvalidInputError(f"role {role!r} is not one of {', '.join(ROLES)}")
     raw = PREFIX + secrets.token_urlsafe(32)

@@ -25,11 +25,13 @@ from judge.errors import (
 from judge.runs import RunBusyError
 from server.auth import AuthError, ForbiddenError
 from server.jobs.queue import JobStateError
+from server.usecases.gates import ConfirmationNeeded
 
 # Most specific first: the first class an error is an instance of decides its status.
 STATUS: tuple[tuple[type[FairJudgeError], int], ...] = (
     (AuthError, 401),
     (ForbiddenError, 403),
+    (ConfirmationNeeded, 403),  # a member key's job over [server] confirm_calls/confirm_cost
     (NotFoundError, 404),
     (JobStateError, 409),
     (RunBusyError, 409),
@@ -50,7 +52,8 @@ STATUS: tuple[tuple[type[FairJudgeError], int], ...] = (
 ERROR_STATUSES = {
     400: "Bad input: the message says what to fix.",
     401: "No API key, or one that is unknown or revoked.",
-    403: "The key's role may not do this.",
+    403: "The key's role may not do this (or a member's job over the server's size limits "
+    "was not confirmed: the message says the figure and the field to set).",
     404: "No such resource (run, dataset, item, job, campaign...).",
     409: "The resource is busy or in a state that does not allow this.",
     413: "The request body is larger than the server's limit.",
@@ -74,6 +77,36 @@ def declared_errors(*, without: tuple[int, ...] = ()) -> dict[Any, Any]:
         "content": {"text/html": {"schema": {"type": "string"}}},
     }
     return declared
+
+
+API_WORDS: tuple[tuple[str, str], ...] = (
+    # The domain's messages are the CLI's; over HTTP each option is said as its field.
+    (r"pass --replace to overwrite", 'send "replace": true to overwrite'),
+    (r"pass --assume-random \(assume_random=true\)", "set assume_random=true"),
+    (r"--assume-random", "assume_random=true"),
+    (r"--replace", '"replace": true'),
+    (
+        r"`fairjudge ratings import FILE --run (\d+)`",
+        r'POST /api/v1/ratings ("generation_run": \1)',
+    ),
+    (r"\(see `fairjudge keys list`\)", "(GET /api/v1/keys lists them)"),
+    (r"`fairjudge rubrics add FILE`", "POST /api/v1/rubrics"),
+)
+"""(pattern, replacement) turning the CLI's words in a domain message into the API's."""
+
+
+def api_words(text: str) -> str:
+    """``text`` with the CLI options and commands it names said as the API's fields and
+    routes (``API_WORDS``).
+
+    >>> api_words("score 3 (file says 4); pass --replace to overwrite")
+    'score 3 (file says 4); send "replace": true to overwrite'
+    """
+    import re
+
+    for pattern, replacement in API_WORDS:
+        text = re.sub(pattern, replacement, text)
+    return text
 
 
 def status_for(exc: FairJudgeError) -> int:
@@ -129,12 +162,29 @@ def security_headers(response: Response) -> Response:
     return response
 
 
+def drain_body(response: Response) -> Response:
+    """Read what the view left unread of the request's body, so that a reply sent before it
+    (a 401 to a large POST, a 404 to a POST on no route) reaches the client: a server that
+    closes or reuses a connection with unread bytes in it resets it, losing the reply. A
+    body over the server's limit is not read; the connection is closed after the reply."""
+    if request.content_length is None and not request.headers.get("Transfer-Encoding"):
+        return response
+    try:
+        stream = request.stream
+        while stream.read(1 << 16):
+            pass
+    except Exception:  # too large, or the client went away: nothing more to read
+        response.headers["Connection"] = "close"
+    return response
+
+
 def register_errors(app: Flask) -> None:
     app.after_request(security_headers)
+    app.after_request(drain_body)
 
     @app.errorhandler(FairJudgeError)
     def domain_error(exc: FairJudgeError) -> ResponseReturnValue:
-        text = str(exc)
+        text = api_words(str(exc))
         if isinstance(exc, InvalidInputError) and exc.problems:
             # The message lists the problems under its first line; JSON gives them apart.
             first, *listed = text.splitlines()

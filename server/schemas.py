@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     RootModel,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
@@ -178,13 +179,18 @@ class JobCreate(Strict):
         description="judge: generation_run_id, endpoint, prompt_variant, temperature, samples, "
         "rubric_set, swap_order, max_cost; generate: dataset, endpoint, temperature, max_tokens, "
         "limit, accepted_only, include_drafts, max_cost; pull: campaign; audit: suite, options, "
-        "endpoint, temperature, max_tokens, limit; audit-classify: run_id, endpoint; item-plan: "
-        "endpoint, into, per_cell, stages, factors, scenarios, items_per_call, temperature, "
-        "max_tokens; item-generate: endpoint, into, stage, factor, scenario, count and the same "
-        "options; counterfactual: judge_run_id, swap, limit; sweep: generation_run_id, "
-        "temperatures, prompt_variants, samples, endpoint. max_cost: stop before spending more "
-        "at the endpoint's prices (audit and counterfactual jobs refuse it for now: use the "
-        "CLI's --max-cost).",
+        "endpoint, temperature, max_tokens, limit, max_cost; audit-classify: run_id, endpoint; "
+        "item-plan: endpoint, into, per_cell, stages, factors, scenarios, items_per_call, "
+        "temperature, max_tokens; item-generate: endpoint, into, stage, factor, scenario, count "
+        "and the same options; counterfactual: judge_run_id, swap, limit, max_cost; sweep: "
+        "generation_run_id, temperatures, prompt_variants, samples, endpoint. max_cost: stop "
+        "before spending more at the endpoint's prices (refused without them).",
+    )
+    confirm: StrictBool = Field(
+        default=False,
+        description="Queue the job even if its dry run is over the server's confirm_calls or "
+        "confirm_cost: a member key needs it for such a job (the 403 says the figure), an "
+        "admin key does not. POST /jobs/dry-run gives the figure first.",
     )
 
 
@@ -807,6 +813,13 @@ class AuditCreate(AuditRequest):
         # Which options are valid depends on ``suite``, which the document's schema for this
         # body cannot say; they are checked when the job is queued, a 400 naming each one.
         return value
+
+    confirm: StrictBool = Field(
+        default=False,
+        description="Queue the audit even if its dry run is over the server's confirm_calls or "
+        "confirm_cost: a member key needs it for such an audit (the 403 says the figure), an "
+        "admin key does not.",
+    )
 
 
 class AuditClassify(Strict):

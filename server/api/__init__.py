@@ -110,6 +110,25 @@ def dump(model: type[BaseModel], value: Any) -> dict[str, Any]:
     return model.model_validate(value, from_attributes=True).model_dump(mode="json")
 
 
+WORDED = ("reason", "note", "message", "error")
+"""Keys of a reply whose text is a sentence for people: said in the API's words."""
+
+
+def in_api_words(value: Any) -> Any:
+    """A reply with the CLI options its sentences name (``--assume-random``) said as the
+    API's fields (``server.errors.api_words``), under the keys WORDED."""
+    from server.errors import api_words
+
+    if isinstance(value, dict):
+        return {
+            k: api_words(v) if k in WORDED and isinstance(v, str) else in_api_words(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [in_api_words(v) for v in value]
+    return value
+
+
 def page(model: type[BaseModel], rows: list[Any], total: int, limit: int, offset: int) -> Any:
     return {
         "items": [dump(model, r) for r in rows],
@@ -226,7 +245,20 @@ def _check_request() -> None:
         _check_json_body()
 
 
+def _anything_converter() -> type:
+    """The ``anything`` URL converter: the rest of the path, whatever it holds (slashes,
+    a leading or doubled one too), so an id with any character has a URL."""
+    from werkzeug.routing import PathConverter
+
+    class Anything(PathConverter):
+        regex = ".+"
+        part_isolating = False  # it matches across '/' (werkzeug would guess otherwise)
+
+    return Anything
+
+
 def register(app: OpenAPI) -> None:
+    app.url_map.converters["anything"] = _anything_converter()
     from server.api import (
         alttest,
         audits,

@@ -11,7 +11,7 @@ from flask import Response, current_app, g
 from pydantic import BaseModel, ConfigDict, Field
 
 from judge.errors import InvalidInputError
-from server.api import CSV_TABLE, HTML_PAGE, blueprint, dump, page
+from server.api import CSV_TABLE, HTML_PAGE, blueprint, dump, in_api_words, page
 from server.api.estimates import BestOut, EstimateOut
 from server.db import get_session
 from server.jobs import queue
@@ -53,15 +53,14 @@ def start_audit(body: AuditCreate) -> Any:
     """Queue an audit job: the suite's design sent to the model under test.
 
     Every answer is stored with its raw text; a run with the same settings is resumed. The
-    job's result names the run (``audit_run_id``) as soon as it is made."""
-    job = queue.submit(
-        _engine(),
-        "audit",
-        body.to_params(),
-        created_by=g.key.name,
-        settings=current_app.config["SETTINGS"],
-    )
-    return dump(JobOut, job), 202
+    job's result names the run (``audit_run_id``) as soon as it is made. A member key's audit
+    over the server's ``confirm_calls`` or ``confirm_cost`` (a whole names design is
+    168,000 calls) is refused with its figure unless ``confirm`` is true."""
+    from server.api.jobs import queue_job
+
+    params = body.to_params()
+    params.pop("confirm", None)
+    return dump(JobOut, queue_job("audit", params, confirm=body.confirm)), 202
 
 
 @bp.get("/audit-runs", responses={200: Page[AuditRunOut]})
@@ -305,4 +304,4 @@ def followup_estimates(path: RunPath, query: FollowupEstimatesQuery) -> Any:
         get_session(), path.run_id, assume_random=query.assume_random, alpha=query.alpha,
         judge=query.judge,
     )  # fmt: skip
-    return dump(FollowupEstimatesOut, found.to_dict())
+    return in_api_words(dump(FollowupEstimatesOut, found.to_dict()))

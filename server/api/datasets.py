@@ -66,7 +66,10 @@ def list_items(path: NamePath, query: ItemQuery) -> Any:
     return page(ItemOut, rows, total, query.limit, query.offset)
 
 
-@bp.get("/datasets/<name>/items/<key>", responses={200: ItemOut})
+@bp.get("/datasets/<name>/items/<anything:key>", responses={200: ItemOut}, merge_slashes=False)
 def get_item(path: ItemPath) -> Any:
-    """One item by its key."""
+    """One item by its key, whatever characters it holds.
+
+    Write the key percent-encoded (``/`` as ``%2F``, ``%`` as ``%25``, ``?`` as ``%3F``,
+    ``#`` as ``%23``); a ``/`` left as it is works too."""
     return dump(ItemOut, browse.get_item(get_session(), path.name, path.key))

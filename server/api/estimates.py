@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.api import blueprint, dump
+from server.api import blueprint, dump, in_api_words
 from server.db import get_session
 from server.schemas import RatingScopeQuery, RunPath
 from server.usecases.estimates import (
@@ -183,7 +183,7 @@ def judge_run_estimates(path: RunPath, query: EstimatesQuery) -> Any:
     are null with the reason, unless `assume_random=true`."""
     options = query.model_dump(exclude={"campaign"})
     request = EstimatesRequest(judge_run=path.run_id, campaigns=query.campaign, **options)
-    return dump(EstimatesOut, estimates(get_session(), request).to_dict())
+    return in_api_words(dump(EstimatesOut, estimates(get_session(), request).to_dict()))
 
 
 @bp.get("/judge-runs/<int:run_id>/rating-plan", responses={200: RatingPlansOut})

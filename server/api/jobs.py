@@ -19,16 +19,36 @@ def _engine():  # type: ignore[no-untyped-def]
     return current_app.extensions["fairjudge_engine"]
 
 
+def queue_job(kind: str, params: dict[str, Any], *, confirm: bool) -> Any:
+    """Queue a job for the request's key. A member's job over ``[server] confirm_calls`` or
+    ``confirm_cost`` needs ``confirm``; the 403 says the dry run's figure and the field."""
+    from server.usecases.gates import ConfirmationNeeded
+
+    admin = g.key.role == "admin"
+    try:
+        return queue.submit(
+            _engine(),
+            kind,
+            params,
+            created_by=g.key.name,
+            settings=current_app.config["SETTINGS"],
+            gated=not (admin or confirm),
+        )
+    except ConfirmationNeeded as exc:
+        raise ConfirmationNeeded(exc.kind, exc.size, exc.over).add_note_to_message(
+            'for a member key: send the request again with "confirm": true to queue it '
+            "anyway (POST /api/v1/jobs/dry-run gives the whole estimate), or use an admin key"
+        ) from None
+
+
 @bp.post("/jobs", responses={201: JobOut})
 def create_job(body: JobCreate) -> Any:
-    """Queue a job; the worker starts it within a second or so when a slot is free."""
-    job = queue.submit(
-        _engine(),
-        body.kind,
-        body.params,
-        created_by=g.key.name,
-        settings=current_app.config["SETTINGS"],
-    )
+    """Queue a job; the worker starts it within a second or so when a slot is free.
+
+    A member key's judge, generate, audit, counterfactual or item-plan job over the
+    server's ``confirm_calls`` or ``confirm_cost`` is refused (403, with its dry run's
+    figure) unless ``confirm`` is true; an admin key's is queued."""
+    job = queue_job(body.kind, body.params, confirm=body.confirm)
     return dump(JobOut, job), 201
 
 

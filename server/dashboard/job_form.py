@@ -18,21 +18,27 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from judge.errors import InvalidInputError
-from server.usecases.jobs import job_request
+from server.usecases.gates import GATED, ConfirmationNeeded, JobSize
+from server.usecases.jobs import DRY_RUNS, dry_run, job_request
 from server.usecases.requests import JOB_REQUESTS
 
 __all__ = [
     "JOB_REQUESTS",
     "Choices",
+    "ConfirmationNeeded",
+    "Figure",
     "FormField",
     "JobForm",
     "job_form",
     "job_form_fields",
     "parse",
+    "gate",
+    "dry_run_figure",
 ]
 
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
+    from sqlalchemy.engine import Engine
 
     from judge.config import Settings
     from server.usecases.requests import Request
@@ -70,6 +76,8 @@ class JobForm:
     kinds: list[str]
     about: str
     fields: list[FormField]
+    dry_run: bool = False
+    """Whether the kind has a dry run (the form offers a button that shows it)."""
 
 
 def _bare(annotation: Any) -> tuple[Any, bool]:
@@ -201,7 +209,7 @@ def job_form(
         hint = f"config: {config}" if config else ""
         fields.append(describe(name, info, value=value, choices=choices, placeholder=hint))
     about = (model.__doc__ or "").strip().split("\n\n", 1)[0].replace("\n", " ")
-    return JobForm(kind, list(JOB_REQUESTS), about, fields)
+    return JobForm(kind, list(JOB_REQUESTS), about, fields, dry_run=kind in DRY_RUNS)
 
 
 def _number(name: str, text: str, integer: bool, problems: list[str]) -> Any:
@@ -257,3 +265,73 @@ def parse(kind: str, form: Mapping[str, Any], choices: Mapping[str, Choices]) ->
     if problems:
         raise InvalidInputError(f"the {kind} job form has errors: " + "; ".join(problems))
     return job_request(kind, given)
+
+
+# -- the figure before a job starts ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A job's dry run as the form shows it: the line (calls, tokens, cost), the rows of the
+    estimate, and when the form asks before it starts, why (the limits it is over) and the
+    calls its button accepts."""
+
+    line: str
+    rows: list[tuple[str, str]]
+    over: list[str]
+    calls: int
+
+    @property
+    def asking(self) -> bool:
+        return bool(self.over)
+
+    @classmethod
+    def of(cls, size: JobSize, over: list[str]) -> Figure:
+        rows: list[tuple[str, str]] = []
+        reply = size.reply
+        for key in ("prompts", "judgments_to_make", "cached_calls", "calls_to_send"):
+            if isinstance(reply.get(key), int):
+                rows.append((key.replace("_", " "), f"{reply[key]:,}"))
+        for name, part in (
+            ("", reply.get("estimate")),
+            ("follow-up ", reply.get("followup_estimate")),
+        ):
+            if not isinstance(part, dict):
+                continue
+            rows.append((f"{name}prompt tokens", f"{part.get('prompt_tokens', 0):,}"))
+            for label, suffix in (("live", ""), ("batch price", "_batch")):
+                costs = [part.get(f"cost_{b}{suffix}") for b in ("min", "typical", "max")]
+                shown = " / ".join("—" if c is None else f"{c:.4g}" for c in costs)
+                rows.append((f"{name}cost {label} (min / typical / max)", shown))
+        return cls(size.describe(), rows, over, size.calls)
+
+    @classmethod
+    def asking_for(cls, exc: ConfirmationNeeded) -> Figure:
+        return cls.of(exc.size, exc.over)
+
+
+def gate(kind: str, request: Request, form: Mapping[str, Any]) -> dict[str, Any]:
+    """How the dashboard queues ``kind``'s job (``submit``'s keywords): always against the
+    server's limits, the calls the form's button accepted (``confirm_calls``, shown with the
+    figure) covering it; an audit with a blank ``limit`` always shows its figure first, since
+    a blank limit means the whole design."""
+    text = str(form.get("confirm_calls", "")).strip()
+    confirmed = int(text) if text.isdigit() else None
+    ask = None
+    if kind == "audit" and getattr(request, "limit", None) is None:
+        ask = "the whole design (limit is blank)"
+    return {"gated": kind in GATED, "confirmed_calls": confirmed, "ask": ask}
+
+
+def dry_run_figure(
+    engine: Engine, settings: Settings, kind: str, request: Request, *, ask: str | None = None
+) -> Figure:
+    """What the form's job would send and cost, nothing queued (``ask``: a reason to ask
+    before it starts besides the server's limits); InvalidInputError for a kind that has
+    no dry run."""
+    if kind not in DRY_RUNS:
+        raise InvalidInputError(
+            f"a {kind} job has no dry run; dry runs estimate {', '.join(DRY_RUNS)} jobs"
+        )
+    size = JobSize.of(dry_run(engine, settings, kind, request.to_params()))
+    return Figure.of(size, size.over(settings) + ([ask] if ask else []))

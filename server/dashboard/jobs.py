@@ -91,10 +91,16 @@ def jobs_live() -> ResponseReturnValue:
 
 
 def _form(
-    kind: str, sent: object, error: str | None = None, status: int = 200
+    kind: str,
+    sent: object,
+    error: str | None = None,
+    status: int = 200,
+    *,
+    figure: job_form.Figure | None = None,
 ) -> ResponseReturnValue:
     form = job_form.job_form(kind, settings(), sent, choices())  # type: ignore[arg-type]
-    return render_template("dashboard/new_job.html", form=form, error=error), status
+    page = render_template("dashboard/new_job.html", form=form, error=error, figure=figure)
+    return page, status
 
 
 @bp.get("/jobs/new")
@@ -112,10 +118,29 @@ def start_job() -> ResponseReturnValue:
     kind = request.form.get("kind", "judge")
     try:
         made = job_form.parse(kind, request.form, choices())
-        job = queue.submit(engine(), kind, made, created_by=key.name, settings=settings())
+        gate = job_form.gate(kind, made, request.form)
+        job = queue.submit(engine(), kind, made, created_by=key.name, settings=settings(), **gate)
+    except job_form.ConfirmationNeeded as exc:  # the figure, and a button that accepts it
+        return _form(kind, request.form, figure=job_form.Figure.asking_for(exc))
     except FairJudgeError as exc:  # the form comes back with what was sent and why not
         return _form(kind, request.form, str(exc), status_for(exc))
     return redirect(url_for("dashboard.job", job_id=job.id))
+
+
+@bp.post("/jobs/new/dry-run")
+@login_required
+def job_dry_run() -> ResponseReturnValue:
+    """The form again with what its job would send and cost; nothing queued."""
+    check_csrf()
+    require_role(current_key(), "member")
+    kind = request.form.get("kind", "judge")
+    try:
+        made = job_form.parse(kind, request.form, choices())
+        ask = job_form.gate(kind, made, request.form)["ask"]
+        figure = job_form.dry_run_figure(engine(), settings(), kind, made, ask=ask)
+    except FairJudgeError as exc:
+        return _form(kind, request.form, str(exc), status_for(exc))
+    return _form(kind, request.form, figure=figure)
 
 
 @bp.get("/jobs/<int:job_id>")

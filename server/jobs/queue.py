@@ -89,11 +89,17 @@ def submit(
     *,
     created_by: str | None = None,
     settings: Settings | None = None,
+    gated: bool = False,
+    confirmed_calls: int | None = None,
+    ask: str | None = None,
 ) -> Job:
-    """Queue a job (``server.usecases.jobs.submit``: its parameters checked now) and, where
-    ``[workers] broker_url`` is set, hand it to the Celery workers; else the server's own
-    worker finds it in the store."""
-    job = stored.submit(engine, kind, params, created_by=created_by, settings=settings)
+    """Queue a job (``server.usecases.jobs.submit``: its parameters checked now, and with
+    ``gated`` its size against the server's limits) and, where ``[workers] broker_url`` is
+    set, hand it to the Celery workers; else the server's own worker finds it in the store."""
+    job = stored.submit(
+        engine, kind, params, created_by=created_by, settings=settings,
+        gated=gated, confirmed_calls=confirmed_calls, ask=ask,
+    )  # fmt: skip
     _dispatch(settings, job)
     return job
 

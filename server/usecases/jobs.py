@@ -101,6 +101,8 @@ def check_targets(
         settings.endpoint(params["endpoint"])
     if kind in ("judge", "sweep"):
         get_generation_run(session, params["generation_run_id"])
+        if settings is not None and params.get("rubric_set") is not None:
+            _check_rubric_set(session, settings, params["rubric_set"])
     elif kind == "generate":
         get_dataset(session, params["dataset"])
     elif kind == "pull":
@@ -132,6 +134,17 @@ def check_targets(
             )
 
 
+def _check_rubric_set(session: Session, settings: Settings, rubric_set: str) -> None:
+    """InvalidInputError naming ``rubric_set`` when it names a rubric that is neither built
+    in nor registered (the worker would fail on it later)."""
+    from server.usecases.rubrics import rubrics
+
+    try:
+        rubrics(settings, session, rubric_set=rubric_set)
+    except NotFoundError as exc:
+        raise InvalidInputError(f"rubric_set: {exc}") from None
+
+
 DRY_RUNS = ("judge", "generate", "audit", "counterfactual", "item-plan")
 """The kinds of job a dry run can estimate."""
 
@@ -159,6 +172,10 @@ def dry_run(
     with Session(engine) as session:
         check_targets(session, kind, checked, settings)
     request = job_request(kind, checked)
+    if isinstance(request, AuditRequest):
+        from server.usecases.gates import check_design_size
+
+        check_design_size(request)
     if isinstance(request, ItemPlanRequest):
         from server.usecases.datasets import plan_items_dry_run
 
@@ -189,15 +206,24 @@ def submit(
     *,
     created_by: str | None = None,
     settings: Settings | None = None,
+    gated: bool = False,
+    confirmed_calls: int | None = None,
+    ask: str | None = None,
 ) -> Job:
     """Queue a job of ``kind`` (its request, or the request's fields as a mapping); the
     parameters are checked now, not when it runs (with ``settings``, also the endpoint they
-    name)."""
+    name and the rubrics). ``gated`` (with ``settings``): first ``check_size``, so a job over
+    the server's limits (or with a reason to ``ask``) is queued only with ``confirmed_calls``
+    covering its calls."""
     from sqlmodel import Session
 
     from judge.store.tables import Job
 
     checked = check_params(kind, params)
+    if gated and settings is not None:
+        from server.usecases.gates import check_size
+
+        check_size(engine, settings, kind, checked, confirmed_calls=confirmed_calls, ask=ask)
     with Session(engine) as session:
         check_targets(session, kind, checked, settings)
         job = Job(kind=kind, params=checked, created_by=created_by)

@@ -155,7 +155,8 @@ class JudgeRequest(Request):
         "aggregation": "judge.aggregation",
     }
     NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
-        "dry_run": "a job always runs; `fairjudge judge --dry-run` says what it would cost",
+        "dry_run": "a job always runs; POST /jobs/dry-run (or `fairjudge judge --dry-run`) says "
+        "what it would cost",
     }
 
     generation_run_id: int = Field(ge=1, le=MAX_ID, description="The answers to judge.")

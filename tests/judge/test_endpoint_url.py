@@ -49,6 +49,13 @@ SECRET_URLS = [
     ("https://api.example/v1/x7Kp2Qm9Zr4Tw8Ly3Nv6", "x7Kp2Qm9Zr4Tw8Ly3Nv6"),  # base62, 20
     (f"https://api.example/v1#{KEY}", KEY),  # a fragment
     ("https://api.example/v1#key", "#key"),
+    # Matrix parameters (issue 41: this first one was stored and printed in reports).
+    ("http://127.0.0.1:8834/v1;key=s3cr3tVALUE", "s3cr3tVALUE"),
+    ("http://127.0.0.1:8834/v1;jsessionid=s3cr3tVALUE", "s3cr3tVALUE"),
+    ("https://api.example/v1;x=1;token=s3cr3tVALUE/chat", "s3cr3tVALUE"),
+    ("https://api.example/v1%3Bkey=s3cr3tVALUE", "s3cr3tVALUE"),  # ';' percent-encoded
+    ("https://api.example/key=s3cr3tVALUE/v1", "s3cr3tVALUE"),  # a name=value segment
+    ("https://api.example/v1?api-version=1;key=s3cr3tVALUE", "s3cr3tVALUE"),  # ';' in a query
 ]
 
 ORDINARY_URLS = [
@@ -99,6 +106,14 @@ def test_pydantic_itself_never_quotes_the_refused_url(url: str, secret: str) -> 
 @pytest.mark.parametrize("url", ORDINARY_URLS)
 def test_ordinary_urls_are_accepted_as_written(tmp_path: Path, url: str) -> None:
     assert load_settings(_config(tmp_path, url)).endpoint("embedded").base_url == url
+
+
+def test_the_documented_limit_a_word_like_segment_is_a_path(tmp_path: Path) -> None:
+    # docs/configuration.md and judge/endpoint_url.py say it plainly: a key that reads like a
+    # word cannot be told from a path segment, so it is accepted; a name=value segment that
+    # names no credential is accepted too (only credential names and key-like values count).
+    for url in ("https://api.example/v1/mysecretword", "https://gpu.example/serve/model=llama/v1"):
+        assert load_settings(_config(tmp_path, url)).endpoint("embedded").base_url == url
 
 
 def test_a_url_that_is_no_http_url_is_refused(tmp_path: Path) -> None:
@@ -155,6 +170,8 @@ def test_redacted_keeps_the_server_and_drops_every_secret() -> None:
     # by hand: the user, the key segment, the code's value and the fragment go
     url = f"https://u:p@h.example/v1/{KEY}?api-version=1&code=x#frag"
     assert redacted(url) == "https://h.example/v1/REDACTED?api-version=1&code=REDACTED"
+    # by hand: the matrix parameter goes, the segment before it stays
+    assert redacted("http://127.0.0.1:8834/v1;key=x") == "http://127.0.0.1:8834/v1;REDACTED"
 
 
 def _migration() -> object:

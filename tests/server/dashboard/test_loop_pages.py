@@ -307,6 +307,23 @@ def test_the_form_of_every_kind_is_its_request_model(member_client: Any) -> None
 def test_jobs_of_other_kinds_start_from_the_form_and_are_listed(
     loop_app: LoopApp, member_client: Any
 ) -> None:
+    # Issue 41: the form runs the job's dry run before it queues it, and a dry run (like the
+    # job itself) refuses to continue a run at another server than the one it was made at;
+    # so the endpoint points at the loop's server for this test (a dry run calls no model).
+    from judge.store.tables import JudgeRun
+
+    app_settings = loop_app.app.config["SETTINGS"]
+    with Session(loop_app.engine) as session:
+        made_at = session.get(JudgeRun, loop_app.loop.judge_run_id).base_url  # type: ignore[union-attr]
+    moved = app_settings.endpoints["test"].model_copy(update={"base_url": made_at})
+    loop_app.app.config["SETTINGS"] = app_settings.model_copy(update={"endpoints": {"test": moved}})
+    try:
+        _start_jobs_of_other_kinds(loop_app, member_client)
+    finally:
+        loop_app.app.config["SETTINGS"] = app_settings
+
+
+def _start_jobs_of_other_kinds(loop_app: LoopApp, member_client: Any) -> None:
     form = member_client.get("/jobs/new?kind=counterfactual").text
     token = form_token(form)
     run = loop_app.loop.judge_run_id
@@ -322,16 +339,21 @@ def test_jobs_of_other_kinds_start_from_the_form_and_are_listed(
     )
     assert made.status_code == 302, made.text
     counterfactual = int(made.headers["Location"].rsplit("/", 1)[1])
-    made = member_client.post(
-        "/jobs/new",
-        data={
-            "csrf": token,
-            "kind": "audit",
-            "suite": "award",
-            "options": '{"levels": [5], "pairs_per_level": 1}',
-            "max_tokens": "40",
-        },
-    )
+    audit_form = {
+        "csrf": token,
+        "kind": "audit",
+        "suite": "award",
+        "options": '{"levels": [5], "pairs_per_level": 1}',
+        "max_tokens": "40",
+    }
+    # A blank limit means the whole design: the form shows its figure first and queues
+    # nothing (issue 41). By hand: one level x one pair x 4 variants = 4 prompts, one call
+    # each (docs/audits.md: each pair is shown in 4 variants).
+    asked = member_client.post("/jobs/new", data=audit_form)
+    assert asked.status_code == 200 and 'id="confirm-reason"' in asked.text, asked.text
+    assert "4 calls" in html.unescape(asked.text)
+    assert 'name="confirm_calls" value="4"' in asked.text
+    made = member_client.post("/jobs/new", data={**audit_form, "confirm_calls": "4"})
     assert made.status_code == 302, made.text
     audit = int(made.headers["Location"].rsplit("/", 1)[1])
     bad = member_client.post(
