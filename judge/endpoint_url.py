@@ -204,9 +204,9 @@ def check_same_server(run: str, stored: str, endpoint: str, url: str) -> None:
     if same_server(stored, url):
         return
     raise InvalidInputError(
-        f"{run} was made at {identity_url(stored)}, but endpoint {endpoint!r} now points to "
-        f"{identity_url(url)}; set its base_url back to continue that run, or start a run at "
-        "the new server (it is another run)"
+        f"{run} was made at {identity_url(redacted(stored))}, but endpoint {endpoint!r} now "
+        f"points to {identity_url(redacted(url))}; set its base_url back to continue that "
+        "run, or start a run at the new server (it is another run)"
     )
 
 
@@ -230,13 +230,18 @@ def redacted(url: str) -> str:
     """``url`` with every secret ``secret_problem`` looks for replaced by ``REDACTED``: the
     user name and password dropped, credential parameters' values and key-like path segments
     and query values replaced, the fragment dropped (for base URLs stored before such URLs
-    were refused; see migration 0010).
+    were refused; see migrations 0010 and 0017). A URL with no secret comes back exactly as
+    written, so a reader can pass every stored URL through it before printing it.
 
     >>> redacted("https://u:p@h.example/v1/sk-proj-4fQ9xZ2LmN8pR7tV1wY3?api-version=1&code=x#k")
     'https://h.example/v1/REDACTED?api-version=1&code=REDACTED'
     >>> redacted("http://127.0.0.1:8834/v1;key=SECRET")
     'http://127.0.0.1:8834/v1;REDACTED'
+    >>> redacted("http://127.0.0.1:8834/v1")
+    'http://127.0.0.1:8834/v1'
     """
+    if secret_problem(url) is None:
+        return url
     try:
         parts = urlsplit(url.strip())
         host = parts.netloc.rsplit("@", 1)[-1]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.data.taxonomy import Taxonomy, load_taxonomy
+from judge.endpoint_url import redacted
 from judge.errors import DatasetError, InvalidInputError
 from judge.hashing import content_hash
 from judge.store.tables import Item
@@ -308,4 +309,8 @@ def item_to_json(item: Item) -> dict[str, Any]:
     if item.stage == FREE_STAGE:
         head = {k: v for k, v in head.items() if v or k not in FREE_OPTIONAL_COMMON}
     meta = {key: getattr(item, key) for key in METADATA}
+    provenance = meta.get("provenance")
+    if isinstance(provenance, dict) and isinstance(provenance.get("base_url"), str):
+        # A secret stored before revision 0017 is never written out.
+        meta["provenance"] = {**provenance, "base_url": redacted(provenance["base_url"])}
     return {**head, **item.fields, **{k: v for k, v in meta.items() if v is not None}}

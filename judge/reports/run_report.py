@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from judge.endpoint_url import redacted
 from judge.metrics import (
     STAGE_METRICS,
     ItemScore,
@@ -120,7 +121,7 @@ def metrics_payload(facts: RunFacts, numbers: RunNumbers) -> dict[str, Any]:
             "id": grun.id,
             "endpoint": grun.endpoint_name,
             "model": grun.model,
-            "base_url": grun.base_url,
+            "base_url": redacted(grun.base_url),  # a secret stored before 0017: never shown
             "temperature": grun.temperature,
             "max_tokens": grun.max_tokens,
             "template_version": grun.template_version,
@@ -231,7 +232,7 @@ def _judge_settings(facts: RunFacts) -> dict[str, Any]:
         "id": jrun.id,
         "endpoint": jrun.endpoint_name,
         "model": jrun.model,
-        "base_url": jrun.base_url,
+        "base_url": redacted(jrun.base_url),
         "prompt_variant": jrun.prompt_variant,
         "temperature": jrun.temperature,
         "samples": jrun.samples,

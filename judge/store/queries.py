@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 from sqlmodel import Session, col, func, select
 
+from judge.endpoint_url import redacted
 from judge.errors import NotFoundError
 from judge.store.tables import (
     CallCache,
@@ -193,7 +194,7 @@ def _generation_runs(
                 run.status,
                 run.created_at.isoformat(),
                 run.source,
-                run.base_url,
+                redacted(run.base_url),  # a secret stored before 0017 is never shown
             )
         )
     return out
@@ -232,7 +233,7 @@ def _judge_runs(
                 jrun.status,
                 jrun.rubric_set,
                 jrun.endpoint_name,
-                jrun.base_url,
+                redacted(jrun.base_url),
             )
         )
     return out

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from judge.endpoint_url import redacted
+
 # The report's types are plain dataclasses (no heavy import): the interfaces read them here.
 from judge.reports.sections import Report, Table
 from judge.reports.sections import Section as Section
@@ -77,9 +79,10 @@ def full_report(
         + (
             "answers imported from elsewhere"
             if grun.source == "imported"
-            else f"{grun.endpoint_name} at {grun.base_url}, temperature {grun.temperature:g}"
+            else f"{grun.endpoint_name} at {redacted(grun.base_url)}, "
+            f"temperature {grun.temperature:g}"
         )
-        + f"), judged by {jrun.model} at {jrun.base_url} ({jrun.prompt_variant} prompt, "
+        + f"), judged by {jrun.model} at {redacted(jrun.base_url)} ({jrun.prompt_variant} prompt, "
         f"temperature {jrun.temperature:g}). Run status: {jrun.status}"
         + (f" ({jrun.status_detail})" if jrun.status_detail else "")
         + "."

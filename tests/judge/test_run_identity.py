@@ -210,6 +210,9 @@ def test_runs_stored_before_0010_resume_at_their_own_server_only(
             # dashboard figures); the upgrade makes them again.
             for table in ("websession", "workerbeat", "jobpart", "batchjob", "dashboardfigure"):
                 conn.execute(sa.text(f"DROP TABLE {table}"))
+            # ... nor the run cost bound of 0016.
+            for table in ("generationrun", "judgerun", "auditrun"):
+                conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN max_cost"))
         engine.dispose()
         resumed = run(config, "judge", str(gen["run_id"]))  # migrates to 0010 first
         assert (resumed["run_id"], resumed["tasks"], calls(a)) == (first["run_id"], 0, 6)
