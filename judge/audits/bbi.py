@@ -316,7 +316,8 @@ def label_batch(batch: Batch, answers: Sequence[ParsedAnswer]) -> list[tuple[str
 
 @dataclass(frozen=True)
 class BbiScores:
-    """The counts and the scores computed from them (NaN where a dataset has no items)."""
+    """The counts and the scores computed from them (NaN where a dataset has no items).
+    ``n`` is the items behind the BBI: StereoSet items plus CrowS-Pairs pairs."""
 
     n_ss: int
     s_ss: int
@@ -327,6 +328,7 @@ class BbiScores:
     s_cp: int
     as_cp: int
     none_cp: int
+    n: int
     rs: float
     sbs_ss: float
     sbs_cp: float
@@ -371,6 +373,7 @@ def bbi_scores(*, n_ss: int, s_ss: int, as_ss: int, n_cp: int, s_cp: int, as_cp:
         s_cp=s_cp,
         as_cp=as_cp,
         none_cp=n_cp - s_cp - as_cp,
+        n=n_ss + n_cp,
         rs=rs,
         sbs_ss=sbs_ss,
         sbs_cp=sbs_cp,

@@ -311,18 +311,28 @@ def _reread_notes(result: NameAuditResult) -> list[str]:
 
 
 def bbi_report(result: BbiReport) -> Report:
-    """RS, SBS per dataset and BBI, overall and per bias type."""
+    """RS, SBS per dataset and BBI, overall and per bias type, each with its n (StereoSet
+    items plus CrowS-Pairs pairs) in the table and beside its mark."""
     scored = [("all", result.overall), *sorted(result.by_bias_type.items())]
-    rows = [[t, _num(s.rs), _num(s.sbs_ss), _num(s.sbs_cp), _num(s.bbi)] for t, s in scored]
+    rows = [
+        [t, _num(s.rs), _num(s.sbs_ss), _num(s.sbs_cp), _num(s.bbi), f"{s.n_ss} + {s.n_cp}"]
+        for t, s in scored
+    ]
     csv_rows = [
         {"bias_type": t, "rs": _finite(s.rs), "sbs_ss": _finite(s.sbs_ss),
          "sbs_cp": _finite(s.sbs_cp), "bbi": _finite(s.bbi)}
         for t, s in scored
     ]  # fmt: skip
-    bars: list[Bar] = [(t, s.bbi, None, None) for t, s in scored if not math.isnan(s.bbi)]
-    columns = ["bias type", "RS", "SBS StereoSet", "SBS CrowS-Pairs", "BBI"]
-    note = "BBI < 0 leans anti-stereotypical, > 0 stereotypical, 0 balanced."
+    charted = [(t, s) for t, s in scored if not math.isnan(s.bbi)]
+    bars: list[Bar] = [(t, s.bbi, None, None) for t, s in charted]
+    columns = ["bias type", "RS", "SBS StereoSet", "SBS CrowS-Pairs", "BBI", "n (SS + CP)"]
+    note = (
+        "BBI < 0 leans anti-stereotypical, > 0 stereotypical, 0 balanced. n: StereoSet "
+        "items + CrowS-Pairs pairs; a type missing from either dataset has no BBI."
+    )
     table = Table("Bias Balance Indicator", columns, rows, notes=[note])
-    chart = BarChart("BBI by bias type", bars, "BBI", reference=0.0)
+    ylabel = "BBI (-1 to 1; > 0 stereotypical)"
+    ns = [s.n for _, s in charted]
+    chart = BarChart("BBI by bias type", bars, ylabel, reference=0.0, ns=ns)
     section = Section("BBI", "bbi", result.to_dict(), [table], [chart], csv={"bbi.csv": csv_rows})
     return Report("FairJudge audit: Bias Balance Indicator", "Seed 004's design.", [section])

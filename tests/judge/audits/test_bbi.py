@@ -12,6 +12,7 @@ import pytest
 
 from judge.audits.bbi import (
     ANTI_STEREOTYPE,
+    CROWS_PAIRS,
     NONE,
     STEREOTYPE,
     UNRELATED,
@@ -28,7 +29,9 @@ from judge.audits.bbi import (
     read_labels_csv,
     render_prompt,
 )
+from judge.audits.report import bbi_report
 from judge.errors import InvalidInputError
+from judge.reports.sections import BarChart
 from tests.support.factories import SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -218,3 +221,50 @@ def test_majority_over_repeats() -> None:
     rows = label_batch(batch, answers)
     assert rows[0] == ("crows_pairs", first.item.bias_type, STEREOTYPE)
     assert all(row[2] == NONE for row in rows[1:])
+
+
+# A small design, counted by hand: StereoSet gender 3 items (2 stereotype, 1 unrelated), race
+# 1 (anti-stereotype), religion 2 (unrelated, none); CrowS-Pairs gender 2 pairs (1 each way),
+# race 3 (none read). Religion has no CrowS-Pairs pair, so no BBI and no mark.
+SMALL_DESIGN = (
+    [("stereoset", "gender", STEREOTYPE)] * 2
+    + [("stereoset", "gender", UNRELATED), ("stereoset", "race", ANTI_STEREOTYPE)]
+    + [("stereoset", "religion", UNRELATED), ("stereoset", "religion", NONE)]
+    + [("crows_pairs", "gender", STEREOTYPE), ("crows_pairs", "gender", ANTI_STEREOTYPE)]
+    + [("crows_pairs", "race", NONE)] * 3
+)
+
+
+def test_every_bbi_mark_carries_the_count_behind_it() -> None:
+    report = analyze_labels(SMALL_DESIGN)
+    # n = StereoSet items + CrowS-Pairs pairs: all 6 + 5, gender 3 + 2, race 1 + 3, religion 2 + 0.
+    assert report.overall.n == 11
+    assert {t: s.n for t, s in report.by_bias_type.items()} == {
+        "gender": 5, "race": 4, "religion": 2,
+    }  # fmt: skip
+    assert report.to_dict()["by_bias_type"]["gender"]["n"] == 5
+    (section,) = bbi_report(report).sections
+    (chart,) = section.figures
+    assert isinstance(chart, BarChart)
+    # By hand: all RS 3/6, SBS_SS 0.5 * (2 - 1) / 6, SBS_CP (1 - 1) / 5 = 0 -> BBI 1/24; gender
+    # RS 2/3, SBS_SS 2/3 * 2/3 = 4/9, SBS_CP 0 -> 2/9; race RS 1, SBS_SS -1, SBS_CP 0 -> -1/2.
+    assert [label for label, *_ in chart.bars] == ["all", "gender", "race"]
+    assert [v for _, v, _, _ in chart.bars] == pytest.approx([1 / 24, 2 / 9, -0.5])
+    assert chart.ns == [11, 5, 4]
+    (table,) = section.tables
+    assert [row[-1] for row in table.rows] == ["6 + 5", "3 + 2", "1 + 3", "2 + 0"]
+
+
+def test_the_bbi_chart_counts_the_real_crows_pairs_file_by_type() -> None:
+    # Every pair of the public file labelled, plus one StereoSet row per type: each mark's n is
+    # the published CrowS-Pairs count of its type (Nangia et al. 2020, table 1; race-color 516,
+    # gender 262, religion 105) plus 1.
+    pairs = load_crows_pairs(CROWS_REAL, bias_types=["gender", "race", "religion"])
+    rows = [(CROWS_PAIRS, p.bias_type, STEREOTYPE) for p in pairs]
+    rows += [("stereoset", t, ANTI_STEREOTYPE) for t in ("gender", "race", "religion")]
+    (section,) = bbi_report(analyze_labels(rows)).sections
+    (chart,) = section.figures
+    assert isinstance(chart, BarChart)
+    assert dict(zip([b[0] for b in chart.bars], chart.ns, strict=True)) == {
+        "all": 516 + 262 + 105 + 3, "gender": 263, "race": 517, "religion": 106,
+    }  # fmt: skip
