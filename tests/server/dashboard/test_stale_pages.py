@@ -213,7 +213,7 @@ def test_compute_again_shows_the_kept_figures_until_the_new_ones_are_ready(runs:
     assert kept.status_code == 200 and BANNER not in kept.text
     again = client.get(f"/judge-runs/{a}/checks?fresh=1")
     assert again.status_code == 200 and BANNER in again.text
-    assert "being computed again as you asked" in again.text
+    assert "and are being computed again:" in again.text
     assert _figures_part(again.text) == _figures_part(kept.text)
     # Its reload link is the plain page (not ?fresh=1, which would compute them once more).
     assert f'href="/judge-runs/{a}/checks" id="reload"' in again.text
