@@ -9,17 +9,23 @@ thread of their own, one computation per page however many clients ask (they sha
 request waits for it at most ``wait_s`` (``FIGURES_WAIT_S`` in the app's config, else
 ``WAIT_S``), then gets 202 with ``Retry-After``: asked again, the route serves the figures
 once they are kept.
+
+The dashboard's judge run pages use the same computation (``figures``) with a shorter bound
+(``PAGE_WAIT_S``): past it a page shows the run's latest kept figures, at an older version of
+its rows, as they were kept (``Stale``: its banner says so), or, when none were ever kept, a
+page that reloads itself.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flask import current_app
 
@@ -27,17 +33,23 @@ from server.dashboard.cache import Computed, FigureCache
 from server.dashboard.web import CACHE
 from server.db import get_session
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from judge.config import Settings
     from server.usecases.dashboard import PageKey
+    from server.usecases.figures import Stored
 
 WAIT_S = 1.5
 """How long a request waits for figures being computed before it is answered 202."""
 TESTING_WAIT_S = 300.0
 """The wait under an app made for tests (``TESTING``) with no ``FIGURES_WAIT_S``: tests on a
 busy machine get the figures, not a 202; the tests of the 202 set the bound they need."""
+PAGE_WAIT_S = 0.5
+"""How long a dashboard page waits for its figures being computed (``PAGE_WAIT_S`` in the
+app's config overrides it) before it shows the latest kept ones or a page that reloads."""
 THREADS = 2
 """Figures computed at once in one web worker, beyond which requests queue for them."""
 
@@ -71,10 +83,54 @@ class Pending:
         return body, 202, {"Retry-After": str(self.retry_after_s)}
 
 
+@dataclass(frozen=True)
+class Stale:
+    """The run's latest kept figures, computed at an older version of its rows (or, asked to
+    compute again, at this one) while the figures now are being computed: shown as kept,
+    word for word, with what changed since when it is known (``changed``: kinds of rows)."""
+
+    computed: Computed[Any]
+    changed: tuple[str, ...]
+    again: bool  # the figures kept are at the version now: asked to compute them again
+
+
+CHANGED = {
+    "humanrating": "ratings",
+    "ratingchange": "ratings",
+    "judgment": "judgments",
+    "judgerun": "judge runs",
+    "response": "answers",
+    "generationrun": "generation runs",
+    "item": "items",
+    "campaign": "campaigns",
+    "campaigntask": "campaigns",
+}
+"""Tables of ``run_version`` named in words, for the banner of a stale page."""
+
+
+def wait_bound(config_key: str = "FIGURES_WAIT_S", default: float = WAIT_S) -> float:
+    """How long a request waits for figures being computed: the app's ``config_key``, else
+    ``default`` (``TESTING_WAIT_S`` under an app made for tests)."""
+    wait = current_app.config.get(config_key)
+    if wait is None:
+        wait = TESTING_WAIT_S if current_app.testing else default
+    return float(wait)
+
+
 def kept_figures(key: PageKey) -> Any | Pending:
     """The figures of ``key`` at the run's version now: kept in memory, kept in the store,
     or computed within the wait; else ``Pending``. Errors of the computation (an unknown
     run, a bad option) are raised here, as they would be computed inline."""
+    got = figures(key, wait_s=wait_bound())
+    return got.value if isinstance(got, Computed) else got
+
+
+def figures(
+    key: PageKey, *, wait_s: float, fresh: bool = False, stale: bool = False
+) -> Computed[Any] | Stale | Pending:
+    """The figures of ``key`` at the run's version now, kept or computed within ``wait_s``
+    (``fresh``: computed again even when kept); past the wait, with ``stale``, the run's
+    latest kept figures at any version (``Stale``); else ``Pending``."""
     from server.usecases.dashboard import run_version
     from server.usecases.figures import read, signing_key, version_text
 
@@ -83,31 +139,70 @@ def kept_figures(key: PageKey) -> Any | Pending:
     cache: FigureCache = current_app.extensions.setdefault(CACHE, FigureCache())
     session = get_session()
     version = run_version(session, key.judge_run_id)
-    found = cache.peek(key, version)
+    found = None if fresh else cache.peek(key, version)
     if found is not None:
-        return found.value
+        return found
     text, sign = version_text(version, settings), signing_key(settings)
-    try:
-        stored = read(session, key, text, sign)
-    except Exception as exc:  # the store could not be read: compute from the rows
-        session.rollback()
-        current_app.logger.warning("kept figures of %s not read: %s", key, exc)
-        stored = None
+    stored = None if fresh else _read(lambda: read(session, key, text, sign), key)
     if stored is not None:
-        cache.put(key, version, Computed(stored.value, stored.at, stored.seconds, True))
-        return stored.value
+        made = Computed(stored.value, stored.at, stored.seconds, True)
+        cache.put(key, version, made)
+        return made
     start = time.monotonic()
     future = _flight(engine, settings, key, text, sign)
-    wait = current_app.config.get("FIGURES_WAIT_S")
-    if wait is None:
-        wait = TESTING_WAIT_S if current_app.testing else WAIT_S
     try:
-        made = future.result(timeout=float(wait))
+        made = future.result(timeout=wait_s)
     except FutureTimeout:
+        older = _latest(cache, key, version, text, sign) if stale else None
+        if older is not None:
+            return older
         waited = time.monotonic() - start
-        return Pending(key.page, key.judge_run_id, waited, retry_after_s=max(1, round(wait * 2)))
+        return Pending(key.page, key.judge_run_id, waited, retry_after_s=max(1, round(wait_s * 2)))
+    except Exception:
+        _forget(key, text, future, failed=True)  # this request shows the error: collected
+        raise
     cache.put(key, version, made)
-    return made.value
+    return made
+
+
+def _read(reader: Callable[[], T | None], key: PageKey) -> T | None:
+    """``reader()``, or None when the store could not be read (a log line)."""
+    try:
+        return reader()
+    except Exception as exc:  # the store could not be read: compute from the rows
+        get_session().rollback()
+        current_app.logger.warning("kept figures of %s not read: %s", key, exc)
+        return None
+
+
+def _latest(
+    cache: FigureCache, key: PageKey, version: tuple[Any, ...], text: str, sign: bytes
+) -> Stale | None:
+    """The latest figures of ``key`` kept in memory or in the store, at any version (the
+    later computed of the two), as ``Stale``; None when none were ever kept."""
+    from server.usecases.figures import read_latest
+
+    memory = cache.latest(key)
+    stored: tuple[str, Stored] | None = _read(lambda: read_latest(get_session(), key, sign), key)
+    if memory is not None and (stored is None or memory[1].at >= stored[1].at):
+        old, made = memory
+        changed = _changed(old, version) if isinstance(old, tuple) else ()
+        again = old == version
+        return Stale(Computed(made.value, made.at, made.seconds, True), changed, again)
+    if stored is None:
+        return None
+    at_version, kept = stored
+    return Stale(Computed(kept.value, kept.at, kept.seconds, True), (), at_version == text)
+
+
+def _changed(old: tuple[Any, ...], now: tuple[Any, ...]) -> tuple[str, ...]:
+    """The kinds of rows (``CHANGED``) whose fingerprints differ between two run versions."""
+    names = []
+    for a, b in zip(old, now, strict=False):
+        if a != b:
+            table = b.split("'")[1] if b.startswith("('") else ""
+            names.append(CHANGED.get(table, "other rows"))
+    return tuple(dict.fromkeys(names))
 
 
 def _flight(
@@ -118,16 +213,27 @@ def _flight(
     with _LOCK:
         found = _FLIGHTS.get((key, version))
         if found is not None:
+            if found.done():  # it failed after its requests stopped waiting: raised once
+                _FLIGHTS.pop((key, version), None)
             return found
         future = _POOL.submit(_compute, engine, settings, key, version, sign)
         _FLIGHTS[(key, version)] = future
-    future.add_done_callback(lambda _: _forget(key, version))
+    future.add_done_callback(lambda done: _forget(key, version, done))
     return future
 
 
-def _forget(key: PageKey, version: str) -> None:
+def _forget(
+    key: PageKey, version: str, done: Future[Computed[Any]], *, failed: bool = False
+) -> None:
+    """Forget a computation that succeeded (its figures are kept) or whose error a request
+    shows (``failed``); one that failed unseen stays until a request collects its error, so
+    that a page that stopped waiting for it shows that error on its next load instead of
+    starting it again for ever."""
+    if not failed and not done.cancelled() and done.exception() is not None:
+        return
     with _LOCK:
-        _FLIGHTS.pop((key, version), None)
+        if _FLIGHTS.get((key, version)) is done:
+            _FLIGHTS.pop((key, version), None)
 
 
 def _compute(

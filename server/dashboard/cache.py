@@ -15,6 +15,12 @@ it, a judge run's pages (its report, agreement, the judge's checks) are also kep
 where a job that ends leaves its run's pages computed ahead. Those are reused while the
 store's version holds, whatever their age (``MAX_AGE_S`` bounds what a worker keeps in
 memory); their page says when they were computed all the same.
+
+A judge run's page whose figures are kept at no version of the run's rows as they are now is
+not computed in the request: its computation runs off the request (server/api/kept.py) and
+the page waits for it a short bound, then shows the run's latest kept figures with a banner
+saying they predate the latest writes, or a page that reloads itself while nothing was ever
+kept (``latest`` finds them in memory, ``server.usecases.figures.read_latest`` in the store).
 """
 
 from __future__ import annotations
@@ -110,6 +116,13 @@ class FigureCache:
             self._kept.move_to_end(key)
             found = kept[2]
         return Computed(found.value, found.at, found.seconds, True)
+
+    def latest(self, key: Hashable) -> tuple[Hashable, Computed[Any]] | None:
+        """The figures kept in memory for ``key`` at whatever version (and age), with that
+        version: what a page shows, said to be stale, while its figures are computed again."""
+        with self._lock:
+            kept = self._kept.get(key)
+        return None if kept is None else (kept[0], kept[2])
 
     def put(self, key: Hashable, version: Hashable, made: Computed[Any]) -> None:
         """Keep ``made`` as the figures of ``key`` at ``version``."""

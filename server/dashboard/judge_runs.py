@@ -3,14 +3,28 @@ item browser), its agreement with people, and the judge's own checks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from flask import render_template, request
 from flask.typing import ResponseReturnValue
 
+from server.api.kept import Pending, Stale
 from server.dashboard import agreement_page, bp, checks_page, run_page
 from server.dashboard.access import login_required
 from server.dashboard.pages import row_id
-from server.dashboard.web import kept, settings
-from server.db import get_session
+from server.dashboard.web import bounded, reload_url
+
+if TYPE_CHECKING:
+    from server.dashboard.cache import Computed
+    from server.usecases.dashboard import PageKey
+
+WHAT = {
+    "judge-run": "page",
+    "agreement": "agreement with people",
+    "checks": "judge's own checks",
+}
+"""What each page shows, for the page that says it is being computed."""
 
 
 def _campaigns() -> tuple[str, ...]:
@@ -20,42 +34,63 @@ def _campaigns() -> tuple[str, ...]:
 @bp.get("/judge-runs/<int:run_id>")
 @login_required
 def judge_run(run_id: int) -> ResponseReturnValue:
-    from server.usecases.dashboard import judge_run_view, page_key
+    from server.usecases.dashboard import page_key
 
     run_id, campaigns = row_id("judge run", run_id), _campaigns()
-    computed = kept(
+    return _shown(
         page_key("judge-run", run_id, campaigns),
-        lambda: judge_run_view(get_session(), run_id, settings=settings(), campaigns=campaigns),
+        "dashboard/judge_run.html",
+        lambda c: run_page.judge_run_page(run_id, c, request.args),
     )
-    page = run_page.judge_run_page(run_id, computed, request.args)
-    return render_template("dashboard/judge_run.html", page=page)
 
 
 @bp.get("/judge-runs/<int:run_id>/agreement")
 @login_required
 def agreement(run_id: int) -> ResponseReturnValue:
-    from server.usecases.dashboard import agreement_figures, agreement_options, page_key
+    from server.usecases.dashboard import agreement_options, page_key
 
     run_id = row_id("judge run", run_id)
     options = agreement_options(request.args)
-    computed = kept(
+    return _shown(
         page_key("agreement", run_id, options),
-        lambda: agreement_figures(get_session(), run_id, options),
+        "dashboard/agreement.html",
+        lambda c: agreement_page.agreement_page(run_id, options, c),
     )
-    page = agreement_page.agreement_page(run_id, options, computed)
-    return render_template("dashboard/agreement.html", page=page)
 
 
 @bp.get("/judge-runs/<int:run_id>/checks")
 @login_required
 def checks(run_id: int) -> ResponseReturnValue:
-    from server.usecases.dashboard import checks_figures, checks_options, page_key
+    from server.usecases.dashboard import checks_options, page_key
 
     run_id = row_id("judge run", run_id)
     options = checks_options(request.args)
-    computed = kept(
+    return _shown(
         page_key("checks", run_id, options),
-        lambda: checks_figures(get_session(), run_id, options, settings()),
+        "dashboard/checks.html",
+        lambda c: checks_page.checks_page(run_id, options, c),
     )
-    page = checks_page.checks_page(run_id, options, computed)
-    return render_template("dashboard/checks.html", page=page)
+
+
+def _shown(
+    key: PageKey, template: str, build: Callable[[Computed[Any]], Any]
+) -> ResponseReturnValue:
+    """The page of ``key`` from its figures, never computed in the request (``bounded``):
+    fresh; the latest kept ones with a banner (``stale``); or, none ever kept, a page that
+    reloads itself (202)."""
+    got = bounded(key)
+    if isinstance(got, Pending):
+        every = max(2, got.retry_after_s)
+        html = render_template(
+            "dashboard/computing.html",
+            pending=got,
+            what=WHAT.get(key.page, key.page),
+            every=every,
+            reload_url=reload_url(),
+        )
+        return html, 202, {"Retry-After": str(every)}
+    if isinstance(got, Stale):
+        page, stale = build(got.computed), got
+    else:
+        page, stale = build(got), None
+    return render_template(template, page=page, stale=stale, reload_url=reload_url())

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from judge.config import Settings
+    from server.api.kept import Pending, Stale
+    from server.usecases.dashboard import PageKey
 
 T = TypeVar("T")
 API = "/api/v1"
@@ -47,6 +49,17 @@ def kept(key: Hashable, compute: Callable[[], T]) -> Computed[T]:
         version = store_version(get_session())
     tier = _StoreTier(key, version) if isinstance(key, PageKey) else None
     return cache.get(key, version, compute, fresh=request.args.get("fresh") == "1", tier=tier)
+
+
+def bounded(key: PageKey) -> Computed[Any] | Stale | Pending:
+    """A judge run's page figures, never computed in the request: kept at the run's version
+    now, or computed off the request (the API's single computation, server/api/kept.py)
+    within ``PAGE_WAIT_S``; past it the run's latest kept figures (``Stale``), or
+    ``Pending`` when none were ever kept. ``?fresh=1`` computes them again."""
+    from server.api.kept import PAGE_WAIT_S, figures, wait_bound
+
+    wait = wait_bound("PAGE_WAIT_S", PAGE_WAIT_S)
+    return figures(key, wait_s=wait, fresh=request.args.get("fresh") == "1", stale=True)
 
 
 class _StoreTier:
@@ -90,6 +103,12 @@ def api_url(path: str, query: dict[str, Any] | None = None) -> str:
         if v not in (None, "", [])
     ]
     return f"{API}{path}" + (f"?{urlencode(pairs)}" if pairs else "")
+
+
+def reload_url() -> str:
+    """This page's URL as a plain load (``fresh`` left out): kept figures when there are."""
+    args = [(k, v) for k, v in request.args.items(multi=True) if k != "fresh"]
+    return request.path + ("?" + urlencode(args) if args else "")
 
 
 def fresh_url() -> str:

@@ -215,8 +215,15 @@ def _shoot(driver: Any, served: Served, name: str) -> None:
 
 def _open(driver: Any, served: Served, path: str, name: str) -> None:
     """Open a page, check that its charts were drawn (each SVG has a size) and that a chart's
-    numbers are one click away, and keep a screenshot."""
+    numbers are one click away, and keep a screenshot. A judge run's page whose figures are
+    still being computed (the page that reloads itself, or the kept figures under a banner:
+    server/dashboard/judge_runs.py) is loaded again until it shows the figures now."""
     driver.get(served.url + path)
+    deadline = time.monotonic() + 180
+    while driver.find_elements("css selector", "#computing, #stale"):
+        assert time.monotonic() < deadline, f"{path} was still being computed after 180 s"
+        time.sleep(0.5)
+        driver.get(served.url + path)
     assert driver.current_url.startswith(served.url + path.split("?")[0]), driver.current_url
     drawn = driver.execute_script(
         "return Array.from(document.querySelectorAll('svg.chart')).every("
