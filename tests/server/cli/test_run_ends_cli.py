@@ -132,7 +132,12 @@ def test_a_judge_stopped_at_the_cost_bound_says_after_how_many_calls_never_100_p
     assert done.returncode == 3, done.stderr
     assert "stopped at the cost bound after 4 of 5 calls" in done.stderr
     assert "(100 %)" not in done.stderr
+    # The pass's last progress line: 4 of its 5 judgments made (counts, no share).
+    assert "judging: ended with 4 of 5 done in " in done.stderr
     # The bound is the run's: the same command again makes no call and says the same.
     assert calls == 4
     assert again.returncode == 3 and "stopped at the cost bound after 4 of 5 calls" in again.stderr
     assert "(100 %)" not in again.stderr
+    # The rerun had the one judgment left to make and made none; 4 were stored.
+    assert "judging: ended with 0 of 1 done in " in again.stderr
+    assert "; 4 already stored" in again.stderr
