@@ -197,6 +197,7 @@ def audit_batch(
         prices=Prices.of(endpoint),
         progress=progress,
         on_run=on_run,
+        max_unusable=settings.runs.max_unusable_share,
     )
 
 
