@@ -367,10 +367,12 @@ class RunsConfig(_Strict):
         default=0.5,
         ge=0,
         le=1,
-        description="A judge run with more than this share of its judgments unscored, or a "
-        "generation run with more than this share of its answers failed, ends `unusable` "
-        "rather than `finished`: its job fails with the counts, and `judge`/`generate` exit "
-        "3 (--allow-failures exits 0). 1 turns the check off.",
+        description="A judge run with more than this share of its judgments unscored, a "
+        "generation run with more than this share of its answers failed, or an audit run with "
+        "more than this share of its answers unparsed or failed, ends `unusable` rather than "
+        "`finished`: its job fails with the counts, and `judge`/`generate`/`audit ... run`/"
+        "`judge-audit counterfactual` exit 3 (--allow-failures exits 0). 1 turns the check "
+        "off.",
     )
 
 

@@ -36,7 +36,15 @@ from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.progress import Progress
 from judge.prompts import PromptBook
-from judge.runs import NOT_MADE, Outcome, Row, finish_run, run_lease, start_run
+from judge.runs import (
+    NOT_MADE,
+    UNUSABLE_SHARE,
+    Outcome,
+    Row,
+    finish_run,
+    run_lease,
+    start_run,
+)
 from judge.runs import store_results as store
 from judge.store.engine import session_scope
 from judge.store.tables import GenerationRun, Item, Response
@@ -62,6 +70,7 @@ def generate_batch(
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    max_unusable: float = UNUSABLE_SHARE,
 ) -> BatchRunResult:
     """Create (or resume) the generation run for these settings, as ``collect.generate``
     does, and ask for its missing or failed answers through the Batch API, used as
@@ -112,7 +121,7 @@ def generate_batch(
             label="flag",
         )
         waiting = len(tasks) - len(ready)
-        stage = partial(_final_status, left_out=left_out)
+        stage = partial(_final_status, left_out=left_out, max_unusable=max_unusable)
 
         def outcome(session: Session, run: GenerationRun) -> Outcome:
             status, detail = stage(session, run)

@@ -409,6 +409,44 @@ def _named(counts: Mapping[str | None, int]) -> dict[str, int]:
     return {status_name(s): n for s, n in counts.items()}
 
 
+def _chosen(
+    session: Session,
+    dataset_name: str,
+    limit: int | None,
+    accepted_only: bool,
+    include_drafts: bool,
+) -> tuple[list[Item], dict[int, str]]:
+    """The items a run asks (by review status, then ``limit``), and those left out (item
+    id -> its review status's name)."""
+    rule = {"accepted_only": accepted_only, "include_drafts": include_drafts}
+    items, left_out = [], {}
+    for item in dataset_items(session, dataset_name):
+        assert item.id is not None
+        if asked(item.review_status, **rule):
+            items.append(item)
+        else:
+            left_out[item.id] = status_name(item.review_status)
+    if not items:  # reviewed since _check_selection looked
+        raise NotFoundError(f"dataset {dataset_name!r} has no item these options ask")
+    return items[:limit], left_out
+
+
+def answers_per_item(
+    engine: Engine,
+    dataset_name: str,
+    *,
+    limit: int | None = None,
+    accepted_only: bool = False,
+    include_drafts: bool = False,
+) -> dict[int, int]:
+    """The answers each asked item holds when the run is done (one per part of its
+    stage), chosen as ``generate`` chooses them (a split job's parts know their whole work
+    before they start); items left out hold none."""
+    with session_scope(engine) as session:
+        items, _ = _chosen(session, dataset_name, limit, accepted_only, include_drafts)
+        return {int(item.id or 0): len(STAGE_PARTS[item.stage]) for item in items}
+
+
 def _plan(
     session: Session,
     run: GenerationRun,
@@ -425,17 +463,7 @@ def _plan(
     the run, after ``limit``), and the words for
     the items left out by review status; failed answers are deleted and asked again (left
     in place when ``readonly``, for a dry run, whose ``run`` may be one not stored yet)."""
-    rule = {"accepted_only": accepted_only, "include_drafts": include_drafts}
-    items, left_out = [], {}  # left_out: item id -> its review status's name
-    for item in dataset_items(session, dataset_name):
-        assert item.id is not None
-        if asked(item.review_status, **rule):
-            items.append(item)
-        else:
-            left_out[item.id] = status_name(item.review_status)
-    if not items:  # reviewed since _check_selection looked
-        raise NotFoundError(f"dataset {dataset_name!r} has no item these options ask")
-    items = items[:limit]
+    items, left_out = _chosen(session, dataset_name, limit, accepted_only, include_drafts)
     done: dict[tuple[int, str], Response] = {}
     if run.id is not None:  # a run not stored yet (a dry run's) has no answers
         done = {

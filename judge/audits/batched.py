@@ -50,7 +50,15 @@ from judge.models.batching import BatchOwner, batch_call
 from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.progress import Progress
-from judge.runs import NOT_MADE, Outcome, Row, finish_run, run_lease, store_results
+from judge.runs import (
+    NOT_MADE,
+    UNUSABLE_SHARE,
+    Outcome,
+    Row,
+    finish_run,
+    run_lease,
+    store_results,
+)
 from judge.store.tables import AuditAnswer, AuditRun
 
 KIND = AuditRun.run_kind
@@ -73,6 +81,7 @@ def run_audit_batch(
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    max_unusable: float = UNUSABLE_SHARE,
 ) -> BatchRunResult:
     """Create (or resume) the audit run for these settings, as ``runner.run_audit`` does,
     and ask the design's prompts not yet answered through the Batch API, then the second
@@ -140,7 +149,7 @@ def run_audit_batch(
             sent.absorb(more)
 
         def outcome(session: Session, run: AuditRun) -> Outcome:
-            status, detail = final_status(session, run)
+            status, detail = final_status(session, run, max_unusable=max_unusable)
             return waiting_outcome(status, detail, waiting, "answers", sent.got.batches)
 
         status, detail = finish_run(engine, AuditRun, run_id, outcome)

@@ -20,6 +20,7 @@ the copies are asked again as their own draws (``_forget_shared_draws``).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
@@ -36,6 +37,7 @@ from judge.audits.base import (
     ERROR,
     FOLLOWUP,
     MAIN,
+    UNPARSED,
     AuditTask,
     Reading,
     StoredAnswer,
@@ -58,6 +60,7 @@ from judge.models.client import ModelClient
 from judge.progress import Progress
 from judge.runs import (
     NOT_MADE,
+    UNUSABLE_SHARE,
     Outcome,
     Row,
     RunSummary,
@@ -66,6 +69,7 @@ from judge.runs import (
     run_lease,
     start_run,
     store_results,
+    unusable_detail,
 )
 from judge.runs import get_or_create_run as get_or_create
 from judge.store.engine import session_scope
@@ -170,12 +174,15 @@ def run_audit(
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     budget: Budget | None = None,
+    max_unusable: float = UNUSABLE_SHARE,
 ) -> AuditSummary:
     """Create (or resume) the audit run for these settings and send every prompt of the
     design not yet answered (``limit``: only the design's first ``limit`` prompts), then the
     suite's second turn if it has one. ``on_run`` hears the run's id before any call. With a
     ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run stops
-    cleanly, ``incomplete``, every answer that came back stored, and a rerun goes on."""
+    cleanly, ``incomplete``, every answer that came back stored, and a rerun goes on.
+    ``max_unusable``: the share of unreadable answers (``final_status``) above which the
+    run ends ``unusable`` (``[runs] max_unusable_share``)."""
     run_id = open_audit_run(
         engine, suite, client, temperature=temperature, max_tokens=max_tokens, new=new,
         on_run=on_run,
@@ -233,7 +240,7 @@ def run_audit(
             followup = store(wanted) if wanted else None
 
         def outcome(session: Session, run: AuditRun) -> Outcome:
-            status, detail = final_status(session, run)
+            status, detail = final_status(session, run, max_unusable=max_unusable)
             if budget is None or not budget.exhausted:
                 return status, detail
             not_made = main.flags.get(NOT_MADE, 0)
@@ -569,10 +576,23 @@ def stored_answers(
     return out
 
 
-def final_status(session: Session, run: AuditRun) -> Outcome:
-    """Finished, or incomplete with how many answers are missing (failed calls)."""
+UNREADABLE = (UNPARSED, ERROR)
+"""Answers that give the audit nothing to count: a reply that could not be parsed, or a
+call that failed for good. (A refusal or an empty reply is a reading of its own.)"""
+
+
+def final_status(
+    session: Session, run: AuditRun, *, max_unusable: float = UNUSABLE_SHARE
+) -> Outcome:
+    """Finished; incomplete with how many answers are missing (failed calls); or unusable
+    when more than ``max_unusable`` of the answers are unreadable (``UNREADABLE``)."""
     statuses = session.exec(select(AuditAnswer.status).where(AuditAnswer.run_id == run.id)).all()
     failed = sum(s == ERROR for s in statuses)
+    bad = Counter(str(s) for s in statuses if s in UNREADABLE)
+    unusable = unusable_detail(bad, len(statuses), "answers unreadable", limit=max_unusable)
+    if unusable:
+        retry = f"; run the same audit command again to retry the {failed} failed calls"
+        return RunStatus.UNUSABLE, unusable + (retry if failed else "")
     if not failed:
         return RunStatus.FINISHED, None
     return RunStatus.INCOMPLETE, (

@@ -67,6 +67,7 @@ from judge.progress import Progress
 from judge.prompts import PromptBook, RenderedPrompt
 from judge.runs import (
     NOT_MADE,
+    UNUSABLE_SHARE,
     Outcome,
     ResultWriter,
     Row,
@@ -164,13 +165,16 @@ def judge_batch(
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    max_unusable: float = UNUSABLE_SHARE,
 ) -> BatchJudgeResult:
     """Create (or resume) the judge run for these settings, as ``judging.judge`` does, and
     make its missing judgments with their first calls sent as batches (``options``: how the
     Batch API is used; ``repairs``: where repair calls go, as the module says).
     ``progress`` hears the batches' (finished, total) calls while they run. Without
     ``options.wait``, batches still running are left for the next command: their judgments
-    are not made (``pending``) and the run ends ``incomplete`` saying so."""
+    are not made (``pending``) and the run ends ``incomplete`` saying so. ``max_unusable``:
+    the share of unscored judgments above which the run ends ``unusable`` (``[runs]
+    max_unusable_share``)."""
     if repairs not in ("live", "batch"):
         raise ValueError(f"repairs must be 'live' or 'batch', got {repairs!r}")
     run_id = open_judge_run(
@@ -260,7 +264,7 @@ def judge_batch(
         waiting = summary.flags.get(NOT_MADE, 0)
 
         def outcome(session: Session, run: JudgeRun) -> Outcome:
-            status, detail = _final_status(session, run)
+            status, detail = _final_status(session, run, max_unusable=max_unusable)
             return waiting_outcome(status, detail, waiting, "judgments", got.batches)
 
         status, detail = finish_run(engine, JudgeRun, run_id, outcome)

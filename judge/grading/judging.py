@@ -392,28 +392,17 @@ def _plan(
         )
     }
     answered = select(Response.item_id).where(Response.run_id == jrun.generation_run_id)
-    stages = session.exec(
-        select(Item.id, Item.stage).where(col(Item.id).in_(answered.distinct()))
-    ).all()
     todo: list[tuple[str, int, int]] = []  # (rubric, item, sample)
     retry: list[int] = []
-    both = {
-        name: bool(jrun.swap_order and rubrics[name].swapped_order)
-        for name in {n for _, stage in stages for n in rubrics.for_stage(stage)}
-    }
-    if items is not None:
-        stages = [(item_id, stage) for item_id, stage in stages if item_id in items]
-    for item_id, stage in stages:
-        assert item_id is not None
-        for name in rubrics.for_stage(stage):
-            for sample in range(jrun.samples * (2 if both[name] else 1)):
-                old = have.get((item_id, name, sample))
-                if old is not None:
-                    jid, kind = old
-                    if not (kind and UnscoredKind(kind).retry_on_rerun):
-                        continue
-                    retry.append(jid)
-                todo.append((name, item_id, sample))
+    both = {name: _both_orders(jrun, rubrics[name]) for name in rubrics.rubrics}
+    for item_id, name, sample in _slots(session, jrun, rubrics, items):
+        old = have.get((item_id, name, sample))
+        if old is not None:
+            jid, kind = old
+            if not (kind and UnscoredKind(kind).retry_on_rerun):
+                continue
+            retry.append(jid)
+        todo.append((name, item_id, sample))
     for start in range(0, 0 if readonly else len(retry), _IN_LIMIT):
         chunk = retry[start : start + _IN_LIMIT]
         session.execute(delete(Judgment).where(col(Judgment.id).in_(chunk)))
@@ -460,6 +449,41 @@ def _plan(
                 texts = [texts[i] for i in exchanged]
         tasks.append(_Task(item_id, rubric, sample, texts, missing, position))
     return tasks
+
+
+def _both_orders(jrun: JudgeRun, rubric: Rubric) -> bool:
+    return bool(jrun.swap_order and rubric.swapped_order)
+
+
+def _slots(
+    session: Session, jrun: JudgeRun, rubrics: RubricSet, items: frozenset[int] | None
+) -> list[tuple[int, str, int]]:
+    """Every (item, rubric, sample) the run holds when done (of ``items`` only, when
+    given): each answered item, each rubric of its stage, each sample (twice as many for a
+    rubric judged in both orders)."""
+    answered = select(Response.item_id).where(Response.run_id == jrun.generation_run_id)
+    stages = session.exec(
+        select(Item.id, Item.stage).where(col(Item.id).in_(answered.distinct()))
+    ).all()
+    slots: list[tuple[int, str, int]] = []
+    for item_id, stage in stages:
+        assert item_id is not None
+        if items is not None and item_id not in items:
+            continue
+        for name in rubrics.for_stage(stage):
+            count = jrun.samples * (2 if _both_orders(jrun, rubrics[name]) else 1)
+            slots.extend((item_id, name, sample) for sample in range(count))
+    return slots
+
+
+def judgments_per_item(engine: Engine, run_id: int, rubrics: RubricSet) -> dict[int, int]:
+    """The judgments each answered item holds when the run is done, counted as ``judge``
+    plans them (a split job's parts know their whole work before they start)."""
+    with session_scope(engine) as session:
+        jrun = session.get(JudgeRun, run_id)
+        if jrun is None:
+            raise InvalidInputError(f"no judge run {run_id}")
+        return dict(Counter(item_id for item_id, _, _ in _slots(session, jrun, rubrics, None)))
 
 
 def _final_status(

@@ -27,7 +27,7 @@ from judge.grading.rubrics import RubricSet
 from judge.models.client import ModelClient
 from judge.progress import Progress
 from judge.prompts import PromptBook
-from judge.runs import RunSummary
+from judge.runs import UNUSABLE_SHARE, RunSummary
 from judge.store.engine import session_scope
 from judge.store.queries import get_judge_run
 from judge.store.tables import Item, JudgeRun
@@ -93,11 +93,13 @@ def run_counterfactual(
     limit: int | None = None,
     progress: Progress | None = None,
     budget: Budget | None = None,
+    max_unusable: float = UNUSABLE_SHARE,
 ) -> CounterfactualRun:
     """Make (or find) the copy and judge it with the run's own settings; resumable like any
     judge run (a second call judges only what is missing). With a ``budget``
     (``--max-cost``) the copy's judge run stops cleanly, ``incomplete``, once the next call
-    could pass it (``judging.judge``)."""
+    could pass it (``judging.judge``); more than ``max_unusable`` of its judgments unscored
+    and it ends ``unusable``."""
     with session_scope(engine) as session:
         jrun = get_judge_run(session, judge_run_id)
         config = check_same_judge(jrun, client, book, rubrics)
@@ -110,6 +112,7 @@ def run_counterfactual(
     summary = judging.judge(
         engine, client, book, rubrics, config, copy.run_id, progress=progress,
         swap_order=swap_order, budget=budget, resume_command="judge-audit counterfactual",
+        max_unusable=max_unusable,
     )  # fmt: skip
     return CounterfactualRun(copy, summary.run_id, summary)
 

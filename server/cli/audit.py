@@ -230,9 +230,9 @@ def _check_complete(ctx: Context, run_id: int, allow_failures: bool, as_json: bo
     from server.usecases import audits
 
     info = audits.run_status(ctx.engine(), run_id)
-    if info["status"] != RunStatus.INCOMPLETE:
+    if info["status"] not in (RunStatus.INCOMPLETE, RunStatus.UNUSABLE):
         return
-    line = f"audit run {run_id} is incomplete: {info['status_detail']}"
+    line = f"audit run {run_id} is {info['status']}: {info['status_detail']}"
     if not allow_failures:
         raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
     (err() if as_json else out()).print(line, highlight=False, soft_wrap=True)

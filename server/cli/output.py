@@ -277,6 +277,16 @@ def nothing_to_do_line(label: str, stored: int, total: int) -> str:
     return f"{label}: nothing to do: {stored:,} of {total:,} already stored"
 
 
+def short_line(label: str, done: int, total: int, elapsed: float, *, stored: int = 0) -> str:
+    """The last line of a pass that ended short of its total (a cost bound stopped it, or
+    batches are still running), in counts only, e.g. 'judging: ended with 7 of 3,000 done in
+    2.1 s' (never a share: 2,999 of 3,000 is not 100 %)."""
+    from server.usecases import seconds_text
+
+    line = f"{label}: ended with {done:,} of {total:,} done in {seconds_text(elapsed)}"
+    return line + (f"; {stored:,} already stored" if stored else "")
+
+
 class PlainProgress:
     """Progress as plain lines: at most one every ``every`` seconds, and one at the end.
 
@@ -305,6 +315,8 @@ class PlainProgress:
         (``dataset plan`` adds a round of calls for what replies left short)."""
         self.stored = 0
         """Tasks the store held when the pass began (``begin``)."""
+        self.last: tuple[int, int] | None = None
+        """The pass's last (done, total), of this pass's work."""
 
     def begin(self, stored: int, total: int) -> None:
         """The pass begins with ``stored`` of ``total`` already stored."""
@@ -315,6 +327,7 @@ class PlainProgress:
 
     def __call__(self, done: int, total: int) -> None:
         done, total = done - self.stored, total - self.stored
+        self.last = (done, total)
         now = self.clock()
         finished = done >= total
         if finished and total == self._ended_at:
@@ -326,6 +339,12 @@ class PlainProgress:
             self._ended_at = total
         line = progress_line(self.label, done, total, now - self.started, stored=self.stored)
         self.write(line)
+
+    def end(self) -> None:
+        """The pass returned: a pass that ended short of its total says where, once."""
+        if self.last is not None and self.last[0] < self.last[1]:
+            elapsed = self.clock() - self.started
+            self.write(short_line(self.label, *self.last, elapsed, stored=self.stored))
 
 
 def _plain_write(line: str) -> None:
@@ -342,7 +361,9 @@ def progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]
         yield None
         return
     if not err().is_terminal:
-        yield PlainProgress(label, _plain_write)
+        plain = PlainProgress(label, _plain_write)
+        yield plain
+        plain.end()  # not on an exception: its own line says why the pass stopped
         return
     from rich.progress import (
         BarColumn,
@@ -361,7 +382,9 @@ def progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]
         console=err(),
         transient=False,
     ) as bar:
-        yield _Bar(bar, label)
+        shown = _Bar(bar, label)
+        yield shown
+        shown.end()
 
 
 class _Bar:
@@ -372,6 +395,7 @@ class _Bar:
         self.bar, self.label = bar, label
         self.task = bar.add_task(label, total=None, rate="")
         self.started, self.due, self.stored = time.monotonic(), 0.0, 0
+        self.last: tuple[int, int] | None = None
 
     def begin(self, stored: int, total: int) -> None:
         self.stored = stored
@@ -382,6 +406,7 @@ class _Bar:
 
     def __call__(self, done: int, total: int) -> None:
         done, total = done - self.stored, total - self.stored
+        self.last = (done, total)
         now = time.monotonic()
         if now < self.due and done < total:
             return
@@ -390,6 +415,16 @@ class _Bar:
         self.bar.update(
             self.task, completed=done, total=total, rate=rate_text(rate) if rate else ""
         )
+
+    def end(self) -> None:
+        """A pass that ended short of its total says where on a line of its own."""
+        if self.last is None or self.last[0] >= self.last[1]:
+            return
+        done, total = self.last
+        self.bar.update(self.task, completed=done, total=total)
+        line = short_line(self.label, done, total, time.monotonic() - self.started,
+                          stored=self.stored)  # fmt: skip
+        self.bar.console.print(line, markup=False, highlight=False)
 
 
 # -- costs -----------------------------------------------------------------------------------

@@ -129,10 +129,11 @@ def counterfactual(
     _show(report, out_dir, as_json, extra)
     if not as_json:
         print_lines([f"the copy's judge run {done.judge_run_id}: {cost_line(cost)}"])
-    if status == RunStatus.INCOMPLETE:
-        line = f"the copy's judge run {done.judge_run_id} is incomplete: {detail}"
+    if status in (RunStatus.INCOMPLETE, RunStatus.UNUSABLE):
+        line = f"the copy's judge run {done.judge_run_id} is {status}: {detail}"
         if not allow_failures:
-            raise IncompleteError(f"{line}; run the same command again to retry them")
+            again = "retry them" if status == RunStatus.INCOMPLETE else "retry what failed"
+            raise IncompleteError(f"{line}; run the same command again to {again}")
         (err() if as_json else out()).print(line, highlight=False, soft_wrap=True)
 
 

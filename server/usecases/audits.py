@@ -92,6 +92,7 @@ def run_audit(
         progress=progress,
         on_run=on_run,
         budget=budget,
+        max_unusable=settings.runs.max_unusable_share,
     )
 
 

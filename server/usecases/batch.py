@@ -100,6 +100,7 @@ def judge_batch(
         prices=Prices.of(endpoint),
         progress=progress,
         on_run=on_run,
+        max_unusable=settings.runs.max_unusable_share,
     )
 
 
@@ -149,6 +150,7 @@ def generate_batch(
         prices=Prices.of(endpoint),
         progress=progress,
         on_run=on_run,
+        max_unusable=settings.runs.max_unusable_share,
     )
 
 
@@ -195,6 +197,7 @@ def audit_batch(
         prices=Prices.of(endpoint),
         progress=progress,
         on_run=on_run,
+        max_unusable=settings.runs.max_unusable_share,
     )
 
 

@@ -341,6 +341,7 @@ _RESULT_RUNS = {
     "judge_run_id": "judge",
     "judge_run_ids": "judge",
     "generation_run_id": "generation",
+    "audit_run_id": "audit",
 }
 """Fields of a job's result that name the runs it made, and their kind."""
 
@@ -351,12 +352,13 @@ def ending(engine: Engine, result: Mapping[str, Any] | None) -> tuple[str, str |
     max_unusable_share``), so that a job of 1,500 unscored judgments is not a green
     "finished"."""
     from judge.store.engine import session_scope
-    from judge.store.tables import GenerationRun, JudgeRun
+    from judge.store.tables import AuditRun, GenerationRun, JudgeRun
     from judge.vocab import RunStatus
 
-    tables: dict[str, type[JudgeRun] | type[GenerationRun]] = {
+    tables: dict[str, type[JudgeRun] | type[GenerationRun] | type[AuditRun]] = {
         "judge": JudgeRun,
         "generation": GenerationRun,
+        "audit": AuditRun,
     }
     with session_scope(engine) as session:
         for key, kind in _RESULT_RUNS.items():

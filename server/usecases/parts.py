@@ -38,6 +38,7 @@ __all__ = [
     "run_part",
     "stale_jobs",
     "stale_parts",
+    "work_per_item",
 ]
 
 log = logging.getLogger("fairjudge.jobs")
@@ -113,6 +114,31 @@ def _items_of(engine: Engine, kind: str, request: Request, run_id: int) -> list[
         return sorted(int(i.id) for i in dataset_items(session, request.dataset) if i.id)
 
 
+def work_per_item(
+    engine: Engine, settings: Settings, kind: str, request: Request, run_id: int
+) -> dict[int, int]:
+    """The results each item of the split run holds when it is done, counted by the same
+    planning a part's pass uses (its total is the part's items' sum): judgments (rubrics of
+    the item's stage x samples, twice for a pair judged in both orders) or answers (one per
+    part of the item's stage, none for an item the options leave out)."""
+    from judge.store.engine import session_scope
+    from server.usecases.rubrics import rubrics
+
+    if kind == "judge":
+        from judge.grading.judging import judgments_per_item
+
+        with session_scope(engine) as session:
+            chosen = rubrics(settings, session, judge_run_id=run_id)
+        return judgments_per_item(engine, run_id, chosen)
+    from judge.answers.collect import answers_per_item
+
+    assert isinstance(request, GenerateRequest)
+    return answers_per_item(
+        engine, request.dataset, limit=request.limit, accepted_only=request.accepted_only,
+        include_drafts=request.include_drafts,
+    )  # fmt: skip
+
+
 def open_parts(
     engine: Engine,
     settings: Settings,
@@ -124,10 +150,11 @@ def open_parts(
     """Make (or find) the job's run and its parts: the part rows are written once, the first
     time; a job opened again (its task delivered twice, or resumed) keeps them. ``known_run``:
     the run the job already made (so a generation job with ``new`` makes only one)."""
+    from sqlalchemy import update
     from sqlmodel import col, select
 
     from judge.store.engine import session_scope
-    from judge.store.tables import JobPart
+    from judge.store.tables import Job, JobPart
 
     if kind not in SPLIT_KINDS:
         raise InvalidInputError(f"a {kind} job is not split into parts")
@@ -146,12 +173,26 @@ def open_parts(
         rows = session.exec(select(JobPart).where(col(JobPart.job_id) == job_id)).all()
         if not rows:
             items = _items_of(engine, kind, request, run_id)
+            work = work_per_item(engine, settings, kind, request, run_id)
             size = settings.workers.chunk_size
             rows = [
-                JobPart(job_id=job_id, number=n, item_ids=items[start : start + size])
-                for n, start in enumerate(range(0, len(items), size))
+                JobPart(
+                    job_id=job_id,
+                    number=n,
+                    item_ids=chunk,
+                    done=0,
+                    total=sum(work.get(i, 0) for i in chunk),
+                )  # fmt: skip
+                for n, chunk in enumerate(items[s : s + size] for s in range(0, len(items), size))
             ]
             session.add_all(rows)
+            # The job's total is the run's whole work from the first moment, not the sum
+            # over the parts that started so far.
+            session.execute(
+                update(Job)
+                .where(col(Job.id) == job_id)
+                .values(done=0, total=sum(r.total or 0 for r in rows))
+            )
         # Parts a live worker is on are left to it (the watch sends a stranded one again).
         todo = [r.number for r in rows if r.status not in ("done", "running")]
         return Opened(run_id, todo, len(rows))

@@ -58,6 +58,7 @@ def counterfactual_audit(
     return run_counterfactual(
         engine, make_client(settings, endpoint), book, rubric_set, request.judge_run_id,
         kinds, chosen, limit=request.limit, progress=progress, budget=budget,
+        max_unusable=settings.runs.max_unusable_share,
     )  # fmt: skip
 
 

@@ -141,6 +141,11 @@ def test_an_audit_stops_at_max_cost_and_a_rerun_finishes(engine: Engine, db_url:
     names = {"repeats": 1}
     with StubServer() as stub:
         settings = make_settings(stub.base_url, db_url, **BUDGET)
+        # The stub echoes each prompt, which holds no amount: its answers are unparsed, so the
+        # run would end unusable ([runs] max_unusable_share). This test is about the cost
+        # bound: the unusable check is off (1), and "finished" means every call made.
+        runs = settings.runs.model_copy(update={"max_unusable_share": 1.0})
+        settings = settings.model_copy(update={"runs": runs})
         request = AuditRequest.build(suite="names", options=names, max_tokens=32, limit=6)
         planned = audits.audit_dry_run(engine, settings, request)
         assert (planned["audit_run_id"], planned["calls_to_send"]) == (None, 6)

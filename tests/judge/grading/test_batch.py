@@ -395,3 +395,32 @@ def test_an_endpoint_not_marked_for_batches_gets_one_line_naming_the_setting(
             batch_settings(stub.base_url, url),
             JudgeRequest.build(generation_run_id=gen, max_cost=1.0),
         )
+
+
+@pytest.mark.parametrize(
+    ("share", "status"),
+    # The fault run holds 4 judgments (4 S1 items x ICS x 1 sample), 2 of them unparsable
+    # (prose_always, out_of_range: the test above). 2 > 0.25 x 4 = 1: unusable; 2 is not more
+    # than 0.5 x 4 = 2, exactly at the threshold: finished.
+    [(0.25, "unusable"), (0.5, "finished")],
+)
+def test_a_batch_run_ends_by_the_configured_unusable_share(
+    tmp_path: Path, empty_template: Path, stub: BatchStub, share: float, status: str
+) -> None:
+    engine, gen = _fault_store(tmp_path / "batch.db", empty_template, stub)
+    try:
+        settings = batch_settings(stub.base_url, str(engine.url))
+        settings = settings.model_copy(
+            update={"runs": settings.runs.model_copy(update={"max_unusable_share": share})}
+        )
+        result = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
+        with Session(engine) as session:
+            run = session.get(JudgeRun, result.run_id)
+            assert run is not None
+            stored = (run.status, run.status_detail)
+    finally:
+        engine.dispose()
+    assert result.status == stored[0] == status
+    if status == "unusable":
+        assert stored[1] is not None and stored[1].startswith("2 of 4 judgments unscored")
+        assert "more than the 25 %" in stored[1]

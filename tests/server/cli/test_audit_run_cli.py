@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -103,7 +104,10 @@ def test_failed_calls_exit_3_unless_allowed(tmp_path: Path, db_url: str) -> None
         args = ("award", "run", "--levels", "5", "--pairs", "1")
         done = fairjudge(config, *args)
         assert done.returncode == 3
-        assert "audit run 1 is incomplete: 4 of 4 answers missing" in done.stderr
+        # Every call failed: 4 of 4 answers unreadable, more than the default half, so the run
+        # is unusable (it was "incomplete" before audits had the unusable check).
+        assert "audit run 1 is unusable: 4 of 4 answers unreadable (error: 4)" in done.stderr
+        assert "retry the 4 failed calls" in done.stderr
         allowed = fairjudge(config, *args, "--allow-failures", "--json")
     assert allowed.returncode == 0
     data = json.loads(allowed.stdout)
@@ -179,3 +183,51 @@ def test_every_suite_on_the_real_model(
     # A rerun pays for nothing.
     again = audits.run_audit(engine, settings, "names", {"repeats": 1}, limit=2, max_tokens=40)
     assert again.main.tasks == 0
+
+
+class Garbling:
+    """The model under test answers the first ``bad`` names-audit prompts with text holding
+    no number (unparsed) and every other with a plain amount (parsed)."""
+
+    def __init__(self, bad: int) -> None:
+        self.bad, self.lock = bad, threading.Lock()
+
+    def __call__(self, messages: list[dict[str, str]]) -> str | int | None:
+        with self.lock:
+            self.bad -= 1
+            if self.bad >= 0:
+                return "Hmm, hard to say; it depends on many things."
+        return "45000"
+
+
+@pytest.mark.parametrize(
+    ("bad", "share", "code", "status"),
+    [
+        # names run --repeats 1 --limit 4: 4 prompts, no second turn. 3 unreadable of 4:
+        # 3 > 0.5 x 4 = 2.
+        (3, 0.5, 3, "unusable"),
+        # None unreadable: finished.
+        (0, 0.5, 0, "finished"),
+        # 2 of 4: exactly at the threshold 0.5 x 4 = 2, still finished.
+        (2, 0.5, 0, "finished"),
+        # The same 2 of 4 over a share of 0.25 (2 > 1).
+        (2, 0.25, 3, "unusable"),
+    ],
+)
+def test_an_audit_mostly_unreadable_ends_unusable_and_exits_3(
+    tmp_path: Path, db_url: str, bad: int, share: float, code: int, status: str
+) -> None:
+    with StubServer(responder=Garbling(bad)) as stub:
+        config = write_config(tmp_path / "f.toml", stub.base_url, db_url)
+        config.write_text(config.read_text() + f"\n[runs]\nmax_unusable_share = {share!r}\n")
+        done = fairjudge(config, "names", "run", "--repeats", "1", "--limit", "4", "--json")
+    assert done.returncode == code, done.stderr
+    if status == "unusable":
+        assert f"audit run 1 is unusable: {bad} of 4 answers unreadable (unparsed: {bad})" in (
+            done.stderr
+        )
+        assert f"more than the {share * 100:g} % [runs] max_unusable_share allows" in done.stderr
+    else:
+        data = json.loads(done.stdout)
+        assert data["answers"]["main"].get("unparsed", 0) == bad, data["answers"]
+        assert data["run"]["status"] == status, data["run"]

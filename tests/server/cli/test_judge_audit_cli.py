@@ -5,8 +5,10 @@ line against the scripted stub, whose judge scores 2 when the judged answer name
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
@@ -68,3 +70,56 @@ def test_counterfactual_audit_and_show_through_the_cli(
     bad = fairjudge(config, "judge-audit", "counterfactual", "--judge-run", str(judge_run),
                     "--swap", "names", "--swaps", str(tmp_path / "nope.txt"))  # fmt: skip
     assert bad.returncode != 0 and "nope.txt" in bad.stderr
+
+
+def _garbling_copies(bad: int):  # type: ignore[no-untyped-def]
+    """The judge of ``by_name``, except that it answers prose with no score (on the repair
+    too) for the copy's answers of items 0..bad-1 (those naming Latoya)."""
+
+    def reply(messages: list[dict[str, str]]) -> str | None:
+        if messages[0]["role"] == "system":
+            text = "\n".join(m["content"] for m in messages)  # the repair's turns too
+            found = re.search(r"item (\d+)", text)
+            if "Latoya" in text and found and int(found.group(1)) < bad:
+                return "I think the answer is quite fair overall."
+        return by_name(messages)
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("bad", "code"),
+    [
+        # 8 copied answers judged on ICS once: 8 of 8 unscored > 4 (half of 8): unusable.
+        (8, 3),
+        # 4 of 8: exactly the default half, not more: the copy's run is finished.
+        (4, 0),
+        # None: finished (the copy scored like the test above).
+        (0, 0),
+    ],
+)
+def test_a_counterfactual_whose_copy_is_mostly_unscored_exits_3(
+    tmp_path: Path, db_url: str, engine: Engine, bad: int, code: int
+) -> None:
+    with session_scope(engine) as session:
+        import_items(session, SAMPLE, "sample")
+        keys = sorted(session.exec(select(Item.key).where(Item.stage == "S1")).all())[:8]
+    texts = [f"Mary did the work for item {i}, and she did it well." for i in range(8)]
+    rows = [{"item_id": k, "part": "answer", "text": t} for k, t in zip(keys, texts, strict=True)]
+    done = import_responses(engine, "sample", rows, model="writer")
+    with StubServer(responder=_garbling_copies(bad)) as stub:
+        config = write_config(tmp_path / "f.toml", stub.base_url, db_url)
+        judged = fairjudge(config, "judge", str(done.generation_run_id), "--json")
+        assert judged.returncode == 0, judged.stderr  # the original names Mary: all scored
+        judge_run = json.loads(judged.stdout)["run_id"]
+        audit = fairjudge(
+            config, "judge-audit", "counterfactual", "--judge-run", str(judge_run),
+            "--swap", "names", "--swap", "gender", "--json",
+        )  # fmt: skip
+    assert audit.returncode == code, audit.stderr
+    if code == 0:  # the copy's judgments: ``bad`` of 8 unscored, the others scored
+        flags = json.loads(audit.stdout)["summary"]["flags"]
+        assert (flags.get("unscored", 0), flags.get("scored", 0)) == (bad, 8 - bad), flags
+    if code == 3:
+        assert "is unusable: 8 of 8 judgments unscored (" in audit.stderr
+        assert "more than the 50 % [runs] max_unusable_share allows" in audit.stderr

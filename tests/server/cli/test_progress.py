@@ -121,3 +121,35 @@ def test_a_fresh_pass_reads_as_before() -> None:
     progress(10, 10)
     # 10 in 2 s = 5.0 a second, no stored count said.
     assert lines == ["judging: 10/10 (100 %), 5.0/s, done in 2.0 s"]
+
+
+def test_a_pass_stopped_short_ends_with_its_counts_never_a_share() -> None:
+    # A cost bound stopped the pass at 2,999 of 3,000 (after 1,000 stored): one line at 5 s
+    # (the interval), then the pass returns at 6 s with 1,999 of its 2,000 done. A share
+    # would round to "100 %"; the end line says the counts.
+    clock, lines = Clock(), list[str]()
+    progress = PlainProgress("judging", lines.append, every=5.0, clock=clock)
+    progress.begin(1000, 3000)
+    clock.now = 105.0
+    progress(2000, 3000)
+    clock.now = 106.0
+    progress(2999, 3000)
+    progress.end()
+    assert lines[-1] == "judging: ended with 1,999 of 2,000 done in 6.0 s; 1,000 already stored"
+    assert len(lines) == 2 and not any("100 %" in line for line in lines)
+
+
+def test_a_pass_that_reached_its_total_adds_no_end_line() -> None:
+    clock, lines = Clock(), list[str]()
+    progress = PlainProgress("judging", lines.append, every=5.0, clock=clock)
+    progress.begin(0, 10)
+    clock.now = 102.0
+    progress(10, 10)
+    progress.end()
+    assert lines == ["judging: 10/10 (100 %), 5.0/s, done in 2.0 s"]
+    # Nothing to do: the begin line only.
+    again: list[str] = []
+    idle = PlainProgress("judging", again.append, every=5.0, clock=clock)
+    idle.begin(10, 10)
+    idle.end()
+    assert again == ["judging: nothing to do: 10 of 10 already stored"]

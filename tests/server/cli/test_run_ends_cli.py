@@ -132,7 +132,44 @@ def test_a_judge_stopped_at_the_cost_bound_says_after_how_many_calls_never_100_p
     assert done.returncode == 3, done.stderr
     assert "stopped at the cost bound after 4 of 5 calls" in done.stderr
     assert "(100 %)" not in done.stderr
+    # The pass's last progress line: 4 of its 5 judgments made (counts, no share).
+    assert "judging: ended with 4 of 5 done in " in done.stderr
     # The bound is the run's: the same command again makes no call and says the same.
     assert calls == 4
     assert again.returncode == 3 and "stopped at the cost bound after 4 of 5 calls" in again.stderr
     assert "(100 %)" not in again.stderr
+    # The rerun had the one judgment left to make and made none; 4 were stored.
+    assert "judging: ended with 0 of 1 done in " in again.stderr
+    assert "; 4 already stored" in again.stderr
+
+
+def _audit_job_end(engine: Engine, db_url: str, reply: str) -> Job:
+    """An audit job: the names suite, 1 repeat, its first 4 prompts, every answer ``reply``."""
+    with StubServer(responder=lambda messages: reply) as stub:
+        settings = make_settings(stub.base_url, db_url)
+        params = {"suite": "names", "options": {"repeats": 1}, "limit": 4}
+        job = queue.submit(engine, "audit", params, settings=settings)
+        assert job.id is not None
+        queue.run_job(engine, settings, job.id)
+    with Session(engine) as session:
+        ended = session.get(Job, job.id)
+        assert ended is not None
+        session.expunge(ended)
+        return ended
+
+
+def test_an_audit_job_whose_answers_are_unreadable_fails_with_the_counts(
+    engine: Engine, db_url: str
+) -> None:
+    # 4 answers with no number in them: 4 of 4 unparsed, more than half.
+    ended = _audit_job_end(engine, db_url, "It depends on too many things to say.")
+    assert ended.status == "failed"
+    assert ended.error is not None
+    assert ended.error.startswith(
+        "audit run 1 is unusable: 4 of 4 answers unreadable (unparsed: 4)"
+    )
+
+
+def test_an_audit_job_whose_answers_are_read_finishes(engine: Engine, db_url: str) -> None:
+    ended = _audit_job_end(engine, db_url, "45000")  # a plain amount: read as a number
+    assert (ended.status, ended.error) == ("finished", None)

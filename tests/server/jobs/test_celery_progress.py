@@ -9,8 +9,10 @@ moment, counted by a plain query here, not by the progress code.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from server import create_app
 from server.auth import create_key
 from server.jobs import queue
 from tests.server.jobs.test_celery import (
+    ITEMS,
     Workers,
     _answered_store,
     _beating,
@@ -31,6 +34,8 @@ from tests.server.jobs.test_celery import (
 )
 from tests.support.redis_server import PrivateRedis
 from tests.support.stub_openai import StubServer
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _stored_by_item(session: Session, run_id: int | None) -> Counter[int]:
@@ -44,6 +49,23 @@ def _stored_by_item(session: Session, run_id: int | None) -> Counter[int]:
     return Counter({int(item): int(n) for item, n in rows})
 
 
+def _hand_work() -> dict[int, int]:
+    """Judgments each of the first ITEMS items ends with, read off the data files, not the
+    code under test: rubrics whose ``applies_to`` names the item's stage (prompts/rubrics.toml)
+    x 1 sample (the default). Item ids are 1..N in file order (an empty store)."""
+    rubrics = tomllib.loads((ROOT / "prompts" / "rubrics.toml").read_text())
+    per_stage = Counter(
+        stage for r in rubrics.values() if isinstance(r, dict) for stage in r["applies_to"]
+    )
+    lines = (ROOT / "datasets" / "fairmonitor_sample.jsonl").read_text().splitlines()[:ITEMS]
+    return {n: per_stage[json.loads(line)["stage"]] for n, line in enumerate(lines, start=1)}
+
+
+def test_hand_work_is_the_sample_by_stage() -> None:
+    # By hand: 18 S1 x ICS, 18 S2 x (TCS, PCS, ETCS), 18 S3 x SBAS, 6 S4 x ICS = 96.
+    assert sum(_hand_work().values()) == 18 + 18 * 3 + 18 + 6 == 96
+
+
 def test_split_progress_counts_the_runs_judgments_once_through_a_kill(
     tmp_path: Path,
     pg_url: str,
@@ -51,13 +73,17 @@ def test_split_progress_counts_the_runs_judgments_once_through_a_kill(
 ) -> None:
     with StubServer(latency=0.05) as stub:
         expected = _expected(tmp_path, stub)
-    # Judgments each item must end with, from the unsplit run.
+    # Judgments each item must end with, from the unsplit run; the same by hand.
     slots = Counter(item for item, _, _ in expected)
+    hand = _hand_work()
+    assert dict(slots) == hand
+    whole = sum(hand.values())  # 96
 
     with StubServer(latency=0.05) as stub:
         config, settings, engine = _answered_store(tmp_path, stub, pg_url, broker.url)
         workers = Workers(config, tmp_path)
         samples: list[tuple[int, int, int]] = []  # (job done, job total, stored) mid-run
+        totals: list[int] = []  # the job's total at every sample once its parts exist
         killed = False
         try:
             first, second = workers.start(), workers.start()
@@ -80,11 +106,15 @@ def test_split_progress_counts_the_runs_judgments_once_through_a_kill(
                 with Session(engine) as session:
                     stored = _stored_by_item(session, run_id)
                 for number, p_done, p_total, items, _, _ in seen:
-                    own = sum(slots[i] for i in items)
+                    own = sum(hand[i] for i in items)
                     held = sum(stored[i] for i in items)
-                    assert (p_total or 0) <= own, f"part {number} says {p_total} of its {own}"
+                    # Seeded when the parts were opened: the part's whole work from the start.
+                    assert p_total == own, f"part {number} says {p_total} of its {own}"
                     assert p_done <= held, f"part {number} says {p_done}, {held} stored"
-                assert total <= len(expected), (done, total, len(expected))
+                # The run's whole work as soon as its parts exist (none before: not opened).
+                assert total == (whole if seen else 0), (done, total, whole, len(seen))
+                if seen:
+                    totals.append(total)
                 assert done <= sum(stored.values()), (done, sum(stored.values()))
                 if status in ("finished", "failed", "cancelled"):
                     break
@@ -102,6 +132,9 @@ def test_split_progress_counts_the_runs_judgments_once_through_a_kill(
             workers.stop()
 
         assert killed, "the first worker never ran a part"
+        # The first sample with parts and every later one held the whole total (checked in
+        # the loop; here: that there were such samples).
+        assert totals and set(totals) == {whole}, totals
         # Several moments seen mid-run (the run takes seconds, sampled every 50 ms).
         assert len(samples) >= 3, samples
         with Session(engine) as session:
