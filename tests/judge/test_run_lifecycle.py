@@ -198,6 +198,7 @@ def test_the_three_run_tables_share_the_base_columns_alike() -> None:
     shared = [
         "id", "endpoint_name", "base_url", "model", "temperature", "max_tokens", "status",
         "status_detail", "created_at", "finished_at",
+        "max_cost",  # the run's cost bound, kept across reruns (migration 0016)
     ]  # fmt: skip
     assert sorted(RunBase.model_fields) == sorted(shared)
 

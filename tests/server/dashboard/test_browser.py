@@ -75,12 +75,18 @@ class Served:
         return self.loop.judge_run_id
 
     def api(self, path: str) -> Any:
-        """GET an API path with the key, as a script would."""
+        """GET an API path with the key, as a script would: a 202 (figures still being
+        computed, docs/server.md) is asked again after its Retry-After, for up to 180 s."""
         request = urllib.request.Request(
             self.url + path, headers={"Authorization": f"Bearer {self.key}"}
         )
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            return json.load(reply)
+        deadline = time.monotonic() + 180
+        while True:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                if reply.status != 202 or time.monotonic() > deadline:
+                    return json.load(reply)
+                wait = float(reply.headers.get("Retry-After") or 1)
+            time.sleep(min(wait, 2.0))
 
 
 def _up(url: str) -> bool:
