@@ -13,7 +13,8 @@
 7. Kills: ``kill -9`` of a judge command at random moments; calls paid twice (<= concurrency
    per kill).
 8. Label Studio (bench/labelstudio.py): ``campaign create`` of 12,632 tasks (<= 30 s), ``campaign
-   pull`` of 3 x 2,234 ratings (<= 30 s) and a second pull with nothing new (<= 5 s).
+   pull`` of 9,882 ratings of 2,234 items by 5 annotators (<= 30 s) and a second pull with
+   nothing new (<= 5 s).
 9. Server (bench/server.py): ``fairjudge serve`` over HTTP: 100,000 answers imported through
    the API in batches of 5,000 (<= 60 s, peak server RSS <= 500 MB), 2,000 judged by a server
    job against the stub (>= 0.9 of the ideal 160/s), p50/p99 of listing judgments under 20
