@@ -20,6 +20,7 @@ without asking the library (which would warn); ``percentile_interval`` skips tho
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,9 +61,24 @@ class PairTable:
 
     @classmethod
     def from_pairs(cls, x: Array, y: Array, cx: Array, cy: Array) -> PairTable:
-        stacked = np.column_stack([x, y, cx, cy])
-        cells, counts = np.unique(stacked, axis=0, return_counts=True)
-        return cls(cells[:, 0], cells[:, 1], cells[:, 2], cells[:, 3], counts)
+        """Cells sorted by (x, y, cx, cy), as ``np.unique(..., axis=0)`` gives them. Each
+        column is coded by its own distinct values and the four codes are combined into one
+        integer (mixed radix, x most significant), whose ``np.unique`` is far cheaper than
+        sorting rows: 100,000 pairs take milliseconds, not a fifth of a second."""
+        columns = [x, y, cx, cy]
+        coded = [np.unique(c, return_inverse=True) for c in columns]
+        sizes = [values.size for values, _ in coded]
+        if x.size == 0 or math.prod(sizes) >= 2**62:  # too many values to code in one int
+            stacked = np.column_stack(columns)
+            cells, counts = np.unique(stacked, axis=0, return_counts=True)
+            return cls(cells[:, 0], cells[:, 1], cells[:, 2], cells[:, 3], counts)
+        code = np.zeros(x.size, dtype=np.int64)
+        for (_, inverse), size in zip(coded, sizes, strict=True):
+            code = code * size + inverse.reshape(-1)
+        # Sorted codes are sorted rows, as np.unique(axis=0) orders them; ``first`` picks one
+        # item of each cell.
+        _, first, counts = np.unique(code, return_index=True, return_counts=True)
+        return cls(x[first], y[first], cx[first], cy[first], counts.astype(np.int64))
 
     @property
     def n(self) -> int:

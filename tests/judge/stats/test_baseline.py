@@ -21,7 +21,9 @@ def test_constant_judge_on_a_90_percent_pass_rubric_is_flagged() -> None:
     # Planted: the judge says pass on all 100 items, the humans pass 90. By hand: raw
     # agreement 90/100; kappa = (0.90 - 0.90) / (1 - 0.90) = 0 (expected agreement = the
     # judge's margin 1.0 times the humans' 0.90); the baseline (always pass) is that 0.90.
-    result = judge_vs_human([1] * 100, [1] * 90 + [0] * 10, labels=(0, 1), options=OPTIONS)
+    result = judge_vs_human(
+        [1] * 100, [1] * 90 + [0] * 10, labels=(0, 1), options=OPTIONS, warn=False
+    )
     c = result.coefficients
     assert c["exact_agreement"].value == pytest.approx(0.90, abs=1e-12)
     assert c["kappa"].value == pytest.approx(0.0, abs=1e-12)

@@ -57,6 +57,23 @@ def test_vectorised_statistics_equal_the_libraries(seed: int) -> None:
             assert ours == pytest.approx(theirs, abs=1e-12)
 
 
+@pytest.mark.parametrize("seed", [0, 3])
+def test_pair_table_equals_numpy_unique_rows(seed: int) -> None:
+    # The cells and counts are numpy's own np.unique(axis=0) of the stacked rows, in its
+    # order, with few distinct values per column (a rating scale) or many.
+    x, y = data(seed, n=500)
+    cy = np.floor(y + 0.5)
+    cells, counts = np.unique(np.column_stack([x, y, x, cy]), axis=0, return_counts=True)
+    table = PairTable.from_pairs(x, y, x, cy)
+    found = np.column_stack([table.x, table.y, table.cx, table.cy])
+    assert np.array_equal(found, cells) and np.array_equal(table.counts, counts)
+    noisy = y + np.random.default_rng(seed).random(500)  # 500 distinct values per column
+    cells, counts = np.unique(np.column_stack([noisy, noisy, x, x]), axis=0, return_counts=True)
+    table = PairTable.from_pairs(noisy, noisy, x, x)
+    found = np.column_stack([table.x, table.y, table.cx, table.cy])
+    assert np.array_equal(found, cells) and np.array_equal(table.counts, counts)
+
+
 def _ac_by_hand(a: np.ndarray, b: np.ndarray, q: int, power: int | None) -> float:
     """Gwet's AC1/AC2 written out from its definition (Gwet 2014, two raters), one item at a
     time: an independent spelling of judge.stats.gwet's arithmetic."""
