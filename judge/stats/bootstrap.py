@@ -72,9 +72,9 @@ class PairTable:
             stacked = np.column_stack(columns)
             cells, counts = np.unique(stacked, axis=0, return_counts=True)
             return cls(cells[:, 0], cells[:, 1], cells[:, 2], cells[:, 3], counts)
-        code = np.zeros(x.size, dtype=np.int64)
+        code: NDArray[np.int64] = np.zeros(x.size, dtype=np.int64)
         for (_, inverse), size in zip(coded, sizes, strict=True):
-            code = code * size + inverse.reshape(-1)
+            code = np.asarray(code * size + inverse.reshape(-1), dtype=np.int64)
         # Sorted codes are sorted rows, as np.unique(axis=0) orders them; ``first`` picks one
         # item of each cell.
         _, first, counts = np.unique(code, return_index=True, return_counts=True)
