@@ -125,3 +125,28 @@ def test_a_judge_that_copies_the_people_is_not_flagged(
     assert c["majority_baseline"].value == pytest.approx(top, abs=1e-12) and top < 1
     assert (c["exact_agreement"].value, c["kappa"].value, c["ac1"].value) == (1.0, 1.0, 1.0)
     assert judge.agreement.flags == [] and judge.to_dict()["flags"] == []
+
+
+def test_agreement_compute_on_files_prints_the_flags(tmp_path: Path) -> None:
+    # Planted, on a 0/1 rubric: two people pass 18 of 20 items (the same 18), the judge
+    # passes all 20. By hand: raw agreement 18/20 = 0.90, kappa 0, baseline (always 1) 0.90.
+    human = tmp_path / "h.csv"
+    human.write_text(
+        "item_id,rater,score\n"
+        + "".join(f"i{i},{r},{int(i < 18)}\n" for i in range(20) for r in ("a", "b"))
+    )
+    judge = tmp_path / "j.csv"
+    judge.write_text("item_id,score\n" + "".join(f"i{i},1\n" for i in range(20)))
+    args = ["agreement", "compute", "--human", str(human), "--judge", str(judge)]
+    args += ["--scale", "0/1", "--bootstrap", "100"]
+    shown = CliRunner().invoke(cli, [*args, "--json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.output)["judge_vs_human"]
+    assert data["exact_agreement"]["value"] == pytest.approx(0.90)
+    assert data["majority_baseline"]["value"] == pytest.approx(0.90)
+    assert data["kappa"]["value"] == pytest.approx(0.0, abs=1e-12)
+    assert [f["code"] for f in data["flags"]] == [KAPPA_COVERS_ZERO, NO_BETTER_THAN_MAJORITY]
+    text = CliRunner().invoke(cli, args, terminal_width=300)
+    assert text.exit_code == 0, text.output
+    assert "flagged (no_better_than_majority)" in text.output
+    assert "although raw agreement is 0.90" in text.output
