@@ -102,6 +102,8 @@ class JudgeReliability:
         coefs = self.agreement.coefficients
         out["coefficients"] = {k: c.to_dict() for k, c in coefs.items()}
         out["confusion_matrix"] = self.agreement.confusion.to_dict()
+        out["majority_category"] = self.agreement.majority_category
+        out["flags"] = [f.to_dict() for f in self.agreement.flags]
         out["kappa_per_annotator"] = [e.to_dict() for e in self.kappa_per_annotator]
         out["items_needed"] = dict(self.items_needed)
         out["reading"] = self.reading

@@ -16,7 +16,12 @@ from typing import Any
 from sqlmodel import Session, select
 
 from annotation.files import FileAgreement
-from annotation.reliability import JudgeReliability, RunReliability, run_reliability
+from annotation.reliability import (
+    JudgeReliability,
+    RubricReliability,
+    RunReliability,
+    run_reliability,
+)
 from judge.reports.facts import RunFacts
 from judge.reports.sections import AgreementPlot, Figure, Section, Table
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
@@ -27,6 +32,19 @@ from judge.store.tables import HumanRating
 SECTION_TITLE = "Judge reliability"
 SHOWN = ("pearson", "spearman", "kendall", "kappa_quadratic", "mean_difference")
 CLI_COEFFICIENTS = ("spearman", "pearson", "kappa_quadratic")
+# Agreement that cannot flatter: raw agreement beside what always answering the humans'
+# majority class scores, and the chance-corrected kappa and AC1 (key, column heading).
+CHANCE = (
+    ("exact_agreement", "exact agreement"),
+    ("majority_baseline", "majority baseline"),
+    ("kappa", "kappa"),
+    ("ac1", "AC1"),
+)
+CHANCE_NOTE = (
+    "majority baseline: the exact agreement of always answering the humans' most frequent "
+    "category (its kappa is 0 by construction); AC1: Gwet's chance-corrected agreement, "
+    "which a skewed rubric does not pull towards 0 as it does kappa"
+)
 # Among humans: (JSON key, column heading); pairwise Cohen's kappa by weighting.
 HUMAN_COEFFICIENTS = (
     ("alpha_nominal", "alpha (nominal)"),
@@ -39,6 +57,7 @@ PAIR_COEFFICIENTS = (
     ("kappa", "kappa"),
     ("kappa_linear", "kappa (linear)"),
     ("kappa_quadratic", "kappa (quadratic)"),
+    ("ac1", "AC1"),
 )
 NOTE = (
     "values with bootstrap 95 % CIs; human alpha is the agreement humans reach among "
@@ -78,6 +97,33 @@ def _judge_cell(judge: JudgeReliability, coefficient: str) -> str:
     return _agreement_cell(judge, coefficient) + _checks(judge)
 
 
+def flag_text(judge: JudgeReliability) -> str:
+    """The agreement's flags (``judge.stats.baseline``) as one cell: 'none' when there are
+    none, every message otherwise."""
+    if judge.agreement is None:
+        return "n/a"
+    return "; ".join(f.message for f in judge.agreement.flags) or "none"
+
+
+def chance_table(result: RunReliability, suffix: str = "") -> Table:
+    """Per rubric x judge: exact agreement beside the majority baseline, kappa and AC1, and
+    the flags, so that a skewed rubric cannot make a judge look better than it is."""
+    rows = [
+        [
+            rubric,
+            j.label,
+            str(j.n),
+            *(_agreement_cell(j, key) for key, _ in CHANCE),
+            flag_text(j),
+        ]
+        for rubric, entry in result.rubrics.items()
+        for j in entry.judges
+    ]
+    head = ["rubric", "judge", "n", *(title for _, title in CHANCE), "agreement flags"]
+    title = f"Judge vs human: raw agreement beside chance [95 % CI]{suffix}"
+    return Table(title, head, rows, notes=[CHANCE_NOTE], key_columns=2)
+
+
 def _checks(judge: JudgeReliability) -> str:
     """The judge's own checks it failed, after its agreement: trust both together."""
     return f"; judge flagged: {', '.join(judge.checks)}" if judge.checks else ""
@@ -114,6 +160,7 @@ def reliability_tables(result: RunReliability) -> list[Table]:
         head, body = table3(result, coefficient)
         title = f"Judge vs human: {coefficient} [95 % CI] (run {result.generation_run})"
         tables.append(Table(title, head, body))
+    tables.append(chance_table(result, f" (run {result.generation_run})"))
     return tables
 
 
@@ -124,7 +171,7 @@ def _human_cells(agreement: RaterAgreement) -> list[str]:
 
 def human_tables(result: RunReliability, suffix: str = "") -> list[Table]:
     """The humans among themselves, per rubric: Krippendorff's alphas and Fleiss' kappa, then
-    Cohen's kappa for every pair of raters (unweighted, linear, quadratic)."""
+    Cohen's kappa (unweighted, linear, quadratic) and Gwet's AC1 for every pair of raters."""
     overall, pairs = [], []
     for rubric, entry in result.rubrics.items():
         hh = entry.human_vs_human
@@ -169,7 +216,10 @@ def files_table(result: FileAgreement) -> Table:
             p = "" if c.p_value is None or not math.isfinite(c.p_value) else f"{c.p_value:.3g}"
             rows.append([section, name, fmt(c, 3), p, str(c.n)])
     columns = ["section", "coefficient", "value [95 % CI]", "p", "n"]
-    return Table(f"agreement ({result.n_items} items, {result.scale} scale)", columns, rows)
+    flags = result.judge.agreement.flags if result.judge is not None else []
+    notes = [f"flagged ({f.code}): {f.message}" for f in flags]
+    title = f"agreement ({result.n_items} items, {result.scale} scale)"
+    return Table(title, columns, rows, notes=[*notes, CHANCE_NOTE] if result.judge else [])
 
 
 def agreement_plot(rubric: str, judge: JudgeReliability) -> AgreementPlot | None:
@@ -219,6 +269,11 @@ def reliability_section(
                 **{name: _agreement_cell(mine, name) for name in SHOWN},
                 "human alpha (interval)": fmt(entry.human_vs_human.alphas.get("alpha_interval")),
                 "judge checks flagged": ", ".join(mine.checks) or "none",
+                **{key: _agreement_cell(mine, key) for key, _ in CHANCE},
+                "agreement flags": flag_text(mine),
+                "flags": []
+                if mine.agreement is None
+                else [f.to_dict() for f in mine.agreement.flags],
                 "reading": mine.reading,
             }
         )
@@ -226,7 +281,7 @@ def reliability_section(
         if plot is not None:
             figures.append(plot)
     columns = ["rubric", "n", *SHOWN, "human alpha (interval)", "judge checks flagged"]
-    columns += ["reading"]
+    columns += ["agreement flags", "reading"]
     table = Table(
         "Judge vs human ratings",
         columns,
@@ -244,10 +299,23 @@ def reliability_section(
         title=SECTION_TITLE,
         json_key="agreement",
         payload={**payload, "note": NOTE},
-        tables=[table, *human_tables(replace(result, rubrics=shown))],
+        tables=[
+            table,
+            chance_table(replace(result, rubrics=_mine(judge_run_id, shown))),
+            *human_tables(replace(result, rubrics=shown)),
+        ],
         figures=figures,
         notes=[
             f"{NOTE}; {options.n_bootstrap} bootstrap resamples.",
+            CHANCE_NOTE + ".",
             *(line for line in (result.ratings_note, result.weighted_absent) if line),
         ],
     )
+
+
+def _mine(judge_run_id: int, rubrics: dict[str, RubricReliability]) -> dict[str, RubricReliability]:
+    """``rubrics`` with only the one judge run the report is about."""
+    return {
+        name: replace(entry, judges=[j for j in entry.judges if j.judge_run == judge_run_id])
+        for name, entry in rubrics.items()
+    }

@@ -52,6 +52,9 @@
     of ratings, a CLI ``judge``, a judge job) on the 10,000-judgment store with 3 raters, the
     seconds until the worker's warmer has kept the written run's pages, then the first and
     second load of every page of that run and of the big one (target: first loads < 1 s).
+20. Chance (bench/chance.py): Gwet's AC1 and Cohen's kappa (the whole judge-human call) with
+    1,000 bootstrap resamples on 100,000 pairs, on a 1-5 scale and on a 90 %-pass rubric
+    (target <= 1 s each).
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -78,6 +81,7 @@ from sqlmodel import Session, col, select
 from bench import wire
 from bench.agreement_route import bench_agreement_route
 from bench.audits import bench_audits
+from bench.chance import bench_chance
 from bench.dedupe import dedupe_bench
 from bench.generate import generate_bench
 from bench.labelstudio import bench_labelstudio
@@ -348,6 +352,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "dashboard": lambda tmp: _dashboard_bench(tmp),
     "fresh_pages": lambda tmp: _fresh_pages_bench(tmp),
     "client_reply": lambda tmp: _client_reply_bench(),
+    "chance": lambda tmp: bench_chance(),
 }
 
 

@@ -469,6 +469,17 @@ class ReportOut(RootModel[dict[str, Any]]):
     null."""
 
 
+class AgreementFlagOut(BaseModel):
+    """A warning that an agreement figure flatters the judge (``judge.stats.baseline``)."""
+
+    code: Literal["kappa_covers_zero", "no_better_than_majority"] = Field(
+        description="Stable: kappa_covers_zero (kappa's interval reaches 0) or "
+        "no_better_than_majority (exact agreement does not exceed always answering the "
+        "humans' most frequent category)."
+    )
+    message: str = Field(description="The same in words, with the figures.")
+
+
 class JudgeAgreementOut(BaseModel):
     """One judge run against the humans on one rubric; a judge that scored none of the
     rated items has ``reading`` and no coefficients."""
@@ -485,7 +496,17 @@ class JudgeAgreementOut(BaseModel):
     coefficients: dict[str, dict[str, Any]] | None = Field(
         default=None,
         description="Per coefficient: value, ci_low, ci_high, p_value, n and "
-        "undefined_reason (numbers, null when undefined).",
+        "undefined_reason (numbers, null when undefined). Beside kappa: ac1 (Gwet), "
+        "ac2_linear, ac2_quadratic, majority_baseline (exact agreement of always answering "
+        "the humans' most frequent category) and majority_baseline_ac1.",
+    )
+    majority_category: int | None = Field(
+        default=None, description="The humans' most frequent category (the lowest on a tie)."
+    )
+    flags: list[AgreementFlagOut] | None = Field(
+        default=None,
+        description="When the agreement flatters the judge; empty when it does not, absent "
+        "without coefficients.",
     )
 
 

@@ -4,7 +4,14 @@ scikit-learn style: options are keyword-only, inputs are checked early with mess
 the argument, and an undefined coefficient (constant ratings, fewer than 3 items) is NaN with
 its ``undefined_reason`` and one ``UndefinedWarning`` rather than an error. Point estimates and
 p-values come from scipy (Pearson, Spearman, Kendall tau-b) and scikit-learn (Cohen's kappa,
-confusion matrix); confidence intervals come from an item bootstrap (``judge.stats.bootstrap``).
+confusion matrix), Gwet's AC1/AC2 from ``judge.stats.gwet``; confidence intervals come from an
+item bootstrap (``judge.stats.bootstrap``).
+
+Agreement that cannot flatter: beside the symmetric coefficients, ``majority_baseline`` (the
+exact agreement of always answering the humans' most frequent category) and
+``majority_baseline_ac1`` (that constant answer's AC1; its kappa is 0 by construction), and
+``flags`` (``judge.stats.baseline``) when kappa cannot be told from 0 or the judge from the
+majority class.
 
 Categories: kappa, exact and within-one agreement need scores on the categories of the scale,
 ``labels`` (increasing whole numbers; 1-5 unless given, e.g. ``labels=(0, 1)`` or
@@ -15,6 +22,9 @@ distance in levels (positions in ``labels``), as scikit-learn's weights do.
 >>> r = judge_vs_human([1, 2, 3, 4, 5], [2, 1, 4, 3, 5], options=BootstrapOptions(n_bootstrap=0))
 >>> round(r.coefficients["spearman"].value, 3), round(r.coefficients["kendall"].value, 3)
 (0.8, 0.6)
+>>> constant = judge_vs_human([2] * 10, [2] * 9 + [1], labels=(1, 2), warn=False)
+>>> [f.code for f in constant.flags], constant.majority_category
+(['kappa_covers_zero', 'no_better_than_majority'], 2)
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
+from judge.stats.baseline import BASELINES, Flag, agreement_flags, majority_ac1, majority_share
 from judge.stats.bootstrap import Array, bootstrap_pairs
 from judge.stats.coefficient import (
     DEFAULT_OPTIONS,
@@ -39,6 +50,7 @@ from judge.stats.coefficient import (
     check_options,
     warn_undefined,
 )
+from judge.stats.gwet import gwet_ac
 
 LABELS = (1, 2, 3, 4, 5)
 PAIR_COEFFICIENTS = (
@@ -51,7 +63,11 @@ PAIR_COEFFICIENTS = (
     "exact_agreement",
     "within_one",
     "mean_difference",
+    "ac1",
+    "ac2_linear",
+    "ac2_quadratic",
 )
+GWET: dict[str, str | None] = {"ac1": None, "ac2_linear": "linear", "ac2_quadratic": "quadratic"}
 CORRELATIONS = {"pearson": stats.pearsonr, "spearman": stats.spearmanr, "kendall": stats.kendalltau}
 KAPPAS: dict[str, str | None] = {
     "kappa": None,
@@ -78,14 +94,20 @@ class ConfusionMatrix:
 
 @dataclass(frozen=True)
 class PairAgreement:
-    """Every coefficient of ``PAIR_COEFFICIENTS`` (in that order) and the confusion matrix."""
+    """Every coefficient of ``PAIR_COEFFICIENTS`` then ``BASELINES`` (in that order), the
+    confusion matrix, the humans' most frequent category (None without items) and the
+    flags that say when the agreement flatters the judge."""
 
     coefficients: dict[str, Coefficient]
     confusion: ConfusionMatrix
+    flags: list[Flag] = field(default_factory=list)
+    majority_category: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: c.to_dict() for k, c in self.coefficients.items()}
         out["confusion_matrix"] = self.confusion.to_dict()
+        out["majority_category"] = self.majority_category
+        out["flags"] = [f.to_dict() for f in self.flags]
         return out
 
 
@@ -185,21 +207,37 @@ def _point_estimates(
             result = fn(x, y)
             out[name] = (float(result.statistic), float(result.pvalue), None)
     reason = _kappa_reason(cx, cy, sides)
+    # Positions on the scale (0..q-1), which scikit-learn counts without mapping each item
+    # to its label in Python: the same kappas (its weights count positions), far faster.
+    ix, iy = np.searchsorted(labels, cx), np.searchsorted(labels, cy)
+    positions = np.arange(labels.size)
     for name, weights in KAPPAS.items():
         if reason:
             out[name] = (math.nan, None, reason)
         else:
-            value = cohen_kappa_score(cx, cy, labels=labels, weights=weights)
+            value = cohen_kappa_score(ix, iy, labels=positions, weights=weights)
             out[name] = (float(value), None, None)
     if x.size == 0:
-        for name in ("exact_agreement", "within_one", "mean_difference"):
+        for name in ("exact_agreement", "within_one", "mean_difference", *GWET, *BASELINES):
             out[name] = (math.nan, None, "no items")
         return out
-    apart = np.abs(np.searchsorted(labels, cx) - np.searchsorted(labels, cy))  # in levels
     out["exact_agreement"] = (float(np.mean(cx == cy)), None, None)
-    out["within_one"] = (float(np.mean(apart <= 1)), None, None)
+    out["within_one"] = (float(np.mean(np.abs(ix - iy) <= 1)), None, None)
     out["mean_difference"] = (float(np.mean(x - y)), None, None)
+    for name, weights in GWET.items():
+        out[name] = (gwet_ac(ix, iy, labels.size, weights=weights), None, None)
+    humans = np.bincount(iy, minlength=labels.size).astype(np.float64)[None]
+    out["majority_baseline"] = (float(majority_share(humans)[0]), None, None)
+    out["majority_baseline_ac1"] = (float(majority_ac1(humans)[0]), None, None)
     return out
+
+
+def majority_label(cy: Array, labels: NDArray[np.int64]) -> int | None:
+    """The humans' most frequent category (the lowest on a tie); None without items."""
+    if cy.size == 0:
+        return None
+    counts = np.bincount(np.searchsorted(labels, cy), minlength=labels.size)
+    return int(labels[int(np.argmax(counts))])
 
 
 def pair_agreement(
@@ -235,14 +273,23 @@ def pair_agreement(
             confidence=options.confidence,
         )
     else:
-        cis = {name: (math.nan, math.nan) for name in PAIR_COEFFICIENTS}
+        cis = {name: (math.nan, math.nan) for name in (*PAIR_COEFFICIENTS, *BASELINES)}
     coefficients = {}
-    for name in PAIR_COEFFICIENTS:
+    for name in (*PAIR_COEFFICIENTS, *BASELINES):
         value, p, reason = points[name]
         low, high = cis[name] if reason is None else (math.nan, math.nan)
         coefficients[name] = Coefficient(value, low, high, p, int(a.size), reason)
-    counts = confusion_matrix(ca, cb, labels=lab).tolist() if a.size else []
-    return PairAgreement(coefficients, ConfusionMatrix(list(labels), counts))
+    positions = np.arange(lab.size)
+    counts = (
+        confusion_matrix(
+            np.searchsorted(lab, ca), np.searchsorted(lab, cb), labels=positions
+        ).tolist()
+        if a.size
+        else []
+    )
+    majority = majority_label(cb, lab)
+    flags = agreement_flags(coefficients, majority) if a.size else []
+    return PairAgreement(coefficients, ConfusionMatrix(list(labels), counts), flags, majority)
 
 
 def judge_vs_human(

@@ -37,7 +37,7 @@ Level = Literal["nominal", "ordinal", "interval", "ratio"]
 # Ratio treats the scale's numbers as amounts from a true zero: a disagreement weighs
 # ((c - k) / (c + k))^2, so 1 vs 2 counts more than 4 vs 5.
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
-PAIRWISE = ("kappa", "kappa_linear", "kappa_quadratic")  # among humans
+PAIRWISE = ("kappa", "kappa_linear", "kappa_quadratic", "ac1")  # among humans
 JUDGE_PER_ANNOTATOR = ("kappa", "kappa_quadratic")
 VS_REST = ("pearson", "spearman", "kappa_quadratic", "mean_difference")
 
@@ -191,8 +191,9 @@ def pairwise_kappa(
     labels: Sequence[int] = LABELS,
     warn: bool = True,
 ) -> list[RaterPairAgreement]:
-    """Cohen's kappa (unweighted, linear and quadratic weights) for every pair of raters on
-    shared items."""
+    """Cohen's kappa (unweighted, linear and quadratic weights) and Gwet's AC1 for every pair
+    of raters on shared items (AC1 beside kappa: on a skewed rubric kappa alone reads two
+    raters who agree on nearly everything as near chance)."""
     compare = partial(_compare, keep=PAIRWISE, options=check_options(options), labels=labels)
     out = []
     for a, b in combinations(range(len(matrix.raters)), 2):

@@ -47,12 +47,13 @@ R = TypeVar("R", bound="BaseModel")
 
 
 def print_reliability(result: Agreement) -> None:
-    """FairMonitor's Table 3 for three coefficients, the humans' agreement among themselves
-    (alphas, Fleiss' kappa, pairwise kappa), then one reading per rubric x judge."""
+    """FairMonitor's Table 3 for three coefficients, raw agreement beside chance (with the
+    flags), the humans' agreement among themselves (alphas, Fleiss' kappa, pairwise kappa and
+    AC1), then one reading per rubric x judge."""
     from rich.text import Text
 
     for t in result.tables():
-        report_table(t)
+        report_table(t, notes=True)  # the chance table's legend says what its columns are
     for line in result.readings():
         out().print(Text(line))
 
@@ -183,8 +184,12 @@ def agreement_compute(
     result = files_agreement(human_csv, judge_csv, group_by=group_by, scale=scale, options=options)
 
     def render(_: object) -> None:
+        from rich.text import Text
+
         t = files_table(result)
         table(t.title, [dict(zip(t.columns, row, strict=True)) for row in t.rows])
+        for note in t.notes:  # the agreement's flags, then what the baseline is
+            out().print(Text(note))
 
     emit(result.to_dict(), as_json, render)
 

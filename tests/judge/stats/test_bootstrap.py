@@ -57,6 +57,64 @@ def test_vectorised_statistics_equal_the_libraries(seed: int) -> None:
             assert ours == pytest.approx(theirs, abs=1e-12)
 
 
+@pytest.mark.parametrize("seed", [0, 3])
+def test_pair_table_equals_numpy_unique_rows(seed: int) -> None:
+    # The cells and counts are numpy's own np.unique(axis=0) of the stacked rows, in its
+    # order, with few distinct values per column (a rating scale) or many.
+    x, y = data(seed, n=500)
+    cy = np.floor(y + 0.5)
+    cells, counts = np.unique(np.column_stack([x, y, x, cy]), axis=0, return_counts=True)
+    table = PairTable.from_pairs(x, y, x, cy)
+    found = np.column_stack([table.x, table.y, table.cx, table.cy])
+    assert np.array_equal(found, cells) and np.array_equal(table.counts, counts)
+    noisy = y + np.random.default_rng(seed).random(500)  # 500 distinct values per column
+    cells, counts = np.unique(np.column_stack([noisy, noisy, x, x]), axis=0, return_counts=True)
+    table = PairTable.from_pairs(noisy, noisy, x, x)
+    found = np.column_stack([table.x, table.y, table.cx, table.cy])
+    assert np.array_equal(found, cells) and np.array_equal(table.counts, counts)
+
+
+def _ac_by_hand(a: np.ndarray, b: np.ndarray, q: int, power: int | None) -> float:
+    """Gwet's AC1/AC2 written out from its definition (Gwet 2014, two raters), one item at a
+    time: an independent spelling of judge.stats.gwet's arithmetic."""
+    n = len(a)
+
+    def weight(k: int, m: int) -> float:
+        return float(k == m) if power is None else 1 - abs(k - m) ** power / (q - 1) ** power
+
+    pa = sum(weight(int(i), int(j)) for i, j in zip(a, b, strict=True)) / n
+    pi = [(np.sum(a == k) + np.sum(b == k)) / (2 * n) for k in range(q)]
+    total = sum(weight(k, m) for k in range(q) for m in range(q))
+    pe = total / (q * (q - 1)) * sum(p * (1 - p) for p in pi)
+    return (pa - pe) / (1 - pe)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_vectorised_ac_and_baseline_equal_a_hand_loop(seed: int) -> None:
+    x, y = data(seed)
+    cy = np.floor(y + 0.5)
+    table = PairTable.from_pairs(x, y, x, cy)
+    statistics = bootstrap.pair_statistics(table, LABELS)
+    w = resample_counts(table.counts, 4, np.random.default_rng(seed))
+    found = {
+        name: statistics[name][0](w)
+        for name in bootstrap.chance_statistics(
+            category_index(table.cx, LABELS), category_index(table.cy, LABELS), LABELS
+        )
+    }
+    for b in range(w.shape[0]):
+        reps = w[b].astype(int)
+        a = category_index(np.repeat(table.cx, reps), LABELS)
+        h = category_index(np.repeat(table.cy, reps), LABELS)
+        for name, power in (("ac1", None), ("ac2_linear", 1), ("ac2_quadratic", 2)):
+            assert found[name][b] == pytest.approx(_ac_by_hand(a, h, 5, power), abs=1e-12)
+        top = np.bincount(h, minlength=5).argmax()  # the humans' most frequent category
+        assert found["majority_baseline"][b] == pytest.approx(np.mean(h == top), abs=1e-12)
+        constant = np.full_like(h, top)
+        expected = _ac_by_hand(constant, h, 5, None)
+        assert found["majority_baseline_ac1"][b] == pytest.approx(expected, abs=1e-12)
+
+
 def test_counts_resampling_matches_index_resampling_in_distribution() -> None:
     # A multinomial draw over distinct pairs is the same distribution as drawing items:
     # the mean resampled Pearson r over many draws agrees with the index bootstrap.

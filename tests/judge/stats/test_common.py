@@ -22,6 +22,9 @@ SYMMETRIC = {
     "kappa_quadratic",
     "exact_agreement",
     "within_one",
+    "ac1",
+    "ac2_linear",
+    "ac2_quadratic",
 }
 # ... and negates these (judge - human becomes human - judge).
 ANTISYMMETRIC = {"mean_difference"}
