@@ -23,7 +23,7 @@ from sqlmodel import Session
 from annotation.estimates import RunData, Target, find_target, finite, load_run_data, targets
 from judge.errors import InvalidInputError
 from judge.reports.sections import Table
-from judge.stats.ppi import plan_human_ratings
+from judge.stats.ppi_plan import plan_human_ratings
 
 MIN_HALF_WIDTH = 1e-6
 """The narrowest interval planned for (a narrower one's count overflows the arithmetic)."""

@@ -23,9 +23,11 @@ Tuning exactly as ``ppi_py.ppi_mean_ci(..., lam=None)`` does it (ppi_py 0.2.3, `
     lam = cov(g, gh) / ((1 + n / N) * var(concatenate(gh, gu)))   then clipped to [0, 1]
 
 with ``cov`` dividing by n and ``var`` by n + N - 1. Variances elsewhere divide by the count
-(``numpy.std``'s default, as ppi_py does); intervals are normal, two-sided, ``estimate +-
-z(1 - alpha/2) * se``. Note that ppi_py's ``alpha`` defaults to 0.1 (a 90 % interval); here
-``alpha`` defaults to 0.05 and every result carries the one it used.
+(``numpy.std``'s default, as ppi_py does); intervals are two-sided, ``estimate +-
+z(1 - alpha/2) * se`` from ``SMALL_N`` rated items on (Student t below: see "Small
+samples"), so ppi_py's numbers are reproduced from 30 ratings on. Note that ppi_py's
+``alpha`` defaults to 0.1 (a 90 % interval); here ``alpha`` defaults to 0.05 and every
+result carries the one it used.
 
 **Weights** (``weights``, ``weights_unlabelled``: 1 / inclusion probability, from a stratified
 or disagreement-weighted sample) turn each mean into a weighted (Hajek) mean, the weights
@@ -57,24 +59,20 @@ rescaled to average 1 as ppi_py rescales them. Two variances are offered:
 
 With equal weights and no strata the two are the same number, equal to ppi_py's.
 
-**Small samples.** The interval is a normal approximation. Under ``SMALL_N`` (30) rated items
-(per group, for a gap) its coverage is not assured: ``small_sample`` says so, and a report
-should too. Fewer than 2 rated items is refused (no variance to estimate).
+**Small samples.** The normal interval's coverage is not assured under ``SMALL_N`` (30)
+rated items (per group, for a gap): there ``small_sample`` is True, and the interval is a
+Student t one, ``estimate +- t(1 - alpha/2, n - 1) * se`` (``interval`` says "t, n-1 df"),
+wider than the normal one (7 % at 20 ratings). A gap with a small group takes the t
+quantile at ``min(n_a, n_b) - 1`` degrees of freedom, the fewest Welch's approximation can
+give, so it errs on the wide side. ``t_below=0`` keeps every interval normal, as ppi_py's
+are. Fewer than 2 rated items is refused (no variance to estimate).
 
 **A gap** between two groups (``ppi_gap``: A minus B) is one estimate with its own interval:
 the groups are rated and judged independently, so the variances add. Each group is tuned on
 its own data, which is not only acceptable but optimal: the gap's variance is the sum of two
 terms that each depend only on their own group's ``lam``.
 
-**Planning** (``plan_human_ratings``). With the best ``lam`` and the population values, the
-variance above is ``(sd**2 / n) * (1 - rho**2 * N / (n + N))`` for the judge-human
-correlation ``rho`` (minimise ``(sd**2 - 2 lam c + lam**2 s**2) / n + lam**2 s**2 / N`` over
-``lam``, with ``c`` the covariance and ``s`` the judge's sd: ``lam = (c / s**2) N / (n + N)``).
-For ``N`` much larger than ``n`` it is ``(1 - rho**2) sd**2 / n``. (This takes the judge's
-variance to be the same on rated and unrated items, as it is when the rated ones are a random
-sample.) Setting ``z * sqrt(variance)``
-equal to the target half-width ``h`` and solving for ``n`` gives a quadratic (see
-``plan_human_ratings``); a human-only mean needs ``z**2 sd**2 / h**2``.
+**Planning** the number of ratings: ``judge.stats.ppi_plan``.
 
 This module imports no project module.
 
@@ -97,25 +95,28 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import stats
 
 Array = NDArray[np.float64]
 Variance = Literal["design", "ppi_py"]
 VARIANCES = ("design", "ppi_py")
 SMALL_N = 30
-"""Rated items below which a normal-approximation interval is flagged (``small_sample``)."""
+"""Rated items below which an estimate is flagged (``small_sample``) and its interval is a
+Student t one (see the module docstring)."""
 
 
 @dataclass(frozen=True)
 class MeanEstimate:
-    """A mean of human ratings (or of judge scores) with its two-sided normal interval.
+    """A mean of human ratings (or of judge scores) with its two-sided interval (normal, or
+    Student t under ``t_below`` rated items: ``interval`` says which).
 
-    ``method`` is "ppi", "classical" (human ratings only) or "judge-only". ``n`` counts human
-    ratings, ``N`` judge scores without one. ``effective_n`` is how many human-only ratings
-    would give an interval as narrow (``n * var_classical / var_ppi``, both estimated from the
-    same ratings); ``ratings_saved`` is ``effective_n - n``, negative when the judge made the
-    interval wider (a fixed ``lam`` can; the tuned one only when the rated items are not like
-    the unrated ones, e.g. the judge's scores spread far less on the unrated). Both are NaN
-    for "judge-only", which uses no human rating and says nothing about what people say.
+        ``method`` is "ppi", "classical" (human ratings only) or "judge-only". ``n`` counts human
+        ratings, ``N`` judge scores without one. ``effective_n`` is how many human-only ratings
+        would give an interval as narrow (``n * var_classical / var_ppi``, both estimated from the
+        same ratings); ``ratings_saved`` is ``effective_n - n``, negative when the judge made the
+        interval wider (a fixed ``lam`` can; the tuned one only when the rated items are not like
+        the unrated ones, e.g. the judge's scores spread far less on the unrated). Both are NaN
+        for "judge-only", which uses no human rating and says nothing about what people say.
     """
 
     method: str
@@ -130,7 +131,8 @@ class MeanEstimate:
     effective_n: float
     ratings_saved: float
     variance: str  # how the variance was computed: "design", "design, stratified", "ppi_py"
-    small_sample: bool  # fewer than SMALL_N rated items: the normal interval is approximate
+    small_sample: bool  # fewer than SMALL_N rated items: the interval is approximate
+    interval: str = "normal"  # or "t, K df" for a small sample
 
     @property
     def half_width(self) -> float:
@@ -152,6 +154,7 @@ class GapEstimate:
     b: MeanEstimate
     effective_n: float
     ratings_saved: float
+    interval: str = "normal"
 
     @property
     def half_width(self) -> float:
@@ -173,20 +176,6 @@ class Group:
     weights: ArrayLike | None = None
     weights_unlabelled: ArrayLike | None = None
     strata: Sequence[object] | None = None
-
-
-@dataclass(frozen=True)
-class RatingsPlan:
-    """How many human ratings a target half-width needs, with and without the judge."""
-
-    n_ppi: int  # human ratings for the PPI++ interval (at least 2)
-    n_human_only: int  # human ratings for a human-only interval (at least 2)
-    ratings_saved: int  # n_human_only - n_ppi
-    rho: float
-    sd: float  # the humans' standard deviation planned with
-    half_width: float
-    alpha: float
-    n_unlabelled: int | None  # judged items without a rating; None = as many as wanted
 
 
 # ---------------------------------------------------------------- validation
@@ -397,9 +386,27 @@ def _z(alpha: float) -> float:
     return NormalDist().inv_cdf(1 - alpha / 2)
 
 
-def _interval(estimate: float, se: float, alpha: float) -> tuple[float, float]:
-    z = _z(alpha)
-    return estimate - z * se, estimate + z * se
+def _df(n: int, t_below: int) -> int | None:
+    """Degrees of freedom of a small sample's t interval; None: a normal interval."""
+    return n - 1 if n < t_below else None
+
+
+def _interval(
+    estimate: float, se: float, alpha: float, df: int | None = None
+) -> tuple[float, float]:
+    """``estimate +- q * se``: ``q`` the normal quantile, or Student t's at ``df``."""
+    q = _z(alpha) if df is None else float(stats.t.ppf(1 - alpha / 2, df))
+    return estimate - q * se, estimate + q * se
+
+
+def _interval_name(df: int | None) -> str:
+    return "normal" if df is None else f"t, {df} df"
+
+
+def _t_below(t_below: int) -> int:
+    if isinstance(t_below, bool) or not isinstance(t_below, numbers.Integral) or t_below < 0:
+        raise ValueError(f"t_below must be a whole number >= 0 (0: normal), got {t_below!r}")
+    return int(t_below)
 
 
 def _effective_n(n: int, var_classical: float, var_ppi: float) -> float:
@@ -408,7 +415,9 @@ def _effective_n(n: int, var_classical: float, var_ppi: float) -> float:
     return n * var_classical / var_ppi
 
 
-def _estimate(d: _Data, lam: float | None, alpha: float, method: str) -> MeanEstimate:
+def _estimate(
+    d: _Data, lam: float | None, alpha: float, method: str, t_below: int = SMALL_N
+) -> MeanEstimate:
     used = _tuned_lam(d) if lam is None else lam
     estimate = float(np.mean(d.w_u * (used * d.yhat_u)) if d.N else 0.0) + float(
         np.mean(d.w * (d.y - used * d.yhat))
@@ -416,7 +425,8 @@ def _estimate(d: _Data, lam: float | None, alpha: float, method: str) -> MeanEst
     var = _labelled_variance(d, used) + _unlabelled_variance(d, used)
     var_classical = _labelled_variance(d, 0.0)
     se = math.sqrt(var)
-    low, high = _interval(estimate, se, alpha)
+    df = _df(d.n, t_below)
+    low, high = _interval(estimate, se, alpha, df)
     effective = _effective_n(d.n, var_classical, var)
     return MeanEstimate(
         method=method,
@@ -432,6 +442,7 @@ def _estimate(d: _Data, lam: float | None, alpha: float, method: str) -> MeanEst
         ratings_saved=effective - d.n,
         variance=d.variance,
         small_sample=d.n < SMALL_N,
+        interval=_interval_name(df),
     )
 
 
@@ -449,22 +460,23 @@ def ppi_mean(
     lam: float | None = None,
     alpha: float = 0.05,
     variance: Variance = "design",
+    t_below: int = SMALL_N,
 ) -> MeanEstimate:
     """The prediction-powered estimate of the humans' mean rating, with its interval.
 
     ``y``: human ratings of ``n`` items; ``yhat``: the judge's scores of those items, in the
-    same order; ``yhat_unlabelled``: the judge's scores of ``N`` items nobody rated (for a
-    weighted sample of a judge run, pass the scores of every judged item with no weights: the
-    run's mean is then the unrated part's target). ``lam=None`` tunes the weight (PPI++); a
-    number in [0, 1] fixes it. See the module docstring for ``weights``, ``strata`` and
-    ``variance``.
+    same order; ``yhat_unlabelled``: the judge's scores of ``N`` *other* items, nobody rated
+    (ppi_py's convention: an item is in one set or the other, never both; for a weighted
+    sample of a fixed set of judged items see ``judge.stats.ppi_run``). ``lam=None`` tunes
+    the weight (PPI++); a number in [0, 1] fixes it. See the module docstring for
+    ``weights``, ``strata``, ``variance`` and ``t_below``.
 
     >>> r = ppi_mean([1, 2, 4, 5], [2, 3, 5, 6], [3, 4, 5, 6], lam=1)  # judge 1 point high
     >>> r.estimate  # judge mean 4.5, less its measured bias of 1
     3.5
     """
     d = _prepare(y, yhat, yhat_unlabelled, weights, weights_unlabelled, strata, variance)
-    return _estimate(d, _lam(lam), _alpha(alpha), "ppi")
+    return _estimate(d, _lam(lam), _alpha(alpha), "ppi", _t_below(t_below))
 
 
 def classical_mean(
@@ -474,10 +486,11 @@ def classical_mean(
     strata: Sequence[object] | None = None,
     alpha: float = 0.05,
     variance: Variance = "design",
+    t_below: int = SMALL_N,
 ) -> MeanEstimate:
-    """The human-only mean of ``y`` with its normal interval (``lam = 0``, ``N = 0``): the
-    same number as ``ppi_py.classical_mean_ci`` for ``variance="ppi_py"``, and for any
-    ``variance`` when unweighted."""
+    """The human-only mean of ``y`` with its interval (``lam = 0``, ``N = 0``): the same
+    number as ``ppi_py.classical_mean_ci`` for ``variance="ppi_py"``, and for any
+    ``variance`` when unweighted, from ``t_below`` ratings on (below, a t interval)."""
     y_ = _vector(y, "y")
     if y_.size < 2:
         raise ValueError("y needs at least 2 human ratings to estimate a variance, got 1")
@@ -492,7 +505,7 @@ def classical_mean(
         _all_equal(weights),
         _variance_mode(variance, codes),
     )
-    return _estimate(d, 0.0, _alpha(alpha), "classical")
+    return _estimate(d, 0.0, _alpha(alpha), "classical", _t_below(t_below))
 
 
 def judge_only_mean(
@@ -521,6 +534,7 @@ def ppi_gap(
     lam: float | None = None,
     alpha: float = 0.05,
     variance: Variance = "design",
+    t_below: int = SMALL_N,
 ) -> GapEstimate:
     """Group A's mean minus group B's (human ratings, judge-powered), each group tuned on its
     own data (see the module docstring), with the interval of the difference.
@@ -531,6 +545,7 @@ def ppi_gap(
     """
     level = _alpha(alpha)
     fixed = _lam(lam)
+    below = _t_below(t_below)
     parts = []
     variances = []
     for group in (a, b):
@@ -543,90 +558,32 @@ def ppi_gap(
             group.strata,
             variance,
         )
-        parts.append(_estimate(d, fixed, level, "ppi"))
+        parts.append(_estimate(d, fixed, level, "ppi", below))
         variances.append(_labelled_variance(d, 0.0))
     first, second = parts
     estimate = first.estimate - second.estimate
     var = first.se**2 + second.se**2
     se = math.sqrt(var)
-    low, high = _interval(estimate, se, level)
+    df = gap_df(first.n, second.n, below)
+    low, high = _interval(estimate, se, level, df)
     n = first.n + second.n
     effective = _effective_n(n, sum(variances), var)
-    return GapEstimate(estimate, low, high, se, level, first, second, effective, effective - n)
-
-
-# ---------------------------------------------------------------- planning
-
-
-def plan_human_ratings(
-    *,
-    rho: float,
-    half_width: float,
-    sd: float | None = None,
-    variance: float | None = None,
-    n_unlabelled: int | None = None,
-    alpha: float = 0.05,
-) -> RatingsPlan:
-    """Human ratings needed for an interval of ``half_width`` around the humans' mean.
-
-    ``rho``: the judge-human correlation from a pilot; ``sd`` (or ``variance``, give one): the
-    humans' spread; ``n_unlabelled``: judged items without a rating (None: as many as needed,
-    ``N`` much larger than ``n``). With ``T = (half_width / z)**2``, ``z = z(1 - alpha/2)``:
-
-    - human-only: ``n = z**2 sd**2 / half_width**2``;
-    - PPI++, unlimited judge scores: ``n = (1 - rho**2) z**2 sd**2 / half_width**2``;
-    - PPI++, ``N`` judge scores: the variance ``sd**2 (n + (1 - rho**2) N) / (n (n + N))``
-      equals ``T`` at the positive root of
-      ``T n**2 + (T N - sd**2) n - (1 - rho**2) sd**2 N = 0``.
-
-    Rounded up, and at least 2 (the estimators need 2 ratings). Assumes the tuned ``lam``
-    is not clipped: a negative ``rho`` is clipped to ``lam = 0`` and saves nothing (planned
-    as ``rho = 0``), and a judge whose scores spread much less than people's (``sd_judge <
-    rho * sd``) may need ``lam > 1``, which is clipped to 1 and saves less than planned.
-
-    >>> p = plan_human_ratings(rho=0.8, sd=1.0, half_width=0.1)
-    >>> p.n_ppi, p.n_human_only  # 0.36 * 384.1 -> 139; 1.959964**2 / 0.01 -> 385
-    (139, 385)
-    """
-    if isinstance(rho, bool) or not isinstance(rho, numbers.Real) or not -1 <= rho <= 1:
-        raise ValueError(f"rho must be a correlation in [-1, 1], got {rho!r}")
-    if (sd is None) == (variance is None):
-        raise ValueError("give exactly one of sd and variance (the humans' spread)")
-    spread = _positive(sd, "sd") if sd is not None else math.sqrt(_positive(variance, "variance"))
-    h = _positive(half_width, "half_width")
-    level = _alpha(alpha)
-    if n_unlabelled is not None and (
-        isinstance(n_unlabelled, bool)
-        or not isinstance(n_unlabelled, numbers.Integral)
-        or n_unlabelled < 1
-    ):
-        raise ValueError(f"n_unlabelled must be a positive integer or None, got {n_unlabelled!r}")
-    z = _z(level)
-    s2 = spread**2
-    target = (h / z) ** 2
-    keep = 1 - max(float(rho), 0.0) ** 2  # share of the human variance the judge leaves
-    human_only = s2 / target
-    if n_unlabelled is None:
-        ppi = keep * s2 / target
-    else:
-        big_n = float(n_unlabelled)
-        b = target * big_n - s2
-        ppi = (-b + math.sqrt(b * b + 4 * target * keep * s2 * big_n)) / (2 * target)
-    # 1e-9: a count that is a whole number in exact arithmetic must not round up to the next
-    n_human = max(2, math.ceil(human_only - 1e-9))
-    n_ppi = min(n_human, max(2, math.ceil(ppi - 1e-9)))
-    return RatingsPlan(
-        n_ppi, n_human, n_human - n_ppi, float(rho), spread, h, level,
-        None if n_unlabelled is None else int(n_unlabelled),
+    return GapEstimate(
+        estimate, low, high, se, level, first, second, effective, effective - n,
+        _interval_name(df),
     )  # fmt: skip
 
 
-def _positive(value: float | None, name: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
+def gap_df(n_a: int, n_b: int, t_below: int = SMALL_N) -> int | None:
+    """Degrees of freedom of a gap's t interval when either group is small (the fewer of the
+    two groups' ``n - 1``), else None (normal)."""
+    return min(n_a, n_b) - 1 if min(n_a, n_b) < t_below else None
+
+
+def interval(
+    estimate: float, se: float, alpha: float, df: int | None = None
+) -> tuple[float, float, str]:
+    """``estimate +- q * se`` with ``q`` normal (``df`` None) or Student t's, and the
+    interval's name ("normal" or "t, K df"): for callers that combine estimates."""
+    low, high = _interval(estimate, se, _alpha(alpha), df)
+    return low, high, _interval_name(df)

@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.stats import norm, t
 
 from judge.stats.ppi import (
     SMALL_N,
     Group,
     classical_mean,
     judge_only_mean,
-    plan_human_ratings,
     ppi_gap,
     ppi_mean,
 )
+from judge.stats.ppi_plan import plan_human_ratings
 
 Z95 = float(norm.ppf(0.975))
 REPS = 1000
@@ -193,20 +193,38 @@ def test_gap_is_one_estimate_with_added_variances() -> None:
     # 3]) = 2 with 1 / 4. The gap is 2 with variance 3 / 4.
     a = Group([3.0, 5], [3.0, 5], [3.0, 5])
     b = Group([1.0, 3], [1.0, 3], [1.0, 3, 1, 3])
-    gap = ppi_gap(a, b, lam=1, alpha=0.1)
+    gap = ppi_gap(a, b, lam=1, alpha=0.1, t_below=0)
     assert gap.estimate == 2.0
     assert gap.se == pytest.approx(math.sqrt(0.5 + 0.25))
     z90 = float(norm.ppf(0.95))
     assert (gap.ci_low, gap.ci_high) == pytest.approx((2 - z90 * gap.se, 2 + z90 * gap.se))
+    # With 2 ratings per group (under SMALL_N) the default is a t interval at min(2, 2) - 1
+    # = 1 df: t(0.95, 1) = tan(0.45 pi) = 6.3138 (the Cauchy quantile, by hand).
+    small = ppi_gap(a, b, lam=1, alpha=0.1)
+    t90 = math.tan(0.45 * math.pi)
+    assert (small.ci_low, small.ci_high) == pytest.approx((2 - t90 * gap.se, 2 + t90 * gap.se))
+    assert small.interval == "t, 1 df" and gap.interval == "normal"
     # human-only gap variance: var([3, 5]) / 2 + var([1, 3]) / 2 = 1; effective n = 4 * 1 / 0.75
     assert gap.effective_n == pytest.approx(4 / 0.75)
     assert gap.a.lam == gap.b.lam == 1.0
 
 
-def test_small_samples_are_flagged() -> None:
+def test_small_samples_are_flagged_and_get_t_intervals() -> None:
     y = np.arange(SMALL_N, dtype=float)
     assert not classical_mean(y).small_sample
+    assert classical_mean(y).interval == "normal"
     assert classical_mean(y[:-1]).small_sample
+    # 20 ratings: the interval is the normal one widened by t(0.975, 19) / z(0.975) = 2.0930 /
+    # 1.9600 (scipy's quantiles), 6.8 % wider: the "7 % wider".
+    y20 = np.arange(20, dtype=float)
+    t_based, normal = classical_mean(y20), classical_mean(y20, t_below=0)
+    assert t_based.interval == "t, 19 df"
+    ratio = float(t.ppf(0.975, 19) / norm.ppf(0.975))
+    assert t_based.half_width / normal.half_width == pytest.approx(ratio, rel=1e-12)
+    assert ratio == pytest.approx(1.068, abs=1e-3)
+    # ppi_mean the same way: 12 rated, 11 df.
+    judged = ppi_mean(y20[:12], y20[:12] + 1, y20[12:] + 1)
+    assert judged.interval == "t, 11 df" and judged.small_sample
 
 
 # ---------------------------------------------------------------- refusals
