@@ -212,13 +212,14 @@ class JobCreate(Strict):
 
 
 class DryRunOut(BaseModel):
-    """What a job would send and cost (``kind``: judge, generate, audit, counterfactual or
-    item-plan): the calls to send and those the cache answers, and an ``estimate`` of tokens
-    and cost at the endpoint's prices, live (``cost_min``, ``cost_typical``, ``cost_max``)
-    and at the batch price (the same with ``_batch``), null where the endpoint has no
-    prices; ``prompt_rule`` and ``completion_rule`` say whether the tokens were measured or
-    assumed. An award audit with follow-ups adds ``followup_estimate``. The other fields are
-    those of the CLI's ``--dry-run --json``."""
+    """What a job would send and cost (``kind``: judge, generate, audit, audit-classify,
+    counterfactual, item-plan or item-generate): the calls to send and those the cache
+    answers, and an ``estimate`` of tokens and cost at the endpoint's prices, live
+    (``cost_min``, ``cost_typical``, ``cost_max``) and at the batch price (the same with
+    ``_batch``), null where the endpoint has no prices; ``prompt_rule`` and
+    ``completion_rule`` say whether the tokens were measured or assumed. An award audit with
+    follow-ups adds ``followup_estimate``. The other fields are those of the CLI's
+    ``--dry-run --json``."""
 
     model_config = ConfigDict(extra="allow")
     kind: str
@@ -851,6 +852,12 @@ class AuditClassify(Strict):
 
     endpoint: str | None = Field(
         default=None, min_length=1, max_length=200, description="Default: [judge] endpoint."
+    )
+    confirm: StrictBool = Field(
+        default=False,
+        description="Queue the job even if its dry run is over the server's confirm_calls or "
+        "confirm_cost (one call per explanation): a member key needs it for such a job, an "
+        "admin key does not.",
     )
 
     @model_validator(mode="before")
