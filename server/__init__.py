@@ -68,11 +68,12 @@ def openapi_document() -> dict[str, Any]:
 
 def _document(app: OpenAPI) -> dict[str, Any]:
     """flask-openapi3's document with what it cannot say itself: operations whose body may
-    be left out (``server.api.OPTIONAL_BODIES``) do not mark it required, and the links
-    between operations (``server.api.LINKS``)."""
+    be left out (``server.api.OPTIONAL_BODIES``) do not mark it required, the links
+    between operations (``server.api.LINKS``) and the headers of answers from kept figures
+    (``server.api.KEPT_HEADERS``)."""
     import copy
 
-    from server.api import LINKS, OPTIONAL_BODIES
+    from server.api import KEPT, KEPT_HEADERS, LINKS, OPTIONAL_BODIES
 
     doc = copy.deepcopy(app.api_doc)
     for method, path in OPTIONAL_BODIES:
@@ -84,4 +85,7 @@ def _document(app: OpenAPI) -> dict[str, Any]:
         for to_method, to_path, parameters in targets:
             target = doc["paths"]["/api/v1" + to_path][to_method]["operationId"]
             links[target] = {"operationId": target, "parameters": parameters}
+    for path in KEPT:
+        for status, headers in KEPT_HEADERS.items():
+            doc["paths"]["/api/v1" + path]["get"]["responses"][status]["headers"] = headers
     return doc

@@ -119,14 +119,31 @@ class WorkerHealthOut(BaseModel):
 
 
 class ComputingOut(BaseModel):
-    """Figures still being computed (HTTP 202, with ``Retry-After``): ask the same URL again;
-    it answers with them once they are kept."""
+    """Figures still being computed, none ever kept for this run with these options (HTTP
+    202, with ``Retry-After``): ask the same URL again; it answers with them once they are
+    kept."""
 
     status: str = Field(description="computing")
     page: str = Field(description="What is being computed: report, agreement-json, checks ...")
     judge_run_id: int
     waited_s: float = Field(description="How long this request waited for it, in seconds.")
     retry_after_s: int = Field(description="When to ask again, in seconds.")
+    message: str
+
+
+class StaleOut(BaseModel):
+    """Why an answer holds figures kept before the latest writes to the run's rows (HTTP 200
+    with ``X-Figures-Stale: true``): they are the latest kept, word for word, while the
+    figures as the rows are now are computed; asked again, the route serves those once
+    kept."""
+
+    computed_at: str = Field(description="When the figures served were computed (ISO 8601).")
+    version: str = Field(description="The digest of the run's rows they were computed at.")
+    behind: list[str] | None = Field(
+        description="The kinds of rows written since (ratings, judgments, answers, items, "
+        "campaigns, judge or generation runs); [] when none (kept too long ago); null when "
+        "not known (the figures came from the store, which keeps only the digest)."
+    )
     message: str
 
 
@@ -195,13 +212,14 @@ class JobCreate(Strict):
 
 
 class DryRunOut(BaseModel):
-    """What a job would send and cost (``kind``: judge, generate, audit, counterfactual or
-    item-plan): the calls to send and those the cache answers, and an ``estimate`` of tokens
-    and cost at the endpoint's prices, live (``cost_min``, ``cost_typical``, ``cost_max``)
-    and at the batch price (the same with ``_batch``), null where the endpoint has no
-    prices; ``prompt_rule`` and ``completion_rule`` say whether the tokens were measured or
-    assumed. An award audit with follow-ups adds ``followup_estimate``. The other fields are
-    those of the CLI's ``--dry-run --json``."""
+    """What a job would send and cost (``kind``: judge, generate, audit, audit-classify,
+    counterfactual, item-plan or item-generate): the calls to send and those the cache
+    answers, and an ``estimate`` of tokens and cost at the endpoint's prices, live
+    (``cost_min``, ``cost_typical``, ``cost_max``) and at the batch price (the same with
+    ``_batch``), null where the endpoint has no prices; ``prompt_rule`` and
+    ``completion_rule`` say whether the tokens were measured or assumed. An award audit with
+    follow-ups adds ``followup_estimate``. The other fields are those of the CLI's
+    ``--dry-run --json``."""
 
     model_config = ConfigDict(extra="allow")
     kind: str
@@ -466,7 +484,8 @@ class CompareCsvQuery(CompareQuery, TableQuery):
 class ReportOut(RootModel[dict[str, Any]]):
     """A report's data, what report.json holds: each section's payload under its key (e.g.
     ``metrics_overall``, ``agreement``, ``diagnostics``); figures that are not numbers are
-    null."""
+    null. A judge run's report or diagnostics served from before the latest writes to its
+    rows also holds ``stale`` (``StaleOut``)."""
 
 
 class AgreementFlagOut(BaseModel):
@@ -538,6 +557,11 @@ class AgreementOut(BaseModel):
     target_half_width: float
     scale: str
     rubrics: dict[str, RubricAgreementOut]
+    stale: StaleOut | None = Field(
+        default=None,
+        description="Present when the answer was computed before the latest writes to the "
+        "run's rows (served while it is computed again).",
+    )
 
 
 # -- campaigns ------------------------------------------------------------------------------
@@ -849,6 +873,12 @@ class AuditClassify(Strict):
 
     endpoint: str | None = Field(
         default=None, min_length=1, max_length=200, description="Default: [judge] endpoint."
+    )
+    confirm: StrictBool = Field(
+        default=False,
+        description="Queue the job even if its dry run is over the server's confirm_calls or "
+        "confirm_cost (one call per explanation): a member key needs it for such a job, an "
+        "admin key does not.",
     )
 
     @model_validator(mode="before")

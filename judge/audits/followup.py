@@ -23,8 +23,9 @@ from sqlmodel import Session, col, select
 
 from judge.audits.award import FOLLOWUP_CLASSES, FollowupAnalysis, analyze_followup
 from judge.audits.base import ANSWERED, FOLLOWUP
+from judge.costs import Prices, estimate, measured_tokens_per_char
 from judge.errors import InvalidInputError
-from judge.models.cache import CallCacheView, CallOutcome, cached_complete
+from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
 from judge.progress import Progress
 from judge.prompts import PromptBook
@@ -131,28 +132,7 @@ def classify_followups(
             ):
                 session.delete(old)
             session.flush()
-            done = set(
-                session.exec(
-                    select(AuditLabel.answer_id).where(
-                        AuditLabel.run_id == run_id, AuditLabel.source == source
-                    )
-                )
-            )
-            answers = [
-                (a.id, dict(a.meta or {}), a.raw_text or "")
-                for a in session.exec(_followups(run_id))
-                if a.id not in done
-            ]
-        tasks = []
-        for answer_id, meta, text in answers:
-            prompt = book.followup_class_prompt(
-                winner=meta["winner"],
-                other=meta["other"],
-                total=int(meta["level"]),
-                items=int(meta.get("items", 20)),
-                explanation=text,
-            )
-            tasks.append((answer_id, prompt.messages))
+            tasks = _to_classify(session, book, run_id, source)
         cache = CallCacheView(engine, client.model)
 
         def work(task: tuple[int | None, list[dict[str, str]]]) -> tuple[Row, list[CallOutcome]]:
@@ -199,6 +179,80 @@ def classify_followups(
             label="status",
             progress=progress,
         )
+
+
+def _to_classify(
+    session: Session, book: PromptBook, run_id: int, source: str
+) -> list[tuple[int | None, list[dict[str, str]]]]:
+    """The run's answered follow-ups ``source`` has no class for (a failed call counts as
+    none: it is asked again), each with the prompt that asks for its class."""
+    done = set(
+        session.exec(
+            select(AuditLabel.answer_id).where(
+                AuditLabel.run_id == run_id, AuditLabel.source == source, AuditLabel.status != ERROR
+            )
+        )
+    )
+    tasks = []
+    for answer in session.exec(_followups(run_id)):
+        if answer.id in done:
+            continue
+        meta = dict(answer.meta or {})
+        prompt = book.followup_class_prompt(
+            winner=meta["winner"],
+            other=meta["other"],
+            total=int(meta["level"]),
+            items=int(meta.get("items", 20)),
+            explanation=answer.raw_text or "",
+        )
+        tasks.append((answer.id, prompt.messages))
+    return tasks
+
+
+def classify_dry_run(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    run_id: int,
+    *,
+    temperature: float = 0.0,
+    max_tokens: int = 256,
+    prices: Prices | None = None,
+) -> dict[str, Any]:
+    """What ``classify_followups`` with these settings would send and cost, nothing sent or
+    stored: the follow-ups still to classify, those the call cache answers, and an estimate
+    of the rest (``judge.costs``: one call each, replies at most ``max_tokens``)."""
+    with session_scope(engine) as session:
+        check_award_run(session, run_id)
+        tasks = _to_classify(session, book, run_id, judge_source(client))
+        ratio = measured_tokens_per_char(session, client.model)
+    cache = CallCacheView(engine, client.model)
+    to_send = [
+        messages
+        for _, messages in tasks
+        if not cache.has(
+            call_key(
+                client,
+                messages,
+                sample_index=0,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                schema=CLASS_SCHEMA,
+            )  # fmt: skip
+        )
+    ]
+    guess = estimate(
+        to_send, max_tokens=max_tokens, prices=prices, tokens_per_char=ratio, repairs=False
+    )
+    return {
+        "audit_run_id": run_id,
+        "endpoint": client.name,
+        "model": client.model,
+        "followups_to_classify": len(tasks),
+        "cached_calls": len(tasks) - len(to_send),
+        "calls_to_send": len(to_send),
+        "estimate": guess.to_json(),
+    }
 
 
 def _followups(run_id: int) -> Any:

@@ -541,12 +541,15 @@ def plan_dry_run(
     *,
     options: Options | None = None,
     prices: Prices | None = None,
+    counts: dict[Cell, int] | None = None,
 ) -> dict[str, Any]:
     """What ``plan_items`` with these settings would ask for and cost, with nothing sent or
     stored: the cells short of ``per_cell``, the first calls (as many as the shortfall
     needs), those the call cache answers, an estimate of the rest (``judge.costs``) and the
-    most calls the run may make if replies are rejected."""
-    _check_per_cell(per_cell)
+    most calls the run may make if replies are rejected. ``counts``: new items wanted per
+    cell whatever the cell holds (``generate_items``' ``count``), instead of the shortfall."""
+    if counts is None:
+        _check_per_cell(per_cell)
     options = options or Options()
     k = options.items_per_call
     with session_scope(engine) as session:
@@ -557,7 +560,7 @@ def plan_dry_run(
         typical = _measured_reply_tokens(session, client.model)
     prompts = _Prompts(book, catalogue)
     cache = CallCacheView(engine, client.model)
-    wanted = shortfall(cells, per_cell, have)
+    wanted = shortfall(cells, per_cell, have) if counts is None else counts
     first = cached = 0
     to_send = []
     for cell, need in wanted.items():

@@ -75,6 +75,35 @@ LINKS: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str]]]] = {
 schemathesis's stateful phase follow them)."""
 
 
+KEPT = tuple(
+    f"/judge-runs/{{run_id}}/{name}"
+    for name in ("report.json", "report.html", "report.csv", "diagnostics.json",
+                 "diagnostics.html", "diagnostics.csv", "agreement")
+)  # fmt: skip
+"""Routes served from kept figures (server/kept/serving.py): their answers say in headers
+whether the figures are the run's rows as they are now (``KEPT_HEADERS``)."""
+
+
+def _header(description: str, kind: str = "string") -> dict[str, Any]:
+    return {"description": description, "schema": {"type": kind}}
+
+
+KEPT_HEADERS = {
+    "200": {
+        "X-Figures-Stale": _header(
+            "true: the figures were computed before the latest writes to the run's rows and "
+            "are being computed again (a JSON body also holds `stale`); false: they are the "
+            "rows as they are now"
+        ),
+        "X-Figures-Computed-At": _header("When the figures served were computed (ISO 8601)."),
+        "X-Figures-Version": _header(
+            "With stale figures: the digest of the run's rows they were computed at."
+        ),
+    },
+    "202": {"Retry-After": _header("When to ask again, in seconds.", "integer")},
+}
+
+
 HTML_PAGE: dict[str, Any] = {
     "description": "One self-contained HTML page.",
     "content": {"text/html": {"schema": {"type": "string"}}},

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, current_app, g
+from flask import Response, current_app
 from pydantic import BaseModel, ConfigDict, Field
 
 from judge.errors import InvalidInputError
 from server.api import CSV_TABLE, HTML_PAGE, blueprint, dump, in_api_words, page
 from server.api.estimates import BestOut, EstimateOut
 from server.db import get_session
-from server.jobs import queue
 from server.schemas import (
     AnalysisIn,
     AnalysisOut,
@@ -114,18 +113,15 @@ def classify(path: RunPath, body: AuditClassify) -> Any:
     """Queue a job in which the judge classifies an award run's follow-up explanations.
 
     Each explanation becomes indecisive, justified or irrational. Resumable: only what is
-    not classified yet, and replies that could not be read, are sent."""
+    not classified yet, and replies that could not be read, are sent. A member key's job
+    over the server's ``confirm_calls`` or ``confirm_cost`` (one call per explanation) is
+    refused with its figure unless ``confirm`` is true."""
+    from server.api.jobs import queue_job
+
     params: dict[str, Any] = {"run_id": path.run_id}
     if body.endpoint is not None:
         params["endpoint"] = body.endpoint
-    job = queue.submit(
-        _engine(),
-        "audit-classify",
-        params,
-        created_by=g.key.name,
-        settings=current_app.config["SETTINGS"],
-    )
-    return dump(JobOut, job), 202
+    return dump(JobOut, queue_job("audit-classify", params, confirm=body.confirm)), 202
 
 
 @bp.get("/audit-runs/<int:run_id>/followups", responses={200: Page[FollowupOut]})

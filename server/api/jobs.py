@@ -45,20 +45,22 @@ def queue_job(kind: str, params: dict[str, Any], *, confirm: bool) -> Any:
 def create_job(body: JobCreate) -> Any:
     """Queue a job; the worker starts it within a second or so when a slot is free.
 
-    A member key's judge, generate, audit, counterfactual or item-plan job over the
-    server's ``confirm_calls`` or ``confirm_cost`` is refused (403, with its dry run's
-    figure) unless ``confirm`` is true; an admin key's is queued."""
+    A member key's job that can call a model (every kind but pull) over the server's
+    ``confirm_calls`` or ``confirm_cost`` is refused (403, with its dry run's figure) unless
+    ``confirm`` is true; an admin key's is queued."""
     job = queue_job(body.kind, body.params, confirm=body.confirm)
     return dump(JobOut, job), 201
 
 
 @bp.post("/jobs/dry-run", responses={200: DryRunOut})
 def dry_run(body: JobCreate) -> Any:
-    """What a judge, generate, audit, counterfactual or item-plan job with these parameters
-    would send and cost, live and at the batch price, with nothing sent, stored or queued
-    (the CLI's `--dry-run` of `judge`, `generate`, `audit SUITE run`, `judge-audit
-    counterfactual` and `dataset plan`)."""
-    from server.usecases.jobs import dry_run as estimate
+    """What a job would send and cost, live and at the batch price; nothing sent or queued.
+
+    For a judge, generate, audit, audit-classify, counterfactual, item-plan or item-generate
+    job (a pull calls no model): the CLI's `--dry-run` of `judge`, `generate`, `audit SUITE
+    run`, `judge-audit counterfactual` and `dataset plan`, and the same estimate for a
+    classification of an award run's follow-ups and for one cell's items."""
+    from server.usecases.gates import dry_run as estimate
 
     return estimate(_engine(), current_app.config["SETTINGS"], body.kind, body.params)
 

@@ -11,8 +11,8 @@ from flask import Response
 
 from server import usecases
 from server.api import CSV_TABLE, HTML_PAGE, blueprint
-from server.api.kept import Pending, kept_figures
 from server.db import get_session
+from server.kept.serving import api_answer, kept_figures
 from server.schemas import (
     CompareCsvQuery,
     CompareQuery,
@@ -33,36 +33,44 @@ bp = blueprint("reports", __name__, "reports")
 
 
 def _kept(page: str, run_id: int, options: Any) -> Any:
-    """A judge run's report (or its diagnostics) kept for its rows as they are now, or the
-    202 that says it is being computed (server/api/kept.py)."""
+    """A judge run's report (or its diagnostics) kept for its rows as they are now, the
+    latest kept while it is computed again, or none yet (server/kept/serving.py)."""
     from server.usecases.dashboard import page_key
 
     return kept_figures(page_key(page, run_id, options))
+
+
+def _html_page(text: str) -> Response:
+    return Response(text, mimetype="text/html")
 
 
 @bp.get("/judge-runs/<int:run_id>/report.json", responses={200: ReportOut, 202: ComputingOut})
 def report_json(path: RunPath, query: RatingScopeQuery) -> Any:
     """The report's data (what report.json holds), its cost at the prices the server's
     config gives its endpoint, its agreement on the ratings of the campaigns named (every
-    campaign's when none is). Served kept while the run's rows are unchanged; 202 with
-    `Retry-After` while it is being computed."""
+    campaign's when none is). Served kept while the run's rows are unchanged; after a write,
+    the latest kept report (`X-Figures-Stale: true` and a `stale` field) while it is
+    computed again; 202 with `Retry-After` while none was ever kept."""
     got = _kept("report", path.run_id, tuple(query.campaign))
-    return got.reply() if isinstance(got, Pending) else got.to_json()
+    return api_answer(got, Report.to_json)
 
 
 @bp.get("/judge-runs/<int:run_id>/report.html", responses={200: HTML_PAGE, 202: ComputingOut})
 def report_html(path: RunPath, query: RatingScopeQuery) -> Any:
-    """The report as one self-contained HTML page, plots included (202 while computed)."""
-    got = _kept("report.html", path.run_id, tuple(query.campaign))
-    return got.reply() if isinstance(got, Pending) else Response(got, mimetype="text/html")
+    """The report as one self-contained HTML page, plots included (stale or 202 meanwhile).
+
+    Kept as report.json is: after a write, the latest kept page (`X-Figures-Stale: true`)
+    while it is computed again; 202 with `Retry-After` while none was ever kept."""
+    return api_answer(_kept("report.html", path.run_id, tuple(query.campaign)), _html_page)
 
 
 @bp.get("/judge-runs/<int:run_id>/report.csv", responses={200: CSV_TABLE, 202: ComputingOut})
 def report_csv(path: RunPath, query: CsvQuery) -> Any:
-    """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv; 202
-    while the report is computed)."""
+    """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv).
+
+    Kept as report.json is (stale, or 202, while the report is computed)."""
     got = _kept("report", path.run_id, tuple(query.campaign))
-    return got.reply() if isinstance(got, Pending) else _csv(got, query.table)
+    return api_answer(got, lambda report: _csv(report, query.table))
 
 
 def _csv(report: Report, table: str | None) -> Response:
@@ -79,7 +87,8 @@ def _html(report: Report) -> Response:
 
 
 def _diagnostics(run_id: int, query: DiagnosticsQuery, *, html: bool = False) -> Any:
-    """The diagnostics report kept (the dashboard's checks page holds the same), or 202."""
+    """The diagnostics report kept (the dashboard's checks page holds the same), the latest
+    kept, or none yet."""
     from server.usecases.dashboard import ChecksPageOptions
 
     options = ChecksPageOptions(query.tolerance, query.margin)
@@ -89,25 +98,26 @@ def _diagnostics(run_id: int, query: DiagnosticsQuery, *, html: bool = False) ->
 @bp.get("/judge-runs/<int:run_id>/diagnostics.json", responses={200: ReportOut, 202: ComputingOut})
 def diagnostics_json(path: RunPath, query: DiagnosticsQuery) -> Any:
     """The judge's checks on its own biases for this run (counterfactual copies, order,
-    length, self-preference) and what it cost: the report's data (202 while computed)."""
-    got = _diagnostics(path.run_id, query)
-    return got.reply() if isinstance(got, Pending) else got.to_json()
+    length, self-preference) and what it cost: the report's data (stale, with a `stale`
+    field, or 202, while computed)."""
+    return api_answer(_diagnostics(path.run_id, query), Report.to_json)
 
 
 @bp.get("/judge-runs/<int:run_id>/diagnostics.html", responses={200: HTML_PAGE, 202: ComputingOut})
 def diagnostics_html(path: RunPath, query: DiagnosticsQuery) -> Any:
-    """The judge's diagnostics of this run as one self-contained HTML page (202 while
-    computed)."""
-    got = _diagnostics(path.run_id, query, html=True)
-    return got.reply() if isinstance(got, Pending) else Response(got, mimetype="text/html")
+    """The judge's diagnostics of this run as one self-contained HTML page (kept).
+
+    Stale (`X-Figures-Stale: true`), or 202, while computed."""
+    return api_answer(_diagnostics(path.run_id, query, html=True), _html_page)
 
 
 @bp.get("/judge-runs/<int:run_id>/diagnostics.csv", responses={200: CSV_TABLE, 202: ComputingOut})
 def diagnostics_csv(path: RunPath, query: DiagnosticsCsvQuery) -> Any:
-    """One table of the judge's diagnostics as CSV (``table``: its file name; 202 while
-    computed)."""
+    """One table of the judge's diagnostics as CSV (``table``: its file name).
+
+    Kept; stale (`X-Figures-Stale: true`), or 202, while computed."""
     got = _diagnostics(path.run_id, query)
-    return got.reply() if isinstance(got, Pending) else _csv(got, query.table)
+    return api_answer(got, lambda report: _csv(report, query.table))
 
 
 # -- judge runs compared -----------------------------------------------------------------------

@@ -74,14 +74,14 @@ def agreement(path: RunPath, query: AgreementQuery) -> Any:
 
     The shape of `fairjudge agreement --json`: per rubric, the humans among themselves and
     this judge run against them, every coefficient as numbers (null when undefined, with
-    the reason). Served kept while the run's rows are unchanged; 202 with `Retry-After`
-    while it is being computed (ask again)."""
-    from server.api.kept import Pending, kept_figures
+    the reason). Served kept while the run's rows are unchanged; after a write, the latest
+    kept answer (`X-Figures-Stale: true` and a `stale` field) while it is computed again;
+    202 with `Retry-After` while none was ever kept (ask again)."""
+    from server.kept.serving import api_answer, kept_figures
     from server.usecases.agreement import AgreementRequest
     from server.usecases.dashboard import agreement_json_options, page_key
 
     options = query.model_dump(exclude={"campaign"})
     request = AgreementRequest(judge_run=path.run_id, campaigns=query.campaign, **options)
     key = page_key("agreement-json", path.run_id, agreement_json_options(request))
-    got = kept_figures(key)
-    return got.reply() if isinstance(got, Pending) else got
+    return api_answer(kept_figures(key), lambda value: value)

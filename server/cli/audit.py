@@ -306,12 +306,12 @@ def award_classify(ctx: Context, run_id: int, endpoint: str | None, as_json: boo
     """Have the judge sort RUN's follow-up explanations into indecisive, justified or
     irrational (resumable: failed calls are sent again; an unreadable reply is kept with its
     raw text)."""
-    from server.usecases import audits
+    from server.usecases import followups
 
     settings = ctx.settings()
     engine = ctx.engine(settings)
     with progress_bar("classifying", as_json) as bar:
-        summary = audits.classify_followups(
+        summary = followups.classify_followups(
             engine, settings, run_id, endpoint=endpoint, progress=bar
         )
     _show(ctx, run_id, None, as_json, extra={"classified": summary.flags})

@@ -21,7 +21,7 @@ from server.dashboard.web import api_url
 from server.usecases.dashboard import AgreementPageFigures, AgreementPageOptions
 
 if TYPE_CHECKING:
-    from server.dashboard.cache import Computed
+    from server.kept.cache import Computed
 
 JUDGE_COEFFICIENT = ("kappa_quadratic", "judge vs people: weighted kappa (quadratic)")
 CEILING = ("alpha_interval", "people among themselves: Krippendorff's alpha (interval)")

@@ -8,8 +8,9 @@ from flask.typing import ResponseReturnValue
 from server.dashboard import audit_page, bp
 from server.dashboard.access import login_required
 from server.dashboard.pages import row_id
-from server.dashboard.web import kept, settings
+from server.dashboard.web import settings
 from server.db import get_session
+from server.kept.serving import kept
 
 
 @bp.get("/audits")

@@ -19,7 +19,7 @@ from server.dashboard.web import api_url
 from server.usecases.dashboard import ChecksPageOptions
 
 if TYPE_CHECKING:
-    from server.dashboard.cache import Computed
+    from server.kept.cache import Computed
     from server.usecases.reports import Report, Section
 
 

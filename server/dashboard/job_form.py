@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from judge.errors import InvalidInputError
-from server.usecases.gates import GATED, ConfirmationNeeded, JobSize
-from server.usecases.jobs import DRY_RUNS, dry_run, job_request
+from server.usecases.gates import DRY_RUNS, GATED, ConfirmationNeeded, JobSize, dry_run
+from server.usecases.jobs import job_request
 from server.usecases.requests import JOB_REQUESTS
 
 __all__ = [

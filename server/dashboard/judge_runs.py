@@ -12,10 +12,11 @@ from flask.typing import ResponseReturnValue
 from server.dashboard import agreement_page, bp, checks_page, run_page
 from server.dashboard.access import login_required
 from server.dashboard.pages import row_id
-from server.dashboard.web import bounded, reload_url
+from server.dashboard.web import reload_url
+from server.kept.serving import Pending, Stale, bounded
 
 if TYPE_CHECKING:
-    from server.dashboard.cache import Computed
+    from server.kept.cache import Computed
     from server.usecases.dashboard import PageKey
 
 WHAT = {
@@ -77,10 +78,6 @@ def _shown(
     """The page of ``key`` from its figures, never computed in the request (``bounded``):
     fresh; the latest kept ones with a banner (``stale``); or, none ever kept, a page that
     reloads itself (202)."""
-    # Imported here: server.api.kept imports the dashboard package, whose __init__ imports
-    # this module (a module-level import made a circle that failed whichever came first).
-    from server.api.kept import Pending, Stale
-
     got = bounded(key)
     if isinstance(got, Pending):
         every = max(2, got.retry_after_s)

@@ -22,7 +22,7 @@ from server.dashboard.web import api_url
 from server.usecases.dashboard import BoxPlot
 
 if TYPE_CHECKING:
-    from server.dashboard.cache import Computed
+    from server.kept.cache import Computed
     from server.usecases.dashboard import BrowsedItem, JudgeRunView
     from server.usecases.reports import Table
 

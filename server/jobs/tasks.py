@@ -4,7 +4,7 @@ registry of job kinds: the local worker runs these functions, and a Celery bindi
 run the same ones.
 
 A job function resumes by construction: the use cases it calls (``usecases.generate``,
-``usecases.judge``, a campaign pull, ``audits.run_audit``, ``audits.classify_followups``)
+``usecases.judge``, a campaign pull, ``audits.run_audit``, ``followups.classify_followups``)
 store each result as it arrives and, run again, do only what is missing, so rerunning a job
 whose worker died costs nothing already stored. (So an audit job has no ``new``: run again
 after a crash, it would start yet another run instead of resuming its own.)
@@ -126,11 +126,11 @@ def _audit(
 def _audit_classify(
     engine: Engine, settings: Settings, p: AuditClassifyRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server.usecases import audits
+    from server.usecases import followups
 
     _ensure_embedded(p.endpoint or settings.judge.endpoint, settings)
     note({"audit_run_id": p.run_id})
-    summary = audits.classify_followups(
+    summary = followups.classify_followups(
         engine, settings, p.run_id, endpoint=p.endpoint, progress=progress
     )
     return {"audit_run_id": p.run_id, "summary": asdict(summary)}

@@ -1,7 +1,7 @@
 """Audit use cases shared by the CLI, the web API and background jobs: run a suite against a
-model, classify the award follow-ups with the judge and store people's classes of them, read
-a run back as figures and a report, and analyse answers classified elsewhere. Neither Flask
-nor click is imported here (as in ``server.usecases``).
+model, store people's classes of the award follow-ups (the judge's classes:
+server/usecases/followups.py), read a run back as figures and a report, and analyse answers
+classified elsewhere. Neither Flask nor click is imported here (as in ``server.usecases``).
 
 One request per use case: ``AuditRequest`` (the suite, its design options and who is asked
 how) is what the API's ``POST /audits`` body and an audit job's parameters are; the CLI's
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from judge.audits.runner import AuditSummary
     from judge.config import Settings
     from judge.reports.sections import Report
-    from judge.runs import RunSummary
 
 
 def finite(value: Any) -> Any:
@@ -150,35 +149,6 @@ def audit_dry_run(engine: Engine, settings: Settings, request: AuditRequest) -> 
         "followup_calls_max": len(planned.followups),
         "followup_estimate": followup,
     }
-
-
-def classify_followups(
-    engine: Engine,
-    settings: Settings,
-    run_id: int,
-    *,
-    endpoint: str | None = None,
-    progress: Progress | None = None,
-) -> RunSummary:
-    """The judge's class for every follow-up explanation of an award run (the judge endpoint
-    unless ``endpoint`` names another), at the judge's temperature."""
-    from judge.audits.followup import check_award_run
-    from judge.audits.followup import classify_followups as classify
-    from judge.prompts import PromptBook
-    from judge.store.engine import session_scope
-
-    with session_scope(engine) as session:  # a wrong run is named before any endpoint is tried
-        check_award_run(session, run_id)
-    cfg = settings.judge
-    return classify(
-        engine,
-        make_client(settings, endpoint or cfg.endpoint),
-        PromptBook(settings.prompts_path()),
-        run_id,
-        temperature=cfg.temperature,
-        max_tokens=cfg.max_tokens,
-        progress=progress,
-    )
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ pages read (the run and the other judge runs of its answers, their judgments, th
 their counterfactual copies, the items, the ratings and their history, the campaigns over
 them) and of the small tables every page may read. A rating for run 1 changes run 1's
 version and leaves run 2's as it was. ``store_version`` (the whole store) keys the pages
-that are not a judge run's (see server/dashboard/cache.py).
+that are not a judge run's (see server/kept/cache.py).
 """
 
 from __future__ import annotations

@@ -183,18 +183,44 @@ def plan_items_dry_run(
 ) -> dict[str, Any]:
     """What ``plan_items`` would ask for and cost at ``endpoint``'s prices, with nothing
     sent or stored."""
+    request = request or ItemPlanRequest.build(**fields)
+    catalogue, cells = _plan_grid(request)
+    return _items_dry_run(engine, settings, request, catalogue, cells, request.per_cell)
+
+
+def item_cell_dry_run(
+    engine: Engine, settings: Settings, request: ItemCellRequest
+) -> dict[str, Any]:
+    """What ``generate_items`` would ask for and cost at ``endpoint``'s prices (``count``
+    new items of one cell, whatever it holds), with nothing sent or stored."""
+    from judge.authoring.cells import check_cell
+
+    catalogue = item_catalogue(request.catalogue_file)
+    cell = check_cell(catalogue, request.stage, request.factor, request.scenario)
+    return _items_dry_run(
+        engine, settings, request, catalogue, [cell], request.count, {cell: request.count}
+    )
+
+
+def _items_dry_run(
+    engine: Engine,
+    settings: Settings,
+    request: ItemCellRequest | ItemPlanRequest,
+    catalogue: Taxonomy,
+    cells: list[Cell],
+    per_cell: int,
+    counts: dict[Cell, int] | None = None,
+) -> dict[str, Any]:
     from judge.authoring import cells as authoring
     from judge.costs import Prices
     from judge.models.client import ModelClient
     from judge.prompts import PromptBook
 
-    request = request or ItemPlanRequest.build(**fields)
-    catalogue, cells = _plan_grid(request)
     config = settings.endpoint(request.endpoint)
     return authoring.plan_dry_run(
         engine, ModelClient(request.endpoint, config), PromptBook(settings.prompts_path()),
-        catalogue, request.into, cells, request.per_cell, options=_generation_options(request),
-        prices=Prices.of(config),
+        catalogue, request.into, cells, per_cell, options=_generation_options(request),
+        prices=Prices.of(config), counts=counts,
     )  # fmt: skip
 
 

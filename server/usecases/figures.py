@@ -2,7 +2,7 @@
 
 A page's figures on a 10,000-judgment run take seconds to compute (agreement's bootstrap
 alone about ten). The dashboard keeps them in each web worker's memory
-(server/dashboard/cache.py), but a worker that has just started, another worker, or another
+(server/kept/cache.py), but a worker that has just started, another worker, or another
 machine would compute them again. So they are also kept in the store (``dashboardfigure``),
 by page (``PageKey``) with the version of the rows that page reads (``run_version``: the
 judge run's own judgments, answers, ratings, campaigns): any process that finds the same
@@ -71,6 +71,8 @@ __all__ = [
     "runs_kept",
     "runs_of_result",
     "close_warmer",
+    "compute_page",
+    "keep",
     "signing_key",
     "stale_runs",
     "version_text",
@@ -187,50 +189,49 @@ def read(session: Session, key: PageKey, version: str, sign: bytes) -> Stored | 
     """The figures kept for ``key`` at ``version``, signed with ``sign``; None when there are
     none, they were computed at another version or too long ago (``STORED_MAX_AGE_S``), or
     they cannot be read back (logged, then computed anew)."""
-    from sqlmodel import col, select
-
-    from judge.store.tables import DashboardFigure
-
-    row = session.exec(
-        select(DashboardFigure.computed_at, DashboardFigure.seconds, DashboardFigure.data)
-        .where(col(DashboardFigure.key) == sha256(key.text()),
-               col(DashboardFigure.version) == version)
-    ).first()  # fmt: skip
-    if row is None:
-        return None
-    at = row[0] if row[0].tzinfo else row[0].replace(tzinfo=UTC)
-    if datetime.now(UTC) - at > timedelta(seconds=STORED_MAX_AGE_S):
-        return None
-    try:
-        value = load(row[2], sign)
-    except Exception as exc:  # another server's secret, another FairJudge, or not ours
-        log.warning("kept figures of %s could not be read back (%s); computing them", key, exc)
-        return None
-    return Stored(value, at, row[1])
+    found = _kept_row(session, key, sign, version=version, max_age_s=STORED_MAX_AGE_S)
+    return None if found is None else found[1]
 
 
 def read_latest(session: Session, key: PageKey, sign: bytes) -> tuple[str, Stored] | None:
     """The figures kept for ``key`` at whatever version and age (``write`` keeps one row per
     page: the latest computed), with that version; None when there are none or they cannot
     be read back. What a page shows, said to be stale, while it is computed again."""
+    return _kept_row(session, key, sign)
+
+
+def _kept_row(
+    session: Session,
+    key: PageKey,
+    sign: bytes,
+    *,
+    version: str | None = None,
+    max_age_s: float | None = None,
+) -> tuple[str, Stored] | None:
+    """The latest row kept for ``key`` (at ``version`` when one is given), with its version,
+    read back; None when there is none, it is older than ``max_age_s``, or it cannot be read
+    back (logged)."""
     from sqlmodel import col, select
 
     from judge.store.tables import DashboardFigure
 
-    row = session.exec(
-        select(DashboardFigure.version, DashboardFigure.computed_at, DashboardFigure.seconds,
-               DashboardFigure.data)
-        .where(col(DashboardFigure.key) == sha256(key.text()))
-        .order_by(col(DashboardFigure.computed_at).desc())
-    ).first()  # fmt: skip
+    query = select(
+        DashboardFigure.version, DashboardFigure.computed_at, DashboardFigure.seconds,
+        DashboardFigure.data,
+    ).where(col(DashboardFigure.key) == sha256(key.text()))  # fmt: skip
+    if version is not None:
+        query = query.where(col(DashboardFigure.version) == version)
+    row = session.exec(query.order_by(col(DashboardFigure.computed_at).desc())).first()
     if row is None:
+        return None
+    at = row[1] if row[1].tzinfo else row[1].replace(tzinfo=UTC)
+    if max_age_s is not None and datetime.now(UTC) - at > timedelta(seconds=max_age_s):
         return None
     try:
         value = load(row[3], sign)
     except Exception as exc:  # another server's secret, another FairJudge, or not ours
         log.warning("kept figures of %s could not be read back (%s)", key, exc)
         return None
-    at = row[1] if row[1].tzinfo else row[1].replace(tzinfo=UTC)
     return row[0], Stored(value, at, row[2])
 
 
@@ -266,6 +267,43 @@ def write(
             )  # fmt: skip
     except IntegrityError:
         log.info("figures of %s were kept by another process meanwhile", key)
+
+
+def compute_page(
+    engine: Engine, settings: Settings, key: PageKey, version: str, sign: bytes
+) -> Stored:
+    """Compute ``key``'s figures from the rows in a session of their own and keep them at
+    ``version`` for every process (``keep``). A page drawn from another (``DERIVED``: the
+    HTML of a report) is drawn from that one's kept figures, or computes and keeps both."""
+    from sqlmodel import Session
+
+    began = time.perf_counter()
+    with Session(engine) as session:
+        if key.page in DERIVED:
+            base = PageKey(DERIVED[key.page], key.judge_run_id, key.options)
+            found = read(session, base, version, sign)
+            if found is None:
+                value = page_figures(session, base, settings)
+                found = keep(engine, base, version, value, sign, time.perf_counter() - began)
+            value = derived_figures(key, found.value)
+        else:
+            value = page_figures(session, key, settings)
+    seconds = time.perf_counter() - began
+    log.info("figures of %s computed off the request in %.2f s", key.text(), seconds)
+    return keep(engine, key, version, value, sign, seconds)
+
+
+def keep(
+    engine: Engine, key: PageKey, version: str, value: Any, sign: bytes, seconds: float
+) -> Stored:
+    """``value`` kept as ``key``'s figures at ``version``, computed now in ``seconds``; a
+    store that cannot keep them costs a log line (the figures are served all the same)."""
+    at = datetime.now(UTC)
+    try:
+        write(engine, key, version, value, sign=sign, at=at, seconds=seconds)
+    except Exception as exc:
+        log.warning("figures of %s not kept in the store: %s", key, exc)
+    return Stored(value, at, seconds)
 
 
 def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str, float | None]:

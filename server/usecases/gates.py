@@ -1,8 +1,11 @@
-"""A job's size before it is queued: what its dry run says it would send (``JobSize``),
-checked against ``[server] confirm_calls`` and ``confirm_cost`` (``check_size``; a job over
-them needs confirming, ``ConfirmationNeeded``), and the largest audit design a dry run plans
-here (``check_design_size``). Each interface says how to confirm in its own words: the API a
-``confirm`` field, the dashboard a button carrying the calls it accepts.
+"""A job's size before it is queued: what its dry run (``dry_run``) says it would send
+(``JobSize``), checked against ``[server] confirm_calls`` and ``confirm_cost`` (``check_size``;
+a job over them needs confirming, ``ConfirmationNeeded``), and the largest audit design a dry
+run plans here (``check_design_size``). Each interface says how to confirm in its own words:
+the API a ``confirm`` field, the dashboard a button carrying the calls it accepts.
+
+Every kind of job that can call a model is sized (``GATED``); a kind that cannot is named in
+``UNGATED`` with the reason, and a kind in neither fails the import.
 """
 
 from __future__ import annotations
@@ -12,7 +15,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from judge.errors import InvalidInputError
-from server.usecases.jobs import DRY_RUNS, dry_run
+from server.usecases.jobs import check_params, check_targets, job_request
+from server.usecases.requests import (
+    JOB_REQUESTS,
+    AuditClassifyRequest,
+    AuditRequest,
+    CounterfactualRequest,
+    GenerateRequest,
+    ItemCellRequest,
+    ItemPlanRequest,
+    JudgeRequest,
+    Request,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -20,17 +34,32 @@ if TYPE_CHECKING:
     from judge.config import Settings
 
 __all__ = [
+    "DRY_RUNS",
     "GATED",
     "MAX_PLANNED_PROMPTS",
+    "UNGATED",
     "ConfirmationNeeded",
     "JobSize",
     "check_design_size",
     "check_size",
+    "dry_run",
     "job_size",
 ]
 
+DRY_RUNS = (
+    "judge", "generate", "audit", "audit-classify", "counterfactual", "item-plan", "item-generate",
+)  # fmt: skip
+"""The kinds of job a dry run can estimate."""
 GATED = (*DRY_RUNS, "sweep")
-"""The kinds of job whose size is checked before they are queued."""
+"""The kinds of job whose size is checked before they are queued (a sweep: its
+configurations' judge dry runs summed)."""
+UNGATED = {
+    "pull": "a pull reads a campaign's annotations from Label Studio and stores them; it calls "
+    "no model, so it costs no model calls and is never sized",
+}
+"""Kinds of job that cannot cost model calls, and why: queued without a size."""
+assert set(GATED) | set(UNGATED) == set(JOB_REQUESTS), "every job kind is GATED or UNGATED"
+assert not set(GATED) & set(UNGATED)
 
 MAX_PLANNED_PROMPTS = 200_000
 """The most prompts a dry run plans for an audit queued over HTTP or from the dashboard (the
@@ -42,12 +71,19 @@ hold a web worker and its memory for a minute or more."""
 def check_design_size(request: Any) -> None:
     """InvalidInputError, at once, when an audit's design (its first ``limit`` prompts) is
     over MAX_PLANNED_PROMPTS, saying what to change."""
+    design_prompts(request.suite, request.options, request.limit)
+
+
+def design_prompts(suite: str, options: Mapping[str, Any], limit: int | None) -> int:
+    """How many prompts an audit asks (the design's first ``limit``), read from its design
+    without planning it; InvalidInputError when that is over MAX_PLANNED_PROMPTS."""
     from judge.audits.suites import make_suite
 
-    count = make_suite(request.suite, **request.options).count()
-    wanted = count if request.limit is None else min(count, request.limit)
+    count = make_suite(suite, **options).count()
+    wanted = count if limit is None else min(count, int(limit))
     if wanted > MAX_PLANNED_PROMPTS:
-        raise _too_large(request.suite, count)
+        raise _too_large(suite, count)
+    return wanted
 
 
 def _too_large(suite: str, count: int) -> InvalidInputError:
@@ -138,6 +174,47 @@ class ConfirmationNeeded(InvalidInputError):
         return self
 
 
+def dry_run(
+    engine: Engine, settings: Settings, kind: str, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What a job of ``kind`` with ``params`` would send and cost, nothing sent or stored:
+    the same checks as ``submit``, then the dry run of the use case it runs (the CLI's
+    ``--dry-run`` where the command has one: the same function, so the numbers are the
+    CLI's)."""
+    from sqlmodel import Session
+
+    if kind not in DRY_RUNS:
+        raise InvalidInputError(
+            f"a {kind} job has no dry run; dry runs estimate {', '.join(DRY_RUNS)} jobs"
+        )
+    checked = check_params(kind, params)
+    with Session(engine) as session:
+        check_targets(session, kind, checked, settings)
+    return {"kind": kind, **_estimate(engine, settings, job_request(kind, checked))}
+
+
+def _estimate(engine: Engine, settings: Settings, request: Request) -> dict[str, Any]:
+    """The dry run of the use case ``request`` asks for (its kind is in DRY_RUNS)."""
+    from server.usecases import audits, datasets, followups, runs, trust
+
+    if isinstance(request, AuditRequest):
+        check_design_size(request)
+        return audits.audit_dry_run(engine, settings, request)
+    if isinstance(request, ItemPlanRequest):
+        return datasets.plan_items_dry_run(engine, settings, request)
+    if isinstance(request, ItemCellRequest):
+        return datasets.item_cell_dry_run(engine, settings, request)
+    if isinstance(request, JudgeRequest):
+        return runs.judge_dry_run(engine, settings, request)
+    if isinstance(request, GenerateRequest):
+        return runs.generate_dry_run(engine, settings, request)
+    if isinstance(request, CounterfactualRequest):
+        return trust.counterfactual_dry_run(engine, settings, request)
+    if isinstance(request, AuditClassifyRequest):
+        return followups.classify_dry_run(engine, settings, request)
+    raise InvalidInputError(f"a {type(request).__name__} has no dry run")  # not in DRY_RUNS
+
+
 def job_size(
     engine: Engine, settings: Settings, kind: str, params: Mapping[str, Any]
 ) -> JobSize | None:
@@ -222,14 +299,8 @@ def audit_bound(settings: Settings, kind: str, params: Mapping[str, Any]) -> Job
     names design takes seconds, too long for a refusal over HTTP. None for other kinds."""
     if kind != "audit":
         return None
-    from judge.audits.suites import make_suite
-
     options = dict(params.get("options") or {})
-    count = make_suite(str(params["suite"]), **options).count()
-    limit = params.get("limit")
-    calls = count if limit is None else min(count, int(limit))
-    if calls > MAX_PLANNED_PROMPTS:
-        raise _too_large(str(params["suite"]), count)
+    calls = design_prompts(str(params["suite"]), options, params.get("limit"))
     if options.get("followup"):
         calls *= 2
     return JobSize(calls=calls, prompt_tokens=0, cost_max=None, cost_max_batch=None, bound=True)

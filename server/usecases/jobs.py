@@ -145,60 +145,6 @@ def _check_rubric_set(session: Session, settings: Settings, rubric_set: str) -> 
         raise InvalidInputError(f"rubric_set: {exc}") from None
 
 
-DRY_RUNS = ("judge", "generate", "audit", "counterfactual", "item-plan")
-"""The kinds of job a dry run can estimate."""
-
-
-def dry_run(
-    engine: Engine, settings: Settings, kind: str, params: Mapping[str, Any]
-) -> dict[str, Any]:
-    """What a job of ``kind`` with ``params`` would send and cost, nothing sent or stored:
-    the same checks as ``submit``, then the dry run of the CLI's ``--dry-run`` (the same
-    function, so the numbers are the CLI's)."""
-    from sqlmodel import Session
-
-    from server.usecases.requests import (
-        AuditRequest,
-        CounterfactualRequest,
-        GenerateRequest,
-        JudgeRequest,
-    )
-
-    if kind not in DRY_RUNS:
-        raise InvalidInputError(
-            f"a {kind} job has no dry run; dry runs estimate {', '.join(DRY_RUNS)} jobs"
-        )
-    checked = check_params(kind, params)
-    with Session(engine) as session:
-        check_targets(session, kind, checked, settings)
-    request = job_request(kind, checked)
-    if isinstance(request, AuditRequest):
-        from server.usecases.gates import check_design_size
-
-        check_design_size(request)
-    if isinstance(request, ItemPlanRequest):
-        from server.usecases.datasets import plan_items_dry_run
-
-        return {"kind": kind, **plan_items_dry_run(engine, settings, request)}
-    if isinstance(request, JudgeRequest):
-        from server.usecases.runs import judge_dry_run
-
-        return {"kind": kind, **judge_dry_run(engine, settings, request)}
-    if isinstance(request, GenerateRequest):
-        from server.usecases.runs import generate_dry_run
-
-        return {"kind": kind, **generate_dry_run(engine, settings, request)}
-    if isinstance(request, AuditRequest):
-        from server.usecases.audits import audit_dry_run
-
-        return {"kind": kind, **audit_dry_run(engine, settings, request)}
-    if isinstance(request, CounterfactualRequest):
-        from server.usecases.trust import counterfactual_dry_run
-
-        return {"kind": kind, **counterfactual_dry_run(engine, settings, request)}
-    raise InvalidInputError(f"a {kind} job has no dry run")  # DRY_RUNS holds only these
-
-
 def submit(
     engine: Engine,
     kind: str,

@@ -296,6 +296,36 @@ def test_the_judge_classifies_the_follow_ups_as_a_job(au: Audits) -> None:
     assert au.stub.state.requests == calls
 
 
+def test_a_member_classify_job_over_the_limit_asks_first(au: Audits) -> None:
+    """By hand: the small award design's 8 answers all choose a student (always group A),
+    so 8 follow-up explanations, none classified yet: 8 judge calls."""
+    run_id = au.audit(suite="award", options={**SMALL, "followup": True})
+    assert au.count(AuditAnswer, run_id=run_id, turn="followup") == SMALL_PROMPTS  # SQL
+    job = {"kind": "audit-classify", "params": {"run_id": run_id}}
+    plan = au.api.post("/api/v1/jobs/dry-run", json=job).json
+    assert (plan["followups_to_classify"], plan["calls_to_send"]) == (SMALL_PROMPTS, 8)
+    assert plan["estimate"]["calls"] == SMALL_PROMPTS
+    app = au.api.client.application
+    settings = app.config["SETTINGS"]
+    app.config["SETTINGS"] = settings.model_copy(
+        update={"server": settings.server.model_copy(update={"confirm_calls": 7})}
+    )
+    url = f"/api/v1/audit-runs/{run_id}/classify"
+    refused = au.api.post(url)
+    assert refused.status_code == 403, refused.json
+    said = refused.json["error"]["message"]
+    assert "an audit-classify job that would send 8 calls" in said
+    assert "7 calls ([server] confirm_calls)" in said and '"confirm": true' in said
+    assert au.count(Job, kind="audit-classify") == 0
+    assert au.api.post(url, json={"confirm": True}).status_code == 202
+    assert au.api.post(url, headers=au.api.admin).status_code == 202  # an admin is not asked
+    assert au.run_jobs() == ["finished", "finished"]
+    # Everything classified: the dry run finds nothing left, and a member is not asked.
+    plan = au.api.post("/api/v1/jobs/dry-run", json=job).json
+    assert (plan["followups_to_classify"], plan["calls_to_send"]) == (0, 0)
+    assert au.api.post(url).status_code == 202
+
+
 @pytest.mark.parametrize(
     ("body", "status", "fragment"),
     [

@@ -296,3 +296,55 @@ def _keys(api: Api) -> int:
             return int(session.exec(select(func.count()).select_from(ApiKey)).one())
     finally:
         engine.dispose()
+
+
+# -- every kind that can call a model is sized; a pull, which cannot, is not ---------------
+
+CELL = {"endpoint": "test", "stage": "S1", "factor": "gender", "scenario": "career_counseling"}
+"""A cell of the bundled datasets/factors_scenarios.toml (tests/server/api/test_workflows_api)."""
+
+
+def test_a_member_item_generate_job_over_the_limit_is_refused_with_its_figure(
+    migrated_db_url: str, stub: StubServer, tmp_path: Path
+) -> None:
+    """By hand: 12 new items at 5 a call (items_per_call's default, docs: "(5)") are 3 calls
+    (5 + 5 + 2), none cached in a new store; 10 items are 2 calls."""
+    api = make_api(migrated_db_url, stub, tmp_path, confirm_calls=2)
+    try:
+        job = {"kind": "item-generate", "params": {**CELL, "count": 12}}
+        plan = api.post("/api/v1/jobs/dry-run", json=job)
+        assert plan.status_code == 200, plan.json
+        assert (plan.json["calls_to_send"], plan.json["estimate"]["calls"]) == (3, 3)
+        said = message(api.post("/api/v1/jobs", json=job), 403)
+        assert "an item-generate job that would send 3 calls" in said
+        assert "2 calls ([server] confirm_calls)" in said and '"confirm": true' in said
+        assert jobs_stored(api) == 0
+        assert api.post("/api/v1/jobs", json={**job, "confirm": True}).status_code == 201
+        within = {"kind": "item-generate", "params": {**CELL, "count": 10}}  # 2: not over 2
+        assert api.post("/api/v1/jobs", json=within).status_code == 201
+        assert jobs_stored(api) == 2
+        assert stub.state.requests == 0  # dry runs and gates send nothing
+    finally:
+        api.close()
+
+
+def test_a_pull_is_never_sized_since_it_calls_no_model(tmp_path: Path) -> None:
+    from judge.errors import InvalidInputError
+    from server.usecases.gates import DRY_RUNS, GATED, UNGATED, check_size, dry_run
+    from server.usecases.requests import JOB_REQUESTS
+
+    assert "pull" not in GATED and "calls no model" in UNGATED["pull"]
+    assert set(GATED) | set(UNGATED) == set(JOB_REQUESTS)  # no kind left out
+    # Every limit at zero: any sized job would ask; a pull does not, and nothing is planned
+    # (no store is even opened: the engine here points nowhere).
+    from tests.support.factories import make_settings
+
+    settings = make_settings("http://127.0.0.1:9/v1", f"sqlite:///{tmp_path / 'none.db'}")
+    zero = settings.model_copy(
+        update={"server": settings.server.model_copy(update={"confirm_calls": 0})}
+    )
+    assert check_size(None, zero, "pull", {"campaign": "c"}) is None  # type: ignore[arg-type]
+    assert "pull" not in DRY_RUNS
+    with pytest.raises(InvalidInputError, match="a pull job has no dry run"):
+        dry_run(None, zero, "pull", {"campaign": "c"})  # type: ignore[arg-type]
+    assert not (tmp_path / "none.db").exists()

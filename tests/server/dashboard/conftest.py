@@ -1,6 +1,8 @@
-"""Two stores: one generation run and one judge run of the 18 S1 items made against the
+"""Three stores: one generation run and one judge run of the 18 S1 items made against the
 scripted stub (``store``, ``app``, ``member``, ``signed_in``: the sign-in, overview and job
-tests), and the whole loop (``loop_template``, ``loop_app``: every page, against the API)."""
+tests), two such runs of their own (``two_runs``: the figures kept per run, fresh and
+stale; tests/support/two_runs.py), and the whole loop (``loop_template``, ``loop_app``: every
+page, against the API)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from tests.server.dashboard.helpers import S1_ITEMS, Key, Store, sign_in
 from tests.server.dashboard.loop_store import Loop, build_loop, copy_loop
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
+from tests.support.two_runs import TwoRuns
+from tests.support.two_runs import two_runs as make_two_runs
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +42,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         jud = usecases.judge(engine, settings, gen.run_id)
         yield Store(engine, settings, gen.run_id, jud.run_id)
     engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory, empty_template: Path) -> Iterator[TwoRuns]:
+    """Runs ``a`` and ``b`` in a store of the module's own (its tests add ratings)."""
+    with make_two_runs(tmp_path_factory.mktemp("two-runs"), empty_template, "two-admin") as made:
+        yield made
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from sqlmodel import Session, select
 from judge.store.engine import make_engine
 from judge.store.tables import Item, Judgment
 from server import usecases
-from server.usecases import audits
+from server.usecases import audits, followups
 from server.usecases.ratings import import_rating_rows
 from server.usecases.requests import JudgeRequest
 from tests.judge.audits.test_runner import QUESTION, always_group_a
@@ -118,7 +118,7 @@ def build_loop(path: Path, sample_template: Path, sample_file: Path) -> Loop:
     with StubServer(responder=_audit_responder) as stub:
         settings = make_settings(stub.base_url, url)
         audit = audits.run_audit(engine, settings, "award", AWARD, max_tokens=50)
-        audits.classify_followups(engine, settings, audit.run_id)
+        followups.classify_followups(engine, settings, audit.run_id)
     engine.dispose()
     stores._settle(path, make_engine(url))
     return Loop(path, gen.run_id, jud.run_id, copy.judge_run_id, audit.run_id, questions)

@@ -1,11 +1,12 @@
 """Figures kept per judge run (``run_version``), brought up to date by the worker's warmer after
-a write that is not a job, and the API's agreement, report and diagnostics served kept, or
-answered 202 while they are computed, never a request held for them.
+a write that is not a job, and the API's agreement, report and diagnostics served kept, the
+latest kept (marked stale) after a write, or answered 202 while none was ever kept, never a
+request held for them.
 
-Two datasets (``a`` and ``b``: the sample's 18 S1 items each, one ICS judgment per item),
-answered and judged against the scripted stub on a real SQLite store; run ``a`` has 2 raters'
-ratings of its first 3 items (6 ratings, counted by hand). The reference for a kept figure is
-the same figure computed now from the rows by the use case the route calls.
+The store is ``two_runs`` (tests/support/two_runs.py): runs ``a`` and ``b`` of 18 S1 items,
+one ICS judgment each; run ``a`` has 2 raters' ratings of its first 3 items (6 ratings). The
+reference for a kept figure is the same figure computed now from the rows by the use case the
+route calls.
 """
 
 from __future__ import annotations
@@ -13,88 +14,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from flask import Flask
-from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from judge.config import Settings
-from judge.data.datasets import import_items
-from judge.store.engine import make_engine, session_scope
-from judge.store.tables import DashboardFigure, Item, Judgment
+from judge.store.tables import DashboardFigure
 from server import create_app, usecases
-from server.auth import create_key
 from server.usecases.dashboard import default_pages, page_key, run_version
 from server.usecases.figures import Warmer, read, signing_key, version_text, warm_run
 from tests.server.dashboard.helpers import sign_in
-from tests.support import stores
-from tests.support.factories import SAMPLE, make_settings
-from tests.support.stub_openai import StubServer
-
-S1_ITEMS = 18
-RATERS = ("r1", "r2")
-
-
-@dataclass(frozen=True)
-class TwoRuns:
-    engine: Engine
-    settings: Settings
-    runs: dict[str, int]
-    generations: dict[str, int]
-    key: str
-
-
-def _rows(engine: Engine, run: int, raters: tuple[str, ...], items: int) -> list[dict[str, Any]]:
-    """Ratings of the run's first ``items`` judged items by ``raters`` (score 3 then 4)."""
-    with Session(engine) as session:
-        found = session.exec(
-            select(Item.key, Judgment.rubric)
-            .join(Item, col(Item.id) == col(Judgment.item_id))
-            .where(col(Judgment.judge_run_id) == run)
-            .order_by(col(Judgment.id))
-            .limit(items)
-        ).all()
-    return [
-        {"item_id": key, "rubric": rubric, "rater": r, "score": 3 + i % 2}
-        for key, rubric in found
-        for i, r in enumerate(raters)
-    ]
-
-
-def _import(t: TwoRuns, name: str, raters: tuple[str, ...], items: int) -> None:
-    from server.usecases.ratings import import_rating_rows
-
-    rows = _rows(t.engine, t.runs[name], raters, items)
-    with Session(t.engine) as session:
-        import_rating_rows(session, t.settings, t.generations[name], rows)
-        session.commit()
-
-
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory: pytest.TempPathFactory, empty_template: Path) -> Iterator[TwoRuns]:
-    path = tmp_path_factory.mktemp("fresh") / "fairjudge.db"
-    stores.copy_store(empty_template, path)
-    db_url = f"sqlite:///{path}"
-    engine = make_engine(db_url)
-    with StubServer() as stub:
-        settings = make_settings(stub.base_url, db_url)
-        runs, generations = {}, {}
-        for name in ("a", "b"):
-            with session_scope(engine) as session:
-                import_items(session, SAMPLE, name)
-            gen = usecases.generate(engine, settings, name, limit=S1_ITEMS)
-            generations[name] = gen.run_id
-            runs[name] = usecases.judge(engine, settings, gen.run_id).run_id
-        _, raw = create_key(engine, "fresh-admin", "admin")
-        t = TwoRuns(engine, settings, runs, generations, raw)
-        _import(t, "a", RATERS, 3)
-        yield t
-    engine.dispose()
+from tests.support.two_runs import TwoRuns, import_ratings
 
 
 def _kept(t: TwoRuns, run: int, page: str) -> Any:
@@ -130,7 +61,7 @@ def test_a_rating_for_one_run_leaves_the_other_runs_figures_kept_and_the_warmer_
     warmer = Warmer(t.engine, t.settings, watch_s=0.1)
     try:
         time.sleep(0.5)  # its first look: nothing changed since the pages were computed
-        _import(t, "a", ("r3",), 3)
+        import_ratings(t, "a", ("r3",), 3)
         with Session(t.engine) as session:
             assert run_version(session, b) == before[b]  # another run's rows: b unchanged
             assert run_version(session, a) != before[a]
@@ -183,7 +114,8 @@ def test_routes_serve_kept_figures_without_computing(two_runs: TwoRuns) -> None:
         agreed = agreement(session, AgreementRequest(judge_run=a)).to_dict()
     got = _api(app, t, f"/api/v1/judge-runs/{a}/report.json")
     assert got.status_code == 200, got.text[:300]
-    assert got.get_json() == expected
+    assert got.get_json() == expected  # no "stale" field: the figures are the rows now
+    assert got.headers["X-Figures-Stale"] == "false"
     got = _api(app, t, f"/api/v1/judge-runs/{a}/agreement")
     assert got.status_code == 200 and got.get_json() == json.loads(json.dumps(agreed))
     html = _api(app, t, f"/api/v1/judge-runs/{a}/report.html")
@@ -240,5 +172,95 @@ def test_two_clients_at_once_both_get_the_answer_of_one_computation(
     assert replies[0].get_json() == replies[1].get_json()
     assert replies[0].get_json()["rubrics"]  # ratings of 3 items: a real answer
     # One computation for both (the second request waited for the first one's).
-    lines = [m for m in caplog.messages if "computed for the API" in m and "n_bootstrap', 60" in m]
+    lines = [
+        m for m in caplog.messages if "computed off the request" in m and "n_bootstrap', 60" in m
+    ]
     assert len(lines) == 1, lines
+
+
+def _stored_row(t: TwoRuns, run: int, page: str) -> tuple[str, str]:
+    """The version digest and the time (ISO 8601, UTC) of the row kept for the run's default
+    ``page``, read from the table itself."""
+    from judge.hashing import sha256
+
+    options = dict(default_pages(t.settings))[page]
+    digest = sha256(page_key(page, run, options).text())
+    with Session(t.engine) as session:
+        row = session.exec(
+            select(DashboardFigure.version, DashboardFigure.computed_at).where(
+                col(DashboardFigure.key) == digest
+            )
+        ).one()
+    return row[0], row[1].replace(tzinfo=None).isoformat()
+
+
+def test_after_a_write_the_api_serves_the_kept_figures_marked_stale_then_the_new_ones(
+    two_runs: TwoRuns,
+) -> None:
+    t = two_runs
+    a = t.runs["a"]
+    warm_run(t.engine, t.settings, a)
+    with Session(t.engine) as session:
+        from server.usecases.agreement import AgreementRequest, agreement
+
+        before = json.loads(json.dumps(agreement(session, AgreementRequest(judge_run=a)).to_dict()))
+        report_before = json.loads(
+            json.dumps(usecases.full_report(session, a, settings=t.settings).to_json())
+        )
+    rubric = next(iter(before["rubrics"]))
+    ratings_before = before["rubrics"][rubric]["n_ratings"]
+    app = _app(t, FIGURES_WAIT_S=0.0)  # no wait: what is kept, or 202
+    path = f"/api/v1/judge-runs/{a}/agreement"
+    fresh = _api(app, t, path)  # kept at the run's version now: no alarm
+    assert fresh.status_code == 200 and fresh.headers["X-Figures-Stale"] == "false"
+    assert "stale" not in fresh.get_json() and "X-Figures-Version" not in fresh.headers
+    kept_version, kept_at = _stored_row(t, a, "agreement-json")
+    # A fourth rater's ratings of the first 3 items: 3 more than before (by hand).
+    import_ratings(t, "a", ("r4",), 3)
+    stale = _api(app, t, path)
+    assert stale.status_code == 200, stale.text[:300]
+    assert stale.headers["X-Figures-Stale"] == "true"
+    assert stale.headers["X-Figures-Version"] == kept_version  # the row's, read from the table
+    body = stale.get_json()
+    mark = body.pop("stale")
+    assert body == before  # the figures kept before the write, word for word
+    assert mark["version"] == kept_version
+    assert mark["computed_at"].replace("+00:00", "") == kept_at
+    # This web worker served them before the write: it knows what changed since.
+    assert mark["behind"] == ["ratings"]
+    assert "before the latest writes to this run's rows (ratings)" in mark["message"]
+    # Another web worker (nothing in memory) reads them from the store, which keeps only
+    # the version's digest: what changed is not known, and said so (null, not []).
+    other = _api(_app(t, FIGURES_WAIT_S=0.0), t, f"/api/v1/judge-runs/{a}/report.json")
+    assert other.status_code == 200 and other.headers["X-Figures-Stale"] == "true"
+    report = other.get_json()
+    assert report.pop("stale")["behind"] is None and report == report_before
+    html = _api(_app(t, FIGURES_WAIT_S=0.0), t, f"/api/v1/judge-runs/{a}/report.html")
+    assert html.status_code == 200 and html.headers["X-Figures-Stale"] == "true"
+    # Asked again, the route serves the figures as the rows are now, once computed.
+    deadline = time.monotonic() + 180
+    while (reply := _api(app, t, path)).headers["X-Figures-Stale"] == "true":
+        assert time.monotonic() < deadline, "the agreement was not computed again"
+        time.sleep(0.2)
+    now = reply.get_json()
+    assert "stale" not in now
+    assert now["rubrics"][rubric]["n_ratings"] == ratings_before + 3
+    for tail in ("report.json", "report.html"):  # their computations end before the next test
+        while _api(app, t, f"/api/v1/judge-runs/{a}/{tail}").headers["X-Figures-Stale"] == "true":
+            assert time.monotonic() < deadline, f"{tail} was not computed again"
+            time.sleep(0.2)
+
+
+def test_nothing_ever_kept_is_a_202_not_a_stale_answer(two_runs: TwoRuns) -> None:
+    """Options never asked before: no figures kept at any version, so no stale answer."""
+    t = two_runs
+    a = t.runs["a"]
+    app, path = _app(t, FIGURES_WAIT_S=0.0), f"/api/v1/judge-runs/{a}/agreement?seed=11"
+    reply = _api(app, t, path)
+    assert reply.status_code == 202 and "X-Figures-Stale" not in reply.headers
+    assert reply.get_json()["status"] == "computing"
+    deadline = time.monotonic() + 120
+    while (reply := _api(app, t, path)).status_code == 202:  # then the answer, fresh
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert reply.status_code == 200 and reply.headers["X-Figures-Stale"] == "false"

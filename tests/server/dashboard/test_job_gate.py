@@ -133,3 +133,35 @@ def test_an_enormous_design_ends_with_one_clear_line_and_nothing_stored(
     # the other way: the same design cut by a limit is planned and shown
     shown = signed_in.post("/jobs/new/dry-run", data={**data, "limit": "200"})
     assert shown.status_code == 200 and "200 calls" in html.unescape(shown.text)
+
+
+def test_an_item_generate_job_has_a_dry_run_and_asks_over_the_limit(
+    app: Flask, signed_in: FlaskClient, store: Store
+) -> None:
+    """By hand: 12 new items of one cell at 5 a call (the default items_per_call) are 3 calls
+    (5 + 5 + 2), none cached."""
+    form = signed_in.get("/jobs/new?kind=item-generate").text
+    assert 'id="dry-run-job"' in form  # the kind has a dry run now
+    data = {
+        "csrf": form_token(form),
+        "kind": "item-generate",
+        "endpoint": "test",
+        "stage": "S1",
+        "factor": "gender",
+        "scenario": "career_counseling",
+        "count": "12",
+    }
+    before = _jobs(store)
+    shown = signed_in.post("/jobs/new/dry-run", data=data)
+    line = re.search(r'<p id="dry-run-line"><strong>(.*?)</strong>', html.unescape(shown.text))
+    assert shown.status_code == 200 and line is not None
+    assert line.group(1).startswith("3 calls, about ")
+    _limits(app, confirm_calls=2)
+    asked = signed_in.post("/jobs/new", data=data)
+    page = html.unescape(asked.text)
+    assert asked.status_code == 200 and 'id="confirm-reason"' in page
+    assert "2 calls ([server] confirm_calls)" in page and 'name="confirm_calls" value="3"' in page
+    assert _jobs(store) == before
+    started = signed_in.post("/jobs/new", data={**data, "confirm_calls": "3"})
+    assert started.status_code == 302, started.text
+    assert _jobs(store) == before + 1

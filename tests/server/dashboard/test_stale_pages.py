@@ -2,100 +2,36 @@
 figures with a banner until the figures now are computed (then the fresh page, no banner);
 a run with nothing ever kept gets a page that reloads itself, then the real page.
 
-Two datasets (``a`` and ``b``: the sample's 18 S1 items each, one ICS judgment per item),
-answered and judged against the scripted stub on a real SQLite store; run ``a`` has 2 raters'
-ratings of its first 3 items (6 ratings, counted by hand), run ``b`` none and nothing kept.
-The pages wait ``PAGE_WAIT_S = 0`` for figures being computed: a load that finds none kept at
-the run's version now never waits for them, whatever the machine's speed.
+The store is ``two_runs`` (tests/support/two_runs.py): runs ``a`` and ``b`` of 18 S1 items,
+one ICS judgment each; run ``a`` has 2 raters' ratings of its first 3 items (6 ratings,
+counted by hand), run ``b`` none and nothing kept. The pages wait ``PAGE_WAIT_S = 0`` for
+figures being computed: a load that finds none kept at the run's version now never waits for
+them, whatever the machine's speed.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
-import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 from werkzeug.test import TestResponse
 
-from judge.config import Settings
-from judge.data.datasets import import_items
-from judge.store.engine import make_engine, session_scope
-from judge.store.tables import DashboardFigure, Item, Judgment
-from server import create_app, usecases
-from server.auth import create_key
+from judge.store.tables import DashboardFigure
+from server import create_app
 from server.usecases.figures import warm_run
 from tests.server.dashboard.helpers import fields, sign_in
-from tests.support import stores
-from tests.support.factories import SAMPLE, make_settings
-from tests.support.stub_openai import StubServer
+from tests.support.two_runs import TwoRuns, import_ratings
 
-S1_ITEMS = 18
 BANNER = 'id="stale"'
 FRESH_LINE = 'id="computed"'
 PAGES = {"judge-run": "", "agreement": "/agreement", "checks": "/checks"}
 """Each page's name as kept (``PageKey.page``) -> its path after /judge-runs/<id>."""
 
 
-@dataclass(frozen=True)
-class Runs:
-    engine: Engine
-    settings: Settings
-    runs: dict[str, int]
-    generations: dict[str, int]
-    key: str
-
-
-def _import(t: Runs, name: str, raters: tuple[str, ...], items: int) -> None:
-    """Ratings of the run's first ``items`` judged items by ``raters`` (score 3 then 4)."""
-    from server.usecases.ratings import import_rating_rows
-
-    with Session(t.engine) as session:
-        found = session.exec(
-            select(Item.key, Judgment.rubric)
-            .join(Item, col(Item.id) == col(Judgment.item_id))
-            .where(col(Judgment.judge_run_id) == t.runs[name])
-            .order_by(col(Judgment.id))
-            .limit(items)
-        ).all()
-        rows = [
-            {"item_id": key, "rubric": rubric, "rater": r, "score": 3 + i % 2}
-            for key, rubric in found
-            for i, r in enumerate(raters)
-        ]
-        import_rating_rows(session, t.settings, t.generations[name], rows)
-        session.commit()
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, empty_template: Any) -> Iterator[Runs]:
-    path = tmp_path_factory.mktemp("stale") / "fairjudge.db"
-    stores.copy_store(empty_template, path)
-    db_url = f"sqlite:///{path}"
-    engine = make_engine(db_url)
-    with StubServer() as stub:
-        settings = make_settings(stub.base_url, db_url)
-        ids, generations = {}, {}
-        for name in ("a", "b"):
-            with session_scope(engine) as session:
-                import_items(session, SAMPLE, name)
-            gen = usecases.generate(engine, settings, name, limit=S1_ITEMS)
-            generations[name] = gen.run_id
-            ids[name] = usecases.judge(engine, settings, gen.run_id).run_id
-        _, raw = create_key(engine, "stale-admin", "admin")
-        t = Runs(engine, settings, ids, generations, raw)
-        _import(t, "a", ("r1", "r2"), 3)
-        yield t
-    engine.dispose()
-
-
-def _client(t: Runs) -> FlaskClient:
+def _client(t: TwoRuns) -> FlaskClient:
     app: Flask = create_app(
         {"SETTINGS": t.settings, "TESTING": True, "SECRET_KEY": "test-secret", "PAGE_WAIT_S": 0.0}
     )
@@ -131,7 +67,7 @@ def _until_fresh(client: FlaskClient, path: str, timeout_s: float = 180.0) -> Te
         time.sleep(0.2)
 
 
-def _kept_at(t: Runs, run: int) -> set[str]:
+def _kept_at(t: TwoRuns, run: int) -> set[str]:
     """When the store's kept figures of the run were computed, as the pages write it."""
     with Session(t.engine) as session:
         times = session.exec(
@@ -140,8 +76,8 @@ def _kept_at(t: Runs, run: int) -> set[str]:
     return {at.strftime("%Y-%m-%d %H:%M:%S") for at in times}
 
 
-def test_a_run_never_kept_gets_a_page_that_reloads_then_the_real_page(runs: Runs) -> None:
-    t = runs
+def test_a_run_never_kept_gets_a_page_that_reloads_then_the_real_page(two_runs: TwoRuns) -> None:
+    t = two_runs
     b = t.runs["b"]
     assert _kept_at(t, b) == set()  # nothing kept for run b: no job, no warm, no load
     client = _client(t)
@@ -162,9 +98,9 @@ def test_a_run_never_kept_gets_a_page_that_reloads_then_the_real_page(runs: Runs
 
 
 def test_after_a_write_each_page_shows_its_kept_figures_with_a_banner_then_the_fresh_page(
-    runs: Runs,
+    two_runs: TwoRuns,
 ) -> None:
-    t = runs
+    t = two_runs
     a = t.runs["a"]
     warm_run(t.engine, t.settings, a)  # every page of run a kept at its version now
     client = _client(t)
@@ -179,7 +115,7 @@ def test_after_a_write_each_page_shows_its_kept_figures_with_a_banner_then_the_f
     assert raters["raters"] == "2"  # r1 and r2 (the fixture's ratings)
     kept_at = _kept_at(t, a)
     # A third rater's ratings of the same 3 items: 9 ratings, run a's rows changed.
-    _import(t, "a", ("r3",), 3)
+    import_ratings(t, "a", ("r3",), 3)
     for name, tail in PAGES.items():
         start = time.monotonic()
         page = client.get(f"/judge-runs/{a}{tail}")
@@ -204,8 +140,10 @@ def test_after_a_write_each_page_shows_its_kept_figures_with_a_banner_then_the_f
     assert _figures_part(agreement.text) != _figures_part(before["agreement"])
 
 
-def test_compute_again_shows_the_kept_figures_until_the_new_ones_are_ready(runs: Runs) -> None:
-    t = runs
+def test_compute_again_shows_the_kept_figures_until_the_new_ones_are_ready(
+    two_runs: TwoRuns,
+) -> None:
+    t = two_runs
     a = t.runs["a"]
     warm_run(t.engine, t.settings, a)
     client = _client(t)

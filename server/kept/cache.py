@@ -2,25 +2,25 @@
 
 A judge run's figures on 10,000 judgments take tens of seconds to compute (the estimates, the
 alt-test, agreement's bootstrap); a page that recomputed them on every load would be unusable.
-So a page's figures are kept with the store's version they were computed at
-(``server.usecases.dashboard.store_version``: rows, highest ids, latest times and in-place
-statuses of every table a figure reads) and reused only while the version is the same and
-they are younger than ``MAX_AGE_S``. Every page that shows kept figures says when they were
+So a page's figures are kept with the version of the rows they read (a judge run's pages:
+``server.usecases.dashboard.run_version``, the run's own rows; other pages:
+``store_version``, rows, highest ids, latest times and in-place statuses of every table a
+figure reads) and reused only while the version is the same and they are younger than
+``MAX_AGE_S``. Every page that shows kept figures says when they were
 computed and offers to compute them again (``?fresh=1``): an answer is never stale without
 saying so.
 
 One cache per process (gunicorn's workers each keep their own), bounded in entries. Behind
 it, a judge run's pages (its report, agreement, the judge's checks) are also kept in the store
-(``Tier``, server.usecases.figures), where every worker, machine and restart finds them and
-where a job that ends leaves its run's pages computed ahead. Those are reused while the
-store's version holds, whatever their age (``MAX_AGE_S`` bounds what a worker keeps in
-memory); their page says when they were computed all the same.
+(server.usecases.figures), where every worker, machine and restart finds them and where a job
+that ends leaves its run's pages computed ahead; server/kept/serving.py reads them there.
 
 A judge run's page whose figures are kept at no version of the run's rows as they are now is
-not computed in the request: its computation runs off the request (server/api/kept.py) and
-the page waits for it a short bound, then shows the run's latest kept figures with a banner
-saying they predate the latest writes, or a page that reloads itself while nothing was ever
-kept (``latest`` finds them in memory, ``server.usecases.figures.read_latest`` in the store).
+not computed in the request: its computation runs off the request (server/kept/serving.py)
+and the page waits for it a short bound, then shows the run's latest kept figures with a
+banner saying they predate the latest writes, or a page that reloads itself while nothing was
+ever kept (``latest`` finds them in memory, ``server.usecases.figures.read_latest`` in the
+store).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -53,16 +53,6 @@ class Computed(Generic[T]):
     reused: bool
 
 
-class Tier(Protocol):
-    """Figures kept beyond this process (the store), for one page at one version."""
-
-    def read(self) -> tuple[Any, datetime, float] | None:
-        """The kept figures, when they were computed and in how many seconds; or None."""
-
-    def write(self, value: Any, at: datetime, seconds: float) -> None:
-        """Keep figures computed now."""
-
-
 class FigureCache:
     """Figures by (page, arguments), each with the store version it was computed at."""
 
@@ -78,10 +68,9 @@ class FigureCache:
         compute: Callable[[], T],
         *,
         fresh: bool = False,
-        tier: Tier | None = None,
     ) -> Computed[T]:
-        """The figures for ``key`` computed at ``version``: kept in memory, else kept in
-        ``tier`` (the store), else computed now and kept in both (``fresh``: always now)."""
+        """The figures for ``key`` computed at ``version``: kept in memory, else computed now
+        and kept (``fresh``: always now)."""
         now = time.monotonic()
         with self._lock:
             kept = self._kept.get(key)
@@ -90,21 +79,11 @@ class FigureCache:
                 if at_version == version and now - born <= self.max_age_s:
                     self._kept.move_to_end(key)
                     return Computed(found.value, found.at, found.seconds, True)
-        stored = tier.read() if tier is not None and not fresh else None
-        if stored is not None:
-            made: Computed[T] = Computed(stored[0], stored[1], stored[2], True)
-        else:
-            # Computed outside the lock: another page's figures need not wait for these.
-            start = time.perf_counter()
-            value = compute()
-            made = Computed(value, datetime.now(UTC), time.perf_counter() - start, False)
-            if tier is not None:
-                tier.write(value, made.at, made.seconds)
-        with self._lock:
-            self._kept[key] = (version, now, made)
-            self._kept.move_to_end(key)
-            while len(self._kept) > self.entries:
-                self._kept.popitem(last=False)
+        # Computed outside the lock: another page's figures need not wait for these.
+        start = time.perf_counter()
+        value = compute()
+        made = Computed(value, datetime.now(UTC), time.perf_counter() - start, False)
+        self.put(key, version, made, born=now)
         return made
 
     def peek(self, key: Hashable, version: Hashable) -> Computed[Any] | None:
@@ -124,10 +103,13 @@ class FigureCache:
             kept = self._kept.get(key)
         return None if kept is None else (kept[0], kept[2])
 
-    def put(self, key: Hashable, version: Hashable, made: Computed[Any]) -> None:
-        """Keep ``made`` as the figures of ``key`` at ``version``."""
+    def put(
+        self, key: Hashable, version: Hashable, made: Computed[Any], *, born: float | None = None
+    ) -> None:
+        """Keep ``made`` as the figures of ``key`` at ``version`` (``born``: when they were
+        asked for, on the monotonic clock; now by default)."""
         with self._lock:
-            self._kept[key] = (version, time.monotonic(), made)
+            self._kept[key] = (version, time.monotonic() if born is None else born, made)
             self._kept.move_to_end(key)
             while len(self._kept) > self.entries:
                 self._kept.popitem(last=False)

@@ -1,37 +1,39 @@
-"""Figures the API serves kept, and never a request held longer than a bound for them.
+"""Figures served kept, and never a request held longer than a bound for them: the one path
+the API's report, agreement and diagnostics and the dashboard's pages take.
 
 A judge run's report, agreement and diagnostics take seconds to tens of seconds on a large
-run. The routes serve them kept: from this process's memory (the dashboard's cache), else
-from the store (``dashboardfigure``: computed ahead by the job worker, or by an earlier
-request), both keyed by the run's version (``run_version``: a write to the run's rows makes
-them stale, a write to another run's does not). Figures kept nowhere are computed on a
-thread of their own, one computation per page however many clients ask (they share it); a
-request waits for it at most ``wait_s`` (``FIGURES_WAIT_S`` in the app's config, else
-``WAIT_S``), then gets 202 with ``Retry-After``: asked again, the route serves the figures
-once they are kept.
+run. They are served kept: from this process's memory (``FigureCache``), else from the store
+(``dashboardfigure``: computed ahead by a warmer, or by an earlier request), both keyed by
+the run's version (``run_version``: a write to the run's rows makes them stale, a write to
+another run's does not). Figures kept nowhere are computed on a thread of their own, one
+computation per page however many clients ask (they share it); a request waits for it at
+most a bound, then gets the run's latest kept figures, at an older version of its rows, as
+they were kept (``Stale``), or, when none were ever kept, ``Pending``:
 
-The dashboard's judge run pages use the same computation (``figures``) with a shorter bound
-(``PAGE_WAIT_S``): past it a page shows the run's latest kept figures, at an older version of
-its rows, as they were kept (``Stale``: its banner says so), or, when none were ever kept, a
-page that reloads itself.
+- the API (``kept_figures``, ``api_answer``) waits ``FIGURES_WAIT_S`` in the app's config,
+  else ``WAIT_S``; it answers stale figures with 200, ``X-Figures-Stale: true`` and, in a
+  JSON object, a ``stale`` field (when they were computed, at which version, what changed
+  since), and ``Pending`` with 202 and ``Retry-After``;
+- the dashboard's judge run pages (``bounded``) wait ``PAGE_WAIT_S``: stale figures under a
+  banner, ``Pending`` as a page that reloads itself.
+
+Pages that are not a judge run's (``kept``) are kept in memory only, by the store's version.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from flask import current_app
+from flask import Response, current_app, request
 
-from server.dashboard.cache import Computed, FigureCache
-from server.dashboard.web import CACHE
 from server.db import get_session
+from server.kept.cache import Computed, FigureCache
 
 T = TypeVar("T")
 
@@ -43,7 +45,8 @@ if TYPE_CHECKING:
     from server.usecases.figures import Stored
 
 WAIT_S = 1.5
-"""How long a request waits for figures being computed before it is answered 202."""
+"""How long an API request waits for figures being computed before it is answered with the
+latest kept ones, or 202 when none were ever kept."""
 TESTING_WAIT_S = 300.0
 """The wait under an app made for tests (``TESTING``) with no ``FIGURES_WAIT_S``: tests on a
 busy machine get the figures, not a 202; the tests of the 202 set the bound they need."""
@@ -52,9 +55,11 @@ PAGE_WAIT_S = 0.5
 app's config overrides it) before it shows the latest kept ones or a page that reloads."""
 THREADS = 2
 """Figures computed at once in one web worker, beyond which requests queue for them."""
+CACHE = "fairjudge_dashboard_figures"
+"""Where the app keeps its ``FigureCache`` (``app.extensions``)."""
 
-_POOL = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="api-figures")
-_FLIGHTS: dict[tuple[Any, str], Future[Computed[Any]]] = {}
+_POOL = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kept-figures")
+_FLIGHTS: dict[tuple[Any, str], Future[Stored]] = {}
 _LOCK = threading.Lock()
 
 
@@ -87,11 +92,29 @@ class Pending:
 class Stale:
     """The run's latest kept figures, computed at an older version of its rows (or, asked to
     compute again, at this one) while the figures now are being computed: shown as kept,
-    word for word, with what changed since when it is known (``changed``: kinds of rows)."""
+    word for word. ``changed``: the kinds of rows written since, when known (None: kept by
+    another process, whose store row holds only the version's digest); ``version``: that
+    digest."""
 
     computed: Computed[Any]
-    changed: tuple[str, ...]
+    changed: tuple[str, ...] | None
     again: bool  # the figures kept are at the version now: asked to compute them again
+    version: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``stale`` field of an API answer (``StaleOut``)."""
+        behind = [] if self.again else (None if self.changed is None else list(self.changed))
+        since = "" if not behind else f" ({', '.join(behind)})"
+        return {
+            "computed_at": self.computed.at.isoformat(),
+            "version": self.version,
+            "behind": behind,
+            "message": (
+                f"these figures were computed {self.computed.at:%Y-%m-%d %H:%M:%S} UTC, before "
+                f"the latest writes to this run's rows{since}; they are being computed again: "
+                "ask again in a moment for the figures as they are now"
+            ),
+        }
 
 
 CHANGED = {
@@ -117,12 +140,61 @@ def wait_bound(config_key: str = "FIGURES_WAIT_S", default: float = WAIT_S) -> f
     return float(wait)
 
 
-def kept_figures(key: PageKey) -> Any | Pending:
-    """The figures of ``key`` at the run's version now: kept in memory, kept in the store,
-    or computed within the wait; else ``Pending``. Errors of the computation (an unknown
-    run, a bad option) are raised here, as they would be computed inline."""
-    got = figures(key, wait_s=wait_bound())
-    return got.value if isinstance(got, Computed) else got
+def _cache() -> FigureCache:
+    found: FigureCache = current_app.extensions.setdefault(CACHE, FigureCache())
+    return found
+
+
+def _fresh() -> bool:
+    return request.args.get("fresh") == "1"
+
+
+def kept(key: Hashable, compute: Callable[[], T]) -> Computed[T]:
+    """A page's figures that are not a judge run's (an audit's): ``compute()``'s, kept in
+    memory from an earlier load while the store is unchanged (``?fresh=1`` computes them
+    again)."""
+    from server.usecases.dashboard import store_version
+
+    return _cache().get(key, store_version(get_session()), compute, fresh=_fresh())
+
+
+def bounded(key: PageKey) -> Computed[Any] | Stale | Pending:
+    """A dashboard page's judge run figures, never computed in the request: kept at the
+    run's version now, or computed off the request within ``PAGE_WAIT_S``; past it the
+    run's latest kept figures (``Stale``), or ``Pending`` when none were ever kept.
+    ``?fresh=1`` computes them again."""
+    wait = wait_bound("PAGE_WAIT_S", PAGE_WAIT_S)
+    return figures(key, wait_s=wait, fresh=_fresh(), stale=True)
+
+
+def kept_figures(key: PageKey) -> Computed[Any] | Stale | Pending:
+    """An API route's figures of ``key``: at the run's version now (kept in memory, in the
+    store, or computed within the wait), else the latest kept (``Stale``), else
+    ``Pending``. Errors of the computation (an unknown run, a bad option) are raised here,
+    as they would be computed inline."""
+    return figures(key, wait_s=wait_bound(), stale=True)
+
+
+def api_answer(got: Computed[Any] | Stale | Pending, render: Callable[[Any], Any]) -> Any:
+    """An API route's answer from ``kept_figures``: 202 for ``Pending``; else ``render`` of
+    the figures, 200, with ``X-Figures-Stale`` and ``X-Figures-Computed-At``; stale ones also
+    with ``X-Figures-Version`` and, when the body is a JSON object, its ``stale`` field."""
+    if isinstance(got, Pending):
+        return got.reply()
+    made = got.computed if isinstance(got, Stale) else got
+    body = render(made.value)
+    headers = {
+        "X-Figures-Stale": "true" if isinstance(got, Stale) else "false",
+        "X-Figures-Computed-At": made.at.isoformat(),
+    }
+    if isinstance(got, Stale):
+        headers["X-Figures-Version"] = got.version
+        if isinstance(body, dict):
+            body = {**body, "stale": got.to_json()}
+    if isinstance(body, Response):
+        body.headers.update(headers)
+        return body
+    return body, 200, headers
 
 
 def figures(
@@ -136,8 +208,7 @@ def figures(
 
     settings: Settings = current_app.config["SETTINGS"]
     engine: Engine = current_app.extensions["fairjudge_engine"]
-    cache: FigureCache = current_app.extensions.setdefault(CACHE, FigureCache())
-    session = get_session()
+    cache, session = _cache(), get_session()
     version = run_version(session, key.judge_run_id)
     found = None if fresh else cache.peek(key, version)
     if found is not None:
@@ -151,9 +222,9 @@ def figures(
     start = time.monotonic()
     future = _flight(engine, settings, key, text, sign)
     try:
-        made = future.result(timeout=wait_s)
+        done = future.result(timeout=wait_s)
     except FutureTimeout:
-        older = _latest(cache, key, version, text, sign) if stale else None
+        older = _latest(cache, settings, key, version, text, sign) if stale else None
         if older is not None:
             return older
         waited = time.monotonic() - start
@@ -161,6 +232,7 @@ def figures(
     except Exception:
         _forget(key, text, future, failed=True)  # this request shows the error: collected
         raise
+    made = Computed(done.value, done.at, done.seconds, False)
     cache.put(key, version, made)
     return made
 
@@ -170,29 +242,35 @@ def _read(reader: Callable[[], T | None], key: PageKey) -> T | None:
     try:
         return reader()
     except Exception as exc:  # the store could not be read: compute from the rows
-        get_session().rollback()
+        get_session().rollback()  # a failed statement must not spoil the request's session
         current_app.logger.warning("kept figures of %s not read: %s", key, exc)
         return None
 
 
 def _latest(
-    cache: FigureCache, key: PageKey, version: tuple[Any, ...], text: str, sign: bytes
+    cache: FigureCache,
+    settings: Settings,
+    key: PageKey,
+    version: tuple[Any, ...],
+    text: str,
+    sign: bytes,
 ) -> Stale | None:
     """The latest figures of ``key`` kept in memory or in the store, at any version (the
     later computed of the two), as ``Stale``; None when none were ever kept."""
-    from server.usecases.figures import read_latest
+    from server.usecases.figures import read_latest, version_text
 
     memory = cache.latest(key)
     stored: tuple[str, Stored] | None = _read(lambda: read_latest(get_session(), key, sign), key)
     if memory is not None and (stored is None or memory[1].at >= stored[1].at):
         old, made = memory
-        changed = _changed(old, version) if isinstance(old, tuple) else ()
-        again = old == version
-        return Stale(Computed(made.value, made.at, made.seconds, True), changed, again)
+        assert isinstance(old, tuple)  # a judge run's page: kept by its run's version
+        again = Computed(made.value, made.at, made.seconds, True)
+        return Stale(again, _changed(old, version), old == version, version_text(old, settings))
     if stored is None:
         return None
-    at_version, kept = stored
-    return Stale(Computed(kept.value, kept.at, kept.seconds, True), (), at_version == text)
+    at_version, kept_row = stored
+    made = Computed(kept_row.value, kept_row.at, kept_row.seconds, True)
+    return Stale(made, None, at_version == text, at_version)
 
 
 def _changed(old: tuple[Any, ...], now: tuple[Any, ...]) -> tuple[str, ...]:
@@ -207,24 +285,24 @@ def _changed(old: tuple[Any, ...], now: tuple[Any, ...]) -> tuple[str, ...]:
 
 def _flight(
     engine: Engine, settings: Settings, key: PageKey, version: str, sign: bytes
-) -> Future[Computed[Any]]:
+) -> Future[Stored]:
     """The computation of ``key`` at ``version`` in this process: the one under way, or one
-    started now."""
+    started now (``compute_page``: computed and kept in the store)."""
+    from server.usecases.figures import compute_page
+
     with _LOCK:
         found = _FLIGHTS.get((key, version))
         if found is not None:
             if found.done():  # it failed after its requests stopped waiting: raised once
                 _FLIGHTS.pop((key, version), None)
             return found
-        future = _POOL.submit(_compute, engine, settings, key, version, sign)
+        future = _POOL.submit(compute_page, engine, settings, key, version, sign)
         _FLIGHTS[(key, version)] = future
     future.add_done_callback(lambda done: _forget(key, version, done))
     return future
 
 
-def _forget(
-    key: PageKey, version: str, done: Future[Computed[Any]], *, failed: bool = False
-) -> None:
+def _forget(key: PageKey, version: str, done: Future[Stored], *, failed: bool = False) -> None:
     """Forget a computation that succeeded (its figures are kept) or whose error a request
     shows (``failed``); one that failed unseen stays until a request collects its error, so
     that a page that stopped waiting for it shows that error on its next load instead of
@@ -234,44 +312,3 @@ def _forget(
     with _LOCK:
         if _FLIGHTS.get((key, version)) is done:
             _FLIGHTS.pop((key, version), None)
-
-
-def _compute(
-    engine: Engine, settings: Settings, key: PageKey, version: str, sign: bytes
-) -> Computed[Any]:
-    """Compute the figures from the rows in a session of their own, and keep them in the
-    store for every process (a store that cannot keep them costs a log line)."""
-    from sqlmodel import Session
-
-    from server.usecases.dashboard import DERIVED, PageKey, derived_figures, page_figures
-    from server.usecases.figures import read
-
-    began = time.perf_counter()
-    with Session(engine) as session:
-        if key.page in DERIVED:  # HTML drawn from the report: the report kept, or made now
-            base = PageKey(DERIVED[key.page], key.judge_run_id, key.options)
-            stored = read(session, base, version, sign)
-            if stored is None:
-                value = page_figures(session, base, settings)
-                _keep(engine, base, version, value, sign, time.perf_counter() - began)
-            else:
-                value = stored.value
-            value = derived_figures(key, value)
-        else:
-            value = page_figures(session, key, settings)
-    seconds = time.perf_counter() - began
-    return _keep(engine, key, version, value, sign, seconds)
-
-
-def _keep(
-    engine: Engine, key: PageKey, version: str, value: Any, sign: bytes, seconds: float
-) -> Computed[Any]:
-    from server.usecases.figures import log, write
-
-    log.info("figures of %s computed for the API in %.2f s", key.text(), seconds)
-    at = datetime.now(UTC)
-    try:
-        write(engine, key, version, value, sign=sign, at=at, seconds=seconds)
-    except Exception as exc:
-        log.warning("figures of %s not kept in the store: %s", key, exc)
-    return Computed(value, at, seconds, False)
