@@ -18,19 +18,16 @@ and full load (loadEventEnd), both from the navigation's start. The first load o
 (``cold_*``) is the web worker's first: its process has just started and holds nothing in
 memory, so a run's pages are read from the store (server/usecases/figures.py) and the others
 computed; later loads reuse what the worker keeps in memory while the store is unchanged
-(server/dashboard/cache.py) and are reported apart (``warm_*``: median and worst).
+(server/kept/cache.py) and are reported apart (``warm_*``: median and worst).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import statistics
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +39,8 @@ from judge.store.engine import make_engine, session_scope
 from judge.store.tables import HumanRating, Item, Judgment
 from server import usecases
 from server.usecases.ratings import import_rating_rows
-from tests.support.factories import FAIRJUDGE, SAMPLE, free_port, make_settings, write_config
+from tests.support.factories import FAIRJUDGE, SAMPLE, make_settings, write_config
+from tests.support.live import LiveServer
 
 N_JUDGMENTS = 10_000
 RATERS = ("rater-a", "rater-b", "rater-c")
@@ -175,24 +173,6 @@ def bench_dashboard(tmp: Path) -> dict[str, Any]:
     db_url, gen, run = build_store(folder)
     setup_s = time.perf_counter() - started
     config = write_config(folder / "fairjudge.toml", "http://127.0.0.1:9/v1", db_url)
-    made = subprocess.run(
-        [
-            *FAIRJUDGE,
-            "--config",
-            str(config),
-            "keys",
-            "create",
-            "--role",
-            "member",
-            "--name",
-            "bench",
-            "--json",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    key = json.loads(made.stdout)["key"]
     warmed = subprocess.run(
         [*FAIRJUDGE, "--config", str(config), "dashboard", "warm", str(run), "--json"],
         check=True,
@@ -201,72 +181,43 @@ def bench_dashboard(tmp: Path) -> dict[str, Any]:
     )
     computed_ahead = json.loads(warmed.stdout)[str(run)]
     print(f"dashboard: run {run}'s pages computed ahead in {computed_ahead} s", flush=True)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = (folder / "serve.log").open("w")
-    server = subprocess.Popen(
-        [
-            *FAIRJUDGE,
-            "--config",
-            str(config),
-            "serve",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--no-worker",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
     driver = None
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(base + "/api/v1/health", timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the server did not start") from None
-                time.sleep(0.1)
-        driver = _driver()
-        driver.get(base + "/login")
-        driver.find_element("id", "key").send_keys(key)
-        driver.find_element("id", "sign-in").click()
-        # The click only starts the form's POST: wait for its redirect (the session cookie)
-        # before the first page, or that page may cut the sign-in short.
-        deadline = time.monotonic() + 30
-        while "/login" in driver.current_url:
-            if time.monotonic() > deadline:
-                raise RuntimeError("signing in did not leave the login page")
-            time.sleep(0.05)
-        pages: dict[str, Any] = {}
-        for name, path in _pages(gen, run).items():
-            loads = [_load(driver, base + path) for _ in range(LOADS)]
-            warm = loads[1:]
-            pages[name] = {
-                "path": path,
-                "cold_ttfb_ms": round(loads[0]["ttfb"], 1),
-                "cold_load_ms": round(loads[0]["load"], 1),
-                "warm_median_ttfb_ms": round(statistics.median(t["ttfb"] for t in warm), 1),
-                "warm_median_load_ms": round(statistics.median(t["load"] for t in warm), 1),
-                "warm_worst_ttfb_ms": round(max(t["ttfb"] for t in warm), 1),
-                "warm_worst_load_ms": round(max(t["load"] for t in warm), 1),
-                "kb": round(loads[-1]["bytes"] / 1024, 1),
-            }
-            print(
-                f"dashboard {name}: cold {pages[name]['cold_load_ms']} ms, warm median "
-                f"{pages[name]['warm_median_load_ms']} ms",
-                flush=True,
-            )
-    finally:
-        if driver is not None:
-            driver.quit()
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-        log.close()
+    with LiveServer(config, workers=1, extra=("--no-worker",)) as server:
+        base, key = server.base, server.member_key
+        try:
+            driver = _driver()
+            driver.get(base + "/login")
+            driver.find_element("id", "key").send_keys(key)
+            driver.find_element("id", "sign-in").click()
+            # The click only starts the form's POST: wait for its redirect (the session cookie)
+            # before the first page, or that page may cut the sign-in short.
+            deadline = time.monotonic() + 30
+            while "/login" in driver.current_url:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("signing in did not leave the login page")
+                time.sleep(0.05)
+            pages: dict[str, Any] = {}
+            for name, path in _pages(gen, run).items():
+                loads = [_load(driver, base + path) for _ in range(LOADS)]
+                warm = loads[1:]
+                pages[name] = {
+                    "path": path,
+                    "cold_ttfb_ms": round(loads[0]["ttfb"], 1),
+                    "cold_load_ms": round(loads[0]["load"], 1),
+                    "warm_median_ttfb_ms": round(statistics.median(t["ttfb"] for t in warm), 1),
+                    "warm_median_load_ms": round(statistics.median(t["load"] for t in warm), 1),
+                    "warm_worst_ttfb_ms": round(max(t["ttfb"] for t in warm), 1),
+                    "warm_worst_load_ms": round(max(t["load"] for t in warm), 1),
+                    "kb": round(loads[-1]["bytes"] / 1024, 1),
+                }
+                print(
+                    f"dashboard {name}: cold {pages[name]['cold_load_ms']} ms, warm median "
+                    f"{pages[name]['warm_median_load_ms']} ms",
+                    flush=True,
+                )
+        finally:
+            if driver is not None:
+                driver.quit()
     warm_loads = [p["warm_median_load_ms"] for p in pages.values()]
     return {
         "judgments": N_JUDGMENTS,

@@ -10,8 +10,9 @@ another prompt variant. A campaign pull needs Label Studio and is not timed here
 
 After each write, each page of the written run and of the big run is loaded twice over HTTP
 (signed in, the body read whole) at once (``at_once``: before the warmer caught up, a page
-answers within its bound with the run's older kept figures under a banner, "stale", or the
-page that reloads itself, "computing"); then ``behind_s``, the seconds until every page of the
+answers within its bound with the run's older kept figures under a banner, an API route with
+them marked ``X-Figures-Stale: true``, "stale", or the page that reloads itself or a 202,
+"computing"); then ``behind_s``, the seconds until every page of the
 written run is kept at the run's version (read from the store), and the same loads again
 (``loads``, "fresh"). ``first_ms`` and ``second_ms`` each time; a first load under a second
 both times is the target.
@@ -25,7 +26,6 @@ import http.cookiejar
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 import urllib.parse
@@ -41,7 +41,8 @@ from judge.store.engine import make_engine
 from judge.store.tables import Item, Judgment
 from server.usecases.dashboard import default_pages, page_key, run_version
 from server.usecases.figures import read, signing_key, version_text
-from tests.support.factories import FAIRJUDGE, SAMPLE, free_port, write_config
+from tests.support.factories import FAIRJUDGE, SAMPLE, write_config
+from tests.support.live import LiveServer
 
 BEHIND_MAX_S = 900.0
 
@@ -69,23 +70,24 @@ class Client:
 
     def get(self, path: str) -> tuple[float, int, str]:
         """Milliseconds to the whole body, the status, and what the body was: "stale" (kept
-        figures of an older version, under the banner), "computing" (the page that reloads
-        itself, or the API's 202) or "fresh"."""
+        figures of an older version: under the banner, or the API's ``X-Figures-Stale:
+        true``), "computing" (the page that reloads itself, or the API's 202) or "fresh"."""
         request = urllib.request.Request(self.base + path)
         if path.startswith("/api/"):
             request.add_header("Authorization", f"Bearer {self.key}")
         start = time.perf_counter()
-        body = b""
+        body, marked = b"", ""
         try:
             with self.opener.open(request, timeout=600) as reply:
                 body = reply.read()
-                status = reply.status
+                status, marked = reply.status, reply.headers.get("X-Figures-Stale", "")
         except urllib.error.HTTPError as exc:
             status = exc.code
         took = (time.perf_counter() - start) * 1000
         if "/login" in path or status == 302:
             raise RuntimeError(f"{path} was not served signed in")
-        kind = "computing" if status == 202 else "stale" if b'id="stale"' in body else "fresh"
+        stale = marked == "true" or b'id="stale"' in body
+        kind = "computing" if status == 202 else "stale" if stale else "fresh"
         return took, status, kind
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -188,14 +190,10 @@ def bench_fresh_pages(tmp: Path) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     db_url, gen, run = store_bench.build_store(folder)
     stub = wire.Stub(0.0)
-    port = free_port()
     config = write_config(
-        folder / "fairjudge.toml", stub.url, db_url, port=port, server={"warm_figures": True}
+        folder / "fairjudge.toml", stub.url, db_url, server={"warm_figures": True}
     )
     settings = load_settings(config)
-    key = json.loads(
-        _fairjudge(config, "keys", "create", "--role", "admin", "--name", "bench", "--json")
-    )["key"]
     # The small second run's answers: the sample's S1 items (18), imported as answered.
     small = folder / "small.jsonl"
     lines = [json.loads(x) for x in SAMPLE.open(encoding="utf-8")][:18]
@@ -212,66 +210,49 @@ def bench_fresh_pages(tmp: Path) -> dict[str, Any]:
                    "--model", "bench", "--json")
     )  # fmt: skip
     small_gen = int(imported["generation_run_id"])
-    log = (folder / "serve.log").open("w")
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [*FAIRJUDGE, "--config", str(config), "serve", "--port", str(port), "--workers", "1"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
     results: dict[str, Any] = {}
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(base + "/api/v1/health", timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the server did not start") from None
-                time.sleep(0.2)
-        client = Client(base, key)
-        # The big run's pages computed once to begin with, as after the job that judged it
-        # (the store is built without jobs): the seconds each page took from the rows.
-        warmed = _fairjudge(config, "dashboard", "warm", str(run), "--json")
-        results["start"] = {"computed_ahead_s": json.loads(warmed)[str(run)]}
-        csv = folder / "ratings.csv"
-        rows = _ratings(db_url, run, "bench-cli")
-        csv.write_text(
-            "item_id,rubric,rater,score\n"
-            + "".join(f"{r['item_id']},{r['rubric']},{r['rater']},{r['score']}\n" for r in rows),
-            encoding="utf-8",
-        )
-        writes: list[tuple[str, Any]] = [
-            ("ratings import", lambda: (_fairjudge(config, "ratings", "import", str(csv),
-                                                   "--run", str(gen)), run)),
-            ("API post of ratings", lambda: (client.post("/api/v1/ratings", {
-                "generation_run": gen, "rows": _ratings(db_url, run, "bench-api")}), run)),
-            ("CLI judge", lambda: (None, json.loads(_fairjudge(
-                config, "judge", str(small_gen), "--json"))["run_id"])),
-            ("judge job over the API", lambda: (None, _job(client, db_url, small_gen))),
-        ]  # fmt: skip
-        for name, write in writes:
-            started = time.perf_counter()
-            _, written = write()
-            took = round(time.perf_counter() - started, 1)
-            pages = list(dict.fromkeys([int(written), run]))
-            # At once after the write, before the warmer caught up: each page answers within
-            # its bound, stale (the banner) or computing where nothing is kept at its version.
-            at_once = _loads(client, pages)
-            behind = _behind(db_url, settings, int(written))
-            loads = _loads(client, pages)
-            results[name] = {"write_s": took, "run": written, "at_once": at_once,
-                             "behind_s": behind, "loads": loads}  # fmt: skip
-            worst_now = max(v["first_ms"] for v in at_once.values())
-            worst = max(v["first_ms"] for v in loads.values())
-            print(f"fresh_pages {name}: worst first load at once {worst_now} ms, behind "
-                  f"{behind} s, worst first load after {worst} ms", flush=True)  # fmt: skip
+        with LiveServer(config, workers=1, start_s=120.0) as server:
+            client = Client(server.base, server.admin_key)
+            # The big run's pages computed once to begin with, as after the job that judged it
+            # (the store is built without jobs): the seconds each page took from the rows.
+            warmed = _fairjudge(config, "dashboard", "warm", str(run), "--json")
+            results["start"] = {"computed_ahead_s": json.loads(warmed)[str(run)]}
+            csv = folder / "ratings.csv"
+            rows = _ratings(db_url, run, "bench-cli")
+            csv.write_text(
+                "item_id,rubric,rater,score\n"
+                + "".join(
+                    f"{r['item_id']},{r['rubric']},{r['rater']},{r['score']}\n" for r in rows
+                ),
+                encoding="utf-8",
+            )
+            writes: list[tuple[str, Any]] = [
+                ("ratings import", lambda: (_fairjudge(config, "ratings", "import", str(csv),
+                                                       "--run", str(gen)), run)),
+                ("API post of ratings", lambda: (client.post("/api/v1/ratings", {
+                    "generation_run": gen, "rows": _ratings(db_url, run, "bench-api")}), run)),
+                ("CLI judge", lambda: (None, json.loads(_fairjudge(
+                    config, "judge", str(small_gen), "--json"))["run_id"])),
+                ("judge job over the API", lambda: (None, _job(client, db_url, small_gen))),
+            ]  # fmt: skip
+            for name, write in writes:
+                started = time.perf_counter()
+                _, written = write()
+                took = round(time.perf_counter() - started, 1)
+                pages = list(dict.fromkeys([int(written), run]))
+                # At once after the write, before the warmer caught up: each page answers within
+                # its bound, stale (the banner) or computing where nothing is kept at its version.
+                at_once = _loads(client, pages)
+                behind = _behind(db_url, settings, int(written))
+                loads = _loads(client, pages)
+                results[name] = {"write_s": took, "run": written, "at_once": at_once,
+                                 "behind_s": behind, "loads": loads}  # fmt: skip
+                worst_now = max(v["first_ms"] for v in at_once.values())
+                worst = max(v["first_ms"] for v in loads.values())
+                print(f"fresh_pages {name}: worst first load at once {worst_now} ms, behind "
+                      f"{behind} s, worst first load after {worst} ms", flush=True)  # fmt: skip
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
-        log.close()
         stub.stop()
     return {
         "judgments": store_bench.N_JUDGMENTS,

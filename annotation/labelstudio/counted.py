@@ -16,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlmodel import Session, col, select
+
 from annotation.errors import CampaignError
 from annotation.labelstudio import interface
 from annotation.labelstudio.client import annotations_of
-from judge.store.tables import Campaign, CampaignTask
+from judge.store.tables import Campaign, CampaignTask, Item
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,21 @@ class Sorted:
     # (author, editor, item key) of held-out annotations, and their (item id, author) pairs
     cross_edited: list[tuple[str, str, str]] = field(default_factory=list)
     held: set[tuple[int, str]] = field(default_factory=set)
+
+
+def campaign_tasks(
+    session: Session, campaign_id: int | None
+) -> dict[str, tuple[CampaignTask, str]]:
+    """The campaign's tasks by our task key, each with its item's key: what
+    ``sort_annotations`` matches an export's tasks against."""
+    return {
+        task.task_key: (task, key)
+        for task, key in session.exec(
+            select(CampaignTask, Item.key)
+            .join(Item, col(Item.id) == CampaignTask.item_id)
+            .where(CampaignTask.campaign_id == campaign_id)
+        )
+    }
 
 
 def sort_annotations(

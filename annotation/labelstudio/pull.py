@@ -32,7 +32,7 @@ from annotation.errors import CampaignError
 from annotation.labelstudio import interface
 from annotation.labelstudio.campaigns import get_campaign
 from annotation.labelstudio.client import LabelStudioClient, Say
-from annotation.labelstudio.counted import Sorted, read_scores, sort_annotations
+from annotation.labelstudio.counted import Sorted, campaign_tasks, read_scores, sort_annotations
 from judge.data.items import DECIDED
 from judge.store.rating_scope import campaign_scope
 from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, RatingChange, utcnow
@@ -115,14 +115,7 @@ def pull_campaign(
         return _unchanged(session, campaign)
     exported = client.export_tasks(campaign.ls_project_id, tasks=counts["tasks"], progress=progress)
     users = client.users()
-    tasks = {
-        t.task_key: (t, key)
-        for t, key in session.exec(
-            select(CampaignTask, Item.key)
-            .join(Item, col(Item.id) == CampaignTask.item_id)
-            .where(CampaignTask.campaign_id == campaign.id)
-        )
-    }
+    tasks = campaign_tasks(session, campaign.id)
     result = PullResult(name)
     if campaign.kind == "review":
         _pull_reviews(session, campaign, exported, users, tasks, result)

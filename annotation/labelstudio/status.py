@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 from annotation.errors import CampaignError
 from annotation.labelstudio.campaigns import get_campaign, strategy_label
 from annotation.labelstudio.client import LabelStudioClient
-from annotation.labelstudio.counted import Counted, read_scores, sort_annotations
+from annotation.labelstudio.counted import Counted, campaign_tasks, read_scores, sort_annotations
 from annotation.labelstudio.quality import (
     MIN_KAPPA,
     OFFSET_MARGIN,
@@ -33,7 +33,7 @@ from annotation.labelstudio.quality import (
     gold_accuracy,
     offset,
 )
-from judge.store.tables import Campaign, CampaignTask, HumanRating, Item
+from judge.store.tables import Campaign, HumanRating, Item
 
 Scores = dict[str, dict[tuple[str, str], float]]  # annotator -> (item key, rubric) -> score
 
@@ -117,14 +117,7 @@ def campaign_status(
 
     campaign = get_campaign(session, name)
     assert campaign.id is not None
-    tasks = {
-        t.task_key: (t, key)
-        for t, key in session.exec(
-            select(CampaignTask, Item.key)
-            .join(Item, col(Item.id) == CampaignTask.item_id)
-            .where(CampaignTask.campaign_id == campaign.id)
-        )
-    }
+    tasks = campaign_tasks(session, campaign.id)
     exported = client.export_tasks(campaign.ls_project_id) if campaign.ls_project_id else []
     found = sort_annotations(exported, client.users(), tasks)
     tally = _Tally()

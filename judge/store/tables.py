@@ -429,7 +429,8 @@ class RunLease(SQLModel, table=True):
     kind: str = Field(
         primary_key=True,
         description="'generation', 'judge', 'audit', 'dataset_generation' (items a model "
-        "writes, ``run_id`` the dataset's id) or 'job'.",
+        "writes, ``run_id`` the dataset's id), 'job', or 'figures' (a judge run's pages "
+        "being computed ahead).",
     )
     run_id: int = Field(primary_key=True)
     pid: int

@@ -10,10 +10,10 @@ version reuses them, and a write to the run's rows makes them stale. A write to 
 run's rows leaves them as they are.
 
 Computing ahead happens on a thread of its own (``Warmer``, one per process), never inside
-a job's slot: when a job ends its worker only names the runs it
-touched (``warm_after_job``), and the worker's warmer also watches the store (every
-``WATCH_EVERY_S``) for runs whose rows changed by any other path (``ratings import``, a CLI
-``judge``, a campaign pull, an API post) and computes their pages again.
+a job's slot, and by one process at a time per run (``CLAIM``): when a job ends its worker
+only names the runs it touched (``warm_after_job``), and the worker's warmer also watches
+the store (every ``WATCH_EVERY_S``) for runs whose rows changed by any other path (``ratings
+import``, a CLI ``judge``, a campaign pull, an API post) and computes their pages again.
 
 The figures are pickled, compressed and signed with the server's secret (``<state_dir>/
 server-secret``, the key that signs session cookies): a row the server did not write, or one
@@ -77,6 +77,7 @@ __all__ = [
     "stale_runs",
     "version_text",
     "warm_after_job",
+    "warm_claimed",
     "warm_run",
     "warmer",
     "write",
@@ -96,6 +97,13 @@ computed first, and the newest runs): a bound on what one look at the store cost
 WATCH_EVERY_S = 2.0
 """How often the warmer looks at the store for runs whose rows changed: one statement when
 nothing changed (the store's version), a few per watched run when something did."""
+CLAIM = "figures"
+"""The lease (``judge.runs.run_lease``, kind ``figures``) a warmer holds on a judge run while
+it computes the run's pages, so that warmers in several processes, on one machine or many,
+never compute the same run's figures at once: its row's insert fails on the key (SQLite and
+PostgreSQL alike) while a live process holds it, a heartbeat renews it however long the
+pages take, and it is freed when they are done, at once when its holder dies on the same
+host, after ``judge.runs.LEASE_SECONDS`` elsewhere."""
 NICE = 0
 """How much lower than the process's the warmer thread's CPU priority is (Linux: per
 thread). 0: a thread of its own is what keeps warming off the job slots; a niced thread in a
@@ -357,6 +365,21 @@ def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str,
     return took
 
 
+def warm_claimed(
+    engine: Engine, settings: Settings, judge_run_id: int
+) -> dict[str, float | None] | None:
+    """``warm_run`` under this process's claim on the run (``CLAIM``); None, computing
+    nothing, when another live process holds it: that one is computing the same pages."""
+    from judge.runs import RunBusyError, run_lease
+
+    try:
+        with run_lease(engine, CLAIM, judge_run_id):
+            return warm_run(engine, settings, judge_run_id)
+    except RunBusyError as exc:
+        log.info("judge run %s: pages left to the process computing them (%s)", judge_run_id, exc)
+        return None
+
+
 def runs_kept(engine: Engine, limit: int = WATCH_RUNS) -> list[int]:
     """Judge runs that have kept figures, most recently computed first."""
     from sqlalchemy import func
@@ -494,8 +517,9 @@ class Warmer:
                 with Session(self.engine) as session:
                     if session.get(JudgeRun, run_id) is None:
                         continue
-                took = warm_run(self.engine, self.settings, run_id)
-                log.info("dashboard figures of judge run %s computed ahead: %s", run_id, took)
+                took = warm_claimed(self.engine, self.settings, run_id)
+                if took is not None:
+                    log.info("dashboard figures of judge run %s computed ahead: %s", run_id, took)
             except Exception as exc:
                 log.warning("dashboard figures of judge run %s not computed ahead: %s", run_id, exc)
 

@@ -10,7 +10,7 @@ Every kind of job that can call a model is sized (``GATED``); a kind that cannot
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -199,19 +199,18 @@ def _estimate(engine: Engine, settings: Settings, request: Request) -> dict[str,
 
     if isinstance(request, AuditRequest):
         check_design_size(request)
-        return audits.audit_dry_run(engine, settings, request)
-    if isinstance(request, ItemPlanRequest):
-        return datasets.plan_items_dry_run(engine, settings, request)
-    if isinstance(request, ItemCellRequest):
-        return datasets.item_cell_dry_run(engine, settings, request)
-    if isinstance(request, JudgeRequest):
-        return runs.judge_dry_run(engine, settings, request)
-    if isinstance(request, GenerateRequest):
-        return runs.generate_dry_run(engine, settings, request)
-    if isinstance(request, CounterfactualRequest):
-        return trust.counterfactual_dry_run(engine, settings, request)
-    if isinstance(request, AuditClassifyRequest):
-        return followups.classify_dry_run(engine, settings, request)
+    estimates: list[tuple[type[Request], Callable[..., dict[str, Any]]]] = [
+        (AuditRequest, audits.audit_dry_run),
+        (ItemPlanRequest, datasets.plan_items_dry_run),
+        (ItemCellRequest, datasets.item_cell_dry_run),
+        (JudgeRequest, runs.judge_dry_run),
+        (GenerateRequest, runs.generate_dry_run),
+        (CounterfactualRequest, trust.counterfactual_dry_run),
+        (AuditClassifyRequest, followups.classify_dry_run),
+    ]
+    for kind, estimate in estimates:
+        if isinstance(request, kind):
+            return estimate(engine, settings, request)
     raise InvalidInputError(f"a {type(request).__name__} has no dry run")  # not in DRY_RUNS
 
 

@@ -20,10 +20,18 @@ from tests.support.factories import FAIRJUDGE, free_port
 
 class LiveServer:
     """``with LiveServer(config) as server:`` starts ``fairjudge serve`` (after ``db
-    upgrade``) in its own process group and makes an admin and a member key."""
+    upgrade``) in its own process group, waits up to ``start_s`` for its health route, and
+    makes an admin and a member key."""
 
-    def __init__(self, config: Path, *, workers: int = 2, extra: tuple[str, ...] = ()) -> None:
-        self.config, self.workers, self.extra = config, workers, extra
+    def __init__(
+        self,
+        config: Path,
+        *,
+        workers: int = 2,
+        extra: tuple[str, ...] = (),
+        start_s: float = 60.0,
+    ) -> None:
+        self.config, self.workers, self.extra, self.start_s = config, workers, extra, start_s
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = config.parent / f"serve-{self.port}.log"
@@ -57,7 +65,7 @@ class LiveServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kill() reaches every process
             )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + self.start_s
         while True:
             try:
                 if self.get("/api/v1/health", key=None)[0] == 200:

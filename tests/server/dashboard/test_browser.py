@@ -76,14 +76,17 @@ class Served:
 
     def api(self, path: str) -> Any:
         """GET an API path with the key, as a script would: a 202 (figures still being
-        computed, docs/server.md) is asked again after its Retry-After, for up to 180 s."""
+        computed, docs/server.md), or figures marked stale (``X-Figures-Stale: true``, kept
+        before the latest writes), is asked again after its Retry-After (1 s for stale), for
+        up to 180 s."""
         request = urllib.request.Request(
             self.url + path, headers={"Authorization": f"Bearer {self.key}"}
         )
         deadline = time.monotonic() + 180
         while True:
             with urllib.request.urlopen(request, timeout=10) as reply:
-                if reply.status != 202 or time.monotonic() > deadline:
+                waiting = reply.status == 202 or reply.headers.get("X-Figures-Stale") == "true"
+                if not waiting or time.monotonic() > deadline:
                     return json.load(reply)
                 wait = float(reply.headers.get("Retry-After") or 1)
             time.sleep(min(wait, 2.0))

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import http.cookiejar
 import json
-import os
 import re
-import signal
 import subprocess
 import time
 import urllib.parse
@@ -35,7 +33,8 @@ from judge.store.tables import Item, Judgment
 from server.usecases.dashboard import default_pages, page_key, run_version
 from server.usecases.figures import read, signing_key, version_text
 from tests.server.dashboard.loop_store import Loop, copy_loop
-from tests.support.factories import FAIRJUDGE, free_port, write_config
+from tests.support.factories import FAIRJUDGE, write_config
+from tests.support.live import LiveServer
 from tests.support.stub_openai import StubServer
 
 WAIT_S = 240.0
@@ -96,38 +95,12 @@ def serving(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> It
         config = write_config(
             folder / "fairjudge.toml", stub.base_url, db_url, server={"warm_figures": True}
         )
-        key = json.loads(
-            _fairjudge(config, "keys", "create", "--role", "admin", "--name", "fresh", "--json")
-        )["key"]
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = (folder / "serve.log").open("w")
-        proc = subprocess.Popen(
-            [*FAIRJUDGE, "--config", str(config), "serve", "--host", "127.0.0.1"]
-            + ["--port", str(port), "--workers", "1"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    urllib.request.urlopen(url + "/api/v1/health", timeout=1).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline and proc.poll() is None, "no server"
-                    time.sleep(0.2)
+        with LiveServer(config, workers=1, extra=("--host", "127.0.0.1")) as server:
             settings = load_settings(config)
-            yield Serving(url, key, config, settings, db_url, loop, _signed_in(url, key))
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            log.close()
+            key = server.admin_key
+            yield Serving(
+                server.base, key, config, settings, db_url, loop, _signed_in(server.base, key)
+            )
 
 
 def _kept_now(s: Serving, run: int) -> bool:
