@@ -72,7 +72,7 @@ def test_estimates_over_http(planted_api: tuple[Api, Planted]) -> None:
     expected = ppi_mean(
         [pct(truth(k)) for k in labelled],
         [pct(judge_score(k)) for k in labelled],
-        [pct(judge_score(k)) for k in s2],
+        [pct(judge_score(k)) for k in s2 if k not in rated],  # the unrated (ppi_py's way)
     )
     ppi = tcs["prediction_powered"]
     assert ppi["value"] == pytest.approx(expected.estimate)
