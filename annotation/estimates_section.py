@@ -18,13 +18,19 @@ SECTION_TITLE = "Bias figures corrected by human ratings"
 COLUMNS = ["factor", "metric", JUDGE_ONLY, HUMAN_ONLY, PPI, "n rated", "effective n", "design"]
 
 
+def rated_text(n: int) -> str:
+    """A row's count of rated items, marked under ``SMALL_N``: '18 (< 30)'."""
+    return f"{n} (< {SMALL_N})" if 0 < n < SMALL_N else str(n)
+
+
 def _rows(cells: Sequence[CellEstimate]) -> list[list[str]]:
     rows = []
     for c in cells:
         ppi = c.prediction_powered
         effective = "" if ppi.effective_n is None else f"{ppi.effective_n:.0f}"
         estimates = [c.judge_only.text(), c.human_only.text(), ppi.text()]
-        rows.append([c.factor, c.label, *estimates, str(c.human_only.n), effective, ppi.design])
+        rated = rated_text(c.human_only.n)
+        rows.append([c.factor, c.label, *estimates, rated, effective, ppi.design])
     return rows
 
 
@@ -60,22 +66,23 @@ def section_of(result: Estimates) -> Section:
     """The section for a computed result (its payload is ``result.to_dict()``)."""
     level = f"{100 * (1 - result.alpha):g} %"
     cells = (*result.metrics, *result.rubrics)
-    small = sum(c.prediction_powered.small_sample for c in cells)
+    small = sum(c.small_sample for c in cells)
     notes = [
         f"design assumed: {result.design.name} ({result.design.description}); "
         f"{result.ratings_note}",
-        f"{level} normal intervals, clipped to the unit's range. judge-only: every item the "
-        "judge scored, its bias included; human-only: the rated items; prediction-powered: "
-        "every scored item, corrected by the difference between people and judge on the "
-        "rated items (PPI++).",
+        f"{level} intervals, clipped to the unit's range: normal, Student t where a row has "
+        f"fewer than {SMALL_N} rated items (marked '(< {SMALL_N})'). judge-only: every item "
+        "the judge scored, its bias included; human-only: the rated items; "
+        "prediction-powered: the judge's scores of the unrated items, corrected by the "
+        "difference between people and judge on the rated items (PPI++).",
         "effective n: how many human ratings alone would give the prediction-powered "
         "interval's width.",
         *_missing(result),
     ]
     if small:
         notes.append(
-            f"{small} prediction-powered estimate(s) rest on fewer than {SMALL_N} rated items: "
-            "their intervals are approximate"
+            f"{small} row(s) rest on fewer than {SMALL_N} rated items: their human-only and "
+            "prediction-powered intervals are t intervals, and approximate"
         )
     rubric_columns = ["factor", "rubric", *COLUMNS[2:]]
     return Section(

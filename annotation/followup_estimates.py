@@ -7,13 +7,17 @@ and per chosen group, three ways side by side, and the gap between the two chose
 - **human-only**: people's classes of the follow-ups they classified.
 - **prediction-powered** (PPI++, ``judge.stats.ppi``): ``y`` is 100 where people put the
   follow-up in the class (else 0), ``yhat`` the judge's 100/0 on the same follow-ups, and
-  ``yhat_unlabelled`` the judge's 100/0 on every follow-up it classified readably.
+  ``yhat_unlabelled`` the judge's 100/0 on the follow-ups it classified readably that people
+  did not (ppi_py's convention: each follow-up in one set only). Where people classified
+  every follow-up the judge classified in a cell, it is the people's share (``lam`` 0).
 
 The chosen group is the group of the student the model under test chose in its first answer
 (``meta["chosen"]``, 'A' or 'B', as ``judge.audits.followup.followup_analysis`` groups them);
 the gap is A's share minus B's, each group tuned on its own data (``ppi_gap``), with the
 interval of the difference itself. Values are percent (0-100; a gap in percentage points);
-intervals are normal (``1 - alpha``) and clipped to [0, 100] ([-100, 100] for a gap).
+intervals are normal (``1 - alpha``), Student t under 30 classified follow-ups (``n - 1``
+degrees of freedom; for a gap the fewer of the two groups'), and clipped to [0, 100]
+([-100, 100] for a gap).
 
 **Several people on one follow-up.** Each person's class counts as a fraction of a vote: a
 follow-up two people classified, one 'justified' and one 'irrational', is 50 justified and 50
@@ -39,7 +43,6 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
 from typing import Any
 
 from sqlmodel import Session, select
@@ -57,7 +60,7 @@ from judge.audits.award import FOLLOWUP_CLASSES
 from judge.audits.followup import LABELLED, UNPARSED, followup_answers
 from judge.errors import InvalidInputError, NotFoundError
 from judge.reports.sections import Table
-from judge.stats.ppi import SMALL_N, Group, classical_mean, ppi_gap, ppi_mean
+from judge.stats.ppi import SMALL_N, Group, classical_mean, gap_df, interval, ppi_gap, ppi_mean
 from judge.store.tables import AuditAnswer, AuditLabel
 
 ALL = "all"
@@ -121,6 +124,11 @@ class ClassGap:
         return {**finite(asdict(self)), "best": self.best.brief()}
 
 
+def _rated_text(n: int) -> str:
+    """A row's count of people's follow-ups, marked under ``SMALL_N``: '18 (< 30)'."""
+    return f"{n} (< {SMALL_N})" if 0 < n < SMALL_N else str(n)
+
+
 def _best(judge_only: Estimate, human_only: Estimate, ppi: Estimate) -> Estimate:
     if ppi.value is not None:
         return ppi
@@ -182,9 +190,10 @@ class FollowupEstimates:
             f"{c.judge_missing} not sent (all left out); people ({len(c.people)}) classified "
             f"{c.human_classified}, {c.human_unjudged} of them without a readable judge class "
             "(human-only only)",
-            f"{level} normal intervals, clipped to [0, 100]. judge-only: its bias included; "
-            "human-only: the follow-ups people classified; prediction-powered: the judge's "
-            "classes corrected by people's on the follow-ups both classified (PPI++).",
+            f"{level} intervals (normal; Student t under {SMALL_N} classified follow-ups), "
+            "clipped to [0, 100]. judge-only: its bias included; human-only: the follow-ups "
+            "people classified; prediction-powered: the judge's classes of the others, "
+            "corrected by people's on the follow-ups both classified (PPI++).",
             VOTES,
         ]
         estimates = [e for s in self.shares for e in (s.human_only, s.prediction_powered)]
@@ -195,7 +204,8 @@ class FollowupEstimates:
         if small:
             notes.append(
                 f"{small} estimate(s) rest on fewer than {SMALL_N} classified follow-ups per "
-                "group: their intervals are approximate"
+                f"group (rows marked '(< {SMALL_N})'): their intervals are t intervals, and "
+                "approximate"
             )
         return notes
 
@@ -207,7 +217,7 @@ class FollowupEstimates:
             effective = "" if ppi.effective_n is None else f"{ppi.effective_n:.0f}"
             rows.append(
                 [s.group, s.label, s.judge_only.text(), s.human_only.text(), ppi.text(),
-                 str(s.human_only.n), str(s.judge_only.N), effective]
+                 _rated_text(s.human_only.n), str(s.judge_only.N), effective]
             )  # fmt: skip
         shares = Table(
             f"Follow-up classes of award run {self.audit_run}: share of follow-ups (%)",
@@ -382,13 +392,18 @@ def _cell(
         why = _few(len(both), "follow-up(s) classified by people and readably by the judge")
         return judge_only, human_only, Estimate.refused(PPI, len(both), N, design.name, why)
     g = _group(judge, human)
-    m = ppi_mean(g.y, g.yhat, g.yhat_unlabelled, alpha=alpha)
+    if all(i in human for i in judge):  # nothing left for the judge: the people's share
+        m = classical_mean(g.y, alpha=alpha)
+    else:
+        m = ppi_mean(g.y, g.yhat, g.yhat_unlabelled, alpha=alpha)
     return judge_only, human_only, Estimate.of(m, PPI, N, design.name, BOUNDS)
 
 
 def _group(judge: Mapping[int, float], human: Mapping[int, float]) -> Group:
+    """The follow-ups both classified, and the judge's values of those people did not."""
     both = [i for i in sorted(human) if i in judge]
-    return Group([human[i] for i in both], [judge[i] for i in both], list(judge.values()))
+    unrated = [v for i, v in judge.items() if i not in human]
+    return Group([human[i] for i in both], [judge[i] for i in both], unrated)
 
 
 # ---------------------------------------------------------------- gaps
@@ -405,11 +420,14 @@ def _difference(method: str, a: Estimate, b: Estimate, alpha: float) -> Estimate
             reason = "; ".join(f"group {g}: {why}" for g, why in reasons.items())
         return Estimate.refused(method, n, N, design, reason)
     value, se = a.value - b.value, math.hypot(a.se, b.se)
-    half = NormalDist().inv_cdf(1 - alpha / 2) * se
-    low, high = max(-100.0, value - half), min(100.0, value + half)
+    df = None if method == JUDGE_ONLY else gap_df(a.n, b.n)
+    low, high, name = interval(value, se, alpha, df)
+    low, high = max(-100.0, low), min(100.0, high)
     effective, saved = (None, None) if method == JUDGE_ONLY else (float(n), 0.0)
     small = a.small_sample or b.small_sample
-    return Estimate(method, value, low, high, se, n, N, effective, saved, None, design, small)
+    return Estimate(
+        method, value, low, high, se, n, N, effective, saved, None, design, small, "", name
+    )
 
 
 def _ppi_gap(
@@ -417,13 +435,14 @@ def _ppi_gap(
     alpha: float,
 ) -> Estimate:
     (ja, ha, ea), (jb, hb, eb) = sides
-    if ea[2].value is None or eb[2].value is None:
+    a, b = _group(ja, ha), _group(jb, hb)
+    if ea[2].value is None or eb[2].value is None or not (a.yhat_unlabelled and b.yhat_unlabelled):
         return _difference(PPI, ea[2], eb[2], alpha)
-    g = ppi_gap(_group(ja, ha), _group(jb, hb), alpha=alpha)
+    g = ppi_gap(a, b, alpha=alpha)
     return Estimate(
         PPI, g.estimate, max(-100.0, g.ci_low), min(100.0, g.ci_high), g.se, g.a.n + g.b.n,
         len(ja) + len(jb), finite(g.effective_n), finite(g.ratings_saved), None, ea[2].design,
-        g.small_sample,
+        g.small_sample, "", g.interval,
     )  # fmt: skip
 
 

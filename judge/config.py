@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from judge import paths
+from judge.config_estimates import EstimatesConfig
 from judge.endpoint_url import check_base_url
 from judge.errors import ConfigError
 
@@ -408,6 +409,7 @@ class Settings(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     runs: RunsConfig = Field(default_factory=RunsConfig)
+    estimates: EstimatesConfig = Field(default_factory=EstimatesConfig)
 
     @model_validator(mode="after")
     def _endpoints_exist(self) -> Settings:

@@ -84,6 +84,12 @@ API_WORDS: tuple[tuple[str, str], ...] = (
     (r"pass --replace to overwrite", 'send "replace": true to overwrite'),
     (r"pass --assume-random \(assume_random=true\)", "set assume_random=true"),
     (r"--assume-random", "assume_random=true"),
+    (
+        r"pass --accept-unrepresentative \(accept_unrepresentative=true\)",
+        "set accept_unrepresentative=true",
+    ),
+    (r"--accept-unrepresentative \(accept_unrepresentative=true\)", "accept_unrepresentative"),
+    (r"lower --min-items \(min_items\)", "lower min_items"),
     (r"--replace", '"replace": true'),
     (
         r"`fairjudge ratings import FILE --run (\d+)`",

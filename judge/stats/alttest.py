@@ -42,10 +42,15 @@ Refusals (``AltTestRefused``, a ValueError): fewer than ``MIN_ANNOTATORS`` (3) a
 (with two, the test only asks which of the two the judge is closer to; the paper asks for at
 least three), or an annotator with fewer than ``min_items`` usable items. The authors' code
 skips such an annotator; refusing instead keeps the panel, and so ``omega``'s denominator,
-what the caller passed. The paper asks for 30 items per annotator or more (50-100 in most
-cases); ``MIN_ITEMS`` (10) is a floor below which even the Wilcoxon branch can hardly reject:
-with 3 annotators, 7 items that all favour the judge give an exact one-sided p of 1/128 =
-0.0078, just under BY's smallest threshold 0.05 / (3 * (1 + 1/2 + 1/3)) = 0.0091.
+what the caller passed.
+
+**Items per annotator.** The authors' rule is 30 items per annotator or more (50-100 in most
+cases), so ``MIN_ITEMS`` is 30 and below it there is no verdict. A caller may lower
+``min_items`` explicitly (to 2 at the least); the result says which rule applied
+(``AltTestResult.rule``), and only then can the Wilcoxon branch run. Even so, few items can
+hardly reject: with 3 annotators, 7 items that all favour the judge give an exact one-sided
+p of 1/128 = 0.0078, just under BY's smallest threshold 0.05 / (3 * (1 + 1/2 + 1/3)) =
+0.0091.
 
 This module imports no project module.
 
@@ -72,7 +77,8 @@ ALIGNMENTS = ("neg_rmse", "neg_mae", "accuracy")
 EPSILON = {"expert": 0.2, "skilled": 0.15, "crowd": 0.1}
 """The paper's cost-benefit margins by kind of annotator."""
 MIN_ANNOTATORS = 3
-MIN_ITEMS = 10
+MIN_ITEMS = 30
+"""The authors' rule: items each annotator must share with another for a verdict."""
 T_TEST_MIN_ITEMS = 30
 """Items from which the t-test is used; the Wilcoxon signed-rank test below."""
 TIE = 1e-9
@@ -108,6 +114,26 @@ class AltTestResult:
     alpha: float
     alignment: str
     passed: bool  # omega >= 0.5
+    min_items: int = MIN_ITEMS  # the fewest items per annotator the test was allowed
+
+    @property
+    def rule(self) -> str:
+        """Which rule on items per annotator applied, in words."""
+        return items_rule(self.min_items)
+
+
+def items_rule(min_items: int) -> str:
+    """The rule ``min_items`` stands for: the authors' (30 or more) or one the caller lowered.
+
+    >>> items_rule(30)
+    "the authors' rule: 30 items or more per annotator"
+    """
+    if min_items >= MIN_ITEMS:
+        return f"the authors' rule: {min_items} items or more per annotator"
+    return (
+        f"lowered by the user to {min_items} items per annotator (the authors ask for "
+        f"{MIN_ITEMS}): a verdict below {MIN_ITEMS} items is not their procedure's"
+    )
 
 
 def benjamini_yekutieli(
@@ -270,8 +296,8 @@ def alt_test(
         named = ", ".join(f"{n!r} ({k})" for n, k in short)
         raise AltTestRefused(
             f"annotator(s) {named} have fewer than {min_items} items also rated by another "
-            "annotator (the paper asks for 30 or more per annotator): collect more ratings or "
-            "leave those annotators out"
+            f"annotator ({items_rule(min_items)}): collect more ratings, leave those "
+            f"annotators out, or lower --min-items (min_items) explicitly"
         )
 
     rows = [
@@ -287,4 +313,6 @@ def alt_test(
     )
     omega = sum(rejected) / len(comparisons)
     rho = float(np.mean([c.rho_f for c in comparisons]))
-    return AltTestResult(comparisons, omega, rho, eps, float(alpha), alignment, omega >= 0.5)
+    return AltTestResult(
+        comparisons, omega, rho, eps, float(alpha), alignment, omega >= 0.5, int(min_items)
+    )

@@ -100,6 +100,10 @@ class AltTestOut(BaseModel):
     alpha: float
     alignment: Literal["neg_rmse", "neg_mae", "accuracy"]
     min_items: int
+    items_rule: str = Field(
+        description="Which rule on items per annotator applied: the authors' (30 or more) or "
+        "one the user lowered."
+    )
     rubrics: list[RubricAltTestOut]
 
 

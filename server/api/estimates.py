@@ -1,7 +1,8 @@
-"""``/api/v1/judge-runs/<id>/estimates`` and ``/rating-plan``: a judge run's bias figures
-corrected by human ratings (judge-only, human-only and prediction-powered, side by side), and
-the human ratings a target interval needs (``server.usecases.estimates``; the shapes of
-``fairjudge estimates --json`` and ``fairjudge estimates --plan --json``).
+"""``/api/v1/judge-runs/<id>/estimates``, ``/transport`` and ``/rating-plan``: a judge run's
+bias figures corrected by human ratings (judge-only, human-only and prediction-powered, side
+by side), whether the judge's correction transports to other models' answers, and the human
+ratings a target interval needs (``server.usecases.estimates``; the shapes of ``fairjudge
+estimates --json``, ``... --transport OTHER --json`` and ``... --plan --json``).
 
 The response models below are the domain results' ``to_dict()`` field by field; each forbids
 fields it does not declare, so the OpenAPI document cannot drift from what is sent. A number
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import current_app
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.api import blueprint, dump, in_api_words
@@ -22,8 +24,11 @@ from server.usecases.estimates import (
     EstimatesRequest,
     RatingPlanOptions,
     RatingPlanRequest,
+    TransportOptions,
+    TransportRequest,
     estimates,
     plan_ratings,
+    transport,
 )
 
 bp = blueprint("estimates", __name__, "estimates")
@@ -32,6 +37,11 @@ bp = blueprint("estimates", __name__, "estimates")
 class EstimatesQuery(RatingScopeQuery, EstimatesOptions):
     """Which ratings count, the design to assume for ratings without one, and an optional
     gap (gap_by, gap_a, gap_b and gap_metric together)."""
+
+
+class TransportQuery(TransportOptions):
+    """The other judge runs (``others``, repeated), and the design to assume for ratings
+    without one."""
 
 
 class RatingPlanQuery(RatingScopeQuery, RatingPlanOptions):
@@ -58,10 +68,16 @@ class EstimateOut(_Out):
     ratings_saved: float | None = Field(description="effective_n - n.")
     lam: float | None = Field(description="PPI++'s tuning weight (0: human-only).")
     design: str = Field(description="How the rated items are weighted.")
-    small_sample: bool = Field(description="Fewer than 30 rated items: approximate interval.")
+    small_sample: bool = Field(
+        description="Fewer than 30 rated items: a t interval, and approximate."
+    )
     reason: str = Field(
         description="Why there is no value, or no interval (too few items, no spread); empty "
         "when both are there."
+    )
+    interval: str = Field(
+        description="How the interval was made: normal, 't, K df' (under 30 rated items), "
+        "Wilson or t (judge-only); empty without one."
     )
 
 
@@ -88,6 +104,7 @@ class CellOut(_Out):
     human_only: EstimateOut
     prediction_powered: EstimateOut
     best: BestOut
+    small_sample: bool = Field(description="The row's mark: fewer than 30 rated items.")
 
 
 class GapGroupsOut(_Out):
@@ -113,11 +130,44 @@ class GapOut(_Out):
     best: BestOut
 
 
+class ComparisonOut(_Out):
+    """The judge's scores of the rated items against the unrated ones'."""
+
+    n_rated: int
+    n_unrated: int
+    mean_rated: float
+    mean_unrated: float
+    smd: float | None = Field(description="Standardised mean difference (null: infinite).")
+    statistic: float | None = Field(description="Welch's t.")
+    p_value: float = Field(description="Welch's two-sided p, before correction.")
+
+
+class RubricBalanceOut(_Out):
+    rubric: str
+    comparison: ComparisonOut | None
+    p_corrected: float | None = Field(description="Bonferroni over the rubrics compared.")
+    failed: bool
+    reason: str
+
+
+class RepresentativenessOut(_Out):
+    """The check an assumed random design passes first ([estimates] max_smd, smd_alpha)."""
+
+    max_smd: float
+    alpha: float
+    passed: bool
+    accepted_unrepresentative: bool
+    rubrics: list[RubricBalanceOut]
+
+
 class DesignOut(_Out):
     """The sampling design the human-only and prediction-powered estimates assume."""
 
     name: str = Field(
         description="random, stratified, disagreement, assumed random (...), refused or no ratings."
+    )
+    representativeness: RepresentativenessOut | None = Field(
+        description="For an assumed random design: how the rated items compare with the rest."
     )
     usable: bool = Field(description="False: no human-only or prediction-powered estimate.")
     description: str
@@ -147,6 +197,63 @@ class EstimatesOut(_Out):
     metrics: list[CellOut]
     rubrics: list[CellOut]
     gap: GapOut | None
+
+
+class RunModelOut(_Out):
+    judge_run: int
+    generation_run: int
+    model: str
+    label: str
+
+
+class DifferenceOut(_Out):
+    """One model's judge-human relation minus the reference model's, with t intervals."""
+
+    model: str
+    n: int
+    bias: float
+    bias_low: float
+    bias_high: float
+    slope: float
+    slope_low: float
+    slope_high: float
+
+
+class TransportTestOut(_Out):
+    reference: str
+    n_reference: int
+    centre: float = Field(description="The pooled mean judge score (where bias is measured).")
+    differences: list[DifferenceOut]
+    f_statistic: float | None
+    df_num: int
+    df_den: int
+    p_value: float
+    alpha: float
+
+
+class ModelEstimatesOut(_Out):
+    run: RunModelOut
+    own: EstimateOut
+    pooled: EstimateOut
+
+
+class TargetTransportOut(_Out):
+    target: str
+    label: str
+    unit: str
+    transports: bool | None = Field(description="null: not tested (see reason).")
+    reason: str
+    test: TransportTestOut | None
+    models: list[ModelEstimatesOut]
+
+
+class TransportOut(_Out):
+    """The transport test of every figure across the runs, and each model's estimates."""
+
+    runs: list[RunModelOut]
+    level: float = Field(description="[estimates] transport_alpha.")
+    alpha: float
+    targets: list[TargetTransportOut]
 
 
 class RatingPlanOut(_Out):
@@ -183,7 +290,23 @@ def judge_run_estimates(path: RunPath, query: EstimatesQuery) -> Any:
     are null with the reason, unless `assume_random=true`."""
     options = query.model_dump(exclude={"campaign"})
     request = EstimatesRequest(judge_run=path.run_id, campaigns=query.campaign, **options)
-    return in_api_words(dump(EstimatesOut, estimates(get_session(), request).to_dict()))
+    rules = current_app.config["SETTINGS"].estimates
+    found = estimates(get_session(), request, rules=rules)
+    return in_api_words(dump(EstimatesOut, found.to_dict()))
+
+
+@bp.get("/judge-runs/<int:run_id>/transport", responses={200: TransportOut})
+def judge_run_transport(path: RunPath, query: TransportQuery) -> Any:
+    """Does the judge's correction learnt on this run's answers hold on other models'?
+
+    `others` names judge runs of the same judge configuration on other generation runs.
+    Per figure, the regression of human on judge with a model interaction (differences in
+    bias and slope, joint F-test); each model's own prediction-powered estimate, and the
+    pooled correction where the relation is the same. The shape of `fairjudge estimates RUN
+    --transport OTHER --json`."""
+    request = TransportRequest(judge_run=path.run_id, **query.model_dump())
+    rules = current_app.config["SETTINGS"].estimates
+    return in_api_words(dump(TransportOut, transport(get_session(), request, rules).to_dict()))
 
 
 @bp.get("/judge-runs/<int:run_id>/rating-plan", responses={200: RatingPlansOut})

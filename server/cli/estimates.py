@@ -1,5 +1,6 @@
 """``fairjudge estimates``: a judge run's bias figures three ways (judge-only, human-only,
-prediction-powered), and with ``--plan`` the human ratings a target interval needs. Both ask
+prediction-powered); with ``--transport OTHER`` whether the judge's correction holds on
+another model's answers; with ``--plan`` the human ratings a target interval needs. All ask
 ``server.usecases.estimates``; ``--json`` gives the shape the web API's routes give."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from server.cli.output import ROW_ID, emit, human_option, json_option, out, repo
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from server.usecases import Section
+    from server.usecases import Section, Table
 
 R = TypeVar("R", bound="BaseModel")
 
@@ -26,6 +27,7 @@ OPTION_OF = {
     "gap_b": "--gap",
     "gap_metric": "--gap-metric",
     "metric": "--metric",
+    "others": "--transport",
 }
 """A request field -> the option that sets it (the rest: the field's name as an option)."""
 
@@ -38,7 +40,15 @@ OPTION_OF = {
     "--assume-random",
     is_flag=True,
     help="Treat imported ratings (or those of several campaigns) as a simple random sample "
-    "of the run's items. Without it they give no human-only or prediction-powered estimate.",
+    "of the run's items. Without it they give no human-only or prediction-powered estimate. "
+    "Refused (exit 1) when the judge scores the rated items unlike the rest ([estimates] "
+    "max_smd, smd_alpha).",
+)
+@click.option(
+    "--accept-unrepresentative",
+    is_flag=True,
+    help="With --assume-random: use the ratings even when they fail that check; the output's "
+    "design then says so.",
 )
 @click.option(
     "--alpha",
@@ -58,6 +68,16 @@ OPTION_OF = {
     "--gap-metric",
     metavar="NAME",
     help="The gap's target: a stage metric's name or label (e.g. 'S2 TCS mean') or a rubric.",
+)
+@click.option(
+    "--transport",
+    "others",
+    type=ROW_ID,
+    multiple=True,
+    metavar="JUDGE_RUN",
+    help="Instead: test whether the judge's correction transports to this judge run's model "
+    "(the same judge configuration on another model's answers; repeat for several), with "
+    "each model's own and pooled estimates.",
 )
 @click.option(
     "--plan",
@@ -90,10 +110,12 @@ def estimates(
     campaigns: tuple[str, ...],
     human_score: str,
     assume_random: bool,
+    accept_unrepresentative: bool,
     alpha: float,
     gap_by: str | None,
     gap: tuple[str, str] | None,
     gap_metric: str | None,
+    others: tuple[int, ...],
     plan: bool,
     target_half_width: float | None,
     rho: float | None,
@@ -105,12 +127,15 @@ def estimates(
     prediction-powered (the judge's scores of every item, corrected by the rated ones).
 
     The output names the sampling design it assumed: a campaign's (random, stratified or
-    disagreement), or none for imported ratings unless --assume-random."""
+    disagreement), or none for imported ratings unless --assume-random. Rows with fewer than
+    30 rated items are marked and get t intervals."""
     from server.usecases.estimates import (
         EstimatesRequest,
         RatingPlanRequest,
+        TransportRequest,
         estimates_in,
         plan_ratings_in,
+        transport_in,
     )
 
     engine = click_ctx.obj.engine()
@@ -120,10 +145,12 @@ def estimates(
         "human_score": human_score,
         "alpha": alpha,
     }
+    if accept_unrepresentative and not assume_random:
+        raise click.UsageError("--accept-unrepresentative goes with --assume-random")
     if plan:
-        if gap_by or gap or gap_metric or assume_random:
+        if gap_by or gap or gap_metric or assume_random or others:
             raise click.UsageError(
-                "--plan takes no --gap, --gap-by, --gap-metric or --assume-random"
+                "--plan takes no --gap, --gap-by, --gap-metric, --assume-random or --transport"
             )
         if target_half_width is None:
             raise click.UsageError("--plan needs --target-half-width")
@@ -138,8 +165,26 @@ def estimates(
         return
     if target_half_width is not None or rho is not None or metric is not None:
         raise click.UsageError("--target-half-width, --rho and --metric go with --plan")
+    rules = click_ctx.obj.settings().estimates
+    flags = {"assume_random": assume_random, "accept_unrepresentative": accept_unrepresentative}
+    if others:
+        if gap_by or gap or gap_metric or campaigns:
+            raise click.UsageError(
+                "--transport takes no --gap, --gap-by, --gap-metric or --campaign (every "
+                "run's own ratings count)"
+            )
+        found = transport_in(
+            engine,
+            _request(
+                TransportRequest, judge_run=judge_run, others=list(others),
+                human_score=human_score, alpha=alpha, **flags,
+            ),
+            rules,
+        )  # fmt: skip
+        emit(found.to_dict(), as_json, lambda _: _print_tables(found.tables()))
+        return
     request = _request(
-        EstimatesRequest, **common, assume_random=assume_random, gap_by=gap_by,
+        EstimatesRequest, **common, **flags, gap_by=gap_by,
         gap_a=gap[0] if gap else None, gap_b=gap[1] if gap else None, gap_metric=gap_metric,
     )  # fmt: skip
     if problem := request.gap_problem():
@@ -148,7 +193,7 @@ def estimates(
                 "gap_by, gap_a, gap_b and gap_metric", "--gap-by, --gap and --gap-metric"
             )
         )
-    result = estimates_in(engine, request)
+    result = estimates_in(engine, request, rules)
     emit(result.to_dict(), as_json, lambda _: _print(result.section()))
 
 
@@ -160,6 +205,11 @@ def _print(section: Section) -> None:
         report_table(t)
     for note in section.notes:
         out().print(Text(note))
+
+
+def _print_tables(tables: list[Table]) -> None:
+    for t in tables:
+        report_table(t)
 
 
 def _request(model: type[R], **fields: Any) -> R:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from judge.errors import InvalidInputError, NotFoundError
-from judge.stats.alttest import EPSILON, MIN_ITEMS
+from judge.stats.alttest import EPSILON, MIN_ITEMS, items_rule
 from server.usecases.agreement import SCALE_FIELD
 from server.usecases.requests import MAX_ID, NumbersNotBooleans
 
@@ -71,7 +71,8 @@ class AltTestOptions(NumbersNotBooleans):
         ge=2,
         le=1_000_000,
         description="The fewest items each annotator must share with another annotator; "
-        "below it the rubric is refused (the paper asks for 30 or more).",
+        "below it the rubric is refused. The default, 30, is the authors' rule; a lower "
+        "number gives verdicts their procedure does not, and the output says so.",
     )
 
     @field_validator("epsilon", mode="before")
@@ -214,6 +215,7 @@ class AltTestReport:
             "alpha": o.alpha,
             "alignment": o.alignment,
             "min_items": o.min_items,
+            "items_rule": items_rule(o.min_items),
             "rubrics": [r.to_dict(o.preset) for r in self.rubrics],
         }
 
@@ -238,7 +240,8 @@ class AltTestReport:
         return out
 
     def lines(self) -> list[str]:
-        """One line per rubric: its verdict with rho, or why it was refused."""
+        """One line per rubric: its verdict with rho, or why it was refused; then the rule on
+        items per annotator that applied."""
         out = []
         for entry in self.rubrics:
             name = f"{entry.rubric}: " if entry.rubric else ""
@@ -249,6 +252,7 @@ class AltTestReport:
                     f"{name}{entry.verdict(self.options.preset)}; rho = "
                     f"{entry.result.rho:.2f} (the judge's mean advantage probability)"
                 )
+        out.append(f"items per annotator: {items_rule(self.options.min_items)}")
         return out
 
 

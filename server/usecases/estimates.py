@@ -1,6 +1,8 @@
 """Bias figures corrected by human ratings (prediction-powered inference), one use case for
 the CLI (``fairjudge estimates``) and the web API (``GET /api/v1/judge-runs/RUN/estimates``),
-and the human-rating budget (``fairjudge estimates --plan``, ``GET .../rating-plan``).
+the transport of the correction across models (``fairjudge estimates RUN --transport
+OTHER``, ``GET .../transport``), and the human-rating budget (``fairjudge estimates --plan``,
+``GET .../rating-plan``).
 
 Both interfaces take a typed request and give the domain result's ``to_dict()``
 (``annotation.estimates``): every estimate as numbers, null where it is missing, with the
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 
     from annotation.estimates import Estimates
     from annotation.rating_plan import RatingPlans
+    from annotation.transport import Transport
+    from judge.config_estimates import EstimatesConfig
     from judge.metrics import ItemScore
     from judge.store.rating_scope import RatingSelection
 
@@ -62,16 +66,27 @@ class _Scope(NumbersNotBooleans):
     )
 
 
-class EstimatesOptions(_Level):
-    """The options of ``fairjudge estimates``: the design to assume for ratings without
-    one, and optionally one gap between two groups of items (all four gap fields, or none)."""
+class _Assumed(NumbersNotBooleans):
+    """The design to assume for ratings without one, and whether to override its check."""
 
     assume_random: bool = Field(
         default=False,
         description="Treat imported ratings (or those of several campaigns) as a simple "
         "random sample of the run's items; without it they get no human-only or "
-        "prediction-powered estimate.",
+        "prediction-powered estimate. Refused when the judge's scores of the rated items "
+        "differ from the unrated ones' beyond [estimates] max_smd and smd_alpha.",
     )
+    accept_unrepresentative: bool = Field(
+        default=False,
+        description="With assume_random: use the ratings even when they fail that check; the "
+        "design's name then says so.",
+    )
+
+
+class EstimatesOptions(_Level, _Assumed):
+    """The options of ``fairjudge estimates``: the design to assume for ratings without
+    one, and optionally one gap between two groups of items (all four gap fields, or none)."""
+
     gap_by: str | None = Field(
         default=None,
         pattern=GAP_BY_PATTERN,
@@ -98,6 +113,23 @@ class EstimatesOptions(_Level):
 
 class EstimatesRequest(EstimatesOptions, _Scope):
     """Judge-only, human-only and prediction-powered figures of one judge run."""
+
+
+class TransportOptions(_Level, _Assumed):
+    """The options of ``fairjudge estimates RUN --transport OTHER``."""
+
+    others: list[int] = Field(
+        min_length=1,
+        max_length=20,
+        description="The other judge runs (the same judge configuration on other models' "
+        "answers) to test the correction's transport against.",
+    )
+
+
+class TransportRequest(TransportOptions):
+    """Does the judge's correction learnt on one model's answers hold on another's?"""
+
+    judge_run: int = Field(ge=1, le=MAX_ID, description="The reference judge run.")
 
 
 class RatingPlanOptions(_Level):
@@ -150,11 +182,17 @@ def rated_read(
 
 
 def estimates(
-    session: Session, request: EstimatesRequest, read: RatedRead | None = None
+    session: Session,
+    request: EstimatesRequest,
+    read: RatedRead | None = None,
+    rules: EstimatesConfig | None = None,
 ) -> Estimates:
     """The judge run's corrected figures (``annotation.estimates.run_estimates``); ``read``:
-    ``rated_read`` of the request's run and campaigns, where the caller has it.
-    NotFoundError for an unknown run; InvalidInputError for an unknown campaign or gap."""
+    ``rated_read`` of the request's run and campaigns, where the caller has it; ``rules``:
+    the config's ``[estimates]``. NotFoundError for an unknown run; InvalidInputError for an
+    unknown campaign or gap, and for ratings that fail the ``assume_random`` check (the line
+    gives the numbers, the bound and the override)."""
+    from annotation.estimate_checks import UNREPRESENTATIVE
     from annotation.estimates import GapQuery, run_estimates
     from judge.errors import InvalidInputError
 
@@ -163,25 +201,60 @@ def estimates(
     gap = None
     if request.gap_metric and request.gap_by and request.gap_a and request.gap_b:
         gap = GapQuery(request.gap_metric, request.gap_by, request.gap_a, request.gap_b)
-    return run_estimates(
+    result = run_estimates(
         session,
         request.judge_run,
         campaigns=request.campaigns,
         human=request.human_score,
         assume_random=request.assume_random,
+        accept_unrepresentative=request.accept_unrepresentative,
+        rules=rules,
         alpha=request.alpha,
         gap=gap,
         selection=None if read is None else read[0],
         scores=None if read is None else read[1],
     )
+    if result.design.name == UNREPRESENTATIVE:
+        raise InvalidInputError(result.design.reason)
+    return result
 
 
-def estimates_in(engine: Engine, request: EstimatesRequest) -> Estimates:
+def estimates_in(
+    engine: Engine, request: EstimatesRequest, rules: EstimatesConfig | None = None
+) -> Estimates:
     """``estimates`` in a session of its own."""
     from judge.store.engine import session_scope
 
     with session_scope(engine) as session:
-        return estimates(session, request)
+        return estimates(session, request, rules=rules)
+
+
+def transport(
+    session: Session, request: TransportRequest, rules: EstimatesConfig | None = None
+) -> Transport:
+    """The transport test of the run's correction to the other runs' models, with each
+    model's own and pooled estimates (``annotation.transport.transport_estimates``)."""
+    from annotation.transport import transport_estimates
+
+    return transport_estimates(
+        session,
+        [request.judge_run, *request.others],
+        human=request.human_score,
+        assume_random=request.assume_random,
+        accept_unrepresentative=request.accept_unrepresentative,
+        rules=rules,
+        alpha=request.alpha,
+    )
+
+
+def transport_in(
+    engine: Engine, request: TransportRequest, rules: EstimatesConfig | None = None
+) -> Transport:
+    """``transport`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return transport(session, request, rules)
 
 
 def plan_ratings(session: Session, request: RatingPlanRequest) -> RatingPlans:

@@ -291,11 +291,12 @@ def test_the_judge_s_hidden_bias_shows_in_the_prediction_powered_figures(world: 
             assert got.human_only.value == pytest.approx(value)
             assert got.human_only.se == pytest.approx(se)
             assert got.human_only.n == len(mine)
-            # prediction-powered: judge.stats.ppi on arrays built from the planted labels.
+            # prediction-powered: judge.stats.ppi on arrays built from the planted labels,
+            # the judge's part the follow-ups people did not classify (ppi_py's convention).
             m = ppi_mean(
                 pct([f.truth == label for f in both]),
                 pct([f.judge == label for f in both]),
-                pct([f.judge == label for f in judged]),
+                pct([f.judge == label for f in judged if f not in both]),
             )
             ppi = got.prediction_powered
             assert ppi.value == pytest.approx(m.estimate)
@@ -333,7 +334,7 @@ def test_the_gap_the_judge_hides_shows_in_the_prediction_powered_gap(world: Worl
         return Group(
             pct([f.truth == label for f in both]),
             pct([f.judge == label for f in both]),
-            pct([f.judge == label for f in judged]),
+            pct([f.judge == label for f in judged if f not in both]),  # the unrated
         )
 
     for label in (IND, JUS, IRR):
@@ -356,21 +357,25 @@ def test_the_gap_the_judge_hides_shows_in_the_prediction_powered_gap(world: Worl
 
     # The truth: after A, 25 points more irrational explanations than after B. The judge
     # says the opposite (27.0 points fewer: 0 % against 10 of 37 readable), its interval
-    # below 0 and far from the truth. The prediction-powered gap is +24.9 and covers +25;
-    # with 38 follow-ups classified its lower end only just reaches below 0 (-0.5), and it
-    # is narrower than the people's alone (+22.2, from -7.9 to +52.4).
+    # below 0 and far from the truth. The prediction-powered gap is +25.7 [-3.1, +54.4] and
+    # covers +25 (the groups' 36 follow-ups classified by both make t intervals, wider than
+    # normal ones), narrower than the people's alone (+22.2 [-10.2, +54.7]).
     irr = gap(found, IRR)
     assert irr.judge_only.value == pytest.approx(0 - 100 * 10 / 37)
     assert irr.judge_only.ci_high is not None and irr.judge_only.ci_high < 0
     assert irr.prediction_powered.value is not None and irr.prediction_powered.value > 20
     assert covers(irr.prediction_powered, 25.0) and not covers(irr.judge_only, 25.0)
     assert width(irr.prediction_powered) < width(irr.human_only)
+    assert irr.prediction_powered.interval.startswith("t, ")
     # Justified, the other side of the same bias: the judge makes group A's explanations
     # look better reasoned (+22.5, interval above 0) where people see 32.5 points fewer;
-    # the prediction-powered gap's interval lies below 0 and covers the truth.
+    # the prediction-powered gap (-24.0 [-50.0, +2.0]) covers the truth, its interval
+    # narrower than the people's (-24.4 [-55.5, +6.6]) and mostly below 0.
     jus = gap(found, JUS)
     assert jus.judge_only.ci_low is not None and jus.judge_only.ci_low > 0
-    assert jus.prediction_powered.ci_high is not None and jus.prediction_powered.ci_high < 0
+    assert jus.prediction_powered.ci_high is not None and jus.human_only.ci_high is not None
+    assert jus.prediction_powered.ci_high < jus.human_only.ci_high
+    assert width(jus.prediction_powered) < width(jus.human_only)
     assert covers(jus.prediction_powered, truth_share(by["A"], JUS) - truth_share(by["B"], JUS))
 
 

@@ -198,7 +198,7 @@ def test_dataframe_columns_name_the_annotators() -> None:
         (
             lambda: alt_test(*hand_table(), epsilon=0.2, annotators="ABC"),
             AltTestRefused,
-            r"'A' \(5\), 'B' \(5\), 'C' \(4\) have fewer than 10",
+            r"'A' \(5\), 'B' \(5\), 'C' \(4\) have fewer than 30",
         ),
         (
             lambda: alt_test(np.ones((40, 3)), np.r_[np.ones(39), NAN], epsilon=0.2),
@@ -283,3 +283,20 @@ def test_summeval_a_close_judge_passes_and_a_biased_one_fails() -> None:
     assert not biased.passed and biased.omega < 0.5
     assert good.rho > biased.rho + 0.2
     assert all(r.test == "t-test" for r in good.annotators)
+
+
+def test_the_authors_rule_needs_30_items_unless_lowered() -> None:
+    # The authors ask for 30 items per annotator or more (SPEC, "Alternative Annotator
+    # Test"; the paper's guidelines): 29 get no verdict by default, the refusal says how to
+    # lower it; lowered explicitly, the verdict says which rule applied. 30 pass as they are.
+    rng = np.random.default_rng(0)
+    ratings = rng.integers(1, 6, (30, 3)).astype(float)
+    judge = ratings.mean(axis=1)
+    with pytest.raises(AltTestRefused, match="the authors' rule: 30 items or more"):
+        alt_test(ratings[:29], judge[:29], epsilon=0.2)
+    lowered = alt_test(ratings[:29], judge[:29], epsilon=0.2, min_items=29)
+    assert lowered.rule.startswith("lowered by the user to 29 items per annotator")
+    assert {c.test for c in lowered.annotators} == {"wilcoxon"}
+    full = alt_test(ratings, judge, epsilon=0.2)
+    assert full.rule == "the authors' rule: 30 items or more per annotator"
+    assert {c.test for c in full.annotators} == {"t-test"}

@@ -105,13 +105,20 @@ JUDGE_CSV = (
 def test_posted_files_match_alt_test_and_the_cli(api: tuple[Api, int, Any], tmp_path: Path) -> None:
     client, _, _ = api
     body = {"human_csv": HUMAN_CSV, "judge_csv": JUDGE_CSV, "epsilon": 0.1}
+    # 10-11 items per annotator: under the authors' 30, no verdict unless asked for (issue 42)
+    default = client.post("/api/v1/alt-test", json=body)
+    assert default.status_code == 400, default.json
+    assert "the authors' rule: 30 items or more" in default.json["error"]["message"]
+    assert "lower min_items" in default.json["error"]["message"]
+    body["min_items"] = 10
     reply = client.post("/api/v1/alt-test", json=body)
     assert reply.status_code == 200, reply.json
+    assert reply.json["items_rule"].startswith("lowered by the user to 10 items")
     assert AltTestOut.model_validate(reply.json).model_dump(mode="json") == reply.json
     items = sorted(JUDGE)  # a..k: l has no judge score
     table = np.array([[np.nan if s is None else s for s in RATINGS[i]] for i in items], float)
     expected = alt_test(
-        table, [JUDGE[i] for i in items], epsilon=0.1, annotators=["r1", "r2", "r3"]
+        table, [JUDGE[i] for i in items], epsilon=0.1, annotators=["r1", "r2", "r3"], min_items=10
     )
     (entry,) = reply.json["rubrics"]
     assert reply.json["items"] == {"paired": 11, "human_only": 0, "judge_only": 1,
@@ -126,7 +133,8 @@ def test_posted_files_match_alt_test_and_the_cli(api: tuple[Api, int, Any], tmp_
     (tmp_path / "h.csv").write_text(HUMAN_CSV)
     (tmp_path / "j.csv").write_text(JUDGE_CSV)
     cli = fairjudge("agreement", "alt-test", "--human", tmp_path / "h.csv",
-                    "--judge", tmp_path / "j.csv", "--epsilon", "0.1", "--json")  # fmt: skip
+                    "--judge", tmp_path / "j.csv", "--epsilon", "0.1", "--min-items", "10",
+                    "--json")  # fmt: skip
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout) == reply.json
 

@@ -13,6 +13,7 @@ import pytest
 
 from judge.stats.ppi import ppi_mean
 from judge.store.engine import make_engine
+from judge.vocab import STAGE_PARTS
 from tests.annotation.test_estimates import (
     RATED,
     RUBRICS,
@@ -72,7 +73,7 @@ def test_estimates_over_http(planted_api: tuple[Api, Planted]) -> None:
     expected = ppi_mean(
         [pct(truth(k)) for k in labelled],
         [pct(judge_score(k)) for k in labelled],
-        [pct(judge_score(k)) for k in s2],
+        [pct(judge_score(k)) for k in s2 if k not in rated],  # the unrated (ppi_py's way)
     )
     ppi = tcs["prediction_powered"]
     assert ppi["value"] == pytest.approx(expected.estimate)
@@ -118,3 +119,53 @@ def test_rating_plan_over_http(planted_api: tuple[Api, Planted]) -> None:
     assert all(p["n_ppi"] is None and "pilot pair" in p["reason"] for p in bare.json["plans"])
     assert api.get(url).status_code == 422  # target_half_width is required
     assert api.get(f"{url}?target_half_width=5&rho=2").status_code == 422
+
+
+def test_the_random_subset_check_and_transport_over_http(
+    planted_api: tuple[Api, Planted], db_url: str
+) -> None:
+    # The 40 items the planted judge scores highest, imported: assume_random is a 400 with
+    # the numbers and the API's own words for the override; with it, a 200 naming it.
+    from judge.data.responses import import_responses
+    from server import usecases
+    from tests.annotation.test_estimates import judged as judge_of
+    from tests.support.factories import make_settings
+
+    api, planted = planted_api
+    top = sorted(planted.keys(), key=lambda k: (-judge_of(k), k))[:40]
+    rows = [
+        {"item_id": k, "rubric": rubric, "rater": "r1", "score": truth(k)}
+        for k in top
+        for rubric in RUBRICS[planted.items[k][1]]
+    ]
+    body = {"generation_run": planted.generation_run, "rows": rows, "batch": "top"}
+    assert api.post("/api/v1/ratings", json=body).status_code == 201
+    url = f"/api/v1/judge-runs/{planted.judge_run}/estimates"
+    refused = api.get(url, query_string={"assume_random": "true"})
+    assert refused.status_code == 400, refused.json
+    message = refused.json["error"]["message"]
+    assert "assume_random=true refused" in message and "standardised difference" in message
+    assert "set accept_unrepresentative=true" in message and "--" not in message
+    ok = api.get(url, query_string={"assume_random": "true", "accept_unrepresentative": "true"})
+    assert ok.status_code == 200, ok.json
+    assert ok.json["design"]["name"].endswith("unrepresentative accepted")
+    # Transport: a second model's answers judged by the same judge (the fixture's stub).
+    engine = make_engine(db_url)
+    answers = [
+        {"item_id": k, "part": part, "text": f"Other {part} [[{k}]]"}
+        for k, (_, stage) in sorted(planted.items.items())
+        for part in STAGE_PARTS[stage]
+    ]
+    gen2 = import_responses(engine, "sample", answers, model="writer-2").generation_run_id
+    run2 = usecases.judge(engine, make_settings(planted.base_url, db_url), gen2).run_id
+    engine.dispose()
+    body = {"generation_run": gen2, "rows": rows, "batch": "top"}
+    assert api.post("/api/v1/ratings", json=body).status_code == 201
+    moved = api.get(
+        f"/api/v1/judge-runs/{planted.judge_run}/transport",
+        query_string={"others": [run2], "assume_random": "true", "accept_unrepresentative": "1"},
+    )
+    assert moved.status_code == 200, moved.json
+    (ics,) = [t for t in moved.json["targets"] if t["target"] == "ICS"]
+    assert ics["transports"] is True  # the same ratings and judge scores on both models
+    assert [m["run"]["model"] for m in ics["models"]] == ["writer", "writer-2"]
