@@ -79,9 +79,12 @@ This module imports no project module.
 >>> r = ppi_mean([1, 2, 3, 4], [1, 2, 3, 4], [2, 2, 4, 4], lam=1)
 >>> r.estimate, r.se  # a perfect judge: the judge's mean, with the judge's standard error
 (3.0, 0.5)
->>> c = classical_mean([1, 2, 3, 4, 5])
+>>> c = classical_mean([1, 2, 3, 4, 5], t_below=0)
 >>> round(c.ci_low, 4), round(c.ci_high, 4)  # 3 +- 1.959964 * sqrt(2 / 5)
 (1.7604, 4.2396)
+>>> c = classical_mean([1, 2, 3, 4, 5])  # 5 ratings: a t interval, 4 df
+>>> round(c.ci_low, 4), round(c.ci_high, 4), c.interval  # 3 +- 2.776445 * sqrt(2 / 5)
+(1.244, 4.756, 't, 4 df')
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ class TwoModels:
     items: dict[str, tuple[int, str]]
 
     def keys(self, rubric: str | None = None) -> list[str]:
-        return sorted(k for k, (_, s) in self.items.items() if rubric is None or rubric in RUBRICS[s])
+        found = self.items.items()
+        return sorted(k for k, (_, s) in found if rubric is None or rubric in RUBRICS[s])
 
 
 @pytest.fixture(scope="module")

@@ -102,8 +102,10 @@ def test_the_top_scored_items_are_refused_unless_accepted(
 def test_representative_ratings_pass(
     engine: Engine, template: Planted, tmp_path: Path, pick: str
 ) -> None:
-    keys = rated_half(template) if pick == "rated half" else random.Random(7).sample(
-        template.keys(), 40
+    keys = (
+        rated_half(template)
+        if pick == "rated half"
+        else random.Random(7).sample(template.keys(), 40)
     )
     config = store(engine, template, tmp_path, keys)
     shown = fairjudge(
