@@ -316,7 +316,7 @@ def gate(kind: str, request: Request, form: Mapping[str, Any]) -> dict[str, Any]
     figure) covering it; an audit with a blank ``limit`` always shows its figure first, since
     a blank limit means the whole design."""
     text = str(form.get("confirm_calls", "")).strip()
-    confirmed = int(text) if text.isdigit() else None
+    confirmed = int(text) if text.isascii() and text.isdigit() else None
     ask = None
     if kind == "audit" and getattr(request, "limit", None) is None:
         ask = "the whole design (limit is blank)"

@@ -490,12 +490,12 @@ class Warmer:
             now = store_version(session)
             if now == self._store:
                 return []
-            first, self._store = self._store is None, now
+            first = self._store is None
             newest = session.exec(
                 select(JudgeRun.id).order_by(col(JudgeRun.id).desc()).limit(WATCH_RUNS)
             ).all()
             watched = list(dict.fromkeys([*runs_kept(self.engine), *newest]))
-            changed = []
+            changed, seen = [], {}
             for run_id in watched:
                 if run_id is None:
                     continue
@@ -504,8 +504,13 @@ class Warmer:
                 # its pages too. At the first look, only runs kept at an old version.
                 if self._seen.get(run_id, None if not first else version) != version:
                     changed.append(run_id)
-                self._seen[run_id] = version
-        return list(dict.fromkeys([*changed, *stale_runs(self.engine, self.settings, watched)]))
+                seen[run_id] = version
+        found = list(dict.fromkeys([*changed, *stale_runs(self.engine, self.settings, watched)]))
+        # Only a look that got this far counts as seen: one that raised (a busy store) is
+        # made again at the next look instead of taking the store as unchanged.
+        self._store = now
+        self._seen.update(seen)
+        return found
 
     def _warm(self, runs: list[int]) -> None:
         from sqlmodel import Session

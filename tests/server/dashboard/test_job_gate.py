@@ -65,6 +65,11 @@ def test_a_job_over_the_limit_comes_back_with_its_figure_and_starts_once_accepte
     again = signed_in.post("/jobs/new", data={**data, "confirm_calls": str(COT_CALLS - 1)})
     assert again.status_code == 200 and 'id="confirm-reason"' in again.text
     assert _jobs(store) == before
+    # a tampered figure that is a digit to str.isdigit but not to int ("²") is no answer,
+    # not a 500 (review, 2026-12-02)
+    odd = signed_in.post("/jobs/new", data={**data, "confirm_calls": "\u00b2"})
+    assert odd.status_code == 200 and 'id="confirm-reason"' in odd.text
+    assert _jobs(store) == before
     started = signed_in.post("/jobs/new", data={**data, "confirm_calls": str(COT_CALLS)})
     assert started.status_code == 302, started.text
     assert _jobs(store) == before + 1
