@@ -12,7 +12,7 @@ reason and the sampling design it assumed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -118,7 +118,7 @@ class EstimatesRequest(EstimatesOptions, _Scope):
 class TransportOptions(_Level, _Assumed):
     """The options of ``fairjudge estimates RUN --transport OTHER``."""
 
-    others: list[int] = Field(
+    others: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
         min_length=1,
         max_length=20,
         description="The other judge runs (the same judge configuration on other models' "

@@ -183,6 +183,7 @@ def test_ids_past_the_largest_integer_are_422_naming_the_limit(env: Env) -> None
 REQUIRED_QUERY = {
     "/api/v1/judge-runs/<int:run_id>/alt-test": "?epsilon=expert",
     "/api/v1/judge-runs/<int:run_id>/rating-plan": "?target_half_width=5",
+    "/api/v1/judge-runs/<int:run_id>/transport": "?others=2",
 }
 """Routes whose query has a required parameter: without it they are a 422 before the id is
 looked up."""
