@@ -10,10 +10,6 @@ table of estimates is made of.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -24,17 +20,6 @@ from judge.stats.ppi import ppi_mean
 
 RANDOM = Design("random", True, "a simple random sample")
 BOUNDS = (-100.0, 100.0)  # wide: no clipping, so the interval is ppi_py's own
-
-
-@pytest.fixture(scope="module")
-def ppi_py() -> ModuleType:
-    """ppi_py; skipped without it on a developer's machine, a failure in CI."""
-    if importlib.util.find_spec("ppi_py") is None:
-        why = "ppi-python is not installed (pip install ppi-python)"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(f"{why}; CI must install it with the test extra")
-        pytest.skip(why)
-    return importlib.import_module("ppi_py")
 
 
 def strong_run(seed: int, size: int = 1200) -> tuple[np.ndarray, np.ndarray]:

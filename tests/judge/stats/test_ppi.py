@@ -8,12 +8,8 @@ binomial standard error of a coverage of 0.95 is 0.007, so [0.93, 0.97] is about
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
-import os
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -35,18 +31,6 @@ REPS = 1000
 
 
 # ---------------------------------------------------------------- the reference library
-
-
-@pytest.fixture(scope="module")
-def ppi_py() -> ModuleType:
-    """ppi_py (pip install ppi-python, in the test extra). Without it the reference tests are
-    skipped on a developer's machine but fail in CI (CI=true), where a skip would hide it."""
-    if importlib.util.find_spec("ppi_py") is None:
-        why = "ppi-python is not installed (pip install ppi-python)"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(f"{why}; CI must install it with the test extra")
-        pytest.skip(why)
-    return importlib.import_module("ppi_py")
 
 
 def fixed_arrays() -> dict[str, np.ndarray]:

@@ -10,11 +10,7 @@ sd of a coverage of 0.95 is 0.007, so [0.93, 0.97] is about +-3 of them).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -24,16 +20,6 @@ from scipy.stats import norm
 from judge.stats.ppi_run import RunGroup, ppi_run_gap, ppi_run_mean, run_classical_mean
 
 Z95 = float(norm.ppf(0.975))
-
-
-@pytest.fixture(scope="module")
-def ppi_py() -> ModuleType:
-    if importlib.util.find_spec("ppi_py") is None:
-        why = "ppi-python is not installed (pip install ppi-python)"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(f"{why}; CI must install it with the test extra")
-        pytest.skip(why)
-    return importlib.import_module("ppi_py")
 
 
 def run_of(seed: int, size: int = 600) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
