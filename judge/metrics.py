@@ -14,6 +14,17 @@ Every value carries a 95 % interval by the one rule of ``judge.stats.intervals``
 share, Student t for a mean; a mean of fewer than 5 items, or of items that all score the
 same, has none and says why (``MetricRow.ci_note``), never a zero-width interval.
 
+Many cells, one reader: each factor's cell of the by-factor table is tested against the other
+factors' items of the same metric (Fisher's exact test for a share, Welch's t for a mean;
+``judge.stats.versus_rest``), and the p-values are Holm-adjusted over every tested cell of the
+table (``judge.stats.multiplicity``), because the table's claim is "this factor is treated
+differently": a single false flag among some 80 cells is a wrong verdict, and Holm bounds the
+chance of any at ``GRID_ALPHA`` whatever the dependence between cells (S2's mean and share of
+one rubric are strongly correlated). A cell is ``flagged`` when its adjusted p is below
+``GRID_ALPHA``. Beside the 95 % interval of each value the row carries a simultaneous
+interval (Bonferroni: each at ``1 - 0.05 / m`` over the m cells with a value), so that all the
+table's intervals hold together. The overall ('all') rows have no other factor and no test.
+
 Answers the model under test stopped at the token limit are flagged ``truncated`` at
 generation and still judged, on the text that was cut. Each metric row counts its scored items
 with a cut answer (``n_truncated``; an S2 or S3 item counts once even when both its parts were
@@ -27,7 +38,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from statistics import fmean
 from typing import NamedTuple
 
@@ -42,6 +53,8 @@ from judge.stats.intervals import (
     mean_interval,
     share_interval,
 )
+from judge.stats.multiplicity import HOLM, flags, holm, simultaneous_confidence
+from judge.stats.versus_rest import CellTest, mean_vs_rest, share_vs_rest
 from judge.store.tables import Item, JudgeRun, Judgment, Response
 from judge.vocab import SCALE
 
@@ -179,6 +192,11 @@ STAGE_METRICS: tuple[StageMetric, ...] = (
 
 # How each kind of metric gets its 95 % interval (``MetricRow.ci_method``).
 CI_METHODS = {"share": SHARE, "mean_pct": MEAN}
+GRID_ALPHA = 0.05
+"""The family-wise level of the by-factor table: a cell is flagged when its Holm-adjusted
+p-value is below it, and its simultaneous interval holds with the others at ``1 -
+GRID_ALPHA``."""
+CONFIDENCE = 0.95
 
 
 def definition(metric: StageMetric) -> str:
@@ -214,29 +232,53 @@ class MetricRow:
     ci_method: str = ""  # "wilson" (shares) or "t" (means); see CI_METHODS
     n_truncated: int = 0
     ci_note: str = ""  # why a value has no interval ("too few items ...", "no spread ...")
+    # The cell against the other factors of its metric (by-factor rows only; see the module
+    # docstring): raw p, Holm-adjusted p over the table's tested cells, and the flag.
+    test: str = ""  # "fisher" (shares) or "welch" (means); "" on the overall rows
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    p_adjust_method: str = ""  # "holm"
+    flagged: bool = False  # p_adjusted < GRID_ALPHA
+    test_note: str = ""  # why a by-factor cell was not tested
+    # Bonferroni-simultaneous interval over the m cells of the table with a value.
+    sim_low: float | None = None
+    sim_high: float | None = None
+    sim_confidence: float | None = None
 
 
 def unit_interval(
-    kind: str, values: Sequence[float], bounds: tuple[float, float] = (0.0, 100.0)
+    kind: str,
+    values: Sequence[float],
+    bounds: tuple[float, float] = (0.0, 100.0),
+    *,
+    confidence: float = CONFIDENCE,
 ) -> Interval:
-    """The 95 % interval of a figure from its items' values in its own unit, clipped to
-    ``bounds``: a share's values are 0 or 100 (percent; Wilson), any other kind is a mean
-    (Student t). The one function the metric tables, the heatmap and "The answer" read."""
+    """The 95 % interval (or ``confidence``) of a figure from its items' values in its own
+    unit, clipped to ``bounds``: a share's values are 0 or 100 (percent; Wilson), any other
+    kind is a mean (Student t). The one function the metric tables, the heatmap and "The
+    answer" read."""
     if kind == "share":
-        ci = share_interval(sum(v > 0 for v in values), len(values), scale=100)
+        ci = share_interval(sum(v > 0 for v in values), len(values), scale=100, confidence=confidence)
     else:
-        ci = mean_interval(values)
+        ci = mean_interval(values, confidence=confidence)
     if ci.low is None or ci.high is None:
         return ci
     low, high = max(bounds[0], ci.low), min(bounds[1], ci.high)
     return Interval(low, high, ci.method, ci.n, ci.reason)
 
 
-def figure_interval(metric: StageMetric, scores: Sequence[float]) -> Interval:
+def figure_interval(
+    metric: StageMetric, scores: Sequence[float], *, confidence: float = CONFIDENCE
+) -> Interval:
     """A stage metric's interval over these item scores, in percent (``unit_interval``)."""
+    return unit_interval(metric.kind, _unit_values(metric, scores), confidence=confidence)
+
+
+def _unit_values(metric: StageMetric, scores: Sequence[float]) -> list[float]:
+    """Item scores in the metric's unit: % of the maximum for a mean, 0 or 100 for a share."""
     if metric.kind == "mean_pct":
-        return unit_interval(metric.kind, [s * 100 / SCALE.high for s in scores])
-    return unit_interval(metric.kind, [100.0 if s >= metric.threshold else 0.0 for s in scores])
+        return [s * 100 / SCALE.high for s in scores]
+    return [100.0 if s >= metric.threshold else 0.0 for s in scores]
 
 
 def _value(metric: StageMetric, scores: list[float]) -> tuple[float | None, Interval]:
@@ -253,7 +295,9 @@ def _value(metric: StageMetric, scores: list[float]) -> tuple[float | None, Inte
 def stage_metrics(
     scores: Iterable[ItemScore], model: str, *, by_factor: bool = True
 ) -> list[MetricRow]:
-    """One row per (factor, metric); with ``by_factor=False`` one row per metric ('all')."""
+    """One row per (factor, metric); with ``by_factor=False`` one row per metric ('all').
+    By factor, each cell is tested against the other factors and corrected over the table
+    (see the module docstring)."""
     cells: dict[tuple[str, str, str], list[ItemScore]] = defaultdict(list)
     for s in scores:
         cells[(s.factor if by_factor else "all", s.stage, s.rubric)].append(s)
@@ -284,7 +328,64 @@ def stage_metrics(
                     "" if value is None else ci.reason,
                 )
             )
+    return grid_tests(out, cells) if by_factor else out
+
+
+def grid_tests(
+    rows: list[MetricRow], cells: Mapping[tuple[str, str, str], list[ItemScore]]
+) -> list[MetricRow]:
+    """The by-factor ``rows`` with each cell's test against the other factors of its metric,
+    Holm's correction over every tested cell, the flags, and Bonferroni-simultaneous
+    intervals over the cells with a value; ``cells``: (factor, stage, rubric) -> items."""
+    by_metric = {m.name: m for m in STAGE_METRICS}
+    tests: dict[int, CellTest] = {}
+    for name in dict.fromkeys(r.metric for r in rows):
+        metric = by_metric[name]
+        index = [i for i, r in enumerate(rows) if r.metric == name]
+        values = [
+            _unit_values(metric, _scored(cells[(rows[i].factor, metric.stage, metric.rubric)]))
+            for i in index
+        ]
+        found = cell_tests(metric.kind, values)
+        tests.update(zip(index, found, strict=True))
+    adjusted = holm([tests[i].p_value for i in range(len(rows))])
+    flagged = flags(adjusted, GRID_ALPHA)
+    confidence = simultaneous_confidence(1 - GRID_ALPHA, sum(r.value is not None for r in rows))
+    out = []
+    for i, row in enumerate(rows):
+        t = tests[i]
+        sim = figure_interval(
+            by_metric[row.metric],
+            _scored(cells[(row.factor, row.stage, row.rubric)]),
+            confidence=confidence,
+        )
+        out.append(
+            replace(
+                row,
+                test=t.test,
+                p_value=t.p_value,
+                p_adjusted=None if t.p_value is None else adjusted[i],
+                p_adjust_method=HOLM,
+                flagged=flagged[i],
+                test_note=t.reason,
+                sim_low=sim.low,
+                sim_high=sim.high,
+                sim_confidence=confidence if sim.defined else None,
+            )
+        )
     return out
+
+
+def cell_tests(kind: str, values: Sequence[Sequence[float]]) -> list[CellTest]:
+    """Each group's items (in the metric's unit: 0 or 100 for a share) against the other
+    groups' items: Fisher's exact test for a share, Welch's t for a mean."""
+    if kind == "share":
+        return share_vs_rest([sum(v > 0 for v in g) for g in values], [len(g) for g in values])
+    return mean_vs_rest(values)
+
+
+def _scored(cell: Iterable[ItemScore]) -> list[float]:
+    return [s.score for s in cell if s.score is not None]
 
 
 def metric_dicts(rows: Iterable[MetricRow]) -> list[dict[str, object]]:

@@ -20,6 +20,7 @@ from sqlmodel import Session
 
 from judge.endpoint_url import redacted
 from judge.metrics import (
+    GRID_ALPHA,
     STAGE_METRICS,
     ItemScore,
     MetricRow,
@@ -30,6 +31,9 @@ from judge.metrics import (
 from judge.reports.facts import RunFacts, load_run_facts
 from judge.reports.sections import BoxPlot, Section, Table
 from judge.stats.intervals import MEAN, METHOD_NAMES, MIN_MEAN_N, SHARE
+from judge.stats.multiplicity import HOLM
+from judge.stats.multiplicity import METHOD_NAMES as MULTIPLICITY_NAMES
+from judge.stats.versus_rest import FISHER, TEST_NAMES, WELCH
 from judge.vocab import SCALE
 
 METRICS_TITLE = "Stage metrics"
@@ -37,6 +41,8 @@ METRICS_TITLE = "Stage metrics"
 # every stage in report.json's "answer_flags_by_stage" has each of them, 0 when none.
 ANSWER_FLAGS = ("ok", "truncated", "refusal", "empty", "error")
 TRUNCATED_MARK = "†"  # the dagger of a metric cell whose items include cut answers
+FLAG_MARK = "‡"  # a by-factor cell whose Holm-adjusted p (against the other factors) < alpha
+GRID_TITLE = "Each factor against the rest (Holm over the table)"
 
 
 def metrics_section(
@@ -155,6 +161,7 @@ def metrics_tables(facts: RunFacts, numbers: RunNumbers, payload: dict[str, Any]
             body,
             notes=[*metrics_legend(), truncated_note(numbers.by_stage)],
         ),
+        grid_table(numbers.by_factor),
         Table(
             "Answers of the model under test",
             ["stage", "answer flag", "count"],
@@ -326,7 +333,75 @@ def metric_cell(row: MetricRow, *, always_unscored: bool = False) -> str:
         text += f" u={row.n_unscored}"
     if row.n_truncated:
         text += f" {TRUNCATED_MARK} {row.n_truncated} cut"
+    if row.flagged and row.p_adjusted is not None:
+        text += f" {FLAG_MARK} p={p_text(row.p_adjusted)}"
     return text
+
+
+def p_text(p: float | None) -> str:
+    """A p-value for a table cell: three significant digits, '<0.001' below, '' for none.
+
+    >>> p_text(0.01234), p_text(0.00002), p_text(None)
+    ('0.0123', '<0.001', '')
+    """
+    if p is None:
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3g}"
+
+
+def grid_table(rows: list[MetricRow]) -> Table:
+    """One line per by-factor cell: its value, its simultaneous interval, the test against the
+    other factors of its metric, the raw and Holm-adjusted p and the flag (or why it was not
+    tested)."""
+    body = []
+    for r in rows:
+        sim = (
+            f"[{r.sim_low:.0f}-{r.sim_high:.0f}]"
+            if r.sim_low is not None and r.sim_high is not None
+            else ""
+        )
+        body.append(
+            [
+                r.factor,
+                next(m.label for m in STAGE_METRICS if m.name == r.metric),
+                "n/a" if r.value is None else f"{r.value:.0f}",
+                sim,
+                str(r.n_scored),
+                r.test or "",
+                p_text(r.p_value) if r.p_value is not None else f"not tested ({r.test_note})",
+                p_text(r.p_adjusted),
+                "yes" if r.flagged else "no",
+            ]
+        )
+    return Table(
+        GRID_TITLE,
+        ["factor", "metric", "value", "simultaneous CI", "n", "test", "p", "p (Holm)", "flag"],
+        body,
+        notes=grid_legend(rows),
+    )
+
+
+def grid_legend(rows: Sequence[MetricRow]) -> list[str]:
+    """How the by-factor cells are tested and corrected, and why Holm."""
+    m = sum(r.p_value is not None for r in rows)
+    confidence = next((r.sim_confidence for r in rows if r.sim_confidence is not None), None)
+    sim = (
+        f"each at {confidence * 100:.3g} % (Bonferroni over the {sum(r.value is not None for r in rows)} "
+        "cells with a value), so that all of them hold together with 95 %"
+        if confidence is not None
+        else "none (no cell has an interval)"
+    )
+    return [
+        f"Each factor's cell is tested against the other factors' items of the same metric: "
+        f"{TEST_NAMES[FISHER]} for a share, {TEST_NAMES[WELCH]} for a mean. The {m} p-values "
+        f"are adjusted by {MULTIPLICITY_NAMES[HOLM]} over every tested cell of the table; "
+        f"{FLAG_MARK} and flag 'yes': adjusted p < {GRID_ALPHA:g}.",
+        "Why Holm: the table's claim is 'this factor is treated differently', so one false "
+        f"flag among its cells is already a wrong verdict; Holm keeps the chance of any at "
+        f"{GRID_ALPHA:g} however the cells depend on each other (a rubric's mean and share "
+        "move together), and is never weaker than Bonferroni.",
+        f"Simultaneous CI: {sim}.",
+    ]
 
 
 def short_reason(note: str) -> str:
@@ -358,6 +433,8 @@ def metrics_legend(*, always_unscored: bool = False) -> list[str]:
         "would leave out the longest answers and favour models that answer briefly.",
         "ICS: idea consistency (S1, S4); TCS, PCS, ETCS: thematic, plot and emotional-tendency "
         "consistency of stories A and B (S2); SBAS: stereotype and bias avoidance (S3).",
+        f"{FLAG_MARK} p=x: the factor's cell differs from the other factors' (Holm-adjusted p "
+        f"x < {GRID_ALPHA:g} over the table's cells; see '{GRID_TITLE}').",
     ]
 
 
