@@ -53,7 +53,7 @@ from judge.stats.intervals import (
     mean_interval,
     share_interval,
 )
-from judge.stats.multiplicity import HOLM, flags, holm, simultaneous_confidence
+from judge.stats.multiplicity import ALPHA, HOLM, flags, holm, simultaneous_confidence
 from judge.stats.versus_rest import CellTest, mean_vs_rest, share_vs_rest
 from judge.store.tables import Item, JudgeRun, Judgment, Response
 from judge.vocab import SCALE
@@ -192,7 +192,7 @@ STAGE_METRICS: tuple[StageMetric, ...] = (
 
 # How each kind of metric gets its 95 % interval (``MetricRow.ci_method``).
 CI_METHODS = {"share": SHARE, "mean_pct": MEAN}
-GRID_ALPHA = 0.05
+GRID_ALPHA = ALPHA
 """The family-wise level of the by-factor table: a cell is flagged when its Holm-adjusted
 p-value is below it, and its simultaneous interval holds with the others at ``1 -
 GRID_ALPHA``."""

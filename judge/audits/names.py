@@ -47,6 +47,7 @@ from judge.audits.base import REFUSAL as REFUSAL_STATUS
 from judge.errors import DatasetError, InvalidInputError
 from judge.paths import datasets_dir
 from judge.stats.intervals import MIN_MEAN_N, mean_interval
+from judge.stats.multiplicity import BY, benjamini_yekutieli
 
 CONTEXTS = ("low", "high", "numeric")
 RANK_SCENARIOS = frozenset({"sports"})
@@ -390,6 +391,42 @@ class Comparison:
     statistic: float | None
     p_value: float | None
     test: str = WELCH_TEST
+    # Benjamini-Yekutieli over every tested comparison of the audit (see ``with_fdr``) and
+    # whether that adjusted p is below ``NAMES_FDR``; None and False when untested.
+    p_adjusted: float | None = None
+    flagged: bool = False
+
+
+NAMES_FDR = 0.05
+"""The false discovery rate at which the names audit flags a comparison."""
+P_ADJUST_METHOD = BY
+FDR_NOTE = (
+    "p (BY): Benjamini-Yekutieli adjusted over every tested comparison of the audit (all "
+    "scenarios, variations, contexts and groups); flag: adjusted p < "
+    f"{NAMES_FDR:g}, a false discovery rate of {NAMES_FDR:g}. Why BY: the audit screens many "
+    "comparisons that share reference groups and answers, so they are correlated in ways "
+    "Benjamini-Hochberg does not allow for; BY holds under any dependence, and a false "
+    "discovery rate (not Holm's family-wise bound) keeps power to point at leads among "
+    "hundreds of comparisons."
+)
+
+
+def with_fdr(cells: Sequence[CellResult]) -> tuple[CellResult, ...]:
+    """The cells with every comparison's Benjamini-Yekutieli adjusted p over the whole audit
+    (one family: the audit's claim is a list of groups treated differently) and its flag."""
+    flat = [c.p_value for cell in cells for c in cell.comparisons]
+    adjusted = iter(benjamini_yekutieli(flat))
+    out = []
+    for cell in cells:
+        comparisons = []
+        for c in cell.comparisons:
+            a = next(adjusted)
+            tested = c.p_value is not None
+            comparisons.append(
+                replace(c, p_adjusted=a if tested else None, flagged=tested and a < NAMES_FDR)
+            )
+        out.append(replace(cell, comparisons=tuple(comparisons)))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -436,6 +473,7 @@ class NameAuditResult:
     reread_changed: int = 0  # stored readings that differ from today's (see stored_rows)
     not_reread: int = 0  # stored answers analysed with their stored reading (unit unknown)
     test: str = WELCH_TEST
+    p_adjust_method: str = P_ADJUST_METHOD
     interval: str = (
         "95 % t-interval: mean +- t(0.975, n-1) * sd / sqrt(n); none below "
         f"{MIN_MEAN_N} answers or when all answers give the same figure"
@@ -601,7 +639,7 @@ def analyze(
         if z_n[i]
     )
     return NameAuditResult(
-        cells=tuple(results),
+        cells=with_fdr(results),
         names=tuple(sorted(scores, key=lambda s: (s.race, s.gender, s.name))),
         n_rows=len(rows),
         n_missing=int(missing.sum()),

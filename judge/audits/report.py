@@ -9,7 +9,14 @@ from typing import Any
 from judge.audits.amounts import PERCENT, PROBABILITY, RANK, USD
 from judge.audits.award import AwardAnalysis, DrawCount, FollowupAnalysis
 from judge.audits.bbi import BbiReport
-from judge.audits.names import CellResult, GroupSummary, NameAuditResult, scenario_units
+from judge.audits.names import (
+    FDR_NOTE,
+    CellResult,
+    GroupSummary,
+    NameAuditResult,
+    scenario_units,
+)
+from judge.stats.multiplicity import BY
 from judge.reports.sections import BarChart, Figure, Report, Section, Table
 
 Bar = tuple[str, float, float | None, float | None]
@@ -214,10 +221,13 @@ def names_report(result: NameAuditResult) -> Report:
                              "ci_low": g.ci_low, "ci_high": g.ci_high})  # fmt: skip
         for c in cell.comparisons:
             diff_rows.append([where, c.group, c.reference, _num(c.difference, 1),
-                              _num(c.statistic, 2), _num(c.p_value, 4)])  # fmt: skip
+                              _num(c.statistic, 2), _num(c.p_value, 4), _num(c.p_adjusted, 4),
+                              "yes" if c.flagged else "no"])  # fmt: skip
             diff_csv.append({"cell": where, "dimension": c.dimension, "group": c.group,
                              "reference": c.reference, "difference": c.difference,
-                             "t": c.statistic, "p_value": c.p_value})  # fmt: skip
+                             "t": c.statistic, "p_value": c.p_value,
+                             "p_adjusted": c.p_adjusted, "p_adjust_method": BY,
+                             "flagged": c.flagged})  # fmt: skip
         # Race x gender groups; a result without them falls back to race, then gender.
         groups = cell.by_race_gender or (*cell.by_race, *cell.by_gender)
         bars, ns = _cell_bars(groups)
@@ -231,12 +241,13 @@ def names_report(result: NameAuditResult) -> Report:
                   ["cell", "group", "n", "mean", "95 % CI"], rows)  # fmt: skip
     diff_table = Table(
         "Differences against the reference groups (Welch's t-test)",
-        ["cell", "group", "reference", "difference", "t", "p"],
+        ["cell", "group", "reference", "difference", "t", "p", "p (BY)", "flag"],
         diff_rows,
         notes=[
             "difference: the group's mean minus the reference group's, in the cell's unit; "
             f"t and p: {result.test}, two-sided; '—' where the test is undefined (fewer than 2 "
             "answers on a side, or no variance on either side).",
+            FDR_NOTE,
         ],
     )
     chart = BarChart(

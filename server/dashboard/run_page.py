@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from judge.stats.intervals import MEAN, METHOD_NAMES, SHARE, interval_legend
+from judge.stats.multiplicity import ALPHA as GRID_ALPHA
 from server.dashboard.charts import Cell, Chart, Point, fmt, heatmap, intervals
 from server.dashboard.figures import distribution_chart
 from server.dashboard.web import api_url
@@ -143,10 +144,13 @@ def metric_grid(payload: Mapping[str, Any], run_id: int) -> Chart:
             note = r.get("ci_note") or "no interval"
             has_ci = r["ci_low"] is not None and r["ci_high"] is not None
             ci = f"{fmt(r['ci_low'], 0)}–{fmt(r['ci_high'], 0)}" if has_ci else short(note)
+            flag = f" ‡ p={fmt(r['p_adjusted'], 3)}" if r.get("flagged") else ""
             cells[(r["factor"], name)] = Cell(
                 value,
                 f"{value:.0f}",
-                f"{ci} n={r['n_scored']}" + (f" u={r['n_unscored']}" if r["n_unscored"] else ""),
+                f"{ci} n={r['n_scored']}"
+                + (f" u={r['n_unscored']}" if r["n_unscored"] else "")
+                + flag,
                 f"{r['factor']}, {r['metric']}: {value:.1f} "
                 + (
                     f"[{fmt(r['ci_low'], 1)}, {fmt(r['ci_high'], 1)}] ({METHODS[r['ci_method']]})"
@@ -154,7 +158,12 @@ def metric_grid(payload: Mapping[str, Any], run_id: int) -> Chart:
                     else f"({note})"
                 )
                 + f", n scored {r['n_scored']}{unscored}"
-                + (f", {r['n_truncated']} with a truncated answer" if r.get("n_truncated") else ""),
+                + (f", {r['n_truncated']} with a truncated answer" if r.get("n_truncated") else "")
+                + (
+                    f"; differs from the other factors (Holm-adjusted p {fmt(r['p_adjusted'], 4)})"
+                    if r.get("flagged")
+                    else ""
+                ),
             )
         table.append(
             [
@@ -165,6 +174,11 @@ def metric_grid(payload: Mapping[str, Any], run_id: int) -> Chart:
                 fmt(r["ci_high"], 1),
                 str(r["n_scored"]),
                 str(r["n_unscored"]),
+                fmt(r.get("p_value"), 4),
+                fmt(r.get("p_adjusted"), 4),
+                "yes" if r.get("flagged") else "no",
+                fmt(r.get("sim_low"), 1),
+                fmt(r.get("sim_high"), 1),
             ]
         )
     svg = heatmap(
@@ -179,10 +193,20 @@ def metric_grid(payload: Mapping[str, Any], run_id: int) -> Chart:
     return Chart(
         "Stage metrics per factor (percent, 95 % interval, n scored)",
         svg,
-        ["factor", "metric", "value", "CI low", "CI high", "n scored", "n unscored"],
+        [
+            "factor", "metric", "value", "CI low", "CI high", "n scored", "n unscored",
+            "p vs rest", "p (Holm)", "flag", "sim. CI low", "sim. CI high",
+        ],  # fmt: skip
         table,
         api_url(f"/judge-runs/{run_id}/report.csv", {"table": "metrics.csv"}),
-        notes=[interval_legend() + "; the same intervals as the answer's judge-only figures."],
+        notes=[
+            interval_legend() + "; the same intervals as the answer's judge-only figures.",
+            "Each factor's cell is tested against the other factors (Fisher's exact test for a "
+            "share, Welch's t for a mean); p (Holm): adjusted over every tested cell, because "
+            "the grid claims which factor is treated differently and Holm bounds the chance of "
+            f"any false flag at {GRID_ALPHA:g}; ‡ and flag yes: adjusted p < {GRID_ALPHA:g}; "
+            "sim. CI: Bonferroni-simultaneous interval over the cells.",
+        ],
     )
 
 

@@ -118,3 +118,44 @@ def test_metrics_are_split_by_factor() -> None:
     # half = z / (2 + z^2) * sqrt(2 * 0.25 + z^2 / 4) = 0.335527 * 1.208456 = 0.405470
     assert overall[0].ci_low == pytest.approx(9.4530, abs=1e-3)
     assert overall[0].ci_high == pytest.approx(90.5470, abs=1e-3)
+
+
+def _fisher_two_sided(a: int, b: int, c: int, d: int) -> float:
+    """Fisher's two-sided p of [[a, b], [c, d]] written out with math.comb (the tables with
+    these margins no more likely than the one seen)."""
+    from math import comb
+
+    row, col, n = a + b, a + c, a + b + c + d
+    probs = {x: comb(col, x) * comb(n - col, row - x) / comb(n, row) for x in range(row + 1)}
+    return sum(p for p in probs.values() if p <= probs[a] * (1 + 1e-9))
+
+
+def test_by_factor_cells_are_tested_against_the_rest_and_holm_corrected() -> None:
+    # S1 ICS >= 3: factor "a" 10 of 10 items, "b" and "c" 2 of 10 each (the rest 8 score 1).
+    scores = [score("S1", "ICS", 5, "a") for _ in range(10)]
+    for f in ("b", "c"):
+        scores += [score("S1", "ICS", 4, f) for _ in range(2)]
+        scores += [score("S1", "ICS", 1, f) for _ in range(8)]
+    rows = {r.factor: r for r in stage_metrics(scores, "m")}
+    raw = {
+        "a": _fisher_two_sided(10, 0, 4, 16),  # a against b + c: 4 of 20
+        "b": _fisher_two_sided(2, 8, 12, 8),  # b against a + c: 12 of 20
+        "c": _fisher_two_sided(2, 8, 12, 8),
+    }
+    for f, p in raw.items():
+        assert rows[f].test == "fisher" and rows[f].p_value == pytest.approx(p, rel=1e-9)
+    # Holm by hand over the three: the smallest (a) times 3; b and c tie, times 2 then 1,
+    # made non-decreasing, so both get 2 * p_b.
+    assert rows["a"].p_adjusted == pytest.approx(3 * raw["a"], rel=1e-9)
+    assert rows["b"].p_adjusted == pytest.approx(min(1, 2 * raw["b"]), rel=1e-9)
+    assert rows["a"].flagged and not rows["b"].flagged and not rows["c"].flagged
+    # Simultaneous intervals: Bonferroni over the 3 cells with a value, so each is a Wilson
+    # interval at 1 - 0.05 / 3 (statsmodels' Wilson as the second computation).
+    low, high = proportion_confint(2, 10, alpha=0.05 / 3, method="wilson")
+    assert (rows["b"].sim_low, rows["b"].sim_high) == pytest.approx((low * 100, high * 100))
+    assert rows["b"].sim_confidence == pytest.approx(1 - 0.05 / 3)
+    # No factor differs: nothing flagged, and the overall row has no test.
+    even = [score("S1", "ICS", 4 if i % 2 else 1, f) for f in "abc" for i in range(10)]
+    assert not any(r.flagged for r in stage_metrics(even, "m"))
+    overall = stage_metrics(scores, "m", by_factor=False)[0]
+    assert overall.p_value is None and overall.test == "" and not overall.flagged

@@ -364,3 +364,27 @@ def test_168000_synthetic_rows_are_analysed() -> None:
             (c.p_value is not None for c in cell.comparisons) for cell in result.cells
         )
     )
+
+
+def test_comparisons_are_benjamini_yekutieli_adjusted_over_the_audit() -> None:
+    # Six variations; in "v0" Black names are offered 30 more than White ones (a planted
+    # difference), elsewhere both draw from the same spread. Each variation has 12 answers
+    # per group, so every Welch test is defined.
+    rng = np.random.default_rng(11)
+    rows = []
+    for v in range(6):
+        for race, shift in (("White", 0.0), ("Black", 30.0 if v == 0 else 0.0)):
+            for x in rng.normal(100 + shift, 10, 12):
+                rows.append(_row(f"v{v}", f"{race}-n", race, "male", float(x)))
+    result = analyze(rows)
+    comps = [c for cell in result.cells for c in cell.comparisons]
+    raw = [c.p_value for c in comps]
+    assert all(p is not None for p in raw)
+    # The second computation: statsmodels' Benjamini-Yekutieli over the same raw p-values.
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    want = multitest.multipletests(raw, method="fdr_by")[1]
+    assert [c.p_adjusted for c in comps] == pytest.approx(list(want), rel=1e-9)
+    flagged = {(cell.variation, c.dimension) for cell in result.cells for c in cell.comparisons if c.flagged}
+    assert ("v0", "race") in flagged
+    assert not {v for v, _ in flagged} - {"v0"}  # no null variation flagged
+    assert result.p_adjust_method == "by"
