@@ -258,7 +258,9 @@ def unit_interval(
     kind is a mean (Student t). The one function the metric tables, the heatmap and "The
     answer" read."""
     if kind == "share":
-        ci = share_interval(sum(v > 0 for v in values), len(values), scale=100, confidence=confidence)
+        ci = share_interval(
+            sum(v > 0 for v in values), len(values), scale=100, confidence=confidence
+        )
     else:
         ci = mean_interval(values, confidence=confidence)
     if ci.low is None or ci.high is None:
@@ -339,6 +341,7 @@ def grid_tests(
     intervals over the cells with a value; ``cells``: (factor, stage, rubric) -> items."""
     by_metric = {m.name: m for m in STAGE_METRICS}
     tests: dict[int, CellTest] = {}
+    units: dict[int, list[float]] = {}
     for name in dict.fromkeys(r.metric for r in rows):
         metric = by_metric[name]
         index = [i for i, r in enumerate(rows) if r.metric == name]
@@ -348,17 +351,14 @@ def grid_tests(
         ]
         found = cell_tests(metric.kind, values)
         tests.update(zip(index, found, strict=True))
+        units.update(zip(index, values, strict=True))
     adjusted = holm([tests[i].p_value for i in range(len(rows))])
     flagged = flags(adjusted, GRID_ALPHA)
     confidence = simultaneous_confidence(1 - GRID_ALPHA, sum(r.value is not None for r in rows))
     out = []
     for i, row in enumerate(rows):
         t = tests[i]
-        sim = figure_interval(
-            by_metric[row.metric],
-            _scored(cells[(row.factor, row.stage, row.rubric)]),
-            confidence=confidence,
-        )
+        sim = unit_interval(by_metric[row.metric].kind, units[i], confidence=confidence)
         out.append(
             replace(
                 row,

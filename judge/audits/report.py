@@ -16,8 +16,8 @@ from judge.audits.names import (
     NameAuditResult,
     scenario_units,
 )
-from judge.stats.multiplicity import BY
 from judge.reports.sections import BarChart, Figure, Report, Section, Table
+from judge.stats.multiplicity import BY
 
 Bar = tuple[str, float, float | None, float | None]
 UNIT_WORDS = {USD: "US dollars", PERCENT: "percent", PROBABILITY: "probability", RANK: "rank"}

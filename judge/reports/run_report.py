@@ -385,9 +385,10 @@ def grid_legend(rows: Sequence[MetricRow]) -> list[str]:
     """How the by-factor cells are tested and corrected, and why Holm."""
     m = sum(r.p_value is not None for r in rows)
     confidence = next((r.sim_confidence for r in rows if r.sim_confidence is not None), None)
+    valued = sum(r.value is not None for r in rows)
     sim = (
-        f"each at {confidence * 100:.3g} % (Bonferroni over the {sum(r.value is not None for r in rows)} "
-        "cells with a value), so that all of them hold together with 95 %"
+        f"each at {confidence * 100:.3g} % (Bonferroni over the {valued} cells with a value), "
+        "so that all of them hold together with 95 %"
         if confidence is not None
         else "none (no cell has an interval)"
     )

@@ -5,16 +5,18 @@ that of all the other groups together?
   (this group's hits and misses against the other groups' hits and misses), two-sided as
   ``scipy.stats.fisher_exact`` defines it: the hypergeometric probability of every table with
   the same margins that is no more likely than the one seen. Exact at any size, so the small
-  cells of a factor x stage table need no large-sample rule. ``fisher_exact`` takes one table
-  per call (about 2 ms each here); the grid's tables are summed at once from ``scipy.stats.
-  hypergeom``'s probabilities with scipy's own tie tolerance, and a test pins the result to
-  ``fisher_exact`` table by table.
+  cells of a factor x stage table need no large-sample rule. A report's table calls
+  ``fisher_exact`` once per cell (``share_vs_rest``); a simulation of many small grids sums
+  the tables at once from ``scipy.stats.hypergeom``'s probabilities with scipy's own tie
+  tolerance (``share_p_values``; ``fisher_exact`` costs about 2 ms a table), and a test pins the two
+  together table by table.
 - a **mean**: Welch's t-test, which does not assume that the group and the rest spread alike
   (a factor's items often do not), from each side's mean, variance and count (``scipy.stats.
   ttest_ind_from_stats(equal_var=False)``, equal to ``ttest_ind(equal_var=False)`` on the
   values, for every group at once).
 
-Both take arrays whose last axis is the groups, so a simulation tests many grids in one call.
+``share_p_values`` and ``mean_p_values`` take arrays whose last axis is the groups, so a
+simulation tests many grids in one call.
 
 A cell that cannot be tested has ``p_value`` None and a ``reason``: no items, no other group,
 fewer than two values on a side, or no spread on either side. The p-values are raw; a table
@@ -56,19 +58,25 @@ class CellTest:
 
 
 def share_vs_rest(hits: Sequence[int], n: Sequence[int]) -> list[CellTest]:
-    """Fisher's exact test of each group's ``hits[i]`` of ``n[i]`` against the other groups'
-    hits of their items, pooled."""
-    k, size = np.asarray(hits), np.asarray(n)
-    if k.ndim != 1:
+    """Fisher's exact test (``scipy.stats.fisher_exact``, one table per group) of each
+    group's ``hits[i]`` of ``n[i]`` against the other groups' hits of their items, pooled.
+    The one-row form a report uses: ``fisher_exact``'s search stays fast on cells of many
+    thousand items, where ``share_p_values`` would sum every table of the margins."""
+    k = np.asarray(hits, dtype=np.int64)
+    size = np.asarray(n, dtype=np.int64)
+    if k.shape != size.shape or k.ndim != 1:
         raise ValueError("hits and n must be flat sequences of the same length")
-    p = share_p_values(k, size)
-    rest = size.sum() - size
-    return [
-        CellTest(None, FISHER, _why(int(size[i]), int(rest[i])))
-        if np.isnan(p[i])
-        else CellTest(float(p[i]), FISHER)
-        for i in range(p.size)
-    ]
+    if (size < 0).any() or (k < 0).any() or (k > size).any():
+        raise ValueError("each hits[i] must lie between 0 and n[i]")
+    rest_k, rest_n = k.sum() - k, size.sum() - size
+    out = []
+    for i in range(k.size):
+        if size[i] == 0 or rest_n[i] == 0:
+            out.append(CellTest(None, FISHER, _why(int(size[i]), int(rest_n[i]))))
+            continue
+        table = [[int(k[i]), int(size[i] - k[i])], [int(rest_k[i]), int(rest_n[i] - rest_k[i])]]
+        out.append(CellTest(float(stats.fisher_exact(table).pvalue), FISHER))
+    return out
 
 
 def share_p_values(hits: ArrayLike, n: ArrayLike) -> np.ndarray:
@@ -143,7 +151,9 @@ def mean_p_values(count: ArrayLike, mean: ArrayLike, m2: ArrayLike) -> np.ndarra
     with np.errstate(invalid="ignore", divide="ignore"):
         rest_mean = weighted / rest_n
         # sum over the other groups j of m2_j + n_j (mean_j - rest mean)^2
-        spread = ss[..., None, :] + n[..., None, :] * (mu[..., None, :] - rest_mean[..., :, None]) ** 2
+        spread = (
+            ss[..., None, :] + n[..., None, :] * (mu[..., None, :] - rest_mean[..., :, None]) ** 2
+        )
         groups = n.shape[-1]
         spread = np.where(np.eye(groups, dtype=bool), 0.0, spread).sum(axis=-1)
         var, rest_var = ss / (n - 1), spread / (rest_n - 1)

@@ -384,7 +384,12 @@ def test_comparisons_are_benjamini_yekutieli_adjusted_over_the_audit() -> None:
     multitest = pytest.importorskip("statsmodels.stats.multitest")
     want = multitest.multipletests(raw, method="fdr_by")[1]
     assert [c.p_adjusted for c in comps] == pytest.approx(list(want), rel=1e-9)
-    flagged = {(cell.variation, c.dimension) for cell in result.cells for c in cell.comparisons if c.flagged}
+    flagged = {
+        (cell.variation, c.dimension)
+        for cell in result.cells
+        for c in cell.comparisons
+        if c.flagged
+    }
     assert ("v0", "race") in flagged
     assert not {v for v, _ in flagged} - {"v0"}  # no null variation flagged
     assert result.p_adjust_method == "by"

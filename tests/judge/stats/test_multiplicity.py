@@ -91,7 +91,11 @@ def _fisher_by_hand(a: int, b: int, c: int, d: int) -> float:
 def test_share_vs_rest_is_fisher_against_the_pooled_rest() -> None:
     got = share_vs_rest([8, 2, 3], [10, 10, 10])
     # group 0: [[8, 2], [5, 15]]; group 1: [[2, 8], [11, 9]]; group 2: [[3, 7], [10, 10]]
-    hand = [_fisher_by_hand(8, 2, 5, 15), _fisher_by_hand(2, 8, 11, 9), _fisher_by_hand(3, 7, 10, 10)]
+    hand = [
+        _fisher_by_hand(8, 2, 5, 15),
+        _fisher_by_hand(2, 8, 11, 9),
+        _fisher_by_hand(3, 7, 10, 10),
+    ]
     assert [t.p_value for t in got] == pytest.approx(hand, rel=1e-9)
     assert {t.test for t in got} == {FISHER}
     lone = share_vs_rest([3, 0], [5, 0])
