@@ -21,7 +21,7 @@ def test_the_answer_and_the_heatmap_give_one_interval(signed_in: FlaskClient, st
     grid = {(r[0], r[1]): r for r in found[GRID][1:]}
     assert answer and set(answer) == set(grid)  # no rating: every best figure is the judge's
     small = 0
-    for key, (_, _, value, low, high, n_scored, _) in grid.items():
+    for key, (_, _, value, low, high, n_scored, *_) in grid.items():
         n = int(n_scored)
         hits = round(float(value) * n / 100)
         # Expected: statsmodels' own Wilson formula for the cell's counts, in percent.

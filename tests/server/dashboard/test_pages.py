@@ -251,7 +251,14 @@ def test_judge_run_page_shows_metrics_charts_and_report_links(
         f"{100 * high:.1f}",
         str(n),
         "0",
+        # the overall row has no other factor: no test, no flag, no simultaneous interval
+        "—",
+        "—",
+        "no",
+        "—",
+        "—",
     ]
+    assert grid[0][7:10] == ["p vs rest", "p (Holm)", "flag"]
     assert f"all, S1 ICS share&gt;=3 (%): {100 * hits / n:.1f} [{100 * low:.1f}" in page.text
 
     # Charts are inline SVG with a title for screen readers; no image is fetched or embedded.
