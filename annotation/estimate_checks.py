@@ -27,7 +27,7 @@ from judge.metrics import ItemScore
 from judge.stats.representative import SampleComparison, compare_sample
 
 if TYPE_CHECKING:
-    from annotation.estimates import Design
+    from annotation.estimate_results import Design
 
 UNREPRESENTATIVE = "refused (unrepresentative)"
 OVERRIDE = "--accept-unrepresentative (accept_unrepresentative=true)"
@@ -127,9 +127,9 @@ def check_representative(
 
 
 def guarded(design: Design, check: Representativeness) -> Design:
-    """``design`` (an "assumed random" ``annotation.estimates.Design``) refused when the check
-    failed, kept and marked when the failure was overridden, unchanged when it passed; the
-    check's numbers go with it either way."""
+    """``design`` (an "assumed random" ``annotation.estimate_results.Design``) refused when
+    the check failed, kept and marked when the failure was overridden, unchanged when it
+    passed; the check's numbers go with it either way."""
     checked = check.to_dict()
     if not check.failed:
         return replace(design, checked=checked)

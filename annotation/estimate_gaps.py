@@ -12,6 +12,7 @@ import math
 import numpy as np
 from sqlmodel import Session
 
+from annotation.estimate_cells import RunData, cell_estimates, cell_group, find_target
 from annotation.estimate_results import (
     HUMAN_ONLY,
     JUDGE_ONLY,
@@ -22,7 +23,6 @@ from annotation.estimate_results import (
     GapQuery,
     finite,
 )
-from annotation.estimates import RunData, cell_estimates, cell_group, find_target
 from annotation.reliability import item_groups
 from judge.errors import InvalidInputError
 from judge.stats.ppi import GapEstimate, Group, gap_df, interval, ppi_gap

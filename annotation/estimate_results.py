@@ -7,12 +7,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from judge.stats.ppi import SMALL_N, MeanEstimate
-
-if TYPE_CHECKING:
-    from judge.reports.sections import Section
 
 JUDGE_ONLY, HUMAN_ONLY, PPI = "judge-only", "human-only", "prediction-powered"
 ALL = "all"
@@ -206,12 +203,6 @@ class Estimates:
             "rubrics": [c.to_dict() for c in self.rubrics],
             "gap": None if self.gap is None else self.gap.to_dict(),
         }
-
-    def section(self) -> Section:
-        """The report section (``annotation.estimates_section``)."""
-        from annotation.estimates_section import section_of
-
-        return section_of(self)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session
 
-from annotation.estimates import RunData, Target, find_target, finite, load_run_data, targets
+from annotation.estimate_cells import RunData, Target, find_target, targets
+from annotation.estimate_results import finite
+from annotation.estimates import load_run_data
 from judge.errors import InvalidInputError
 from judge.reports.sections import Table
 from judge.stats.ppi_plan import plan_human_ratings

@@ -32,15 +32,9 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session
 
+from annotation.estimate_cells import RunData, Target, cell_estimates, targets
 from annotation.estimate_results import PPI, Estimate, finite
-from annotation.estimates import (
-    RunData,
-    Target,
-    cell_estimates,
-    load_run_data,
-    run_design,
-    targets,
-)
+from annotation.estimates import load_run_data, run_design
 from judge.config_estimates import EstimatesConfig
 from judge.errors import InvalidInputError
 from judge.reports.sections import Table

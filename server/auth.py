@@ -208,6 +208,11 @@ def open_web_session(session: Session, key: ApiKey) -> str:
     return token
 
 
+COOKIE_TOKEN = "session"
+"""The key of the signed session cookie that holds a dashboard session's token (the
+dashboard writes it at sign-in; the API reads it for the dashboard's links to reports)."""
+
+
 def web_session_key(session: Session, token: str) -> ApiKey | None:
     """The live key of the dashboard session ``token`` names, or None: no such session, or
     it was signed out, is older than WEB_SESSION_LIFETIME, or its key was revoked."""

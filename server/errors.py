@@ -11,7 +11,6 @@ from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from annotation.errors import LabelStudioError
 from judge.errors import (
     ConfigError,
     EmbeddedModelError,
@@ -22,10 +21,10 @@ from judge.errors import (
     SchemaError,
     StoreError,
 )
-from judge.runs import RunBusyError
 from server.auth import AuthError, ForbiddenError
 from server.jobs.queue import JobStateError
 from server.usecases.gates import ConfirmationNeeded
+from server.usecases.shapes import LabelStudioError, RunBusyError
 
 # Most specific first: the first class an error is an instance of decides its status.
 STATUS: tuple[tuple[type[FairJudgeError], int], ...] = (

@@ -26,12 +26,24 @@ from pydantic import (
     model_validator,
 )
 
-from judge.data.datasets import DatasetDescription, DatasetInfo, ImportSummary
-from judge.data.responses import MAX_BATCH_ROWS, ResponseRow, ResponsesImport
-from judge.metrics import MetricRow
 from judge.store.queries import GenerationRunInfo, JudgeRunInfo
 from server.usecases.agreement import GROUP_BY, AgreementOptions, FilesAgreementRequest
-from server.usecases.requests import JOB_REQUESTS, MAX_ID, AuditRequest, NumbersNotBooleans
+from server.usecases.requests import (
+    JOB_REQUESTS,
+    MAX_ID,
+    AuditRequest,
+    DiagnosticsRequest,
+    NumbersNotBooleans,
+)
+from server.usecases.shapes import (
+    MAX_BATCH_ROWS,
+    DatasetDescription,
+    DatasetInfo,
+    ImportSummary,
+    MetricRow,
+    ResponseRow,
+    ResponsesImport,
+)
 
 MAX_PAGE = 500
 """The most rows one page of a list endpoint returns."""
@@ -447,22 +459,8 @@ class TableQuery(Strict):
     )
 
 
-class DiagnosticsQuery(Strict):
-    """``fairjudge judge-audit show``'s options."""
-
-    tolerance: float = Field(
-        default=0.0,
-        ge=0,
-        le=4,
-        description="Flag only a shift whose mean size exceeds this (besides being significant).",
-    )
-    margin: float = Field(
-        default=0.25,
-        gt=0,
-        le=4,
-        description="Counterfactual equivalence margin in score points: a row not flagged is "
-        "'no shift larger than MARGIN' when two one-sided tests rule out a larger one.",
-    )
+class DiagnosticsQuery(DiagnosticsRequest):
+    """``fairjudge judge-audit show``'s options (the use case's request, as a query)."""
 
 
 class DiagnosticsCsvQuery(DiagnosticsQuery, TableQuery):

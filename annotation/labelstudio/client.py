@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
@@ -22,33 +20,14 @@ from label_studio_sdk.base_client import LabelStudioBase
 from label_studio_sdk.core.api_error import ApiError
 
 from annotation.errors import LabelStudioError, LabelStudioTimeoutError
+from annotation.labelstudio.exports import EXPORT_S_PER_1000_TASKS, Say, Snapshot, export_snapshot
 
 T = TypeVar("T")
 IMPORT_BATCH = 1000  # tasks per import request
-EXPORT_S_PER_1000_TASKS = 60.0
-"""Seconds an export may take per 1,000 tasks on top of ``timeout_s``, while Label Studio
-answers every status request (one that goes unanswered for ``timeout_s`` ends the wait at
-once). Label Studio builds the whole export before it sends a byte: 12,632 tasks took 21.4 s
-(1.7 s per 1,000) on an idle 2-core machine, 2,234 tasks 48 s (21 s per 1,000) on a busy one;
-60 s per 1,000 leaves room for a server three times slower than that."""
-
-Say = Callable[[str], None]
 
 
 def _quiet(_: str) -> None:
     pass
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """An export snapshot as Label Studio describes it: created, in_progress, completed or
-    failed, with its start and end times as Label Studio wrote them."""
-
-    id: int
-    title: str
-    status: str
-    created_at: datetime | None = None
-    finished_at: datetime | None = None
 
 
 def _snapshot(found: Any) -> Snapshot:
@@ -254,8 +233,6 @@ class LabelStudioClient:
         for its status, as long as it answers and for at most ``export_timeout(tasks)``
         seconds; ``tasks`` (the project's task count) is asked for first when not given.
         ``progress`` hears a line now and then while Label Studio is building."""
-        from annotation.labelstudio.exports import export_snapshot
-
         if tasks is None:
             tasks = self.project_counts(project_id)["tasks"]
         return export_snapshot(self, project_id, tasks, progress or _quiet)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from flask import g, request
+from flask import g, request, session
 from flask_openapi3 import APIBlueprint
 
 from judge.errors import InvalidInputError
-from server.auth import authenticate, bearer, require_role
+from server.auth import COOKIE_TOKEN, authenticate, bearer, require_role, web_session_key
 from server.db import get_session
 
 if TYPE_CHECKING:
@@ -172,9 +172,8 @@ def _dashboard_reader() -> ApiKey | None:
     dashboard's links to reports work); any other request needs the header."""
     if request.method != "GET" or request.headers.get("Authorization"):
         return None
-    from server.dashboard.access import signed_in_key
-
-    return signed_in_key(get_session())
+    token = session.get(COOKIE_TOKEN)  # the dashboard's cookie (server.dashboard.access)
+    return web_session_key(get_session(), token) if isinstance(token, str) else None
 
 
 MAX_DEPTH = 64

@@ -134,6 +134,7 @@ def estimates(
         RatingPlanRequest,
         TransportRequest,
         estimates_in,
+        estimates_section,
         plan_ratings_in,
         transport_in,
     )
@@ -194,7 +195,7 @@ def estimates(
             )
         )
     result = estimates_in(engine, request, rules)
-    emit(result.to_dict(), as_json, lambda _: _print(result.section()))
+    emit(result.to_dict(), as_json, lambda _: _print(estimates_section(result)))
 
 
 def _print(section: Section) -> None:

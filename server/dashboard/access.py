@@ -21,12 +21,18 @@ from flask.typing import ResponseReturnValue
 from sqlmodel import Session
 
 from judge.errors import InvalidInputError
-from server.auth import ApiKey, close_web_session, open_web_session, web_session_key
+from server.auth import (
+    COOKIE_TOKEN,
+    ApiKey,
+    close_web_session,
+    open_web_session,
+    web_session_key,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-TOKEN = "session"
+TOKEN = COOKIE_TOKEN
 CSRF = "csrf"
 
 

@@ -4,7 +4,7 @@ each setting is in docs/scaling.md).
 Two tasks: ``fairjudge.job`` runs a job, and for a judge or generation job only opens it:
 makes its run and cuts the run's items into parts (``server.usecases.parts``), each sent as a
 ``fairjudge.part`` task, so that several workers share one run. Every other kind runs whole in
-the task that took it (``queue.run_job``, under the job's lease, as the local worker runs it).
+the task that took it (``running.run_job``, under the job's lease, as the local worker runs it).
 
 Delivery is at least once, and a task may run twice: it is acknowledged only once it ends
 (``task_acks_late``), a task whose worker process was lost is handed back
@@ -137,7 +137,7 @@ def _state() -> tuple[Engine, Settings]:
 
 
 def _run_job(app: Celery, job_id: int) -> str:
-    from server.jobs.queue import run_job
+    from server.jobs.running import run_job
     from server.usecases import parts
     from server.usecases.jobs import DONE, get_job, job_request, set_job, start_job
 

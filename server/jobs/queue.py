@@ -6,7 +6,8 @@ lease in the ``runlease`` table (kind ``job``, the same lease that keeps two pro
 one judge run), renewed by a heartbeat; the lease of a killed worker lapses, and the next
 worker to look takes the job over and runs its function again, which does only what the
 store does not hold yet. Nothing here knows Flask or click: the API, the dashboard and the
-CLI call these functions, and another job engine (Celery) could call ``run_job``.
+CLI call these functions, and Celery calls ``run_job`` (``server.jobs.running``) as this
+worker does.
 
 Two jobs on one run cannot both work on it: the use case takes the run's own lease, and the
 second job waits in the queue until the first lets go (``RunBusyError`` -> back to queued).
@@ -24,24 +25,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from judge.errors import FairJudgeError, InvalidInputError, NotFoundError
-from server.jobs.tasks import run_task
+from judge.errors import InvalidInputError, NotFoundError
+from server.jobs.running import JobCancelled, run_job
 from server.usecases import jobs as stored
+from server.usecases.gates import check_size
 from server.usecases.jobs import (
     BEAT_EVERY_S,
     DONE,
     STATUSES,
     JobStateError,
-    RunBusyError,
     cancel_job,
-    count_attempt,
+    check_params,
     get_job,
-    job_lease,
     list_jobs,
-    report_progress,
     runnable,
-    set_job,
-    start_job,
+    store_job,
     worker_beat,
 )
 
@@ -78,8 +76,6 @@ log = logging.getLogger("fairjudge.jobs")
 WAIT_RETRY_S = 2.0
 """How long a worker leaves a job whose run another job or process holds before it looks
 again (the job waits in the queue meanwhile)."""
-PROGRESS_EVERY_S = 0.5
-"""How often a running job writes its progress (and reads whether it was cancelled)."""
 
 
 def submit(
@@ -93,13 +89,16 @@ def submit(
     confirmed_calls: int | None = None,
     ask: str | None = None,
 ) -> Job:
-    """Queue a job (``server.usecases.jobs.submit``: its parameters checked now, and with
-    ``gated`` its size against the server's limits) and, where ``[workers] broker_url`` is
-    set, hand it to the Celery workers; else the server's own worker finds it in the store."""
-    job = stored.submit(
-        engine, kind, params, created_by=created_by, settings=settings,
-        gated=gated, confirmed_calls=confirmed_calls, ask=ask,
-    )  # fmt: skip
+    """Queue a job of ``kind`` (its request, or the request's fields as a mapping): the
+    parameters are checked now, not when it runs (with ``settings``, also the endpoint they
+    name and the rubrics); ``gated`` (with ``settings``): first ``check_size``, so a job over
+    the server's limits (or with a reason to ``ask``) is queued only with ``confirmed_calls``
+    covering its calls. Where ``[workers] broker_url`` is set the job is handed to the
+    Celery workers; else the server's own worker finds it in the store."""
+    checked = check_params(kind, params)
+    if gated and settings is not None:
+        check_size(engine, settings, kind, checked, confirmed_calls=confirmed_calls, ask=ask)
+    job = store_job(engine, kind, checked, created_by=created_by, settings=settings)
     _dispatch(settings, job)
     return job
 
@@ -124,95 +123,6 @@ def uses_celery(settings: Settings) -> bool:
     """Whether jobs go to Celery workers (``[workers] broker_url``) rather than the server's
     own worker."""
     return bool(settings.workers.broker_url)
-
-
-class JobCancelled(Exception):
-    """Raised inside a running job when someone asked to cancel it."""
-
-
-class _Reporter:
-    """The progress callback of one running job: writes done/total now and then, and
-    raises JobCancelled once the job was asked to stop. Its first call counts the attempt:
-    the job's work has begun (its run's lease is held)."""
-
-    def __init__(self, engine: Engine, job_id: int, attempts_before: int) -> None:
-        self.engine, self.job_id, self.last = engine, job_id, 0.0
-        self.attempt, self.counted = attempts_before + 1, False
-
-    def count(self) -> None:
-        if not self.counted:
-            count_attempt(self.engine, self.job_id, self.attempt)
-            self.counted = True
-
-    def __call__(self, done: int, total: int) -> None:
-        self.count()
-        now = time.monotonic()
-        if now - self.last < PROGRESS_EVERY_S and done < total:
-            return
-        self.last = now
-        if report_progress(self.engine, self.job_id, done, total):
-            raise JobCancelled
-
-
-def run_job(engine: Engine, settings: Settings, job_id: int, *, lease_s: float = 15.0) -> str:
-    """Run one job under its lease if no live worker holds it; return its status after.
-    ``busy`` means another worker holds it (nothing was done)."""
-    try:
-        with job_lease(engine, job_id, seconds=lease_s):
-            status = _run_held(engine, settings, job_id)
-    except RunBusyError:
-        return "busy"
-    if status == "finished" and settings.server.warm_figures:
-        # Once the lease is given back: the job is over, this is for the dashboard.
-        from sqlmodel import Session
-
-        from server.usecases.figures import runs_of_result, warm_after_job
-
-        with Session(engine) as session:
-            result = get_job(session, job_id).result
-        warm_after_job(engine, settings, runs_of_result(result))
-    return status
-
-
-def _run_held(engine: Engine, settings: Settings, job_id: int) -> str:
-    started = start_job(engine, job_id, f"{socket.gethostname()}:{os.getpid()}")
-    if isinstance(started, str):  # done already, or cancelled before it started
-        return started
-    kind, params, attempts_before = started
-    reporter = _Reporter(engine, job_id, attempts_before)
-    try:
-        try:
-            result = run_task(
-                kind,
-                engine,
-                settings,
-                params,
-                reporter,
-                lambda partial: set_job(engine, job_id, result=partial),
-            )
-        except RunBusyError as exc:  # another job or process is on the same run: wait for it
-            # Waiting is not an attempt: the count stays where it was.
-            set_job(engine, job_id, status="queued", error=f"waiting: {exc}")
-            return "queued"
-        except BaseException:
-            reporter.count()  # the work began and ended in an error: that was an attempt
-            raise
-        reporter.count()
-    except JobCancelled:
-        set_job(engine, job_id, now=("finished_at",), status="cancelled")
-        return "cancelled"
-    except FairJudgeError as exc:
-        set_job(engine, job_id, now=("finished_at",), status="failed", error=str(exc))
-        return "failed"
-    except Exception as exc:  # a bug: keep the worker alive, the job says what happened
-        log.error("job %s failed:\n%s", job_id, traceback.format_exc())
-        message = f"unexpected {type(exc).__name__}: {exc} (the server log has the traceback)"
-        set_job(engine, job_id, now=("finished_at",), status="failed", error=message)
-        return "failed"
-    status, why = stored.ending(engine, result)  # "failed" for a run mostly unscored
-    said = {} if why is None else {"error": why}  # a finished job keeps its resumed note
-    set_job(engine, job_id, now=("finished_at",), status=status, result=result, **said)
-    return status
 
 
 @dataclass

@@ -284,19 +284,20 @@ def agreement_figures(
 
 @dataclass(frozen=True)
 class ChecksPageOptions:
-    """``DiagnosticsQuery``'s values (``options`` reads them with its bounds and defaults)."""
+    """``DiagnosticsRequest``'s values (``options`` reads them with its bounds and defaults)."""
 
     tolerance: float
     margin: float
 
 
 def checks_options(args: Mapping[str, Any]) -> ChecksPageOptions:
-    """The API's query (``DiagnosticsQuery``: its bounds and defaults) from the query string."""
-    from server.schemas import DiagnosticsQuery
+    """The checks' options (``DiagnosticsRequest``: its bounds and defaults, which the API's
+    query shares) from the query string."""
+    from server.usecases.requests import DiagnosticsRequest
 
     given = {k: args[k] for k in ("tolerance", "margin") if args.get(k, "") != ""}
     try:
-        query = DiagnosticsQuery.model_validate(given)
+        query = DiagnosticsRequest.model_validate(given)
     except ValidationError as exc:
         raise InvalidInputError("; ".join(problems_of(exc))) from None
     return ChecksPageOptions(query.tolerance, query.margin)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from annotation.transport import Transport
     from judge.config_estimates import EstimatesConfig
     from judge.metrics import ItemScore
+    from judge.reports.sections import Section
     from judge.store.rating_scope import RatingSelection
 
     RatedRead = tuple[RatingSelection, Sequence[ItemScore]]
@@ -217,6 +218,14 @@ def estimates(
     if result.design.name == UNREPRESENTATIVE:
         raise InvalidInputError(result.design.reason)
     return result
+
+
+def estimates_section(result: Estimates) -> Section:
+    """The estimates as a report section (``annotation.estimates_section``), as the CLI
+    prints them."""
+    from annotation.estimates_section import section_of
+
+    return section_of(result)
 
 
 def estimates_in(

@@ -47,7 +47,7 @@ __all__ = [
     "runnable",
     "set_job",
     "start_job",
-    "submit",
+    "store_job",
 ]
 
 STATUSES = ("queued", "running", "finished", "failed", "cancelled")
@@ -145,31 +145,22 @@ def _check_rubric_set(session: Session, settings: Settings, rubric_set: str) -> 
         raise InvalidInputError(f"rubric_set: {exc}") from None
 
 
-def submit(
+def store_job(
     engine: Engine,
     kind: str,
-    params: Mapping[str, Any] | Request,
+    checked: dict[str, Any],
     *,
     created_by: str | None = None,
     settings: Settings | None = None,
-    gated: bool = False,
-    confirmed_calls: int | None = None,
-    ask: str | None = None,
 ) -> Job:
-    """Queue a job of ``kind`` (its request, or the request's fields as a mapping); the
-    parameters are checked now, not when it runs (with ``settings``, also the endpoint they
-    name and the rubrics). ``gated`` (with ``settings``): first ``check_size``, so a job over
-    the server's limits (or with a reason to ``ask``) is queued only with ``confirmed_calls``
-    covering its calls."""
+    """Store a queued job of ``kind`` whose parameters ``check_params`` (and, for a gated
+    job, ``server.usecases.gates.check_size``) passed; with ``settings``, the endpoint they
+    name and the rubrics are checked too. Only ``server.jobs.queue.submit`` calls this: it
+    checks first, then hands the stored job to the workers."""
     from sqlmodel import Session
 
     from judge.store.tables import Job
 
-    checked = check_params(kind, params)
-    if gated and settings is not None:
-        from server.usecases.gates import check_size
-
-        check_size(engine, settings, kind, checked, confirmed_calls=confirmed_calls, ask=ask)
     with Session(engine) as session:
         check_targets(session, kind, checked, settings)
         job = Job(kind=kind, params=checked, created_by=created_by)

@@ -431,6 +431,26 @@ class AuditClassifyRequest(Request):
 
 # -- the judge's own checks -----------------------------------------------------------------
 
+
+class DiagnosticsRequest(Request):
+    """``fairjudge judge-audit show``'s options (the API's query and the checks page read
+    them with these bounds and defaults)."""
+
+    tolerance: float = Field(
+        default=0.0,
+        ge=0,
+        le=4,
+        description="Flag only a shift whose mean size exceeds this (besides being significant).",
+    )
+    margin: float = Field(
+        default=0.25,
+        gt=0,
+        le=4,
+        description="Counterfactual equivalence margin in score points: a row not flagged is "
+        "'no shift larger than MARGIN' when two one-sided tests rule out a larger one.",
+    )
+
+
 SWAP_KINDS = ("names", "gender", "race", "all")
 
 

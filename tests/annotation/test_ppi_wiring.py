@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from annotation.estimates import Design, cell_estimates
+from annotation.estimate_cells import cell_estimates
+from annotation.estimate_results import Design
 from judge.stats.ppi import ppi_mean
 
 RANDOM = Design("random", True, "a simple random sample")

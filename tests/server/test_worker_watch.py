@@ -62,7 +62,7 @@ RESTART_WITHIN_S = 10.0
 KILL_AFTER_CALLS = 30
 # The stub's answer time while judging: 108 calls, 4 at a time, take about 2.7 s, so the
 # part left after the kill (about 75 calls) runs long enough for several progress reports
-# (one every 0.5 s, server/jobs/queue.py PROGRESS_EVERY_S).
+# (one every 0.5 s, server/jobs/running.py PROGRESS_EVERY_S).
 SLOW_S = 0.1
 HOST = socket.gethostname()
 
