@@ -297,8 +297,72 @@ def compute_page(
         else:
             value = page_figures(session, key, settings)
     seconds = time.perf_counter() - began
-    log.info("figures of %s computed off the request in %.2f s", key.text(), seconds)
+    log.info(
+        "figures of %s computed off the request in %.2f s (pid %d)", key.text(), seconds, os.getpid()
+    )
     return keep(engine, key, version, value, sign, seconds)
+
+
+CHILD_NICE = 10
+"""How much lower than the web process's the CPU priority of the processes that compute a
+page's figures for it is (``compute_in_child``): a request thread, which only reads kept
+rows and draws them, is scheduled before them on a busy machine."""
+CLAIM_WAIT_S = 600.0
+"""How long a computation for a page waits for the warmer holding the run's claim
+(``CLAIM``) to keep that page before computing it itself."""
+_CHILD_ENGINES: dict[str, Engine] = {}
+
+
+def child_init() -> None:
+    """In a process started (spawn) to compute figures for a web process: a lower priority
+    (``CHILD_NICE``) and log lines that name the process."""
+    logging.basicConfig(
+        level=logging.INFO, format="[%(asctime)s] [figures %(process)d] %(message)s"
+    )
+    try:
+        os.nice(CHILD_NICE)
+    except OSError as exc:  # not allowed: the same priority
+        log.info("figures computed at the web process's priority (%s)", exc)
+
+
+def compute_in_child(
+    url: str, settings: Settings, key: PageKey, version: str, sign: bytes
+) -> tuple[datetime, float, Any]:
+    """``compute_page`` in a process of its own (never the web process's interpreter, whose
+    request threads would wait for the GIL): when the figures were kept and how long they
+    took, with the value itself only when the store could not keep it (None otherwise: the
+    web process reads the kept row). Figures a live warmer is computing under the run's
+    claim are waited for, not computed twice."""
+    from sqlmodel import Session
+
+    from judge.store.engine import make_engine
+
+    engine = _CHILD_ENGINES.get(url)
+    if engine is None:
+        engine = _CHILD_ENGINES[url] = make_engine(url)
+    deadline = time.monotonic() + CLAIM_WAIT_S
+    while True:
+        with Session(engine) as session:
+            found = read(session, key, version, sign)
+        if found is not None:
+            return found.at, found.seconds, None
+        if time.monotonic() > deadline or not _claimed(engine, key.judge_run_id):
+            break
+        time.sleep(0.5)
+    made = compute_page(engine, settings, key, version, sign)
+    with Session(engine) as session:
+        kept = read(session, key, version, sign) is not None
+    return made.at, made.seconds, None if kept else made.value
+
+
+def _claimed(engine: Engine, judge_run_id: int) -> bool:
+    """Whether a live process holds the run's ``CLAIM`` (a warmer computing its pages)."""
+    from sqlmodel import Session
+
+    from judge.runs import lease_holder
+
+    with Session(engine) as session:
+        return lease_holder(session, CLAIM, judge_run_id) is not None
 
 
 def keep(
