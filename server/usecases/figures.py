@@ -349,8 +349,8 @@ def compute_in_child(
     """``compute_page`` in a process of its own (never the web process's interpreter, whose
     request threads would wait for the GIL): when the figures were kept and how long they
     took, with the value itself only when the store could not keep it (None otherwise: the
-    web process reads the kept row). Figures a live warmer is computing under the run's
-    claim are waited for, not computed twice."""
+    web process reads the kept row). A page a live warmer computes ahead (``default_pages``)
+    while it holds the run's claim is waited for, not computed twice."""
     from sqlmodel import Session
 
     from judge.store.engine import make_engine
@@ -364,7 +364,8 @@ def compute_in_child(
             found = read(session, key, version, sign)
         if found is not None:
             return found.at, found.seconds, None
-        if time.monotonic() > deadline or not _claimed(engine, key.judge_run_id):
+        ahead = (key.page, key.options) in default_pages(settings)  # what a warmer computes
+        if not ahead or time.monotonic() > deadline or not _claimed(engine, key.judge_run_id):
             break
         time.sleep(0.5)
     made = compute_page(engine, settings, key, version, sign)
