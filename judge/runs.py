@@ -567,6 +567,15 @@ def _mine(kind: str, run_id: int, holder: Holder | RunLease) -> list[Any]:
     ]
 
 
+def lease_holder(session: Session, kind: str, run_id: int) -> RunLease | None:
+    """The lease on one run as held now by a live process; None when it is free, lapsed, or
+    its holder died on this host."""
+    held = session.get(RunLease, (kind, run_id))
+    if held is None or held.expires_at <= time.time() or not _alive(held.pid, held.host):
+        return None
+    return held
+
+
 def _alive(pid: int, host: str) -> bool:
     """False only when the holder certainly died: a missing process on this host."""
     if host != socket.gethostname():

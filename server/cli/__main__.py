@@ -2,4 +2,7 @@
 
 from server.cli import main
 
-main()
+# Guarded: a process started with multiprocessing's spawn (the web process's figure
+# computations, server/kept/serving.py) imports this module again under another name.
+if __name__ == "__main__":
+    main()

@@ -22,10 +22,11 @@ Pages that are not a judge run's (``kept``) are kept in memory only, by the stor
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,21 +45,24 @@ if TYPE_CHECKING:
     from server.usecases.dashboard import PageKey
     from server.usecases.figures import Stored
 
-WAIT_S = 1.5
+WAIT_S = 0.4
 """How long an API request waits for figures being computed before it is answered with the
 latest kept ones, or 202 when none were ever kept."""
 TESTING_WAIT_S = 300.0
 """The wait under an app made for tests (``TESTING``) with no ``FIGURES_WAIT_S``: tests on a
 busy machine get the figures, not a 202; the tests of the 202 set the bound they need."""
-PAGE_WAIT_S = 0.5
+PAGE_WAIT_S = 0.25
 """How long a dashboard page waits for its figures being computed (``PAGE_WAIT_S`` in the
 app's config overrides it) before it shows the latest kept ones or a page that reloads."""
 THREADS = 2
-"""Figures computed at once in one web worker, beyond which requests queue for them."""
+"""Figures computed at once for one web worker, beyond which requests queue for them: each
+in a process of its own (``_pool``), never on a thread of the web worker's interpreter."""
 CACHE = "fairjudge_dashboard_figures"
 """Where the app keeps its ``FigureCache`` (``app.extensions``)."""
 
-_POOL = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kept-figures")
+_POOL: ProcessPoolExecutor | None = None
+_THREADS = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kept-figures")
+"""Only for a store no other process can open (SQLite in memory)."""
 _FLIGHTS: dict[tuple[Any, str], Future[Stored]] = {}
 _LOCK = threading.Lock()
 
@@ -286,20 +290,81 @@ def _changed(old: tuple[Any, ...], now: tuple[Any, ...]) -> tuple[str, ...]:
 def _flight(
     engine: Engine, settings: Settings, key: PageKey, version: str, sign: bytes
 ) -> Future[Stored]:
-    """The computation of ``key`` at ``version`` in this process: the one under way, or one
-    started now (``compute_page``: computed and kept in the store)."""
-    from server.usecases.figures import compute_page
-
+    """The computation of ``key`` at ``version`` for this process: the one under way, or one
+    started now in a process of its own (``compute_in_child``: computed and kept in the
+    store, then read back here), so that this process's request threads never wait for the
+    GIL behind a computation."""
     with _LOCK:
         found = _FLIGHTS.get((key, version))
         if found is not None:
             if found.done():  # it failed after its requests stopped waiting: raised once
                 _FLIGHTS.pop((key, version), None)
             return found
-        future = _POOL.submit(compute_page, engine, settings, key, version, sign)
+        future = _start(engine, settings, key, version, sign)
         _FLIGHTS[(key, version)] = future
     future.add_done_callback(lambda done: _forget(key, version, done))
     return future
+
+
+def _start(
+    engine: Engine, settings: Settings, key: PageKey, version: str, sign: bytes
+) -> Future[Stored]:
+    from server.usecases.figures import compute_in_child, compute_page
+
+    if engine.url.get_backend_name() == "sqlite" and engine.url.database in (None, "", ":memory:"):
+        return _THREADS.submit(compute_page, engine, settings, key, version, sign)
+    url = engine.url.render_as_string(hide_password=False)
+    child = _submit(compute_in_child, url, settings, key, version, sign)
+    out: Future[Stored] = Future()
+
+    def read_back(done: Future[Any]) -> None:
+        from sqlmodel import Session
+
+        from server.usecases.figures import Stored, read
+
+        try:
+            at, seconds, value = done.result()
+            if value is None:  # kept by the child: read back from the store
+                with Session(engine) as session:
+                    stored = read(session, key, version, sign)
+                if stored is None:
+                    raise RuntimeError(f"the figures of {key.text()} were kept, then gone")
+                value = stored.value
+            out.set_result(Stored(value, at, seconds))
+        except BaseException as exc:  # the computation's own error, shown by the request
+            out.set_exception(exc)
+
+    child.add_done_callback(read_back)
+    return out
+
+
+def _submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """``fn(*args)`` in this process's pool of figure processes (spawned, lower priority:
+    ``server.usecases.figures.child_init``), made again when one of them died."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from server.usecases.figures import child_init
+
+    global _POOL
+    for _ in range(2):
+        with _LOCK_POOL:
+            if _POOL is None:
+                _POOL = ProcessPoolExecutor(
+                    max_workers=THREADS,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=child_init,
+                )
+            pool = _POOL
+        try:
+            return pool.submit(fn, *args)
+        except (BrokenProcessPool, RuntimeError):  # a child died (killed): a new pool
+            with _LOCK_POOL:
+                if _POOL is pool:
+                    _POOL = None
+    raise RuntimeError("no process could be started to compute the figures")
+
+
+_LOCK_POOL = threading.Lock()
 
 
 def _forget(key: PageKey, version: str, done: Future[Stored], *, failed: bool = False) -> None:

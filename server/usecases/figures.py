@@ -38,6 +38,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, is_dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -70,7 +71,10 @@ __all__ = [
     "read_latest",
     "runs_kept",
     "runs_of_result",
+    "change_marks",
+    "child_init",
     "close_warmer",
+    "compute_in_child",
     "compute_page",
     "keep",
     "signing_key",
@@ -104,6 +108,21 @@ never compute the same run's figures at once: its row's insert fails on the key 
 PostgreSQL alike) while a live process holds it, a heartbeat renews it however long the
 pages take, and it is freed when they are done, at once when its holder dies on the same
 host, after ``judge.runs.LEASE_SECONDS`` elsewhere."""
+WATCH_CLAIM = "figures-watch"
+"""The lease (``judge.runs.run_lease``, run id 0: the store) the one process that watches a
+store holds: of every worker's warmer, only its holder looks at the store; the others
+compute only what they are asked (a job that ended) and take the watch over when its holder
+dies (at once on the same host, after ``judge.runs.LEASE_SECONDS`` elsewhere)."""
+ELECT_EVERY_S = 5.0
+"""How often a warmer that does not watch tries to take the watch over."""
+FULL_LOOK_S = 30.0
+"""How often the watch fingerprints the whole store (``store_version``: counts, times and
+in-place statuses of every table); between, a look is one cheap statement (``change_marks``:
+each table's highest id and rows, read from its primary key)."""
+SETTLE_S = 3.0
+"""A run whose rows changed is computed again once its version has stayed the same this
+long and no live process holds its judge or generation lease (a run being written is not
+recomputed at every look)."""
 NICE = 0
 """How much lower than the process's the warmer thread's CPU priority is (Linux: per
 thread). 0: a thread of its own is what keeps warming off the job slots; a niced thread in a
@@ -297,8 +316,72 @@ def compute_page(
         else:
             value = page_figures(session, key, settings)
     seconds = time.perf_counter() - began
-    log.info("figures of %s computed off the request in %.2f s", key.text(), seconds)
+    pid = os.getpid()
+    log.info("figures of %s computed off the request in %.2f s (pid %d)", key.text(), seconds, pid)
     return keep(engine, key, version, value, sign, seconds)
+
+
+CHILD_NICE = 10
+"""How much lower than the web process's the CPU priority of the processes that compute a
+page's figures for it is (``compute_in_child``): a request thread, which only reads kept
+rows and draws them, is scheduled before them on a busy machine."""
+CLAIM_WAIT_S = 600.0
+"""How long a computation for a page waits for the warmer holding the run's claim
+(``CLAIM``) to keep that page before computing it itself."""
+_CHILD_ENGINES: dict[str, Engine] = {}
+
+
+def child_init() -> None:
+    """In a process started (spawn) to compute figures for a web process: a lower priority
+    (``CHILD_NICE``) and log lines that name the process."""
+    logging.basicConfig(
+        level=logging.INFO, format="[%(asctime)s] [figures %(process)d] %(message)s"
+    )
+    try:
+        os.nice(CHILD_NICE)
+    except OSError as exc:  # not allowed: the same priority
+        log.info("figures computed at the web process's priority (%s)", exc)
+
+
+def compute_in_child(
+    url: str, settings: Settings, key: PageKey, version: str, sign: bytes
+) -> tuple[datetime, float, Any]:
+    """``compute_page`` in a process of its own (never the web process's interpreter, whose
+    request threads would wait for the GIL): when the figures were kept and how long they
+    took, with the value itself only when the store could not keep it (None otherwise: the
+    web process reads the kept row). A page a live warmer computes ahead (``default_pages``)
+    while it holds the run's claim is waited for, not computed twice."""
+    from sqlmodel import Session
+
+    from judge.store.engine import make_engine
+
+    engine = _CHILD_ENGINES.get(url)
+    if engine is None:
+        engine = _CHILD_ENGINES[url] = make_engine(url)
+    deadline = time.monotonic() + CLAIM_WAIT_S
+    while True:
+        with Session(engine) as session:
+            found = read(session, key, version, sign)
+        if found is not None:
+            return found.at, found.seconds, None
+        ahead = (key.page, key.options) in default_pages(settings)  # what a warmer computes
+        if not ahead or time.monotonic() > deadline or not _claimed(engine, key.judge_run_id):
+            break
+        time.sleep(0.5)
+    made = compute_page(engine, settings, key, version, sign)
+    with Session(engine) as session:
+        kept = read(session, key, version, sign) is not None
+    return made.at, made.seconds, None if kept else made.value
+
+
+def _claimed(engine: Engine, judge_run_id: int) -> bool:
+    """Whether a live process holds the run's ``CLAIM`` (a warmer computing its pages)."""
+    from sqlmodel import Session
+
+    from judge.runs import lease_holder
+
+    with Session(engine) as session:
+        return lease_holder(session, CLAIM, judge_run_id) is not None
 
 
 def keep(
@@ -408,6 +491,26 @@ def runs_of_result(result: Any) -> list[int]:
     return [r for r in named if isinstance(r, int) and not isinstance(r, bool)]
 
 
+def change_marks(session: Session) -> tuple[Any, ...]:
+    """A cheap look at whether the store changed: per table that a figure reads, its highest
+    id and its rows, in one statement answered from the primary keys. In-place edits escape
+    it; ``store_version`` catches them every ``FULL_LOOK_S``."""
+    from sqlalchemy import func, select
+    from sqlmodel import SQLModel
+
+    import judge.store.tables  # noqa: F401  (registers every table on the metadata)
+    from server.usecases.dashboard import BOOKKEEPING
+
+    columns: list[Any] = []
+    for table in SQLModel.metadata.sorted_tables:
+        if table.name in BOOKKEEPING:
+            continue
+        columns.append(select(func.count()).select_from(table).scalar_subquery())
+        if "id" in table.c:
+            columns.append(select(func.max(table.c.id)).scalar_subquery())
+    return tuple(session.execute(select(*columns)).one())
+
+
 def stale_runs(engine: Engine, settings: Settings, runs: Iterable[int]) -> list[int]:
     """Of ``runs``, those with kept figures none of which is at the run's version now."""
     from sqlmodel import Session, col, select
@@ -441,7 +544,12 @@ class Warmer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._store: tuple[Any, ...] | None = None
+        self._marks: tuple[Any, ...] | None = None
+        self._full_at = 0.0
         self._seen: dict[int, str] = {}
+        self._settling: dict[int, tuple[str, float]] = {}
+        self._holder: str | None = None  # the watch's lease token, while this one watches
+        self._tried = -ELECT_EVERY_S
         self.busy = threading.Event()
         """Set while it computes (for tests and the bench)."""
         self._thread = threading.Thread(target=self._loop, name="figures-warmer", daemon=True)
@@ -460,36 +568,76 @@ class Warmer:
 
     def _loop(self) -> None:
         _lower_priority()
-        while not self._stop.is_set():
-            self._wake.wait(self.watch_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            with self._lock:
-                runs, self._asked = list(self._asked), {}
-            try:
-                runs += self._changed() if self.watch_s is not None else []
-            except Exception as exc:  # the store is busy or going away: look again later
-                log.warning("dashboard figures: could not look for changed runs: %s", exc)
-            if runs:
-                self.busy.set()
+        watch = ExitStack()  # holds the watch's lease while this warmer is the one watching
+        try:
+            while not self._stop.is_set():
+                self._wake.wait(self.watch_s)
+                self._wake.clear()
+                if self._stop.is_set():
+                    return
+                with self._lock:
+                    runs, self._asked = list(self._asked), {}
                 try:
-                    self._warm(list(dict.fromkeys(runs)))
-                finally:
-                    self.busy.clear()
+                    if self.watch_s is not None and self._elected(watch):
+                        runs += self._changed()
+                except Exception as exc:  # the store is busy or going away: look again later
+                    log.warning("dashboard figures: could not look for changed runs: %s", exc)
+                if runs:
+                    self.busy.set()
+                    try:
+                        self._warm(list(dict.fromkeys(runs)))
+                    finally:
+                        self.busy.clear()
+        finally:
+            watch.close()
+
+    def _elected(self, watch: ExitStack) -> bool:
+        """Whether this warmer watches the store: it holds ``WATCH_CLAIM`` (checked at each
+        look: a lease that lapsed and was taken over is given up), else it tries to take it
+        every ``ELECT_EVERY_S``."""
+        from sqlmodel import Session
+
+        from judge.runs import RunBusyError, run_lease
+        from judge.store.tables import RunLease
+
+        if self._holder is not None:
+            with Session(self.engine) as session:
+                held = session.get(RunLease, (WATCH_CLAIM, 0))
+            if held is not None and held.token == self._holder:
+                return True
+            log.info("dashboard figures: the store's watch was taken over by another process")
+            self._holder = None
+            watch.close()
+        if time.monotonic() - self._tried < ELECT_EVERY_S:
+            return False
+        self._tried = time.monotonic()
+        try:
+            me = watch.enter_context(run_lease(self.engine, WATCH_CLAIM, 0))
+        except RunBusyError:
+            return False
+        self._holder = me.token
+        log.info("dashboard figures: process %d watches the store for writes", os.getpid())
+        return True
 
     def _changed(self) -> list[int]:
         """Runs whose rows changed since the last look, runs new since then, and runs kept
-        at an old version, among the watched ones; nothing when the store's version is
-        unchanged."""
+        at an old version, among the watched ones, once each has settled (``SETTLE_S``);
+        nothing when the store is unchanged (``change_marks``, and ``store_version`` every
+        ``FULL_LOOK_S``)."""
         from sqlmodel import Session, col, select
 
         from judge.store.tables import JudgeRun
 
         with Session(self.engine) as session:
-            now = store_version(session)
-            if now == self._store:
+            marks = change_marks(session)
+            full = time.monotonic() - self._full_at >= FULL_LOOK_S
+            now = store_version(session) if full else self._store
+            if marks == self._marks and now == self._store and not self._settling:
+                if full:
+                    self._full_at = time.monotonic()
                 return []
+            if now is None:  # the first look: the whole store's fingerprint too
+                now = store_version(session)
             first = self._store is None
             newest = session.exec(
                 select(JudgeRun.id).order_by(col(JudgeRun.id).desc()).limit(WATCH_RUNS)
@@ -502,15 +650,44 @@ class Warmer:
                 version = version_text(run_version(session, run_id), self.settings)
                 # A run first seen after the first look is new (a CLI judge, an import):
                 # its pages too. At the first look, only runs kept at an old version.
-                if self._seen.get(run_id, None if not first else version) != version:
+                if self._seen.get(run_id, None if not first else version) == version:
+                    seen[run_id] = version
+                    self._settling.pop(run_id, None)
+                elif self._settled(session, run_id, version):
                     changed.append(run_id)
-                seen[run_id] = version
-        found = list(dict.fromkeys([*changed, *stale_runs(self.engine, self.settings, watched)]))
+                    seen[run_id] = version
+            settling = set(self._settling)
+        stale = [r for r in stale_runs(self.engine, self.settings, watched) if r not in settling]
+        found = list(dict.fromkeys([*changed, *stale]))
         # Only a look that got this far counts as seen: one that raised (a busy store) is
         # made again at the next look instead of taking the store as unchanged.
-        self._store = now
+        self._store, self._marks = now, marks
+        if full or first:
+            self._full_at = time.monotonic()
         self._seen.update(seen)
         return found
+
+    def _settled(self, session: Session, run_id: int, version: str) -> bool:
+        """Whether a run whose rows changed is to be computed now: its version has stayed
+        ``version`` for ``SETTLE_S`` and no live process holds its judge or generation lease
+        (one being written is left until then)."""
+        from judge.runs import lease_holder
+        from judge.store.tables import JudgeRun
+
+        now = time.monotonic()
+        at_version, since = self._settling.get(run_id, (None, now))
+        if at_version != version:
+            self._settling[run_id] = (version, now)
+            return False
+        run = session.get(JudgeRun, run_id)
+        writing = run is not None and (
+            lease_holder(session, "judge", run_id) is not None
+            or lease_holder(session, "generation", run.generation_run_id) is not None
+        )
+        if writing or now - since < SETTLE_S:
+            return False
+        self._settling.pop(run_id, None)
+        return True
 
     def _warm(self, runs: list[int]) -> None:
         from sqlmodel import Session
@@ -524,7 +701,10 @@ class Warmer:
                         continue
                 took = warm_claimed(self.engine, self.settings, run_id)
                 if took is not None:
-                    log.info("dashboard figures of judge run %s computed ahead: %s", run_id, took)
+                    log.info(
+                        "dashboard figures of judge run %s computed ahead (pid %d): %s",
+                        run_id, os.getpid(), took,
+                    )  # fmt: skip
             except Exception as exc:
                 log.warning("dashboard figures of judge run %s not computed ahead: %s", run_id, exc)
 

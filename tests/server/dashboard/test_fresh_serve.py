@@ -50,6 +50,7 @@ class Serving:
     db_url: str
     loop: Loop
     opener: Any
+    log: Path
 
     def page(self, path: str) -> str:
         with self.opener.open(self.url + path, timeout=120) as reply:
@@ -99,8 +100,9 @@ def serving(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> It
             settings = load_settings(config)
             key = server.admin_key
             yield Serving(
-                server.base, key, config, settings, db_url, loop, _signed_in(server.base, key)
-            )
+                server.base, key, config, settings, db_url, loop, _signed_in(server.base, key),
+                server.log,
+            )  # fmt: skip
 
 
 def _kept_now(s: Serving, run: int) -> bool:
@@ -184,3 +186,47 @@ def test_pages_are_kept_fresh_after_each_write_path(serving: Serving) -> None:
     assert new != run
     _until_kept(s, new)
     assert all("kept since then" in n for n in _served_kept(s, new).values())
+
+
+def _loaded(s: Serving, path: str) -> str:
+    """The page's text, or "" while it is being computed (202)."""
+    with s.opener.open(s.url + path, timeout=120) as reply:
+        return "" if reply.status == 202 else str(reply.read().decode())
+
+
+def _pids(log: str, pattern: str) -> set[int]:
+    return {int(p) for p in re.findall(pattern, log)}
+
+
+def test_the_web_process_never_computes_figures_and_one_process_watches(serving: Serving) -> None:
+    s = serving
+    run = s.loop.judge_run_id
+    before = s.log.read_text(errors="replace")
+    rows = _rows(s, "late-pid", 3)
+    csv = Path(s.config).parent / "late-pid.csv"
+    csv.write_text(
+        "item_id,rubric,rater,score\n"
+        + "".join(f"{r['item_id']},{r['rubric']},{r['rater']},{r['score']}\n" for r in rows),
+        encoding="utf-8",
+    )
+    _fairjudge(s.config, "ratings", "import", str(csv), "--run", str(s.loop.generation_run_id))
+    # At once after the write, a page with options no warmer computes ahead (a seed of its
+    # own): the web worker must have it computed for the request, elsewhere.
+    deadline = time.monotonic() + WAIT_S
+    while "late-pid" not in _loaded(s, f"/judge-runs/{run}/agreement?seed=7"):
+        assert time.monotonic() < deadline, "the page with seed=7 was never computed"
+        time.sleep(0.5)
+    _until_kept(s, run)  # the warm process brought the default pages up to date
+    log = s.log.read_text(errors="replace")
+    web = _pids(log, r"Booting worker with pid: (\d+)")
+    job_worker = _pids(log, r"job worker pid (\d+)")
+    on_request = _pids(log[len(before) :], r"computed off the request in [\d.]+ s \(pid (\d+)\)")
+    ahead = _pids(log[len(before) :], r"computed ahead \(pid (\d+)\)")
+    assert web and job_worker, log[-2000:]
+    # The request's computation ran in a process of its own: neither gunicorn's worker
+    # (whose request threads would wait behind it for the GIL) nor the job worker.
+    assert on_request and not on_request & web and not on_request & job_worker, log[-3000:]
+    # Computing ahead after the import ran in the job worker, never in a web worker.
+    assert ahead and ahead <= job_worker, log[-3000:]
+    # One process watches the store (the figures-watch lease): the job worker.
+    assert _pids(log, r"process (\d+) watches the store") <= job_worker, log[-3000:]
