@@ -265,12 +265,15 @@ def build_copy(
                 ]
             rows.append(row)
     if not copied:
-        where = {"answers": "answers", "questions": "questions", "both": "answers or questions"}
+        what = {
+            "answers": f"answers judge run {judge_run_id} scored",
+            "questions": f"questions of the items judge run {judge_run_id} scored",
+            "both": f"answers judge run {judge_run_id} scored, nor their questions,",
+        }[swap_in]
         raise InvalidInputError(
-            f"none of the {len(scored)} items judge run {judge_run_id} scored holds a word of "
-            f"the chosen swaps ({', '.join(sorted(kinds))}) in its {where[swap_in]}; choose "
-            "other kinds (--swap all), swap elsewhere (--swap-in both), or add pairs to the "
-            "swap list (--swaps FILE)"
+            f"none of the {len(scored)} {what} holds a word of the chosen swaps "
+            f"({', '.join(sorted(kinds))}); choose other kinds (--swap all), swap elsewhere "
+            "(--swap-in both), or add pairs to the swap list (--swaps FILE)"
         )
     return source, Built(rows, copied, skipped, counts)
 

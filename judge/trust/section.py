@@ -310,7 +310,8 @@ def diagnostics_section(
     payload["order"] = order.to_json() if order else None
     if order is not None:
         tables.append(position_view.order_table(order))
-        figures.append(position_view.order_figure(order))
+        if any(r.preference and r.stats.n for r in order.rubrics):
+            figures.append(position_view.order_figure(order))
     else:
         notes.append(
             "Order bias not measured: judge with --swap-order to judge every pair in both orders."
