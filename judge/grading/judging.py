@@ -186,6 +186,24 @@ class _Task:
     position: str | None = None  # in a run judged in both orders: "given" or "swapped"
 
 
+def swapped_item_fields(
+    session: Session, generation_run_id: int, wanted: set[int] | None = None
+) -> dict[int, dict[str, Any]]:
+    """Item -> the fields a counterfactual copy swapped in its questions
+    (``Response.extra['item_fields']``, ``judge.trust.copies``), judged in place of the
+    item's own; empty for any other generation run (nothing is read for them)."""
+    if get_generation_run(session, generation_run_id).source != "counterfactual":
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    query = columns(col(Response.item_id), col(Response.extra)).where(
+        col(Response.run_id) == generation_run_id
+    )
+    for item_id, extra in session.execute(query):
+        if (wanted is None or item_id in wanted) and (extra or {}).get("item_fields"):
+            out[item_id] = dict(extra["item_fields"])
+    return out
+
+
 def _missing_answer(parts_needed: tuple[str, ...], parts: dict[str, tuple[Any, ...]]) -> str | None:
     """Why a rubric cannot be judged, given the item's answers as {part: (raw_text, flag,
     error)}; None when every part it needs has a usable answer."""
@@ -424,6 +442,7 @@ def _plan(
     else:
         item_query = item_query.where(col(Item.id).in_(answered.distinct()))
     fields: dict[int, dict[str, Any]] = {i: f for i, f in session.execute(item_query)}
+    fields.update(swapped_item_fields(session, jrun.generation_run_id, wanted))
     answers: dict[int, dict[str, tuple[Any, ...]]] = {}
     for item_id, part, raw, flag, error in session.execute(answer_query):
         if item_id in wanted:

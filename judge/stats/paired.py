@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 from scipy import special
+from scipy import stats as _stats
 
 Alternative = Literal["two-sided", "greater", "less"]
 EXACT_MAX = 16
@@ -287,3 +288,27 @@ def equivalence_test(
     upper = special.stdtr(n - 1, (mean - margin) / se)  # P(T <= t) for H0: mean >= +margin
     p = float(max(lower, upper))
     return Equivalence(margin, p, p <= alpha, "TOST (t)")
+
+
+POWER = 0.8
+
+
+def min_detectable_shift(sd: float, n: int, *, alpha: float = 0.05, power: float = POWER) -> float:
+    """The smallest mean shift a two-sided paired test at ``alpha`` detects with probability
+    ``power`` from ``n`` paired differences of standard deviation ``sd``: the usual
+    t-approximation ``(t[1 - alpha/2, n-1] + t[power, n-1]) * sd / sqrt(n)`` (NaN with fewer
+    than two pairs or an undefined ``sd``; 0 when nothing varies, which says nothing about
+    power: a caller reports that case apart).
+
+    >>> round(min_detectable_shift(1.0, 25), 4)
+    0.5842
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1 (exclusive), got {alpha!r}")
+    if not 0 < power < 1:
+        raise ValueError(f"power must be between 0 and 1 (exclusive), got {power!r}")
+    if n < 2 or sd != sd or sd < 0:
+        return float("nan")
+    df = n - 1
+    quantiles = float(_stats.t.ppf(1 - alpha / 2, df) + _stats.t.ppf(power, df))
+    return quantiles * float(sd) / math.sqrt(n)

@@ -7,8 +7,17 @@ run (``source = 'counterfactual'``, ``derived_from`` the original run), so judgi
 same machinery, cache, resume and reports as any other run; each copied answer records in
 ``Response.extra`` the answer it was copied from and what was swapped.
 
-A copy is identified by the judge run, the swap kinds, the pairs themselves (their hash) and
-the item limit: asking again finds the same copy.
+What is swapped is chosen (``swap_in``): the answers, the questions (every text field of
+the item the judge is shown beside the answers: the question, the stories, the expected
+answer), or both (the default). A judge can be swayed by the question's wording as much as by
+the answer's, and a swap of the answers alone leaves a question's words as they were, so it
+cannot see that. Swapped item fields are stored on the copy's first answer part of the item
+(``Response.extra['item_fields']``, with what changed in ``extra['question_swapped']``), and
+judging a copy reads them in place of the item's own (``judge.grading.judging``).
+
+A copy is identified by the judge run, the swap kinds, the pairs themselves (their hash), what
+was swapped and the item limit: asking again finds the same copy. A copy made before the
+choice existed swapped the answers only, and is read as such.
 """
 
 from __future__ import annotations
@@ -27,12 +36,16 @@ from judge.errors import InvalidInputError
 from judge.hashing import content_hash
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run, get_judge_run
-from judge.store.tables import GenerationRun, Judgment, Response, utcnow
-from judge.trust.swaps import Swap, load_swaps, swap_text
+from judge.store.tables import GenerationRun, Item, Judgment, Response, utcnow
+from judge.trust.swaps import Change, Swap, Swapped, load_swaps, swap_text
 from judge.vocab import RunStatus
 
 COUNTERFACTUAL = "counterfactual"
 """``GenerationRun.source`` and ``derivation['kind']`` of a counterfactual copy."""
+SWAP_IN = ("answers", "questions", "both")
+"""What a copy swaps: the answers, the items' questions (their text fields), or both."""
+LEGACY_SWAP_IN = "answers"
+"""What a copy recorded without ``swap_in`` swapped (copies made before the choice)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,7 @@ class Copy:
     items_skipped: int
     swaps: dict[str, int]
     created: bool
+    swap_in: str = LEGACY_SWAP_IN
 
 
 def swaps_hash(swaps: Sequence[Swap]) -> str:
@@ -55,22 +69,34 @@ def swaps_hash(swaps: Sequence[Swap]) -> str:
 
 
 def derivation(
-    judge_run_id: int, kinds: Sequence[str], swaps: Sequence[Swap], limit: int | None
+    judge_run_id: int,
+    kinds: Sequence[str],
+    swaps: Sequence[Swap],
+    limit: int | None,
+    swap_in: str = "both",
 ) -> dict[str, Any]:
     """What identifies a copy (``GenerationRun.derivation`` holds this and the counts)."""
+    _check_swap_in(swap_in)
     return {
         "kind": COUNTERFACTUAL,
         "judge_run_id": judge_run_id,
         "swap_kinds": sorted(kinds),
         "swaps_sha256": swaps_hash(swaps),
         "limit": limit,
+        "swap_in": swap_in,
     }
+
+
+def _check_swap_in(swap_in: str) -> None:
+    if swap_in not in SWAP_IN:
+        raise InvalidInputError(f"swap_in must be one of {', '.join(SWAP_IN)}, got {swap_in!r}")
 
 
 def _identity(d: dict[str, Any] | None) -> tuple[Any, ...] | None:
     if not d:
         return None
-    keys = ("kind", "judge_run_id", "swap_kinds", "swaps_sha256", "limit")
+    d = {"swap_in": LEGACY_SWAP_IN, **d}
+    keys = ("kind", "judge_run_id", "swap_kinds", "swaps_sha256", "limit", "swap_in")
     return tuple(
         tuple(d.get(k)) if isinstance(d.get(k), list) else d.get(k)  # type: ignore[arg-type]
         for k in keys
@@ -100,16 +126,18 @@ def make_copy(
     swaps: Sequence[Swap],
     *,
     limit: int | None = None,
+    swap_in: str = "both",
 ) -> Copy:
-    """The counterfactual copy of a judge run's answers with ``swaps`` applied, made and
-    stored in one transaction if it does not exist yet. Refuses a judge run with no scored
-    judgment and a copy with nothing to swap (InvalidInputError saying what to change)."""
-    wanted = derivation(judge_run_id, kinds, swaps, limit)
+    """The counterfactual copy of a judge run's answers with ``swaps`` applied (in the
+    answers, the questions or both: ``swap_in``), made and stored in one transaction if it
+    does not exist yet. Refuses a judge run with no scored judgment and a copy with nothing
+    to swap (InvalidInputError saying what to change)."""
+    wanted = derivation(judge_run_id, kinds, swaps, limit, swap_in)
     with session_scope(engine) as session:
-        found = find_copy(session, judge_run_id, kinds, swaps, limit)
+        found = find_copy(session, judge_run_id, kinds, swaps, limit, swap_in)
         if found is not None:
             return _copy_of(found, created=False)
-        source, built = build_copy(session, judge_run_id, kinds, swaps, limit)
+        source, built = build_copy(session, judge_run_id, kinds, swaps, limit, swap_in)
         run = GenerationRun(
             dataset_id=source.dataset_id,
             endpoint_name=source.endpoint_name,
@@ -146,9 +174,10 @@ def find_copy(
     kinds: Sequence[str],
     swaps: Sequence[Swap],
     limit: int | None,
+    swap_in: str = "both",
 ) -> GenerationRun | None:
     """The copy with this identity, if it was made already (NotFoundError: no judge run)."""
-    wanted = _identity(derivation(judge_run_id, kinds, swaps, limit))
+    wanted = _identity(derivation(judge_run_id, kinds, swaps, limit, swap_in))
     for run in find_copies(session, judge_run_id):
         if _identity(run.derivation) == wanted:
             return run
@@ -172,12 +201,15 @@ def build_copy(
     kinds: Sequence[str],
     swaps: Sequence[Swap],
     limit: int | None,
+    swap_in: str = "both",
 ) -> tuple[GenerationRun, Built]:
     """The judge run's generation run and the copy of its answers with ``swaps`` applied,
     read only (``make_copy`` stores it; a dry run only counts what judging it would send).
     InvalidInputError for a run with no scored judgment and a copy with nothing to swap."""
     if not swaps:
         raise InvalidInputError("no swap pairs chosen; pick --swap names, gender, race or all")
+    _check_swap_in(swap_in)
+    in_answers, in_questions = swap_in in ("answers", "both"), swap_in in ("questions", "both")
     jrun = get_judge_run(session, judge_run_id)
     scored = (
         session.execute(
@@ -203,6 +235,7 @@ def build_copy(
         .order_by(col(Response.item_id), col(Response.part))
     ):  # plain rows, not ORM objects: a run has tens of thousands of answers
         answers.setdefault(response.item_id, []).append(response)
+    fields = _item_fields(session, scored) if in_questions else {}
     rows: list[dict[str, Any]] = []
     counts: Counter[str] = Counter()
     copied = skipped = 0
@@ -210,20 +243,37 @@ def build_copy(
         if limit is not None and copied >= limit:
             break
         parts = answers.get(item_id, [])
-        done = [(r, swap_text(r.raw_text or "", swaps)) for r in parts]
-        if not any(s.changed for _, s in done):
+        done = [
+            (r, swap_text(r.raw_text or "", swaps) if in_answers else Swapped(r.raw_text or "", ()))
+            for r in parts
+        ]
+        asked, asked_changes = _swap_fields(fields.get(item_id, {}), swaps)
+        if not parts or not (any(s.changed for _, s in done) or asked_changes):
             skipped += 1
             continue
         copied += 1
-        for response, swapped in done:
+        for change in asked_changes:
+            counts[f"{change.before} -> {change.after}"] += change.count
+        for i, (response, swapped) in enumerate(done):
             for change in swapped.changes:
                 counts[f"{change.before} -> {change.after}"] += change.count
-            rows.append(_row(response, swapped))
+            row = _row(response, swapped, swap_in)
+            if i == 0 and asked_changes:
+                row["extra"]["item_fields"] = asked
+                row["extra"]["question_swapped"] = [
+                    [c.before, c.after, c.count] for c in asked_changes
+                ]
+            rows.append(row)
     if not copied:
+        what = {
+            "answers": f"answers judge run {judge_run_id} scored",
+            "questions": f"questions of the items judge run {judge_run_id} scored",
+            "both": f"answers judge run {judge_run_id} scored, nor their questions,",
+        }[swap_in]
         raise InvalidInputError(
-            f"none of the {len(scored)} answers judge run {judge_run_id} scored holds a "
-            f"word of the chosen swaps ({', '.join(sorted(kinds))}); choose other kinds "
-            "(--swap all), or add pairs to the swap list (--swaps FILE)"
+            f"none of the {len(scored)} {what} holds a word of the chosen swaps "
+            f"({', '.join(sorted(kinds))}); choose other kinds (--swap all), swap elsewhere "
+            "(--swap-in both), or add pairs to the swap list (--swaps FILE)"
         )
     return source, Built(rows, copied, skipped, counts)
 
@@ -245,7 +295,38 @@ def copy_swaps(d: dict[str, Any] | None) -> tuple[Swap, ...] | None:
 _COPIED = ("id", "item_id", "part", "prompt", "raw_text", "flag", "error", "finish_reason")
 
 
-def _row(response: Any, swapped: Any) -> dict[str, Any]:
+def _item_fields(session: Session, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Item -> its fields, for the items a copy may swap the questions of."""
+    out: dict[int, dict[str, Any]] = {}
+    for start in range(0, len(ids), _IN_LIMIT):  # bounded IN lists
+        chunk = list(ids[start : start + _IN_LIMIT])
+        query = columns(col(Item.id), col(Item.fields)).where(col(Item.id).in_(chunk))
+        for item_id, item_fields in session.execute(query):
+            out[item_id] = dict(item_fields or {})
+    return out
+
+
+def _swap_fields(
+    fields: dict[str, Any], swaps: Sequence[Swap]
+) -> tuple[dict[str, Any], list[Change]]:
+    """The item's text fields with the pairs swapped (other fields as they are), and every
+    word swapped, in field-name order."""
+    out: dict[str, Any] = {}
+    changes: list[Change] = []
+    for name in sorted(fields):
+        value = fields[name]
+        if isinstance(value, str):
+            done = swap_text(value, swaps)
+            value = done.text
+            changes += done.changes
+        out[name] = value
+    return out, changes
+
+
+_IN_LIMIT = 5000
+
+
+def _row(response: Any, swapped: Any, swap_in: str = LEGACY_SWAP_IN) -> dict[str, Any]:
     """The copied answer: the same row with the swapped text and no call of its own."""
     return {
         "item_id": response.item_id,
@@ -263,6 +344,7 @@ def _row(response: Any, swapped: Any) -> dict[str, Any]:
         "extra": {
             "copied_from": response.id,
             "swapped": [[c.before, c.after, c.count] for c in swapped.changes],
+            "swap_in": swap_in,
         },
     }
 
@@ -278,4 +360,5 @@ def _copy_of(run: GenerationRun, *, created: bool) -> Copy:
         items_skipped=int(d.get("items_skipped", 0)),
         swaps=dict(d.get("swaps", {})),
         created=created,
+        swap_in=str(d.get("swap_in", LEGACY_SWAP_IN)),
     )

@@ -130,6 +130,8 @@ class CounterfactualResult:
             "copy_judge_run_id": self.copy_judge_run_id,
             "copy_judge_status": self.status,
             "swap_kinds": list(self.copy.swap_kinds),
+            "swap_in": self.copy.swap_in,
+            "swap_in_note": swap_in_note(self.copy.swap_in),
             "items_copied": self.copy.items_copied,
             "items_skipped": self.copy.items_skipped,
             "swaps": self.copy.swaps,
@@ -147,6 +149,22 @@ class CounterfactualResult:
 
 def _finite(x: float) -> float | None:
     return None if x != x or x in (float("inf"), float("-inf")) else float(x)
+
+
+def swap_in_note(swap_in: str) -> str:
+    """What a copy swapped, and what that swap cannot see."""
+    if swap_in == "answers":
+        return (
+            "words swapped in the answers only: the questions kept their words, so a judge "
+            "swayed by the question's wording cannot show here (swap in the questions too: "
+            "--swap-in both)"
+        )
+    if swap_in == "questions":
+        return (
+            "words swapped in the questions only: the answers kept their words, so a judge "
+            "swayed by the answer's wording cannot show here (--swap-in both)"
+        )
+    return "words swapped in both the questions and the answers"
 
 
 def copy_judge_run(session: Session, jrun: JudgeRun, copy_run_id: int) -> JudgeRun | None:
@@ -263,10 +281,12 @@ def _bound(scores: dict[tuple[int, str], float | None]) -> float:
 
 
 def _changes(copied: Sequence[tuple[Response, Item]]) -> dict[int, list[list[Any]]]:
-    """Item -> every swap recorded in its copied answer parts ([before, after, count])."""
+    """Item -> every swap recorded in its copied answer parts and its swapped questions
+    ([before, after, count])."""
     out: dict[int, list[list[Any]]] = defaultdict(list)
     for response, _ in copied:
-        out[response.item_id] += (response.extra or {}).get("swapped", [])
+        extra = response.extra or {}
+        out[response.item_id] += extra.get("swapped", []) + extra.get("question_swapped", [])
     return dict(out)
 
 

@@ -42,7 +42,13 @@ from typing import Any
 
 import numpy as np
 
-from judge.stats.paired import bootstrap_mean_ci, equivalence_test, holm, sign_flip_test
+from judge.stats.paired import (
+    bootstrap_mean_ci,
+    equivalence_test,
+    holm,
+    min_detectable_shift,
+    sign_flip_test,
+)
 
 ALPHA = 0.05
 MARGIN = 0.25
@@ -89,6 +95,8 @@ class DirectionRow:
     p_adjusted: float | None = None
     flagged: bool = False
     finding: str | None = None
+    min_detectable_shift: float | None = None
+    power_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and v != v else v) for k, v in vars(self).items()}
@@ -178,10 +186,37 @@ def _row(
     verdict = "n/a"
     if eq is not None and direction != MIXED:
         verdict = f"no shift larger than {margin:g}" if eq.equivalent else "inconclusive"
+    mds, note = _power(values, changed, test.min_p, alpha)
     return DirectionRow(
         kind, scope, direction, label, n, changed, mean, low, high, p, test.min_p,
         test.method, testable, reason, eq.p_value if eq is not None else None, verdict,
+        min_detectable_shift=mds, power_note=note,
     )  # fmt: skip
+
+
+def _power(
+    values: np.ndarray, changed: int, min_p: float, alpha: float
+) -> tuple[float | None, str | None]:
+    """The row's minimum detectable shift (80 % power, two-sided at ``alpha``, from the
+    differences' sd and n) and a note when the row could not have reached significance."""
+    n = int(values.size)
+    if n < 2:
+        return None, "fewer than two pairs: no shift can be detected"
+    sd = float(values.std(ddof=1))
+    if sd == 0 and not changed:
+        return None, (
+            "no score changed, so these pairs could detect no shift and the smallest "
+            "detectable one cannot be estimated from them"
+        )
+    if sd == 0:
+        return None, "every pair moved by the same amount (sd 0): no t-based estimate"
+    mds = min_detectable_shift(sd, n, alpha=alpha)
+    if min_p > alpha:
+        return mds, (
+            f"cannot reach significance: with {changed} changed pairs no p falls below "
+            f"{min_p:.3g} > {alpha:g}"
+        )
+    return mds, None
 
 
 def correct(

@@ -38,6 +38,19 @@ A rubric is **flagged** when either holds:
   score points the user accepts; 0: any).
 
 A CI needs two pairs; with fewer nothing is flagged.
+
+**Which rubrics get preference fairness.** Primacy, recency and PF describe a judge that
+favours one of two texts; they mean something only where a higher score favours one side.
+SBAS rates answer B against answer A (a higher score is better for B), and so does any pair
+rubric of one's own. TCS, PCS and ETCS score how *similar* the two stories are: neither side
+is preferred by a higher score, so "higher as given" is not a preference for the last
+position. For them (``SIMILARITY_RUBRICS``) only PC is given, and only "inconsistent" can flag
+them; the output says why PF is not shown.
+
+**Unreadable verdicts**, as Shi et al. count them (their code counts a pair in PC only when
+both orders gave a readable verdict, but scales PF by every pair judged): a pair with an
+order unscored ("unpaired" here) is left out of PC's denominator and kept in PF's, where it
+counts as neither primacy nor recency. So PF = (rc - pc) / (pairs + unreadable).
 """
 
 from __future__ import annotations
@@ -64,6 +77,21 @@ MIN_CONSISTENCY = 0.8
 of the verdicts. The paper sets no threshold; this one is ours."""
 
 NAN = float("nan")
+
+SIMILARITY_RUBRICS = frozenset({"TCS", "PCS", "ETCS"})
+"""Built-in pair rubrics that score how similar the two sides are, so no side is preferred:
+position consistency only (see the module docstring)."""
+NOT_A_PREFERENCE = (
+    "a similarity score (how alike the two sides are): a higher score favours neither side, "
+    "so primacy, recency and preference fairness have no meaning here; position consistency "
+    "only"
+)
+
+
+def judges_a_preference(rubric: str) -> bool:
+    """Whether a higher score of this pair rubric favours one side (B), so that primacy,
+    recency and preference fairness apply: every pair rubric but the similarity ones."""
+    return rubric not in SIMILARITY_RUBRICS
 
 
 def verdicts(given: Sequence[float], swapped: Sequence[float]) -> np.ndarray:
@@ -95,6 +123,7 @@ class PositionStats:
     fairness_low: float
     fairness_high: float
     level: float
+    unreadable: int = 0  # pairs with an order unscored: in PF's denominator, not in PC's
 
 
 def position_stats(
@@ -104,32 +133,47 @@ def position_stats(
     level: float = LEVEL,
     n_bootstrap: int = N_BOOTSTRAP,
     seed: int = SEED,
+    unreadable: int = 0,
 ) -> PositionStats:
     """PC and PF of paired scores (each order's samples already combined), with percentile
-    bootstrap CIs resampling pairs from a generator seeded with ``seed``.
+    bootstrap CIs resampling pairs from a generator seeded with ``seed``. ``unreadable``:
+    pairs judged with an order that gave no readable verdict, kept in PF's denominator (as
+    Shi et al. scale it) and left out of PC's.
 
     >>> s = position_stats([5, 5, 3, 4], [2, 5, 3, 5])
     >>> (s.consistent, s.primacy, s.recency, s.consistency, s.fairness)
     (2, 1, 1, 0.5, 0.0)
+    >>> position_stats([5, 3], [2, 3], unreadable=2).fairness  # (1 - 0) / (2 + 2)
+    0.25
     """
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1, got {level!r}")
+    if unreadable < 0:
+        raise ValueError(f"unreadable must be non-negative, got {unreadable!r}")
     v = verdicts(given, swapped)
     n = int(v.size)
     consistent, primacy, recency = int((v == 0).sum()), int((v < 0).sum()), int((v > 0).sum())
     if n == 0:
-        return PositionStats(0, 0, 0, 0, NAN, NAN, NAN, NAN, NAN, NAN, level)
-    pc, pf = consistent / n, (recency - primacy) / n
+        return PositionStats(0, 0, 0, 0, NAN, NAN, NAN, NAN, NAN, NAN, level, unreadable)
+    total = n + unreadable
+    pc, pf = consistent / n, (recency - primacy) / total
     pc_low = pc_high = pf_low = pf_high = NAN
     if n >= 2 and n_bootstrap > 0:
-        draws = np.random.default_rng(seed).integers(0, n, size=(n_bootstrap, n))
-        sample = v[draws]
+        # every judged pair is resampled; an unreadable one is NaN: out of PC, 0 in PF
+        w = np.concatenate([v.astype(float), np.full(unreadable, np.nan)])
+        draws = np.random.default_rng(seed).integers(0, total, size=(n_bootstrap, total))
+        sample = w[draws]
+        readable = (~np.isnan(sample)).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pcs = (sample == 0).sum(axis=1) / readable
+        pfs = np.nan_to_num(sample, nan=0.0).mean(axis=1)
         tails = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
-        pc_low, pc_high = (float(x) for x in np.percentile((sample == 0).mean(axis=1), tails))
-        pf_low, pf_high = (float(x) for x in np.percentile(sample.mean(axis=1), tails))
+        pc_low, pc_high = (float(x) for x in np.nanpercentile(pcs, tails))
+        pf_low, pf_high = (float(x) for x in np.percentile(pfs, tails))
     return PositionStats(
-        n, consistent, primacy, recency, pc, pc_low, pc_high, pf, pf_low, pf_high, level
-    )
+        n, consistent, primacy, recency, pc, pc_low, pc_high, pf, pf_low, pf_high, level,
+        unreadable,
+    )  # fmt: skip
 
 
 def repetition_stability(repeats: Sequence[Sequence[int]]) -> float | None:
@@ -156,19 +200,27 @@ class PositionRow:
     unpaired: int
     flagged: bool
     reasons: list[str] = field(default_factory=list)
+    preference: bool = True  # False: a similarity rubric, position consistency only
 
     def to_json(self) -> dict[str, Any]:
         s, p = self.shift, self.stats
+        pref = self.preference
         return {
             "rubric": self.rubric,
             "pairs": p.n,
             "consistent": p.consistent,
-            "primacy_preferring": p.primacy,
-            "recency_preferring": p.recency,
+            "primacy_preferring": p.primacy if pref else None,
+            "recency_preferring": p.recency if pref else None,
+            "inconsistent": p.primacy + p.recency,
             "position_consistency": _finite(p.consistency),
             "position_consistency_ci": [_finite(p.consistency_low), _finite(p.consistency_high)],
-            "preference_fairness": _finite(p.fairness),
-            "preference_fairness_ci": [_finite(p.fairness_low), _finite(p.fairness_high)],
+            "preference_fairness": _finite(p.fairness) if pref else None,
+            "preference_fairness_ci": [
+                _finite(p.fairness_low) if pref else None,
+                _finite(p.fairness_high) if pref else None,
+            ],
+            "preference_fairness_shown": pref,
+            "preference_fairness_note": None if pref else NOT_A_PREFERENCE,
             "repetition_stability": self.repetition_stability,
             "level": p.level,
             "changed": s.changed,
@@ -212,8 +264,10 @@ class OrderResult:
             "orders score the same, recency-preferring when the pair scores higher with side "
             "B shown last (as given), primacy-preferring when higher with B first (swapped)",
             "flag_rule": f"position consistency's CI upper bound below {self.min_consistency:g}"
-            ", or preference fairness's CI excluding 0 with a mean change larger than the "
-            f"tolerance ({self.tolerance:g})",
+            ", or (rubrics that judge a preference) preference fairness's CI excluding 0 with "
+            f"a mean change larger than the tolerance ({self.tolerance:g})",
+            "unreadable_rule": "a pair with an order unscored is left out of position "
+            "consistency and kept in preference fairness's denominator (Shi et al.)",
             "flagged": self.flagged,
             "rubrics": [r.to_json() for r in self.rubrics],
         }
@@ -284,28 +338,37 @@ def order_bias(
             swapped.append(float(b))
             repeats += [cell["given"], cell["swapped"]]
         shift = paired_shift(given, swapped, level=level, n_bootstrap=n_bootstrap, seed=seed)
-        stats = position_stats(given, swapped, level=level, n_bootstrap=n_bootstrap, seed=seed)
-        reasons = flag_reasons(stats, shift, tolerance, min_consistency)
+        stats = position_stats(
+            given, swapped, level=level, n_bootstrap=n_bootstrap, seed=seed, unreadable=unpaired
+        )
+        preference = judges_a_preference(rubric)
+        reasons = flag_reasons(stats, shift, tolerance, min_consistency, preference=preference)
         rows.append(
             PositionRow(
                 rubric, shift, stats, repetition_stability(repeats), unpaired, bool(reasons),
-                reasons,
+                reasons, preference,
             )
         )  # fmt: skip
     return OrderResult(judge_run_id, tolerance, min_consistency, jrun.samples, how, rows)
 
 
 def flag_reasons(
-    stats: PositionStats, shift: PairedShift, tolerance: float, min_consistency: float
+    stats: PositionStats,
+    shift: PairedShift,
+    tolerance: float,
+    min_consistency: float,
+    *,
+    preference: bool = True,
 ) -> list[str]:
     """Why a rubric is flagged (empty: not flagged): "inconsistent", and "primacy" or
-    "recency" for a one-sided judge; see the module docstring."""
+    "recency" for a one-sided judge of a rubric that judges a preference (``preference``;
+    a similarity rubric is only ever "inconsistent"); see the module docstring."""
     reasons = []
     if stats.consistency_high == stats.consistency_high and stats.consistency_high < (
         min_consistency
     ):
         reasons.append("inconsistent")
     excludes_zero = stats.fairness_low > 0 or stats.fairness_high < 0  # False for NaN
-    if excludes_zero and (tolerance == 0 or abs(shift.mean_difference) > tolerance):
+    if preference and excludes_zero and (tolerance == 0 or abs(shift.mean_difference) > tolerance):
         reasons.append("primacy" if stats.fairness < 0 else "recency")
     return reasons

@@ -4,7 +4,7 @@ chart of preference fairness (``judge.trust.position`` computes them)."""
 from __future__ import annotations
 
 from judge.reports.sections import BarChart, Table
-from judge.trust.position import OrderResult, PositionRow
+from judge.trust.position import NOT_A_PREFERENCE, OrderResult, PositionRow
 
 
 def _share(x: float) -> str:
@@ -19,6 +19,7 @@ def _with_ci(value: str, low: float, high: float, fmt: str) -> str:
 
 def _cells(r: PositionRow) -> list[str]:
     p, s = r.stats, r.shift
+    counts = f"{p.consistent} / {p.primacy} / {p.recency}"
     if not p.n:
         pc = pf = mean = p_value = "n/a"
     else:
@@ -26,10 +27,13 @@ def _cells(r: PositionRow) -> list[str]:
         pf = _with_ci(f"{p.fairness:+.2f}", p.fairness_low, p.fairness_high, "+.2f")
         mean = _with_ci(f"{s.mean_difference:+.2f}", s.ci_low, s.ci_high, "+.2f")
         p_value = f"{s.p_value:.3g}" if s.tested else f"not tested ({s.reason})"
+    if not r.preference:
+        pf = "not shown (similarity score)"
+        counts = f"{p.consistent} / {p.primacy + p.recency} inconsistent"
     stability = "n/a" if r.repetition_stability is None else f"{r.repetition_stability:.0%}"
     flag = f"FLAGGED ({', '.join(r.reasons)})" if r.flagged else ""
     return [
-        r.rubric, str(p.n), pc, pf, f"{p.consistent} / {p.primacy} / {p.recency}", mean,
+        r.rubric, str(p.n), pc, pf, counts, mean,
         p_value, stability, str(r.unpaired), flag,
     ]  # fmt: skip
 
@@ -56,8 +60,20 @@ def order_table(result: OrderResult) -> Table:
         "2024): (recency - primacy) / pairs, in [-1, 1]; 0 is fair, > 0 favours the last "
         "position. CIs: percentile bootstrap over pairs (seed 0). Repetition stability: per "
         "pair and order, the share of samples giving the most frequent score, averaged.",
+        "Position consistency counts the pairs with both orders scored; preference fairness "
+        "divides by every pair judged, the unpaired ones (an order unscored) included, as "
+        "Shi et al. do.",
+        *(
+            [
+                f"{', '.join(similar)}: {NOT_A_PREFERENCE}; the pairs are counted consistent "
+                "/ inconsistent."
+            ]
+            if (similar := [r.rubric for r in result.rubrics if not r.preference])
+            else []
+        ),
         f"Flagged: inconsistent when the consistency CI lies below {result.min_consistency:.0%}"
-        "; primacy or recency when the fairness CI excludes 0 and the mean change's size "
+        "; primacy or recency (preference rubrics) when the fairness CI excludes 0 and the "
+        "mean change's size "
         f"exceeds the tolerance ({result.tolerance:g}).",
         "The run's item scores (and the stage metrics above) combine both orders.",
     ]
@@ -77,9 +93,9 @@ def order_figure(result: OrderResult) -> BarChart:
                 None if r.stats.fairness_high != r.stats.fairness_high else r.stats.fairness_high,
             )
             for r in result.rubrics
-            if r.stats.n
+            if r.stats.n and r.preference
         ],
         "preference fairness (-1 to 1)",
         reference=0.0,
-        ns=[r.stats.n for r in result.rubrics if r.stats.n],
+        ns=[r.stats.n for r in result.rubrics if r.stats.n and r.preference],
     )

@@ -94,6 +94,7 @@ def run_counterfactual(
     progress: Progress | None = None,
     budget: Budget | None = None,
     max_unusable: float = UNUSABLE_SHARE,
+    swap_in: str = "both",
 ) -> CounterfactualRun:
     """Make (or find) the copy and judge it with the run's own settings; resumable like any
     judge run (a second call judges only what is missing). With a ``budget``
@@ -104,7 +105,7 @@ def run_counterfactual(
         jrun = get_judge_run(session, judge_run_id)
         config = check_same_judge(jrun, client, book, rubrics)
         swap_order = jrun.swap_order
-    copy = make_copy(engine, judge_run_id, kinds, swaps, limit=limit)
+    copy = make_copy(engine, judge_run_id, kinds, swaps, limit=limit, swap_in=swap_in)
     # The comparison needs scipy.stats (over a second to import on 2 cores): import it on a
     # thread while the calls wait on the network, not after them.
     warm = threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True)
@@ -149,6 +150,7 @@ def plan_counterfactual(
     swaps: Sequence[Swap],
     *,
     limit: int | None = None,
+    swap_in: str = "both",
 ) -> Planned:
     """The calls ``run_counterfactual`` would make, with nothing sent or stored: the same
     checks first. A copy made already is planned as its judge run would be
@@ -159,9 +161,9 @@ def plan_counterfactual(
         jrun = get_judge_run(session, judge_run_id)
         config = check_same_judge(jrun, client, book, rubrics)
         swap_order = jrun.swap_order
-        found = find_copy(session, judge_run_id, kinds, swaps, limit)
+        found = find_copy(session, judge_run_id, kinds, swaps, limit, swap_in)
         if found is None:
-            _, built = build_copy(session, judge_run_id, kinds, swaps, limit)
+            _, built = build_copy(session, judge_run_id, kinds, swaps, limit, swap_in)
         found_id = None if found is None else found.id
         derived = dict(found.derivation or {}) if found is not None else {}
     if found_id is not None:
@@ -174,6 +176,9 @@ def plan_counterfactual(
             planned.cached, planned.to_send, config.max_tokens,
         )  # fmt: skip
     answers: dict[int, dict[str, tuple[str | None, str, str | None]]] = {}
+    asked = {
+        r["item_id"]: r["extra"]["item_fields"] for r in built.rows if "item_fields" in r["extra"]
+    }
     for row in built.rows:
         answers.setdefault(row["item_id"], {})[row["part"]] = (
             row["raw_text"],
@@ -187,7 +192,7 @@ def plan_counterfactual(
             chunk = wanted[start : start + _IN_LIMIT]
             query = columns(col(Item.id), col(Item.stage), col(Item.fields))
             for item_id, stage, fields in session.execute(query.where(col(Item.id).in_(chunk))):
-                items[item_id] = (stage, fields)
+                items[item_id] = (stage, asked.get(item_id, fields))
     judgments = missing = 0
     to_send: list[list[dict[str, str]]] = []
     for item_id in wanted:

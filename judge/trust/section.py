@@ -72,19 +72,26 @@ def direction_cells(r: DirectionRow) -> list[str]:
         p += f" (not tested: {r.reason})" if r.reason else " (not tested)"
     adjusted = f"{r.p_adjusted:.3g}" if r.p_adjusted is not None else ""
     flag = f"FLAGGED: {r.finding}" if r.flagged else ""
+    mds = "n/a" if r.min_detectable_shift is None else f"{r.min_detectable_shift:.2f}"
+    if r.power_note:
+        mds += f" ({r.power_note})"
     return [r.kind, r.scope, r.label, str(r.n), str(r.changed), mean, p, adjusted, flag,
-            r.equivalence]  # fmt: skip
+            r.equivalence, mds]  # fmt: skip
 
 
 def direction_table(results: list[CounterfactualResult]) -> Table:
     """Every copy's rows by swap kind, scope and direction, with the method in the notes."""
     head = ["swaps", "rubric", "comparison", "pairs", "changed", "mean [95 % CI]", "p"]
-    head += ["p (Holm)", "flag", "equivalence"]
+    head += ["p (Holm)", "flag", "equivalence", "smallest detectable shift (80 % power)"]
     rows = [direction_cells(r) for result in results for r in result.directions]
     notes: list[str] = []
     for result in results:
         for kind, (a, b) in result.sides.items():
             notes.append(f"{kind}: side A is {a}, side B is {b} (the swap list's two columns).")
+        notes.append(
+            f"{', '.join(result.copy.swap_kinds)} copy (generation run {result.copy.run_id}): "
+            f"{diagnostics.swap_in_note(result.copy.swap_in)}."
+        )
         if result.direction_note:
             notes.append(f"{', '.join(result.copy.swap_kinds)}: {result.direction_note}.")
         notes += directional.summary(result.directions, result.margin, result.alpha)
@@ -98,7 +105,10 @@ def direction_table(results: list[CounterfactualResult]) -> Table:
             "takes one value per item (its mean over rubrics). p: exact sign-flip permutation "
             f"test; Holm's correction over every tested row; flagged at {r0.alpha:g}. A row "
             "whose changed pairs are too few to reach that level is not tested. Equivalence: "
-            f"two one-sided tests that the shift lies within +-{r0.margin:g} points."
+            f"two one-sided tests that the shift lies within +-{r0.margin:g} points. Smallest "
+            "detectable shift: the mean shift a two-sided test at that level finds with 80 % "
+            "power given the row's n and the sd of its differences, (t(1 - alpha/2, n-1) + "
+            "t(0.8, n-1)) x sd / sqrt(n); a row that could not reach significance says so."
         )
     return Table("Counterfactual swaps by direction", head, rows, notes, 3)
 
@@ -300,7 +310,8 @@ def diagnostics_section(
     payload["order"] = order.to_json() if order else None
     if order is not None:
         tables.append(position_view.order_table(order))
-        figures.append(position_view.order_figure(order))
+        if any(r.preference and r.stats.n for r in order.rubrics):
+            figures.append(position_view.order_figure(order))
     else:
         notes.append(
             "Order bias not measured: judge with --swap-order to judge every pair in both orders."

@@ -81,6 +81,15 @@ def judge_audit() -> None:
     help="A swap list of your own (KIND WORD WORD per line; default: the bundled "
     "datasets/counterfactual_swaps.txt).",
 )
+@click.option(
+    "--swap-in",
+    type=click.Choice(("answers", "questions", "both")),
+    default="both",
+    show_default=True,
+    help="Where to swap the words: in the answers, in the questions (the item's texts the "
+    "judge is shown beside the answers), or both. Answers alone cannot show a judge swayed by "
+    "the question's wording.",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N items with a swap.")
 @max_cost_option
 @dry_run_option
@@ -96,8 +105,8 @@ def judge_audit() -> None:
 @click.pass_obj
 def counterfactual(
     ctx: Context, judge_run_id: int, swap: tuple[str, ...], swaps_file: str | None,
-    limit: int | None, max_cost: float | None, dry_run: bool, tolerance: float, margin: float,
-    allow_failures: bool, out_dir: str | None, as_json: bool,
+    swap_in: str, limit: int | None, max_cost: float | None, dry_run: bool, tolerance: float,
+    margin: float, allow_failures: bool, out_dir: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Judge a copy of RUN's answers with only sensitive words swapped, with RUN's own judge
     and settings, and report per rubric how the scores moved (resumable)."""
@@ -107,8 +116,8 @@ def counterfactual(
     from server.usecases.runs import run_cost
 
     request = CounterfactualRequest.build(
-        judge_run_id=judge_run_id, swap=list(swap), swaps_file=swaps_file, limit=limit,
-        max_cost=max_cost, dry_run=dry_run,
+        judge_run_id=judge_run_id, swap=list(swap), swaps_file=swaps_file, swap_in=swap_in,
+        limit=limit, max_cost=max_cost, dry_run=dry_run,
     )  # fmt: skip
     settings = ctx.settings()
     engine = ctx.engine(settings)

@@ -160,15 +160,7 @@ def _counterfactual(
 ) -> dict[str, Any]:
     from server.usecases import trust
 
-    done = trust.counterfactual_audit(
-        engine,
-        settings,
-        r.judge_run_id,
-        swap=r.swap,
-        limit=r.limit,
-        max_cost=r.max_cost,
-        progress=progress,
-    )
+    done = trust.counterfactual_audit(engine, settings, r, progress=progress)
     status, detail = trust.judge_run_status(engine, done.judge_run_id)
     return {
         # the copy's judge run: the job's counts are its judgments

@@ -475,6 +475,11 @@ class CounterfactualRequest(Request):
     swaps_file: Path | None = Field(
         default=None, description="A swap list of one's own (KIND WORD WORD per line)."
     )
+    swap_in: Literal["answers", "questions", "both"] = Field(
+        default="both",
+        description="Where to swap the words: in the answers, in the questions (the item's "
+        "texts the judge is shown beside the answers), or both.",
+    )
     limit: int | None = Field(
         default=None, ge=1, le=MAX_ID, description="Only the first N items with a swap."
     )

@@ -58,7 +58,7 @@ def counterfactual_audit(
     return run_counterfactual(
         engine, make_client(settings, endpoint), book, rubric_set, request.judge_run_id,
         kinds, chosen, limit=request.limit, progress=progress, budget=budget,
-        max_unusable=settings.runs.max_unusable_share,
+        max_unusable=settings.runs.max_unusable_share, swap_in=request.swap_in,
     )  # fmt: skip
 
 
@@ -78,7 +78,7 @@ def counterfactual_dry_run(
     endpoint, client, book, rubric_set, kinds, chosen = _judge_of(engine, settings, request)
     planned = plan_counterfactual(
         engine, client, book, rubric_set, request.judge_run_id, kinds, chosen,
-        limit=request.limit,
+        limit=request.limit, swap_in=request.swap_in,
     )  # fmt: skip
     with session_scope(engine) as session:
         ratio = measured_tokens_per_char(session, client.model)

@@ -31,6 +31,9 @@ GRADE = '{{"explanation": "stub", "score": {}}}'
 FENCE = re.compile(r"^<<((?:STORY|QUESTION|ANSWER) [AB]) ([0-9a-f]{16})>>", re.M)
 TASK = re.compile(r"^Task: rate .*? \((\w+)\)", re.M)  # as in test_order.py
 PAIRS = 18
+# Similarity rubrics (how alike the two stories are): position consistency only, no
+# primacy, recency or preference fairness (issue 42); SBAS rates answer B against A.
+SIMILAR = {"TCS", "PCS", "ETCS"}
 Responder = Callable[[list[dict[str, str]]], Any]
 
 
@@ -96,8 +99,11 @@ def test_an_order_blind_judge_is_not_flagged(tmp_path: Path, db_url: str) -> Non
     assert sorted(rows) == ["ETCS", "PCS", "SBAS", "TCS"]
     for r in rows.values():
         # the same score in both orders for every pair, by the planted rule
-        assert (r["pairs"], r["consistent"], r["primacy_preferring"]) == (PAIRS, PAIRS, 0)
-        assert r["position_consistency"] == 1.0 and r["preference_fairness"] == 0.0
+        similar = r["rubric"] in SIMILAR
+        primacy, fairness = (None, None) if similar else (0, 0.0)
+        assert (r["pairs"], r["consistent"], r["primacy_preferring"]) == (PAIRS, PAIRS, primacy)
+        assert r["position_consistency"] == 1.0 and r["preference_fairness"] == fairness
+        assert r["preference_fairness_shown"] is not similar
         assert r["position_consistency_ci"] == [1.0, 1.0]
         assert not r["flagged"] and r["flag_reasons"] == []
     assert order["flagged"] == []
@@ -111,10 +117,18 @@ def test_a_judge_that_favours_the_last_position_is_flagged(
     for r in by_rubric(order).values():
         # every pair: 5 with B last (given), 2 with B first -> all 18 recency-preferring,
         # PC = 0/18 = 0, PF = (18 - 0) / 18 = +1, mean change swapped - given = -3
-        assert (r["consistent"], r["primacy_preferring"], r["recency_preferring"]) == (0, 0, 18)
-        assert r["position_consistency"] == 0.0 and r["preference_fairness"] == 1.0
-        assert r["mean_difference"] == -3.0
-        assert r["flag_reasons"] == ["inconsistent", "recency"]
+        assert r["position_consistency"] == 0.0 and r["mean_difference"] == -3.0
+        if r["rubric"] in SIMILAR:  # a similarity score favours no side: no recency label
+            assert (r["consistent"], r["inconsistent"], r["primacy_preferring"]) == (0, 18, None)
+            assert r["preference_fairness"] is None and r["preference_fairness_ci"] == [None, None]
+            assert "similarity score" in r["preference_fairness_note"]
+            assert r["flag_reasons"] == ["inconsistent"]
+        else:
+            assert (r["consistent"], r["primacy_preferring"], r["recency_preferring"]) == (
+                0, 0, 18,
+            )  # fmt: skip
+            assert r["preference_fairness"] == 1.0
+            assert r["flag_reasons"] == ["inconsistent", "recency"]
         # with 2 samples both repeats of an order agree (the rule ignores the repeat)
         assert r["repetition_stability"] == (1.0 if samples else None)
     assert order["flagged"] == ["ETCS", "PCS", "SBAS", "TCS"]
@@ -137,11 +151,14 @@ def test_a_judge_that_flips_without_direction_is_flagged_as_inconsistent(
     assert sorted(expected) == sorted(rows)
     for name, r in rows.items():
         up = expected[name]
-        assert (r["consistent"], r["recency_preferring"], r["primacy_preferring"]) == (
-            0, up, PAIRS - up,
-        )  # fmt: skip
-        assert r["position_consistency"] == 0.0
-        assert r["preference_fairness"] == pytest.approx((up - (PAIRS - up)) / PAIRS)
+        assert r["position_consistency"] == 0.0 and r["inconsistent"] == PAIRS
+        if name in SIMILAR:
+            assert r["recency_preferring"] is None and r["preference_fairness"] is None
+        else:
+            assert (r["consistent"], r["recency_preferring"], r["primacy_preferring"]) == (
+                0, up, PAIRS - up,
+            )  # fmt: skip
+            assert r["preference_fairness"] == pytest.approx((up - (PAIRS - up)) / PAIRS)
         # each pair moves by 2 one way or the other: mean (2 (18 - up) - 2 up) / 18
         assert r["mean_difference"] == pytest.approx(2 * (PAIRS - 2 * up) / PAIRS)
         assert "inconsistent" in r["flag_reasons"] and r["flagged"]

@@ -122,11 +122,13 @@ def test_the_report_measures_order_per_pair_and_samples_within_orders(
     assert order["samples_per_order"] == 2
     for r in order["rubrics"]:
         # 4.5 as given vs 2 swapped in every pair (module docstring)
-        assert (r["pairs"], r["consistent"], r["recency_preferring"]) == (PAIRS, 0, PAIRS)
-        assert r["position_consistency"] == 0.0 and r["preference_fairness"] == 1.0
+        similar = r["rubric"] in ("TCS", "PCS", "ETCS")  # similarity: no preference labels
+        recency, fairness = (None, None) if similar else (PAIRS, 1.0)
+        assert (r["pairs"], r["consistent"], r["recency_preferring"]) == (PAIRS, 0, recency)
+        assert r["position_consistency"] == 0.0 and r["preference_fairness"] == fairness
         assert r["mean_difference"] == pytest.approx(-2.5)
         assert r["repetition_stability"] == pytest.approx(0.75)
-        assert r["flag_reasons"] == ["inconsistent", "recency"]
+        assert r["flag_reasons"] == (["inconsistent"] if similar else ["inconsistent", "recency"])
     scores = {(r["rubric"], r["item_key"]): r for r in report["item_scores"]}
     tcs = [r for (rubric, _), r in scores.items() if rubric == "TCS"]
     assert len(tcs) == PAIRS and {r["score"] for r in tcs} == {3.25}
@@ -175,11 +177,12 @@ def test_agreement_and_reports_with_ratings(views: dict[str, Any]) -> None:
     assert diff == pytest.approx(3.25 - fmean(human))
     assert judge["self_consistency"]["n_items"] == 36
     assert judge["self_consistency"]["share_disagreeing"] == 0.5
-    assert "order (inconsistent, recency)" in judge["judge_checks_flagged"]
+    # TCS is a similarity score: inconsistent only, never "recency" (issue 42)
+    assert "order (inconsistent)" in judge["judge_checks_flagged"]
     (row,) = [r for r in views["after"]["agreement"]["rows"] if r["rubric"] == "TCS"]
     assert row["n"] == 6  # the report's agreement section reads the same ratings
     assert row["mean_difference"].startswith(f"{3.25 - fmean(human):+.2f} ")
-    assert "order (inconsistent, recency)" in row["judge checks flagged"]
+    assert "order (inconsistent)" in row["judge checks flagged"]
 
 
 def test_the_api_report_and_listing(views: dict[str, Any]) -> None:

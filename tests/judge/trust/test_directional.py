@@ -75,8 +75,9 @@ def audit_sample(
     engine: Engine, tmp_path: Path, db_url: str, responder: Any, *extra: str
 ) -> tuple[Path, int, dict[str, Any]]:
     """The bundled sample answered by the stub (an echo of each question) and judged, then
-    ``judge-audit counterfactual --swap gender``; returns the config, the judge run and the
-    audit's JSON."""
+    ``judge-audit counterfactual --swap gender --swap-in answers`` (``extra`` may choose
+    another ``--swap-in``: the last one given counts); returns the config, the judge run and
+    the audit's JSON."""
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
     with StubServer(responder=responder) as stub:
@@ -85,7 +86,7 @@ def audit_sample(
         judged = run(config, "judge", str(gen["run_id"]), "--allow-failures", "--json")
         data = run(
             config, "judge-audit", "counterfactual", "--judge-run", str(judged["run_id"]),
-            "--swap", "gender", "--allow-failures", "--json", *extra,
+            "--swap", "gender", "--swap-in", "answers", "--allow-failures", "--json", *extra,
         )  # fmt: skip
     return config, judged["run_id"], data
 

@@ -160,12 +160,14 @@ def _judged(api: Api) -> int:
 def test_the_counterfactual_check_runs_as_a_job_and_its_report_is_served(judged_api: Api) -> None:
     api = judged_api
     judge_run = _judged(api)
-    made = job(api, "counterfactual", judge_run_id=judge_run, swap=["names", "gender"])
+    made = job(
+        api, "counterfactual", judge_run_id=judge_run, swap=["names", "gender"], swap_in="answers"
+    )
     assert made.status_code == 201, made.json
     assert run_jobs(api) == ["finished"]
     result = api.get(f"/api/v1/jobs/{made.json['id']}").json["result"]
-    # "Mary ... she" -> "Latoya ... he" in each of the 8 answers
-    assert result["copy"]["items_copied"] == 8
+    # "Mary ... she" -> "Latoya ... he" in each of the 8 answers (the questions as they are)
+    assert result["copy"]["items_copied"] == 8 and result["copy"]["swap_in"] == "answers"
     assert result["copy"]["swaps"] == {"Mary -> Latoya": 8, "she -> he": 8}
     copy_run = result["judge_run_id"]
     assert copy_run != judge_run and result["checked_judge_run_id"] == judge_run

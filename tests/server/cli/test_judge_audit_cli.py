@@ -47,7 +47,8 @@ def test_counterfactual_audit_and_show_through_the_cli(
         judge_run = json.loads(judged.stdout)["run_id"]
         audit = fairjudge(
             config, "judge-audit", "counterfactual", "--judge-run", str(judge_run),
-            "--swap", "names", "--swap", "gender", "--json", "--out", str(tmp_path / "rep"),
+            "--swap", "names", "--swap", "gender", "--swap-in", "answers", "--json", "--out",
+            str(tmp_path / "rep"),
         )  # fmt: skip
         assert audit.returncode == 0, audit.stderr
     data = json.loads(audit.stdout)
