@@ -247,3 +247,32 @@ def test_answers_the_cache_served_are_not_counted_as_spent(
         with Session(engine) as session:
             run = session.get(GenerationRun, done.run_id)
             assert run is not None and run.status == "finished"
+
+
+def test_an_audit_reads_its_cost_bound_under_the_run_lease(
+    engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 review: the audit read the run's bound (and what it had spent) before it took
+    the run's lease, so a second process could change either in between. The bound is now
+    read under the lease: when ``run_budget`` is called the lease row of the run exists.
+    Before the fix ``held`` was [False] (the lease was taken after); it is [True] after."""
+    from judge.audits import runner
+    from judge.store.tables import RunLease
+
+    held: list[bool] = []
+    original = runner.run_budget
+
+    def watched(run: Any, *args: Any, **kwargs: Any) -> Any:
+        with Session(engine) as other:  # what a second process sees
+            held.append(other.get(RunLease, ("audit", run.id)) is not None)
+        return original(run, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_budget", watched)
+    with StubServer() as stub:
+        settings = make_settings(stub.base_url, db_url, **BUDGET)
+        runs = settings.runs.model_copy(update={"max_unusable_share": 1.0})
+        settings = settings.model_copy(update={"runs": runs})
+        audits.run_audit(
+            engine, settings, "names", {"repeats": 1}, max_tokens=32, limit=2, max_cost=1.0
+        )
+    assert held == [True]
