@@ -26,7 +26,16 @@ from judge.config import EndpointConfig
 from judge.errors import ConfigError, InvalidInputError, NotFoundError
 from judge.hashing import Messages
 from judge.store.queries import get_judge_run
-from judge.store.tables import AuditAnswer, AuditRun, GenerationRun, Item, Judgment, Response
+from judge.store.tables import (
+    AuditAnswer,
+    AuditRun,
+    CallCache,
+    GenerationRun,
+    Item,
+    JudgeRun,
+    Judgment,
+    Response,
+)
 
 MTOK = 1_000_000
 CHARS_PER_TOKEN = 4
@@ -670,8 +679,10 @@ class BudgetGate:
 
 def budget_stop_detail(budget: Budget, made: int, planned: int, what: str, command: str) -> str:
     """The status line of a run a budget stopped: after how many of its ``planned`` calls
-    (``made`` of them stored, ``what``: answers, judgments), what it spent in all, and that
-    ``command`` run again with a higher bound goes on.
+    (``made``: the calls the run made, stored, as ``paid_calls`` counts them, and ``planned``
+    those plus the ones not made; results the call cache served are neither), ``what``:
+    answers, judgments; what it spent in all, and that ``command`` run again with a higher
+    bound goes on.
 
     >>> b = Budget(0.5, Prices(1, 1))
     >>> budget_stop_detail(b, 7, 3000, "judgments", "judge").split(" (")[0]
@@ -708,15 +719,59 @@ def run_budget(
     return Budget(limit, budget.prices if budget else prices, endpoint=endpoint, spent_before=spent)
 
 
-def judgments_cost(session: Session, judge_run_id: int, prices: Prices | None) -> float:
-    """What a judge run's stored judgments cost at the live price (0 without prices)."""
-    prompt, completion = session.execute(
+@dataclass(frozen=True)
+class Paid:
+    """The stored results of a run whose calls the run itself made (``paid_calls``): how
+    many, and their tokens."""
+
+    results: int
+    prompt_tokens: int
+    completion_tokens: int
+
+    def cost(self, prices: Prices | None) -> float:
+        """Their cost at the live price (0 without prices: nothing can be counted)."""
+        return live_cost(prices, self.prompt_tokens, self.completion_tokens) or 0.0
+
+
+_RESULTS: dict[str, tuple[Any, Any, Any]] = {
+    "generation": (GenerationRun, Response, "run_id"),
+    "judge": (JudgeRun, Judgment, "judge_run_id"),
+    "audit": (AuditRun, AuditAnswer, "run_id"),
+}
+
+
+def paid_calls(session: Session, kind: str, run_id: int) -> Paid:
+    """What a ``kind`` run (generation, judge or audit) spent on its stored results, for
+    ``--max-cost``: only the calls it made count, not the answers the call cache served it,
+    which cost nothing. A stored row does not say whether its reply came from the cache, so
+    a result counts when the cache row of its call was written after the run was created
+    (a reply cached before then was paid by another run), once per call key (two items with
+    the same prompt share one call). A repair call behind a judgment counts with the
+    judgment's first call. Should two runs make the same new call at once, both count it:
+    the bound errs towards spending less, never more."""
+    run_table, table, run_column = _RESULTS[kind]
+    run = session.get(run_table, run_id)
+    if run is None:
+        raise NotFoundError(f"no {kind} run {run_id}")
+    made_here = sa_select(CallCache.key).where(  # type: ignore[call-overload]
+        col(CallCache.created_at) >= run.created_at
+    )
+    per_call = (
         sa_select(
-            func.coalesce(func.sum(col(Judgment.prompt_tokens)), 0),
-            func.coalesce(func.sum(col(Judgment.completion_tokens)), 0),
-        ).where(col(Judgment.judge_run_id) == judge_run_id)
-    ).one()
-    return live_cost(prices, int(prompt), int(completion)) or 0.0
+            func.max(col(table.prompt_tokens)).label("p"),
+            func.max(col(table.completion_tokens)).label("c"),
+        )
+        .where(getattr(table, run_column) == run_id, col(table.cache_key).in_(made_here))
+        .group_by(col(table.cache_key))
+        .subquery()
+    )
+    n, prompt, completion = session.execute(
+        sa_select(
+            func.count(), func.coalesce(func.sum(per_call.c.p), 0),
+            func.coalesce(func.sum(per_call.c.c), 0),
+        ).select_from(per_call)
+    ).one()  # fmt: skip
+    return Paid(int(n), int(prompt), int(completion))
 
 
 def make_budget(max_cost: float | None, prices: Prices | None, endpoint: str) -> Budget | None:

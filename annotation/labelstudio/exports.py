@@ -14,10 +14,17 @@ answer within ``timeout_s`` (Label Studio has stopped answering), and Label Stud
 building after ``export_timeout(tasks)`` seconds (it answers, but the export takes longer
 than any export should). Nothing is stored before the export is read, so either leaves the
 store as it was.
+
+The snapshot is deleted on every way out, read or not (a timeout, a failed export, an error,
+an interrupt): each one holds a copy of every task, and a pull that fails again and again
+would otherwise leave one behind each time. When the create request timed out before the
+snapshot was ever listed, it is looked for once by its title. A delete that fails is logged
+and does not hide why the read ended.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -69,6 +76,8 @@ POLL_MAX_S = 4.0
 SAY_EVERY_S = 10.0  # a progress line at most this often while Label Studio builds
 DONE = ("completed", "failed")
 
+log = logging.getLogger(__name__)
+
 
 def export_snapshot(
     client: SnapshotSource, project_id: int, tasks: int, progress: Say
@@ -78,17 +87,35 @@ def export_snapshot(
     the export, or is still building it past the bound (see the module docstring)."""
     title = f"fairjudge export {uuid.uuid4().hex[:16]}"
     started = time.monotonic()
+    known: list[Snapshot] = []  # the snapshot once Label Studio has named it, for the finally
     try:
-        snap: Snapshot | None = client.create_snapshot(project_id, title)
-    except LabelStudioTimeoutError:
-        snap = None  # Label Studio builds it inside the request: found by its title below
-    snap = _wait(client, project_id, tasks, title, snap, started, progress)
-    found = client.download_snapshot(project_id, snap.id)
+        try:
+            snap: Snapshot | None = client.create_snapshot(project_id, title)
+        except LabelStudioTimeoutError:
+            snap = None  # Label Studio builds it inside the request: found by its title below
+        if snap is not None:
+            known[:] = [snap]
+        snap = _wait(client, project_id, tasks, title, snap, started, progress, known)
+        return client.download_snapshot(project_id, snap.id)
+    finally:
+        _delete(client, project_id, title, known)
+
+
+def _delete(client: LabelStudioClient, project_id: int, title: str, known: list[Snapshot]) -> None:
+    """Delete the read's snapshot (see the module docstring); a failure is logged only."""
     try:
-        client.delete_snapshot(project_id, snap.id)  # each read leaves no file behind
-    except LabelStudioError:
-        pass  # the tasks are read; a snapshot left in Label Studio harms nothing
-    return found
+        snap = known[-1] if known else _by_title(client, project_id, title)
+        if snap is not None:
+            client.delete_snapshot(project_id, snap.id)
+    except LabelStudioError as exc:
+        which = f"export {known[-1].id}" if known else f"the export titled {title!r}"
+        log.warning(
+            "could not delete %s of project %s in Label Studio (%s); it holds a copy of the "
+            "project's tasks: delete it from the project's Export page",
+            which,
+            project_id,
+            exc,
+        )
 
 
 def _wait(
@@ -99,8 +126,10 @@ def _wait(
     snap: Snapshot | None,
     started: float,
     progress: Say,
+    known: list[Snapshot],
 ) -> Snapshot:
-    """The snapshot once Label Studio has completed it (see ``export_snapshot``)."""
+    """The snapshot once Label Studio has completed it (see ``export_snapshot``); each
+    snapshot seen is kept in ``known``."""
     bound = client.export_timeout(tasks)
     delay, said = POLL_FIRST_S, started
     while snap is None or snap.status not in DONE:
@@ -123,6 +152,8 @@ def _wait(
                 f"{time.monotonic() - started:.0f} s after the export began; nothing was "
                 "stored; check that it runs (`fairjudge labelstudio status`) and try again"
             ) from None
+        if snap is not None:
+            known[:] = [snap]
         now = time.monotonic()
         if now - said >= SAY_EVERY_S:
             state = "not listed yet" if snap is None else snap.status.replace("_", " ")

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from judge.answers.kinds import classify_answer
-from judge.costs import Budget, BudgetGate, Prices, answers_cost, budget_stop_detail, run_budget
+from judge.costs import Budget, BudgetGate, Prices, budget_stop_detail, paid_calls, run_budget
 from judge.data.items import DRAFT, status_name
 from judge.endpoint_url import same_server
 from judge.errors import InvalidInputError, NotFoundError
@@ -204,7 +204,7 @@ def generate(
             run = start_run(session, GenerationRun, run_id)
             if budget is not None or run.max_cost is not None:  # the run's bound, kept
                 prices = Prices.of(client.config)
-                spent = answers_cost(session, "generation", run_id, prices).cost or 0.0
+                spent = paid_calls(session, "generation", run_id).cost(prices)
                 budget = run_budget(run, budget, prices, spent, split=part is not None)
             tasks, left_out = _plan(
                 session, run, book, dataset_name, limit, accepted_only, include_drafts,
@@ -243,7 +243,7 @@ def generate(
             stopped = None
             if budget is not None and budget.exhausted:
                 not_made = summary.flags.get(NOT_MADE, 0)
-                made = _answers_of(engine, run_id)
+                made = _paid(engine, run_id)
                 planned = made + not_made
                 stopped = budget_stop_detail(budget, made, planned, "answers", "generate")
             final = partial(
@@ -536,13 +536,10 @@ def _final_status(
     return status, "; ".join(d for d in (stopped, detail, left_out) if d) or None
 
 
-def _answers_of(engine: Engine, run_id: int) -> int:
-    from sqlalchemy import func
-
+def _paid(engine: Engine, run_id: int) -> int:
+    """The answers whose calls the run made (not those the call cache served)."""
     with session_scope(engine) as session:
-        return session.exec(
-            select(func.count()).select_from(Response).where(Response.run_id == run_id)
-        ).one()
+        return paid_calls(session, "generation", run_id).results
 
 
 def incomplete_detail(failed: int, total: int) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import String, cast, func
+from sqlalchemy import String, cast
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -48,8 +48,8 @@ from judge.costs import (
     Budget,
     BudgetGate,
     Prices,
-    answers_cost,
     budget_stop_detail,
+    paid_calls,
     run_budget,
 )
 from judge.endpoint_url import identity_url
@@ -187,14 +187,8 @@ def run_audit(
         engine, suite, client, temperature=temperature, max_tokens=max_tokens, new=new,
         on_run=on_run,
     )  # fmt: skip
-    with session_scope(engine) as session:  # the run's bound, kept across reruns
-        run = session.get(AuditRun, run_id)
-        if run is not None and (budget is not None or run.max_cost is not None):
-            prices = Prices.of(client.config)
-            spent = answers_cost(session, "audit", run_id, prices).cost or 0.0
-            budget = run_budget(run, budget, prices, spent)
     cache = CallCacheView(engine, client.model)
-    gate = BudgetGate(budget) if budget is not None else None
+    gate: BudgetGate | None = None  # set under the run's lease, below
 
     def work(task: AuditTask) -> tuple[Row | None, list[CallOutcome]]:
         outcome = cached_complete(
@@ -223,6 +217,15 @@ def run_audit(
         )
 
     with run_lease(engine, AuditRun.run_kind, run_id):
+        # The run's bound, kept across reruns, read only once the lease is held: a second
+        # process could change it (or spend against it) until then.
+        with session_scope(engine) as session:
+            run = session.get(AuditRun, run_id)
+            if run is not None and (budget is not None or run.max_cost is not None):
+                prices = Prices.of(client.config)
+                spent = paid_calls(session, "audit", run_id).cost(prices)
+                budget = run_budget(run, budget, prices, spent)
+        gate = BudgetGate(budget) if budget is not None else None
         main = store(
             main_tasks(
                 engine,
@@ -246,9 +249,7 @@ def run_audit(
             not_made = main.flags.get(NOT_MADE, 0)
             if followup is not None:
                 not_made += followup.flags.get(NOT_MADE, 0)
-            made = session.exec(
-                select(func.count()).select_from(AuditAnswer).where(AuditAnswer.run_id == run.id)
-            ).one()
+            made = paid_calls(session, "audit", run_id).results
             stopped = budget_stop_detail(budget, made, made + not_made, "answers", "audit")
             return RunStatus.INCOMPLETE, "; ".join(d for d in (stopped, detail) if d)
 

@@ -35,7 +35,7 @@ from judge.costs import (
     BudgetGate,
     Prices,
     budget_stop_detail,
-    judgments_cost,
+    paid_calls,
     run_budget,
 )
 from judge.endpoint_url import identity_url
@@ -289,7 +289,7 @@ def judge(
             jrun = start_run(session, JudgeRun, run_id)
             if budget is not None or jrun.max_cost is not None:  # the run's bound, kept
                 prices = Prices.of(client.config)
-                spent = judgments_cost(session, run_id, prices)
+                spent = paid_calls(session, "judge", run_id).cost(prices)
                 budget = run_budget(jrun, budget, prices, spent, split=part is not None)
             tasks = _plan(session, jrun, rubrics, items=None if part is None else part.item_ids)
         cache = CallCacheView(engine, client.model)
@@ -315,9 +315,7 @@ def judge(
             status, detail = _final_status(session, run, max_unusable=max_unusable)
             if budget is None or not budget.exhausted:
                 return status, detail
-            made = session.exec(
-                select(func.count()).select_from(Judgment).where(Judgment.judge_run_id == run_id)
-            ).one()
+            made = paid_calls(session, "judge", run_id).results
             not_made = summary.flags.get(NOT_MADE, 0)
             stopped = budget_stop_detail(budget, made, made + not_made, "judgments", resume_command)
             return RunStatus.INCOMPLETE, stopped + (f"; also {detail}" if detail else "")

@@ -99,6 +99,8 @@ def check_targets(
 
     if settings is not None and params.get("endpoint"):
         settings.endpoint(params["endpoint"])
+    if settings is not None and params.get("max_cost") is not None:
+        _check_max_cost(kind, params, settings)
     if kind in ("judge", "sweep"):
         get_generation_run(session, params["generation_run_id"])
         if settings is not None and params.get("rubric_set") is not None:
@@ -132,6 +134,34 @@ def check_targets(
                 f"audit run {run.id} is a {run.suite} audit; only award audits have follow-up "
                 "explanations to classify"
             )
+
+
+def _check_max_cost(kind: str, params: dict[str, Any], settings: Settings) -> None:
+    """InvalidInputError naming ``max_cost`` now when the worker could only refuse it: the
+    job would be split between Celery workers (a budget is kept in one process), or the
+    endpoint that would be called has no prices (nothing to count the cost with)."""
+    from judge.costs import Prices, missing_prices_message
+    from server.usecases.parts import SPLIT_KINDS
+    from server.usecases.requests import apply_overrides
+
+    if settings.workers.broker_url and kind in SPLIT_KINDS:
+        raise InvalidInputError(
+            f"max_cost: a {kind} job is split between Celery workers here ([workers] "
+            "broker_url is set) and a cost bound is kept in one process; leave max_cost out, "
+            "or run the job on one machine"
+        )
+    if kind not in ("judge", "generate", "audit"):
+        return  # a counterfactual job's endpoint is its judge run's, checked when it opens
+    chosen = apply_overrides(settings, job_request(kind, params))
+    if kind == "judge":
+        name = params.get("endpoint") or chosen.judge.endpoint
+    else:
+        name = params.get("endpoint") or chosen.generation.endpoint
+    if Prices.of(chosen.endpoint(name)) is None:
+        raise InvalidInputError(
+            f"max_cost: endpoint {name!r} has no prices to count the cost with; "
+            + missing_prices_message(name)
+        )
 
 
 def _check_rubric_set(session: Session, settings: Settings, rubric_set: str) -> None:

@@ -184,6 +184,7 @@ class JudgeRequest(Request):
     max_cost: float | None = Field(
         default=None,
         ge=0,
+        allow_inf_nan=False,
         description="Stop before spending more, at the judge endpoint's prices (refused "
         "without them).",
     )
@@ -223,6 +224,7 @@ class GenerateRequest(Request):
     max_cost: float | None = Field(
         default=None,
         ge=0,
+        allow_inf_nan=False,
         description="Stop before spending more, at the endpoint's prices (refused without them).",
     )
     dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
@@ -394,6 +396,7 @@ class AuditRequest(Request):
     max_cost: float | None = Field(
         default=None,
         ge=0,
+        allow_inf_nan=False,
         description="Stop before spending more, at the endpoint's prices (refused without them).",
     )
 
@@ -486,6 +489,7 @@ class CounterfactualRequest(Request):
     max_cost: float | None = Field(
         default=None,
         ge=0,
+        allow_inf_nan=False,
         description="Stop before spending more, at the judge endpoint's prices (refused "
         "without them).",
     )

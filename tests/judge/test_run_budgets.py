@@ -212,3 +212,67 @@ def test_the_award_follow_up_is_estimated_apart(engine: Engine, db_url: str) -> 
     assert f["prompt_tokens"] == math.ceil(f["prompt_chars"] / 4) + 40 * 300
     assert "plus 12,000 tokens of earlier replies not known yet" in f["note"]
     assert _count(engine, AuditRun) == 0
+
+
+def test_answers_the_cache_served_are_not_counted_as_spent(
+    sample_store: tuple[Engine, str],
+) -> None:
+    """Issue 41 review: the bound counted every stored answer as a paid call, those the call
+    cache served (at no cost) too. Before the fix the stop line said "after 7 of 8 calls"
+    and the rerun below was refused (7 x 5e-6 + 32e-6 = 67e-6 > 52e-6); it passes after."""
+    engine, url = sample_store
+    assert all(item["stage"] == "S1" for item in SAMPLE_ROWS[:8])  # one call per item
+    with StubServer() as stub:
+        settings = make_settings(stub.base_url, url, **BUDGET)
+        usecases.generate(engine, settings, "sample", limit=3)  # fills the cache: 3 calls
+        # A new run over 8 items: the first 3 come from the cache (no call, no cost); of the
+        # 5 calls left, by hand as above, calls 1..4 fit 47e-6 and the 5th is refused.
+        stopped = usecases.generate(
+            engine, settings, "sample", limit=8, new=True, max_cost=MAX_COST
+        )
+        assert stub.state.requests == 3 + 4
+        assert stopped.flags == {"ok": 7, NOT_MADE: 1}
+        with Session(engine) as session:
+            run = session.get(GenerationRun, stopped.run_id)
+            assert run is not None and run.status_detail is not None
+            assert run.status_detail.startswith(
+                "stopped at the cost bound after 4 of 5 calls (--max-cost 4.7e-05 for the run"
+            )
+            assert "1 answers not made" in run.status_detail
+        # Spent: the 4 calls made, 4 x 5e-6 = 20e-6. A bound of 20e-6 + 32e-6 = 52e-6 lets
+        # the last call (reserving 32e-6) go out, exactly at the bound.
+        done = usecases.generate(engine, settings, "sample", limit=8, max_cost=52e-6)
+        assert done.run_id == stopped.run_id
+        assert stub.state.requests == 8 and done.flags == {"ok": 1}
+        with Session(engine) as session:
+            run = session.get(GenerationRun, done.run_id)
+            assert run is not None and run.status == "finished"
+
+
+def test_an_audit_reads_its_cost_bound_under_the_run_lease(
+    engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 review: the audit read the run's bound (and what it had spent) before it took
+    the run's lease, so a second process could change either in between. The bound is now
+    read under the lease: when ``run_budget`` is called the lease row of the run exists.
+    Before the fix ``held`` was [False] (the lease was taken after); it is [True] after."""
+    from judge.audits import runner
+    from judge.store.tables import RunLease
+
+    held: list[bool] = []
+    original = runner.run_budget
+
+    def watched(run: Any, *args: Any, **kwargs: Any) -> Any:
+        with Session(engine) as other:  # what a second process sees
+            held.append(other.get(RunLease, ("audit", run.id)) is not None)
+        return original(run, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_budget", watched)
+    with StubServer() as stub:
+        settings = make_settings(stub.base_url, db_url, **BUDGET)
+        runs = settings.runs.model_copy(update={"max_unusable_share": 1.0})
+        settings = settings.model_copy(update={"runs": runs})
+        audits.run_audit(
+            engine, settings, "names", {"repeats": 1}, max_tokens=32, limit=2, max_cost=1.0
+        )
+    assert held == [True]

@@ -236,8 +236,9 @@ def test_a_label_studio_that_stops_mid_export_ends_the_pull_with_one_line(
     assert "stopped answering while building the export" in said
     assert "no answer within 1.5 s ([labelstudio] timeout_s)" in said
     assert "nothing was stored" in said
-    # The create request (1.5 s) and one status request (1.5 s) went unanswered, plus the
-    # waits between requests: by hand, well under 10 s, not the 60 s bound of 3 tasks.
+    # The create request (1.5 s), one status request (1.5 s) and the finally's one look for
+    # the snapshot to delete (1.5 s) went unanswered, plus the waits between requests: by
+    # hand, well under 10 s, not the 60 s bound of 3 tasks.
     assert took < 10
     assert _stored(engine) == before
     # Label Studio answers again: the next pull completes and stores the new rating.

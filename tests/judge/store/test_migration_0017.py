@@ -191,3 +191,76 @@ def test_an_exported_item_never_carries_a_stored_secret_and_keeps_a_clean_url() 
     # By hand from redacted()'s rule (the matrix parameter goes); the clean URL as written.
     assert exported(MATRIX) == {"source": "generated", "base_url": f"{CLEAN};REDACTED"}
     assert exported(CLEAN) == {"source": "generated", "base_url": CLEAN}
+
+
+def _migration() -> Any:
+    """The revision's module, loaded from its file (an Alembic version is not a package)."""
+    import importlib.util
+
+    file = (
+        Path(__file__).resolve().parents[3]
+        / "judge/store/migrations/versions/0017_redact_stored_base_urls.py"
+    )
+    spec = importlib.util.spec_from_file_location("revision_0017", file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_0017_is_frozen_and_keeps_the_rule_of_its_release() -> None:
+    """Issue 41 review: 0017 imported ``judge.endpoint_url.redacted``, so a later change of
+    the product's rule would have changed what an old migration does. It now carries the
+    rule as it stood. Before the fix the first assertion failed (the source imported
+    ``judge.endpoint_url``); after it, the copy agrees with the product's rule of today
+    (unchanged since) on every secret form and every ordinary URL."""
+    import ast
+
+    from judge.endpoint_url import redacted
+    from tests.judge.test_endpoint_url import ORDINARY_URLS
+
+    module = _migration()
+    tree = ast.parse(Path(module.__file__).read_text())
+    imported = {
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not any(
+        str(name).split(".")[0] in ("judge", "server", "annotation") for name in imported
+    )
+    for url, secret in [*PLANTED, ("not a url ://[", "")]:
+        assert module._redact(url) == redacted(url), url
+        assert not secret or secret not in module._redact(url), url
+    for url in [*ORDINARY_URLS, CLEAN]:
+        assert module._redact(url) == url  # byte for byte
+
+
+def test_0017_on_postgresql_redacts_a_stored_secret(pg_url: str) -> None:
+    """The same revision on PostgreSQL (the other store the migration tests cover): an audit
+    run and a batch job at the secret-bearing URL of issue 41 and one at a clean URL."""
+    from judge.store.engine import make_engine
+
+    engine = make_engine(pg_url)  # migrated to head
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0016")
+        with engine.begin() as conn:
+            meta = sa.MetaData()
+            meta.reflect(conn)
+            audit, batch = meta.tables["auditrun"], meta.tables["batchjob"]
+            for n, url in enumerate((MATRIX, CLEAN)):
+                conn.execute(audit.insert(), [_row(audit, suite="bbi", base_url=url,
+                                                   config_hash=f"a{n}")])  # fmt: skip
+                conn.execute(batch.insert(), [_row(batch, base_url=url, input_name=f"i{n}",
+                                                   keys=[])])  # fmt: skip
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0017")
+        assert current_revision(engine) == "0017"
+        # By hand from the rule: the matrix parameter goes, the segment before it stays.
+        for table in ("auditrun", "batchjob"):
+            assert _urls(engine, table) == [f"{CLEAN};REDACTED", CLEAN], table
+        assert MATRIX_SECRET not in _dump(engine)
+    finally:
+        engine.dispose()

@@ -348,3 +348,51 @@ def test_a_pull_is_never_sized_since_it_calls_no_model(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="a pull job has no dry run"):
         dry_run(None, zero, "pull", {"campaign": "c"})  # type: ignore[arg-type]
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_bad_or_impossible_max_cost_is_a_400_at_creation(api: Api) -> None:
+    """Issue 41 review: a job's ``max_cost`` that the worker could only refuse was queued
+    (201) and failed later. Before the fix each post below was a 201; after it, a 400 naming
+    the field, and nothing stored. The stub endpoint of make_settings has no prices."""
+    gen = answered_run(api)
+    job = {"kind": "judge", "params": {"generation_run_id": gen, "max_cost": 0.5}}
+    said = message(api.post("/api/v1/jobs", json=job), 400)
+    assert said.startswith("max_cost: endpoint") and "has no prices" in said
+    # JSON's 1e400 reads as infinity: no bound at all, refused like a negative one
+    body = f'{{"kind": "judge", "params": {{"generation_run_id": {gen}, "max_cost": 1e400}}}}'
+    reply = api.post("/api/v1/jobs", data=body, content_type="application/json")
+    assert "max_cost: Input should be a finite number" in message(reply, 400)
+    assert jobs_stored(api) == 0
+
+
+def test_max_cost_is_checked_at_creation_against_prices_and_the_celery_split(
+    migrated_db_url: str,
+) -> None:
+    """The same check without the HTTP layer: with prices a generate job with max_cost is
+    queued; on Celery (``[workers] broker_url``), where a generate job is split between
+    workers, it is refused at creation (it used to fail in the worker's open_parts)."""
+    from judge.data.datasets import import_items
+    from judge.errors import InvalidInputError
+    from judge.store.engine import session_scope
+    from server.usecases.jobs import submit
+    from tests.support.factories import SAMPLE, make_settings
+
+    priced = make_settings(
+        "http://127.0.0.1:9/v1", migrated_db_url, input_price_per_mtok=0.0,
+        output_price_per_mtok=1.0,
+    )  # fmt: skip
+    engine = make_engine(migrated_db_url)
+    try:
+        with session_scope(engine) as session:
+            import_items(session, SAMPLE, "sample")
+        job = {"dataset": "sample", "max_cost": 0.5}
+        celery = priced.workers.model_copy(update={"broker_url": "redis://127.0.0.1:9/0"})
+        on_celery = priced.model_copy(update={"workers": celery})
+        with pytest.raises(InvalidInputError, match="^max_cost: a generate job is split"):
+            submit(engine, "generate", job, settings=on_celery)
+        with Session(engine) as session:
+            assert session.exec(select(func.count()).select_from(Job)).one() == 0
+        queued = submit(engine, "generate", job, settings=priced)  # one process: queued
+        assert queued.params["max_cost"] == 0.5
+    finally:
+        engine.dispose()
