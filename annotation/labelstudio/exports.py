@@ -101,7 +101,7 @@ def export_snapshot(
         _delete(client, project_id, title, known)
 
 
-def _delete(client: LabelStudioClient, project_id: int, title: str, known: list[Snapshot]) -> None:
+def _delete(client: SnapshotSource, project_id: int, title: str, known: list[Snapshot]) -> None:
     """Delete the read's snapshot (see the module docstring); a failure is logged only."""
     try:
         snap = known[-1] if known else _by_title(client, project_id, title)

@@ -50,6 +50,9 @@ __all__ = [
     "store_job",
 ]
 
+SPLIT_KINDS = {"judge": "judge_run_id", "generate": "generation_run_id"}
+"""The job kinds Celery workers split into parts (``server.usecases.parts``), and the key of
+their run's id in the job's result."""
 STATUSES = ("queued", "running", "finished", "failed", "cancelled")
 DONE = ("finished", "failed", "cancelled")
 
@@ -141,7 +144,6 @@ def _check_max_cost(kind: str, params: dict[str, Any], settings: Settings) -> No
     job would be split between Celery workers (a budget is kept in one process), or the
     endpoint that would be called has no prices (nothing to count the cost with)."""
     from judge.costs import Prices, missing_prices_message
-    from server.usecases.parts import SPLIT_KINDS
     from server.usecases.requests import apply_overrides
 
     if settings.workers.broker_url and kind in SPLIT_KINDS:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.errors import InvalidInputError
 from judge.runs import RunPart
+from server.usecases.jobs import SPLIT_KINDS
 from server.usecases.requests import GenerateRequest, JudgeRequest, Request
 
 if TYPE_CHECKING:
@@ -42,9 +43,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("fairjudge.jobs")
-
-SPLIT_KINDS = {"judge": "judge_run_id", "generate": "generation_run_id"}
-"""The job kinds split into parts, and the key of their run's id in the job's result."""
 
 PROGRESS_EVERY_S = 0.5
 _OPENING = RunPart(-1, frozenset())
