@@ -363,9 +363,10 @@ def _start_jobs_of_other_kinds(loop_app: LoopApp, member_client: Any) -> None:
     with Session(loop_app.engine) as session:
         params = {j.id: (j.kind, j.params) for j in session.exec(select(Job))}
         queued = session.exec(select(func.count()).select_from(Job)).one()
+    # A form that names no side to swap gets the documented default, both (docs/judging.md).
     assert params[counterfactual] == (
         "counterfactual",
-        {"judge_run_id": run, "swap": ["gender", "race"]},
+        {"judge_run_id": run, "swap": ["gender", "race"], "swap_in": "both"},
     )
     assert params[audit] == (
         "audit",
