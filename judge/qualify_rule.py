@@ -110,7 +110,7 @@ def _above(name: str, label: str, c: Coefficient, bound: float) -> Criterion:
         return Criterion(name, False, f"{label} {_shown(c)}: its interval is undefined")
     if c.ci_low > bound:
         return Criterion(name, True, f"{label} {_shown(c)} above {bound:g}")
-    return Criterion(name, False, f"{label}'s interval {_shown(c)} reaches {bound:g}")
+    return Criterion(name, False, f"{label} {_shown(c)}: its interval is not above {bound:g}")
 
 
 def _majority(e: Evidence) -> Criterion:
