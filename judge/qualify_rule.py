@@ -19,8 +19,12 @@ config turns off is left out.
 ...     majority=Coefficient(0.55, 0.47, 0.64, None, 120),
 ...     alt_test_passed=True, alt_test_omega=1.0,
 ... )
->>> decide(good, QualifyConfig()).line
-'qualified for SBAS at epsilon 0.15 on 120 ratings: weighted kappa 0.62 [0.51, 0.71] above 0; alpha 0.60 [0.48, 0.70] above 0; exact agreement 0.80 [0.72, 0.87] above the majority baseline 0.55; alt-test passes (omega 1.00)'
+>>> for part in decide(good, QualifyConfig()).line.split("; "):
+...     print(part)
+qualified for SBAS at epsilon 0.15 on 120 ratings: weighted kappa 0.62 [0.51, 0.71] above 0
+alpha 0.60 [0.48, 0.70] above 0
+exact agreement 0.80 [0.72, 0.87] above the majority baseline 0.55
+alt-test passes (omega 1.00)
 """
 
 from __future__ import annotations
@@ -148,9 +152,7 @@ def decide(evidence: Evidence, rule: QualifyConfig) -> Outcome:
     passed: ...``."""
     criteria: list[Criterion] = []
     if rule.kappa_lower_bound is not None:
-        criteria.append(
-            _above("kappa", "weighted kappa", evidence.kappa, rule.kappa_lower_bound)
-        )
+        criteria.append(_above("kappa", "weighted kappa", evidence.kappa, rule.kappa_lower_bound))
     if rule.alpha_lower_bound is not None:
         criteria.append(_above("alpha", "alpha", evidence.alpha, rule.alpha_lower_bound))
     if rule.beat_majority:

@@ -301,9 +301,7 @@ def _loaded(
 
 
 def _newest_rating_time(rows: Sequence[Any]) -> datetime | None:
-    times = [
-        t for r in rows for t in (r.created_at, r.updated_at, r.withdrawn_at) if t is not None
-    ]
+    times = [t for r in rows for t in (r.created_at, r.updated_at, r.withdrawn_at) if t is not None]
     return max((_aware(t) for t in times), default=None)
 
 
@@ -402,9 +400,7 @@ def qualify(session: Session, request: QualifyRequest, rule: QualifyConfig) -> Q
 def select_ratings_of(table: Any, generation_run_id: int, rubric: str) -> Any:
     from sqlmodel import select
 
-    return select(table).where(
-        table.generation_run_id == generation_run_id, table.rubric == rubric
-    )
+    return select(table).where(table.generation_run_id == generation_run_id, table.rubric == rubric)
 
 
 def _json_safe(value: Any) -> Any:
@@ -534,3 +530,83 @@ def require_qualified(
                 "(--require-qualified)"
             )
     return standing
+
+
+def qualify_in(engine: Any, request: QualifyRequest, rule: QualifyConfig) -> Qualification:
+    """``qualify`` in a session of its own (the CLI's and the API's door)."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        done = qualify(session, request, rule)
+        session.expunge(done.record)
+        return done
+
+
+def standing_in(engine: Any, judge_run_id: int) -> dict[str, Standing]:
+    """``run_standing`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return run_standing(session, judge_run_id)
+
+
+def require_in(engine: Any, judge_run_id: int, rubrics: Sequence[str] | None = None) -> None:
+    """``require_qualified`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        require_qualified(session, judge_run_id, rubrics)
+
+
+STANDING_COLUMN = "judge_standing"
+"""The column every CSV row naming a rubric gets in a judge run's report."""
+
+
+def standing_note(standing: dict[str, Standing]) -> str:
+    """One line for the top of a report: how many rubrics are validated."""
+    if not standing:
+        return "Judge standing: the run judged no rubric yet."
+    valid = [r for r, s in standing.items() if s.validated]
+    if len(valid) == len(standing):
+        return f"Judge standing: validated for every rubric ({', '.join(valid)})."
+    if not valid:
+        return (
+            "Judge standing: NOT VALIDATED for any rubric it scored; its figures are not "
+            "verdicts until it is qualified (`fairjudge judge-audit qualify`)."
+        )
+    rest = [r for r in standing if r not in valid]
+    return (
+        f"Judge standing: validated for {', '.join(valid)}; not for {', '.join(rest)} "
+        "(see each rubric's line)."
+    )
+
+
+def standing_section(standing: dict[str, Standing]) -> Any:
+    """The report's first section: each rubric's standing, next to the figures that
+    follow (report.json's ``standing``; standing.csv)."""
+    from judge.reports.sections import Section, Table
+
+    rows = [[r, s.state, s.says] for r, s in standing.items()]
+    return Section(
+        title="Judge standing",
+        json_key="standing",
+        payload={"summary": standing_note(standing), "rubrics": standing_json(standing)},
+        tables=[Table("Judge standing per rubric", ["rubric", "standing", "detail"], rows)],
+        notes=[standing_note(standing)],
+        csv={"standing.csv": [{"rubric": r, "standing": s.state, "detail": s.says}
+                              for r, s in standing.items()]},
+    )  # fmt: skip
+
+
+def mark_rows(sections: Sequence[Any], standing: dict[str, Standing]) -> None:
+    """Give every CSV row of ``sections`` that names a rubric its standing, in place, so a
+    figure exported alone still says whether its judge was validated."""
+    for section in sections:
+        for name, rows in section.csv.items():
+            if name == "standing.csv":
+                continue
+            for row in rows:
+                rubric = row.get("rubric")
+                if isinstance(rubric, str) and STANDING_COLUMN not in row:
+                    s = standing.get(rubric)
+                    row[STANDING_COLUMN] = s.state if s else NOT_VALIDATED

@@ -46,9 +46,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["generation_run_id"], ["generationrun.id"]),
         sa.PrimaryKeyConstraint("id"),
     )
-    op.create_index(
-        "ix_judgequalification_judge_run_id", "judgequalification", ["judge_run_id"]
-    )
+    op.create_index("ix_judgequalification_judge_run_id", "judgequalification", ["judge_run_id"])
     op.create_index("ix_judgequalification_model", "judgequalification", ["model"])
     op.create_index("ix_judgequalification_rubric", "judgequalification", ["rubric"])
 
