@@ -23,6 +23,8 @@ from server.cli.output import (
     print_lines,
     progress_bar,
     report_table,
+    require_qualified_option,
+    requires_qualified,
 )
 
 if TYPE_CHECKING:
@@ -160,16 +162,21 @@ def _print_plan(plan: dict[str, Any]) -> None:
 @tolerance_option
 @margin_option
 @out_option
+@require_qualified_option
 @json_option
 @click.pass_obj
 def show(
     ctx: Context, judge_run_id: int, tolerance: float, margin: float, out_dir: str | None,
-    as_json: bool,
+    require_qualified: bool | None, as_json: bool,
 ) -> None:  # fmt: skip
-    """RUN's judge diagnostics from the store (nothing is sent)."""
+    """RUN's judge diagnostics from the store (nothing is sent), after its standing per
+    rubric."""
     from server.usecases import trust
+    from server.usecases.qualify import require_in
 
     settings = ctx.settings()
+    if requires_qualified(settings, require_qualified):
+        require_in(ctx.engine(settings), judge_run_id)
     report = trust.diagnostics(
         ctx.engine(settings), settings, judge_run_id, tolerance=tolerance, margin=margin
     )

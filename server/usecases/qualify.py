@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, Field
 
 from judge.errors import InvalidInputError, UnqualifiedError
+from judge.store.queries import JudgeRunInfo
 from server.usecases.requests import MAX_ID, NumbersNotBooleans
 
 if TYPE_CHECKING:
@@ -610,3 +611,21 @@ def mark_rows(sections: Sequence[Any], standing: dict[str, Standing]) -> None:
                 if isinstance(rubric, str) and STANDING_COLUMN not in row:
                     s = standing.get(rubric)
                     row[STANDING_COLUMN] = s.state if s else NOT_VALIDATED
+
+
+@dataclass(frozen=True)
+class JudgeRunStanding(JudgeRunInfo):
+    """A judge run (``JudgeRunInfo``) with its standing per rubric: what the API's run
+    route gives."""
+
+    standing: dict[str, Standing] = field(default_factory=dict)
+
+
+def judge_run_with_standing(session: Session, judge_run_id: int) -> JudgeRunStanding:
+    """The run's listing and its standing per rubric; NotFoundError for an unknown run."""
+    from dataclasses import asdict
+
+    from server.usecases.runs import judge_run_info
+
+    info = judge_run_info(session, judge_run_id)
+    return JudgeRunStanding(**asdict(info), standing=run_standing(session, judge_run_id))
