@@ -225,10 +225,13 @@ def _position(session: Session, run: JudgeRun, rubric: str) -> dict[str, Any] | 
 
 def _directional(session: Session, run: JudgeRun, rubric: str) -> list[dict[str, Any]] | None:
     """The oriented counterfactual rows of ``rubric`` where a swapped copy was judged."""
+    from judge.trust.copies import find_copies
     from judge.trust.diagnostics import counterfactual
     from judge.trust.directional import ORIENTED
 
     assert run.id is not None
+    if not find_copies(session, run.id):  # no copy judged: nothing to read the run's facts for
+        return None
     results = counterfactual(session, run.id)
     rows = [
         d.to_json()
@@ -248,7 +251,6 @@ def _loaded(
 
     from judge.stats.matrix import RatingMatrix
     from judge.store.queries import get_judge_run
-    from server.usecases.estimates import rated_read
 
     run = get_judge_run(session, request.judge_run)
     rubric = request.rubric
@@ -258,8 +260,11 @@ def _loaded(
             f"judge run {run.id} has no judgments of rubric {rubric!r}; it judged "
             f"{', '.join(judged) or 'nothing yet'}: qualify it for one of those"
         )
-    read = rated_read(session, request.judge_run, request.campaigns)
-    selection, scores = read
+    from annotation.estimates import drawn_ratings
+
+    scores = rubric_scores(session, run, rubric)
+    selection = drawn_ratings(session, run.generation_run_id, request.campaigns)
+    read = (selection, scores)
     rows = [r for r in selection.ratings if r.rubric == rubric]
     if not rows:
         raise InvalidInputError(
@@ -301,9 +306,51 @@ def _loaded(
     return run, read, sub, jx, hy, scale
 
 
-def _newest_rating_time(rows: Sequence[Any]) -> datetime | None:
-    times = [t for r in rows for t in (r.created_at, r.updated_at, r.withdrawn_at) if t is not None]
-    return max((_aware(t) for t in times), default=None)
+def rubric_scores(session: Session, run: JudgeRun, rubric: str) -> list[Any]:
+    """The run's item scores of one rubric (``judge.metrics.ItemScore``: the samples
+    combined by the run's aggregation, as ``item_scores`` combines them), read as columns
+    rather than rows: a qualification needs the scores, not the judgments' texts."""
+    from collections import defaultdict
+
+    from sqlmodel import col, select
+
+    from judge.metrics import ItemScore, aggregate
+    from judge.store.tables import Judgment
+
+    samples: dict[int, list[tuple[str, int | None]]] = defaultdict(list)
+    for item_id, status, score in session.exec(
+        select(Judgment.item_id, Judgment.status, Judgment.score)
+        .where(Judgment.judge_run_id == run.id, Judgment.rubric == rubric)
+        .order_by(col(Judgment.item_id), col(Judgment.sample_index))
+    ):
+        samples[item_id].append((status, score))
+    out = []
+    for item_id, given in samples.items():
+        scored = [s for status, s in given if status == "scored" and s is not None]
+        out.append(
+            ItemScore(item_id, "", "", "", "", rubric, aggregate(scored, run.aggregation),
+                      len(given), len(scored), (), ())
+        )  # fmt: skip
+    return out
+
+
+def newest_rating_time(session: Session, generation_run_id: int, rubric: str) -> datetime | None:
+    """The latest time a rating of ``rubric`` on the run's answers was stored, edited or
+    withdrawn (every rating, used or not: one stored after a record makes it stale)."""
+    from sqlalchemy import func
+    from sqlmodel import select
+
+    from judge.store.tables import HumanRating
+
+    where = (HumanRating.generation_run_id == generation_run_id, HumanRating.rubric == rubric)
+    found = session.exec(
+        select(
+            func.max(HumanRating.created_at),
+            func.max(HumanRating.updated_at),
+            func.max(HumanRating.withdrawn_at),
+        ).where(*where)
+    ).one()
+    return max((_aware(t) for t in found if t is not None), default=None)
 
 
 def _aware(t: datetime) -> datetime:
@@ -317,7 +364,7 @@ def qualify(session: Session, request: QualifyRequest, rule: QualifyConfig) -> Q
     from judge.qualify_rule import Evidence, decide
     from judge.stats.coefficient import BootstrapOptions
     from judge.stats.pairs import judge_vs_human
-    from judge.store.tables import HumanRating, JudgeQualification
+    from judge.store.tables import JudgeQualification
     from server.usecases.alttest import AltTestRequest, alt_test_run
 
     epsilon = request.epsilon if request.epsilon is not None else rule.epsilon
@@ -352,9 +399,6 @@ def qualify(session: Session, request: QualifyRequest, rule: QualifyConfig) -> Q
     rows = [r for r in read[0].ratings if r.rubric == request.rubric]
     # The newest change among every rating of the rubric, used or not: one stored later
     # makes the record stale (standing reads the same rows).
-    every = session.exec(
-        select_ratings_of(HumanRating, run.generation_run_id, request.rubric)
-    ).all()
     stored = {
         "exact_agreement": c["exact_agreement"].to_dict(),
         "kappa": c["kappa"].to_dict(),
@@ -389,19 +433,13 @@ def qualify(session: Session, request: QualifyRequest, rule: QualifyConfig) -> Q
         line=outcome.line,
         rule=rule.model_dump(exclude={"require_qualified"}),
         evidence=_json_safe(stored),
-        ratings_through=_newest_rating_time(every),
+        ratings_through=newest_rating_time(session, run.generation_run_id, request.rubric),
         **config,
     )
     session.add(record)
     session.commit()
     session.refresh(record)
     return Qualification(record, outcome)
-
-
-def select_ratings_of(table: Any, generation_run_id: int, rubric: str) -> Any:
-    from sqlmodel import select
-
-    return select(table).where(table.generation_run_id == generation_run_id, table.rubric == rubric)
 
 
 def _json_safe(value: Any) -> Any:
@@ -451,7 +489,7 @@ def rubric_standing(session: Session, run: JudgeRun, rubric: str) -> Standing:
     """The standing of ``run`` on ``rubric`` (see the module docstring)."""
     from sqlmodel import col, select
 
-    from judge.store.tables import HumanRating, JudgeQualification
+    from judge.store.tables import JudgeQualification
 
     assert run.id is not None
     records = session.exec(
@@ -481,9 +519,7 @@ def rubric_standing(session: Session, run: JudgeRun, rubric: str) -> Standing:
     if record.outcome != "qualified":
         return Standing(rubric, FAILED_VALIDATION, f"failed validation ({how}): {record.line}",
                         record.id)  # fmt: skip
-    newest = _newest_rating_time(
-        session.exec(select_ratings_of(HumanRating, record.generation_run_id, rubric)).all()
-    )
+    newest = newest_rating_time(session, record.generation_run_id, rubric)
     through = _aware(record.ratings_through) if record.ratings_through else None
     if newest is not None and (through is None or newest > through):
         return Standing(

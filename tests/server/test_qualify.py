@@ -154,7 +154,9 @@ def test_require_qualified_exits_4_naming_the_rubric_and_0_once_qualified(
     assert not out.exists()  # refused before anything was written
     # Without the option the report is written, and opens with the standing.
     assert fairjudge("--db", db_url, "report", run, "--out", out).returncode == 0
-    assert fairjudge("--db", db_url, "judge-audit", "qualify", run, "--rubric", "ICS").returncode == 0
+    assert (
+        fairjudge("--db", db_url, "judge-audit", "qualify", run, "--rubric", "ICS").returncode == 0
+    )
     done = fairjudge("--db", db_url, "report", run, "--out", out, "--require-qualified")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ICS: validated (")
