@@ -665,3 +665,40 @@ def judge_run_with_standing(session: Session, judge_run_id: int) -> JudgeRunStan
 
     info = judge_run_info(session, judge_run_id)
     return JudgeRunStanding(**asdict(info), standing=run_standing(session, judge_run_id))
+
+
+JUDGED_PARTS = (
+    "not validated: no qualification covers a judge's classes of the award audit's follow-up "
+    "explanations (qualifications cover judge runs' rubrics); compare them with people's "
+    "classes in the agreement table before reading them as findings"
+)
+
+
+def judged_parts_standing(sources: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The standing of each judge that classified an audit's answers (``judge:...`` sources;
+    people's own classes need none): not validated, with the reason."""
+    return {
+        s: {"state": NOT_VALIDATED, "says": JUDGED_PARTS} for s in sources if s.startswith("judge:")
+    }
+
+
+def judged_parts_section(standing: dict[str, dict[str, Any]]) -> Any:
+    """The audit report's note, placed before the follow-up figures a judge classified."""
+    from judge.reports.sections import Section
+
+    return Section(
+        title="Judge standing (follow-up classes)",
+        json_key="judge_standing",
+        payload={"sources": standing},
+        notes=[f"{source}: {v['says']}" for source, v in standing.items()],
+    )
+
+
+def require_judged_parts(sources: Sequence[str], what: str) -> None:
+    """``UnqualifiedError`` when a judge classified any part of ``what`` (an audit run)."""
+    judged = [s for s in sources if s.startswith("judge:")]
+    if judged:
+        raise UnqualifiedError(
+            f"{what}'s follow-up classes by {', '.join(judged)} are not validated: no "
+            "qualification covers a judge's classes of audit answers (--require-qualified)"
+        )
