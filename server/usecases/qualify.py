@@ -620,7 +620,8 @@ def standing_note(standing: dict[str, Standing]) -> str:
 
 def standing_section(standing: dict[str, Standing]) -> Any:
     """The report's first section: each rubric's standing, next to the figures that
-    follow (report.json's ``standing``; standing.csv)."""
+    follow (report.json's ``standing``; each CSV row naming a rubric gets ``judge_standing``
+    from ``mark_rows``, so the report's first CSV stays its metrics)."""
     from judge.reports.sections import Section, Table
 
     rows = [[r, s.state, s.says] for r, s in standing.items()]
@@ -630,8 +631,6 @@ def standing_section(standing: dict[str, Standing]) -> Any:
         payload={"summary": standing_note(standing), "rubrics": standing_json(standing)},
         tables=[Table("Judge standing per rubric", ["rubric", "standing", "detail"], rows)],
         notes=[standing_note(standing)],
-        csv={"standing.csv": [{"rubric": r, "standing": s.state, "detail": s.says}
-                              for r, s in standing.items()]},
     )  # fmt: skip
 
 
@@ -639,9 +638,7 @@ def mark_rows(sections: Sequence[Any], standing: dict[str, Standing]) -> None:
     """Give every CSV row of ``sections`` that names a rubric its standing, in place, so a
     figure exported alone still says whether its judge was validated."""
     for section in sections:
-        for name, rows in section.csv.items():
-            if name == "standing.csv":
-                continue
+        for rows in section.csv.values():
             for row in rows:
                 rubric = row.get("rubric")
                 if isinstance(rubric, str) and STANDING_COLUMN not in row:

@@ -80,12 +80,13 @@ def test_good_judge_is_qualified_and_its_report_says_so_first(engine: Engine) ->
     rows = [
         row
         for section in report.sections
-        for name, table in section.csv.items()
-        if name != "standing.csv"
+        for table in section.csv.values()
         for row in table
         if row.get("rubric") == "ICS"
     ]
     assert rows and {row["judge_standing"] for row in rows} == {"validated"}
+    metrics = next(s.csv["metrics.csv"] for s in report.sections if "metrics.csv" in s.csv)
+    assert {r["judge_standing"] for r in metrics if r["rubric"] == "ICS"} == {"validated"}
 
 
 def test_a_run_on_another_model_or_temperature_is_not_covered(engine: Engine) -> None:
