@@ -194,3 +194,33 @@ def test_report_routes_answer_409_when_asked_and_the_run_route_carries_the_stand
         assert plain.json["standing"]["rubrics"]["ICS"]["state"] == "not validated"
     finally:
         api.close()
+
+
+def test_position_consistency_is_recorded_where_the_pair_was_judged_in_both_orders(
+    engine: Engine,
+) -> None:
+    # TCS compares two texts. One run scores them the same in both orders (consistency 1:
+    # every pair's verdict is "consistent"); another gives 5 as given and 1 swapped on the
+    # first 30 of 60 items and the same score on the rest (consistency 30 / 60 = 0.5).
+    judge, raters = good_judge(60, seed=10)
+    with Session(engine) as session:
+        p = plant(session, judge, raters, rubric="TCS")
+        steady = add_judge_run(
+            session, p.generation_run_id, p.item_ids, judge, rubric="TCS", model="both",
+            swapped=judge,
+        )  # fmt: skip
+        given = [5] * 30 + judge[30:]
+        swapped = [1] * 30 + judge[30:]
+        shaky = add_judge_run(
+            session, p.generation_run_id, p.item_ids, given, rubric="TCS", model="shaky",
+            swapped=swapped,
+        )  # fmt: skip
+        lenient = QualifyConfig(n_bootstrap=200, require_alt_test=False)
+        one = qualify(session, _request(p.judge_run_id, "TCS"), lenient).record.evidence
+        both = qualify(session, _request(steady.judge_run_id, "TCS"), lenient).record.evidence
+        flip = qualify(session, _request(shaky.judge_run_id, "TCS"), lenient).record.evidence
+    assert one["position"] is None  # judged in one order only: nothing to say
+    assert both["position"]["position_consistency"] == 1.0
+    assert both["position"]["pairs"] == 60 and not both["position"]["flagged"]
+    assert flip["position"]["position_consistency"] == 0.5
+    assert flip["position"]["recency_preferring"] == 30 and flip["position"]["flagged"]

@@ -94,29 +94,37 @@ def add_judge_run(
     temperature: float = 0.0,
     rubric: str = RUBRIC,
     dataset_id: int = 0,
+    swapped: Sequence[float | None] | None = None,
 ) -> Planted:
-    """One more judge run of the same answers (and ratings, when given)."""
+    """One more judge run of the same answers (and ratings, when given). With ``swapped``
+    the run was judged in both orders: ``judge`` as given, ``swapped`` with the two texts
+    swapped (sample index 1, as ``judge.store.queries.sample_slot`` lays them out)."""
     run = JudgeRun(
         endpoint_name="judge", base_url=base_url, model=model, temperature=temperature,
         max_tokens=64, status="finished", generation_run_id=generation_run_id,
         prompt_variant="default", samples=1, aggregation="mean",
-        config_hash=f"{model}-{base_url}-{temperature}",
+        config_hash=f"{model}-{base_url}-{temperature}-{swapped is not None}",
+        swap_order=swapped is not None,
     )  # fmt: skip
     session.add(run)
     session.flush()
     assert run.id is not None
-    for item_id, score in zip(item_ids, judge, strict=True):
-        scored = score is not None
-        session.add(
-            Judgment(
-                judge_run_id=run.id, item_id=item_id, rubric=rubric,
-                status="scored" if scored else "unscored",
-                score=int(score) if score is not None else None,
-                reason=None if scored else "unreadable", template_version=TEMPLATE,
-                prompt_hash="p", rubric_hash="rubric-hash", model=model,
-                cache_key=f"j{run.id}-{item_id}",
-            )
-        )  # fmt: skip
+    orders = [("given" if swapped is not None else None, 0, judge)]
+    if swapped is not None:
+        orders.append(("swapped", 1, swapped))
+    for position, index, scores in orders:
+        for item_id, score in zip(item_ids, scores, strict=True):
+            scored = score is not None
+            session.add(
+                Judgment(
+                    judge_run_id=run.id, item_id=item_id, rubric=rubric, sample_index=index,
+                    status="scored" if scored else "unscored",
+                    score=int(score) if score is not None else None,
+                    reason=None if scored else "unreadable", template_version=TEMPLATE,
+                    prompt_hash="p", rubric_hash="rubric-hash", model=model,
+                    cache_key=f"j{run.id}-{item_id}-{index}", position=position,
+                )
+            )  # fmt: skip
     for rater, scores in (ratings or {}).items():
         add_ratings(session, generation_run_id, item_ids, rater, scores, rubric=rubric)
     session.commit()
