@@ -55,6 +55,9 @@
 20. Chance (bench/chance.py): Gwet's AC1 and Cohen's kappa (the whole judge-human call) with
     1,000 bootstrap resamples on 100,000 pairs, on a 1-5 scale and on a 90 %-pass rubric
     (target <= 1 s each).
+21. Qualify (bench/qualify.py): ``judge-audit qualify``'s use case on a 10,000-judgment run
+    with 3 x 2,000 ratings, 1,000 bootstrap resamples: the whole qualification, read to
+    stored record (target <= 5 s), and a run's standing.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -85,6 +88,7 @@ from bench.chance import bench_chance
 from bench.dedupe import dedupe_bench
 from bench.generate import generate_bench
 from bench.labelstudio import bench_labelstudio
+from bench.qualify import bench_qualify
 from bench.server import bench_server
 from bench.stats_ppi import bench_stats_ppi
 from bench.trust import bench_trust
@@ -353,6 +357,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "fresh_pages": lambda tmp: _fresh_pages_bench(tmp),
     "client_reply": lambda tmp: _client_reply_bench(),
     "chance": lambda tmp: bench_chance(),
+    "qualify": bench_qualify,
 }
 
 

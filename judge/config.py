@@ -25,6 +25,7 @@ from pydantic_core import ErrorDetails
 
 from judge import paths
 from judge.config_estimates import EstimatesConfig
+from judge.config_qualify import QualifyConfig
 from judge.endpoint_url import check_base_url
 from judge.errors import ConfigError
 
@@ -410,6 +411,7 @@ class Settings(_Strict):
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     runs: RunsConfig = Field(default_factory=RunsConfig)
     estimates: EstimatesConfig = Field(default_factory=EstimatesConfig)
+    qualify: QualifyConfig = Field(default_factory=QualifyConfig)
 
     @model_validator(mode="after")
     def _endpoints_exist(self) -> Settings:

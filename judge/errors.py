@@ -66,3 +66,9 @@ class OutputError(FairJudgeError):
 class StoreError(FairJudgeError):
     """The database cannot be opened: a malformed URL, a missing driver, or a server that
     cannot be reached. The message names the URL with any password masked."""
+
+
+class UnqualifiedError(FairJudgeError):
+    """Figures were asked for with ``--require-qualified`` (``require_qualified=true`` over
+    HTTP) and a rubric used is not validated for the judge (``fairjudge judge-audit
+    qualify``). The CLI exits with its own code (see docs/cli.md); the API answers 409."""

@@ -20,6 +20,7 @@ from judge.errors import (
     NotFoundError,
     SchemaError,
     StoreError,
+    UnqualifiedError,
 )
 from server.auth import AuthError, ForbiddenError
 from server.jobs.queue import JobStateError
@@ -34,6 +35,7 @@ STATUS: tuple[tuple[type[FairJudgeError], int], ...] = (
     (NotFoundError, 404),
     (JobStateError, 409),
     (RunBusyError, 409),
+    (UnqualifiedError, 409),  # require_qualified=true and a rubric used is not validated
     (InvalidInputError, 400),
     (ConfigError, 400),
     # A model endpoint or Label Studio that is down or failing: 424 Failed Dependency, a 4xx
@@ -54,7 +56,9 @@ ERROR_STATUSES = {
     403: "The key's role may not do this (or a member's job over the server's size limits "
     "was not confirmed: the message says the figure and the field to set).",
     404: "No such resource (run, dataset, item, job, campaign...).",
-    409: "The resource is busy or in a state that does not allow this.",
+    409: "The resource is busy or in a state that does not allow this (or, with "
+    "require_qualified=true, the judge is not validated for a rubric used: the message "
+    "names it).",
     413: "The request body is larger than the server's limit.",
     422: "The request does not match its schema: one problem per bad field.",
     424: "A service this needs (a model endpoint, Label Studio) is down or failing.",

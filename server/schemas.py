@@ -26,8 +26,9 @@ from pydantic import (
     model_validator,
 )
 
-from judge.store.queries import GenerationRunInfo, JudgeRunInfo
+from judge.store.queries import GenerationRunInfo
 from server.usecases.agreement import GROUP_BY, AgreementOptions, FilesAgreementRequest
+from server.usecases.qualify import JudgeRunStanding
 from server.usecases.requests import (
     JOB_REQUESTS,
     MAX_ID,
@@ -357,8 +358,10 @@ class GenerationRunOut(RootModel[GenerationRunInfo]):
     """A generation run with its answers counted (``judge.store.queries.GenerationRunInfo``)."""
 
 
-class JudgeRunOut(RootModel[JudgeRunInfo]):
-    """A judge run with its scored and unscored counts (``judge.store.queries.JudgeRunInfo``)."""
+class JudgeRunOut(RootModel[JudgeRunStanding]):
+    """A judge run with its scored and unscored counts (``judge.store.queries.JudgeRunInfo``)
+    and ``standing``: per rubric, whether a qualification validates its judge (state
+    validated, not validated, failed validation or stale, and the words)."""
 
 
 class MetricsOut(BaseModel):
@@ -437,10 +440,25 @@ class AgreementQuery(RatingScopeQuery, AgreementOptions):
     group_by: str | None = GROUP_BY
 
 
+class ReportQuery(RatingScopeQuery):
+    """A judge run's report: whose ratings, and whether to refuse an unqualified judge."""
+
+    require_qualified: bool = Field(
+        default=False,
+        description="Answer 409, naming the rubric and why, unless the judge is validated "
+        "for every rubric the report uses (`fairjudge judge-audit qualify`).",
+    )
+
+
 class CsvQuery(RatingScopeQuery):
     table: str | None = Field(
         default=None, max_length=100, description="Which CSV of the report (default: the first)."
     )
+
+
+class ReportCsvQuery(ReportQuery, CsvQuery):
+    """One CSV of a judge run's report, refused (409) with ``require_qualified`` as the
+    report is."""
 
 
 class FilesAgreementIn(FilesAgreementRequest):
@@ -461,6 +479,12 @@ class TableQuery(Strict):
 
 class DiagnosticsQuery(DiagnosticsRequest):
     """``fairjudge judge-audit show``'s options (the use case's request, as a query)."""
+
+    require_qualified: bool = Field(
+        default=False,
+        description="Answer 409, naming the rubric and why, unless the judge is validated "
+        "for every rubric it scored (`fairjudge judge-audit qualify`).",
+    )
 
 
 class DiagnosticsCsvQuery(DiagnosticsQuery, TableQuery):

@@ -10,6 +10,7 @@ AuditRun -> AuditAnswer -> AuditLabel hold the audit suites' runs, the model's a
 what was read from them, and the classes judges and people gave to follow-up explanations.
 ItemGenerationCall records each call that asked a model for new items of a dataset.
 BatchJob records each batch of a run's calls sent through a provider's Batch API.
+JudgeQualification records whether a judge configuration was validated against people, per rubric.
 GenerationRun, JudgeRun and AuditRun share their common columns through RunBase (not a table);
 their ``status`` holds a ``judge.vocab.RunStatus`` value as plain text.
 """
@@ -657,3 +658,36 @@ class DashboardFigure(SQLModel, table=True):
     computed_at: datetime = Field(default_factory=utcnow)
     seconds: float = Field(description="How long computing them took.")
     data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class JudgeQualification(SQLModel, table=True):
+    """One qualification of a judge configuration for one rubric against human ratings
+    (``fairjudge judge-audit qualify``): the configuration it covers (base URL as stored,
+    model, prompt variant, template hash, rubric, scale, temperature), the evidence
+    (agreement with intervals, baseline, ceiling, alt-test, judge checks), the rule applied
+    and its outcome. A judge run whose configuration matches is validated by the newest
+    record, unless ratings of the rubric changed after ``ratings_through`` (stale)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    judge_run_id: int = Field(foreign_key="judgerun.id", index=True)
+    generation_run_id: int = Field(foreign_key="generationrun.id")
+    base_url: str
+    model: str = Field(index=True)
+    prompt_variant: str
+    template_hash: str = Field(
+        description="sha256 of the judge templates' version and the rubric's definition hash."
+    )
+    rubric: str = Field(index=True)
+    scale: str = Field(description="The rubric's scale, as '1-5'.")
+    temperature: float
+    epsilon: float = Field(description="The alt-test's margin.")
+    n_ratings: int = Field(description="Rated items the judge scored (the pairs used).")
+    n_raters: int
+    outcome: str = Field(description="qualified or failed")
+    line: str = Field(sa_column=Column(Text, nullable=False))
+    rule: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    evidence: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    ratings_through: datetime | None = Field(
+        default=None, description="The newest time a rating used was stored or edited."
+    )
+    created_at: datetime = Field(default_factory=utcnow)

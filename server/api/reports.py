@@ -17,12 +17,12 @@ from server.schemas import (
     CompareCsvQuery,
     CompareQuery,
     ComputingOut,
-    CsvQuery,
     DiagnosticsCsvQuery,
     DiagnosticsQuery,
     NamePath,
-    RatingScopeQuery,
+    ReportCsvQuery,
     ReportOut,
+    ReportQuery,
     RunPath,
     TableQuery,
 )
@@ -45,32 +45,48 @@ def _html_page(text: str) -> Response:
 
 
 @bp.get("/judge-runs/<int:run_id>/report.json", responses={200: ReportOut, 202: ComputingOut})
-def report_json(path: RunPath, query: RatingScopeQuery) -> Any:
+def report_json(path: RunPath, query: ReportQuery) -> Any:
     """The report's data (what report.json holds), its cost at the prices the server's
     config gives its endpoint, its agreement on the ratings of the campaigns named (every
-    campaign's when none is). Served kept while the run's rows are unchanged; after a write,
-    the latest kept report (`X-Figures-Stale: true` and a `stale` field) while it is
-    computed again; 202 with `Retry-After` while none was ever kept."""
+    campaign's when none is), and ``standing``: the judge's standing per rubric. Served kept
+    while the run's rows are unchanged; after a write, the latest kept report
+    (`X-Figures-Stale: true` and a `stale` field) while it is computed again; 202 with
+    `Retry-After` while none was ever kept. With `require_qualified=true`, 409 naming the
+    rubric when the judge is not validated for every rubric it scored."""
+    _require(path.run_id, query.require_qualified)
     got = _kept("report", path.run_id, tuple(query.campaign))
     return api_answer(got, Report.to_json)
 
 
 @bp.get("/judge-runs/<int:run_id>/report.html", responses={200: HTML_PAGE, 202: ComputingOut})
-def report_html(path: RunPath, query: RatingScopeQuery) -> Any:
+def report_html(path: RunPath, query: ReportQuery) -> Any:
     """The report as one self-contained HTML page, plots included (stale or 202 meanwhile).
 
     Kept as report.json is: after a write, the latest kept page (`X-Figures-Stale: true`)
-    while it is computed again; 202 with `Retry-After` while none was ever kept."""
+    while it is computed again; 202 with `Retry-After` while none was ever kept; 409 with
+    `require_qualified=true` as report.json."""
+    _require(path.run_id, query.require_qualified)
     return api_answer(_kept("report.html", path.run_id, tuple(query.campaign)), _html_page)
 
 
 @bp.get("/judge-runs/<int:run_id>/report.csv", responses={200: CSV_TABLE, 202: ComputingOut})
-def report_csv(path: RunPath, query: CsvQuery) -> Any:
-    """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv).
+def report_csv(path: RunPath, query: ReportCsvQuery) -> Any:
+    """One of the report's tables as CSV (``table``: its file name, e.g. metrics.csv);
+    rows naming a rubric carry its ``judge_standing``.
 
-    Kept as report.json is (stale, or 202, while the report is computed)."""
+    Kept as report.json is (stale, or 202, while the report is computed; 409 with
+    `require_qualified=true`)."""
+    _require(path.run_id, query.require_qualified)
     got = _kept("report", path.run_id, tuple(query.campaign))
     return api_answer(got, lambda report: _csv(report, query.table))
+
+
+def _require(run_id: int, wanted: bool) -> None:
+    """``UnqualifiedError`` (409, the reason) when asked and a rubric is not validated."""
+    if wanted:
+        from server.usecases.qualify import require_qualified
+
+        require_qualified(get_session(), run_id)
 
 
 def _csv(report: Report, table: str | None) -> Response:
@@ -91,6 +107,7 @@ def _diagnostics(run_id: int, query: DiagnosticsQuery, *, html: bool = False) ->
     kept, or none yet."""
     from server.usecases.dashboard import ChecksPageOptions
 
+    _require(run_id, query.require_qualified)
     options = ChecksPageOptions(query.tolerance, query.margin)
     return _kept("checks.html" if html else "checks", run_id, options)
 

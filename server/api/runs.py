@@ -58,7 +58,9 @@ def judge_runs(query: PageQuery) -> Any:
 @bp.get("/judge-runs/<int:run_id>", responses={200: JudgeRunOut})
 def judge_run(path: RunPath) -> Any:
     """One judge run."""
-    return asdict(usecases.judge_run_info(get_session(), path.run_id))
+    from server.usecases.qualify import judge_run_with_standing
+
+    return asdict(judge_run_with_standing(get_session(), path.run_id))
 
 
 @bp.get("/judge-runs/<int:run_id>/metrics", responses={200: MetricsOut})

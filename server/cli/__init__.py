@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from judge.errors import FairJudgeError, IncompleteError
+from judge.errors import FairJudgeError, IncompleteError, UnqualifiedError
 from server.cli import (
     agreement,
     audit,
@@ -100,6 +100,7 @@ def cli(ctx: click.Context, config: str | None, database_url: str | None, debug:
       1    an error you can fix (bad file, config, option value, unknown run); one line says what
       2    a usage error (unknown option, missing argument)
       3    the run ended with judgments or answers missing (see --allow-failures)
+      4    --require-qualified: a rubric used is not validated for the judge (the line names it)
       70   an unexpected internal error (a bug: rerun with --debug and report the traceback)
       130  interrupted (Ctrl-C or SIGTERM); finished work is stored
     """
@@ -140,6 +141,7 @@ INTERRUPTED = "interrupted: finished work is stored; run the same command again 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
+EXIT_UNQUALIFIED = 4
 EXIT_UNEXPECTED = 70  # EX_SOFTWARE in sysexits.h
 EXIT_INTERRUPTED = 130
 
@@ -187,7 +189,8 @@ def _fail(state: Context, message: str, code: int) -> None:
 
 def main() -> None:
     """Console entry point, the one place that knows exit codes (see the root help): an
-    error the user can fix is one line and exit 1, a run with results missing exits 3, an
+    error the user can fix is one line and exit 1, a run with results missing exits 3, a
+    judge not qualified under ``--require-qualified`` exits 4, an
     interrupt (Ctrl-C or SIGTERM) says that finished work is kept and exits 130, and
     anything else is one line and exit 70. Tracebacks are shown only with ``--debug``."""
     signal.signal(signal.SIGINT, _raise_interrupt)
@@ -197,6 +200,8 @@ def main() -> None:
         cli.main(standalone_mode=False, obj=state)
     except IncompleteError as exc:
         _fail(state, str(exc), EXIT_INCOMPLETE)
+    except UnqualifiedError as exc:
+        _fail(state, f"error: {exc}", EXIT_UNQUALIFIED)
     except FairJudgeError as exc:
         _fail(state, f"error: {exc}", EXIT_ERROR)
     except (click.exceptions.Abort, KeyboardInterrupt):

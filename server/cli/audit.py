@@ -26,6 +26,8 @@ from server.cli.output import (
     print_lines,
     progress_bar,
     report_table,
+    require_qualified_option,
+    requires_qualified,
     table,
     writing,
 )
@@ -262,11 +264,19 @@ def runs(ctx: Context, suite: str | None, as_json: bool) -> None:
 @audit.command("show")
 @click.argument("run_id", type=ROW_ID, metavar="RUN")
 @out_dir
+@require_qualified_option
 @json_option
 @click.pass_obj
-def show(ctx: Context, run_id: int, out: str | None, as_json: bool) -> None:
+def show(
+    ctx: Context, run_id: int, out: str | None, require_qualified: bool | None, as_json: bool
+) -> None:
     """A stored audit run's figures: answers by status, the suite's tests, the follow-up's
-    classes and agreement (re-read from the store; nothing is sent)."""
+    classes and agreement (re-read from the store; nothing is sent). Classes a judge gave
+    say that no qualification covers them."""
+    if requires_qualified(ctx.settings(), require_qualified):
+        from server.usecases import audits
+
+        audits.require_qualified_in(ctx.engine(), run_id)
     _show(ctx, run_id, out, as_json)
 
 
@@ -378,17 +388,20 @@ def award_import(ctx: Context, run_id: int, path: str, annotator: str, as_json: 
     metavar="SOURCE",
     help="The judge whose classes to use (judge:ENDPOINT/MODEL), where several classified.",
 )
+@require_qualified_option
 @json_option
 @click.pass_obj
 def award_estimates(
     ctx: Context, run_id: int, assume_random: bool, alpha: float, judge: str | None,
-    as_json: bool,
+    require_qualified: bool | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Each follow-up class's share of RUN, overall and per chosen group, and the gap
     between the groups: as the judge classified them, as people did, and prediction-powered
     (the judge's classes of every follow-up corrected by people's, PPI++)."""
     from server.usecases import audits
 
+    if requires_qualified(ctx.settings(), require_qualified):
+        audits.require_qualified_in(ctx.engine(), run_id)
     found = audits.followup_estimates_in(
         ctx.engine(), run_id, assume_random=assume_random, alpha=alpha, judge=judge
     )

@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from server.cli.agreement import campaign_option
-from server.cli.output import ROW_ID, emit, human_option, json_option, out, report_table
+from server.cli.output import (
+    ROW_ID,
+    emit,
+    human_option,
+    json_option,
+    out,
+    report_table,
+    require_qualified_option,
+    requires_qualified,
+)
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -102,6 +111,7 @@ OPTION_OF = {
     metavar="NAME",
     help="With --plan: this stage metric or rubric only (default: every stage metric).",
 )
+@require_qualified_option
 @json_option
 @click.pass_context
 def estimates(
@@ -120,6 +130,7 @@ def estimates(
     target_half_width: float | None,
     rho: float | None,
     metric: str | None,
+    require_qualified: bool | None,
     as_json: bool,
 ) -> None:
     """Bias figures of JUDGE_RUN corrected by human ratings: each stage metric and rubric
@@ -138,8 +149,11 @@ def estimates(
         plan_ratings_in,
         transport_in,
     )
+    from server.usecases.qualify import require_in
 
     engine = click_ctx.obj.engine()
+    if requires_qualified(click_ctx.obj.settings(), require_qualified):
+        require_in(engine, judge_run)
     common = {
         "judge_run": judge_run,
         "campaigns": list(campaigns),

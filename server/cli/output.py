@@ -502,3 +502,18 @@ def print_lines(lines: Sequence[str]) -> None:
 
     for line in lines:
         out().print(Text(line), soft_wrap=True)
+
+
+require_qualified_option = click.option(
+    "--require-qualified/--allow-unqualified",
+    "require_qualified",
+    default=None,
+    help="Refuse (exit 4, one line naming the rubric) unless the judge is validated for "
+    "every rubric used (`fairjudge judge-audit qualify`); default: [qualify] "
+    "require_qualified (off).",
+)
+
+
+def requires_qualified(ctx_settings: Any, flag: bool | None) -> bool:
+    """The option's value, or the config's default when it was not given."""
+    return bool(ctx_settings.qualify.require_qualified) if flag is None else flag

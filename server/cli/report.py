@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING
 import click
 
 from server.cli.agreement import campaign_option
-from server.cli.output import ROW_ID, err, json_option, out, progress_bar, report_table, writing
+from server.cli.output import (
+    ROW_ID,
+    err,
+    json_option,
+    out,
+    progress_bar,
+    report_table,
+    require_qualified_option,
+    requires_qualified,
+    writing,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -44,16 +54,22 @@ def print_metrics(report: Report, console: Console | None = None) -> None:
     help="Folder for report.html, report.json, metrics.csv, item_scores.csv.",
 )
 @campaign_option
+@require_qualified_option
 @json_option
 @click.pass_obj
 def report(
-    ctx: Context, run_id: int, out_dir: str, campaigns: tuple[str, ...], as_json: bool
-) -> None:
-    """Write the HTML/JSON/CSV report of a judge run."""
+    ctx: Context, run_id: int, out_dir: str, campaigns: tuple[str, ...],
+    require_qualified: bool | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Write the HTML/JSON/CSV report of a judge run; it opens with the judge's standing per
+    rubric (validated, not validated, failed validation, stale)."""
     from server.usecases import full_report, session
+    from server.usecases.qualify import require_in
     from server.usecases.rendering import write_report
 
     settings = ctx.settings()
+    if requires_qualified(settings, require_qualified):
+        require_in(ctx.engine(settings), run_id)
     with session(ctx.engine(settings)) as db:
         composed = full_report(db, run_id, settings=settings, campaigns=campaigns)
     with writing(out_dir):
@@ -66,8 +82,18 @@ def report(
             )
         )
         return
+    print_standing(composed)
     print_metrics(composed)
     out().print(f"report: {paths['html'].resolve()}")
+
+
+def print_standing(report: Report) -> None:
+    """The judge's standing per rubric, before any figure."""
+    from server.cli.output import print_lines
+
+    section = report.section("Judge standing")
+    if section is not None:
+        print_lines([f"{row[0]}: {row[2]}" for row in section.tables[0].rows])
 
 
 @contextmanager
@@ -140,10 +166,9 @@ def demo(
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
+    from rich.text import Text
+
+    out().print(Text(result.standing_line), soft_wrap=True)
     print_metrics(result.report)
-    out().print(
-        "[bold]note:[/bold] SmolLM2-135M judges at about chance level; it exercises "
-        "the machinery. Point \\[judge] at a capable endpoint for real scores."
-    )
     out().print(f"demo done in {usecases.seconds_text(result.seconds)}")
     out().print(f"report: {result.paths['html'].resolve()}")

@@ -23,6 +23,8 @@ from server.cli.output import (
     print_lines,
     progress_bar,
     report_table,
+    require_qualified_option,
+    requires_qualified,
 )
 
 if TYPE_CHECKING:
@@ -169,16 +171,21 @@ def _print_plan(plan: dict[str, Any]) -> None:
 @tolerance_option
 @margin_option
 @out_option
+@require_qualified_option
 @json_option
 @click.pass_obj
 def show(
     ctx: Context, judge_run_id: int, tolerance: float, margin: float, out_dir: str | None,
-    as_json: bool,
+    require_qualified: bool | None, as_json: bool,
 ) -> None:  # fmt: skip
-    """RUN's judge diagnostics from the store (nothing is sent)."""
+    """RUN's judge diagnostics from the store (nothing is sent), after its standing per
+    rubric."""
     from server.usecases import trust
+    from server.usecases.qualify import require_in
 
     settings = ctx.settings()
+    if requires_qualified(settings, require_qualified):
+        require_in(ctx.engine(settings), judge_run_id)
     report = trust.diagnostics(
         ctx.engine(settings), settings, judge_run_id, tolerance=tolerance, margin=margin
     )
@@ -208,3 +215,94 @@ def _show(
                 console.print(Text(note), soft_wrap=True)
         for t in section.tables:
             report_table(t, console=console, notes=True)
+
+
+@judge_audit.command()
+@click.argument("judge_run_id", type=ROW_ID, metavar="RUN")
+@click.option("--rubric", required=True, help="The rubric to qualify the judge for.")
+@click.option(
+    "--epsilon",
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    help="The alt-test's margin (default: [qualify] epsilon, 0.15).",
+)
+@click.option(
+    "--campaign",
+    "campaigns",
+    multiple=True,
+    help="Use only this campaign's ratings (or import:BATCH); repeat for several "
+    "(default: every campaign and import batch of the run).",
+)
+@json_option
+@click.pass_obj
+def qualify(
+    ctx: Context, judge_run_id: int, rubric: str, epsilon: float | None,
+    campaigns: tuple[str, ...], as_json: bool,
+) -> None:  # fmt: skip
+    """Measure RUN's judge against the human ratings of one rubric and store a qualification
+    for its configuration (endpoint, model, prompt variant, template, rubric, scale,
+    temperature): agreement with intervals, the majority baseline, the human ceiling, the
+    alt-test, and the rule's outcome ([qualify] in the config). Exit 0 whether it qualified
+    or not: the line says which; bad input stores nothing and exits 1."""
+    from server.usecases.qualify import QualifyRequest, qualify_in
+
+    settings = ctx.settings()
+    request = QualifyRequest.model_validate(
+        {"judge_run": judge_run_id, "rubric": rubric, "epsilon": epsilon,
+         "campaigns": list(campaigns)}
+    )  # fmt: skip
+    done = qualify_in(ctx.engine(settings), request, settings.qualify)
+    emit(done.to_dict(), as_json, _print_qualification)
+
+
+def _print_qualification(record: dict[str, Any]) -> None:
+    ev = record["evidence"]
+
+    def shown(c: dict[str, Any]) -> str:
+        if c.get("value") is None:
+            return f"undefined ({c.get('undefined_reason')})"
+        if c.get("ci_low") is None:
+            return f"{c['value']:.3f}"
+        return f"{c['value']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+
+    alt = ev["alt_test"]
+    lines = [
+        record["line"],
+        f"qualification {record['id']} of judge run {record['judge_run']} on "
+        f"{record['n_ratings']} rated items, {record['n_raters']} raters",
+        f"  exact agreement   {shown(ev['exact_agreement'])}  (majority baseline "
+        f"{ev['majority_baseline']['value']:.3f})",
+        f"  weighted kappa    {shown(ev['kappa_quadratic'])}",
+        f"  kappa             {shown(ev['kappa'])}",
+        f"  Gwet's AC1        {shown(ev['ac1'])}  (majority baseline "
+        f"{shown(ev['majority_baseline_ac1'])})",
+        f"  alpha (interval)  {shown(ev['alpha_interval'])}  (human ceiling "
+        f"{shown(ev['human_ceiling_alpha_interval'])})",
+        f"  alt-test          {alt['verdict'] or 'refused: ' + str(alt['refused'])}",
+    ]
+    lines += [f"  flag: {f['message']}" for f in ev["flags"]]
+    if ev.get("position"):
+        p = ev["position"]
+        lines.append(f"  position consistency {p['position_consistency']} over {p['pairs']} pairs")
+    if ev.get("directional"):
+        flagged = [d["label"] for d in ev["directional"] if d.get("flagged")]
+        lines.append(
+            f"  counterfactual: {'flagged ' + ', '.join(flagged) if flagged else 'no flag'}"
+        )
+    print_lines(lines)
+
+
+@judge_audit.command()
+@click.argument("judge_run_id", type=ROW_ID, metavar="RUN")
+@json_option
+@click.pass_obj
+def standing(ctx: Context, judge_run_id: int, as_json: bool) -> None:
+    """RUN's standing per rubric: validated (how, when, on how many ratings), not validated,
+    failed validation, or stale (ratings changed after the qualification)."""
+    from server.usecases.qualify import standing_in, standing_json
+
+    found = standing_in(ctx.engine(), judge_run_id)
+    emit(
+        standing_json(found),
+        as_json,
+        lambda d: print_lines([f"{r}: {s['says']}" for r, s in d.items()] or ["no rubric judged"]),
+    )

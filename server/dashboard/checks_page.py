@@ -143,7 +143,8 @@ class ChecksPage:
 
 
 def checks_page(run_id: int, o: ChecksPageOptions, computed: Computed[Report]) -> ChecksPage:
-    section = computed.value.sections[0]
+    # The diagnostics come after the judge's standing (server.usecases.qualify), last.
+    section = computed.value.sections[-1]
     from server.schemas import DiagnosticsQuery
 
     default = DiagnosticsQuery()

@@ -269,7 +269,7 @@ def posted_csv(
 def text_agreement(request: FilesAgreementRequest) -> dict[str, Any]:
     """``files_agreement`` on CSV text sent in a request, as JSON (numbers that are not
     finite as null); a problem in either text names it (``human_csv line 3: ...``)."""
-    from server.usecases.audits import finite
+    from annotation.estimate_results import finite
 
     with posted_csv(request.human_csv, request.judge_csv, request.scale) as (human, judge, scale):
         result = files_agreement(

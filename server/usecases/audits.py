@@ -257,6 +257,12 @@ def audit_result(session: Session, run_id: int, settings: Settings | None = None
         if len(tests) >= 2:
             agreement = fu.label_agreement(session, run.id)
             followup["agreement"] = agreement.to_dict()
+        from server.usecases.qualify import judged_parts_section, judged_parts_standing
+
+        standing = judged_parts_standing(list(tests))
+        if standing:
+            followup["standing"] = standing
+            sections.append(judged_parts_section(standing))  # before the classes' figures
         sections += followup_sections(tests, agreement)
     info = _info(run)
     spent = answers_cost(session, "audit", run.id, run_prices(settings, run.endpoint_name))
@@ -558,3 +564,17 @@ def followup_estimates_in(
         return followup_estimates(
             session, run_id, assume_random=assume_random, alpha=alpha, judge=judge
         )
+
+
+def require_qualified_in(engine: Engine, run_id: int) -> None:
+    """``UnqualifiedError`` when a judge classified any of the audit run's answers (no
+    qualification covers those classes: ``server.usecases.qualify.judged_parts_standing``)."""
+    from judge.audits import followup as fu
+    from judge.audits.runner import get_run
+    from judge.store.engine import session_scope
+    from server.usecases.qualify import require_judged_parts
+
+    with session_scope(engine) as session:
+        get_run(session, run_id)  # an unknown run is named as such
+        sources = fu.sources(session, run_id)
+    require_judged_parts(sources, f"audit run {run_id}")

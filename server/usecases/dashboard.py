@@ -19,7 +19,7 @@ that are not a judge run's (see server/kept/cache.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -123,6 +123,10 @@ class JudgeRunView:
     answer: Section
     metrics: Section
     browser: ItemBrowser
+    # The judge's standing per rubric (server.usecases.qualify) and its one-line summary,
+    # shown above every figure of the page.
+    standing: dict[str, Any] = field(default_factory=dict)
+    standing_line: str = ""
 
 
 def judge_run_view(
@@ -139,17 +143,21 @@ def judge_run_view(
     from judge.reports.run_report import metrics_section
     from judge.store.queries import get_judge_run
     from server.usecases.context import run_prices
+    from server.usecases.qualify import run_standing, standing_note
     from server.usecases.reports import opening_of
     from server.usecases.runs import judge_run_info
 
     jrun = get_judge_run(session, judge_run_id)
     facts = load_run_facts(session, judge_run_id, prices=run_prices(settings, jrun.endpoint_name))
     _, opening = opening_of(session, facts, campaigns)
+    standing = run_standing(session, judge_run_id)
     return JudgeRunView(
         judge_run_info(session, judge_run_id),
         opening,
         metrics_section(session, judge_run_id, facts=facts),
         item_browser(session, judge_run_id, facts=facts),
+        standing,
+        standing_note(standing),
     )
 
 

@@ -123,6 +123,12 @@ class DemoResult:
     steps: list[DemoStep]
 
     @property
+    def standing_line(self) -> str:
+        """The one line the demo's report, terminal summary and dashboard open with."""
+        section = self.report.section("Judge standing")
+        return section.notes[0] if section is not None and section.notes else ""
+
+    @property
     def seconds(self) -> float:
         return sum(s.seconds for s in self.steps)
 
@@ -143,6 +149,7 @@ class DemoResult:
             "generation": asdict(self.generation),
             "judging": asdict(self.judging),
             "paths": {k: str(v) for k, v in self.paths.items()},
+            "standing": self.standing_line,
         }
 
 
@@ -251,7 +258,7 @@ def demo(
             said.append(summary_line("judge", jud))
         with steps.step("report", f"writing the report to {out_dir}") as said:
             with session_scope(engine) as session:
-                report = full_report(session, jud.run_id, settings=settings)
+                report = demo_standing(full_report(session, jud.run_id, settings=settings))
             written = write_report(report, out_dir)
             said.append(f"wrote {len(written)} files")
         return DemoResult(
@@ -261,6 +268,33 @@ def demo(
         if started:
             server.stop()
             hooks.say("stopped the embedded model server")
+
+
+EMBEDDED_NOT_VALIDATED = (
+    "The judge of this demo is NOT VALIDATED: no person has checked its scores for any "
+    "rubric (`fairjudge judge-audit qualify`), and the embedded SmolLM2-135M judges at about "
+    "chance level. Its figures exercise the machinery; they are not verdicts. Point [judge] "
+    "at a capable endpoint and qualify it on human ratings for real scores."
+)
+
+
+def demo_standing(report: Report) -> Report:
+    """The report with its standing section's line made plain for the demo's judge, once,
+    at the top (unless someone qualified it: then the section's own line stays)."""
+    from dataclasses import replace
+
+    section = report.section("Judge standing")
+    if section is None:
+        return report
+    states = {r["state"] for r in section.payload["rubrics"].values()}
+    if "validated" in states:
+        return report
+    lead = replace(
+        section,
+        notes=[EMBEDDED_NOT_VALIDATED],
+        payload={**section.payload, "summary": EMBEDDED_NOT_VALIDATED},
+    )
+    return replace(report, sections=[lead if s is section else s for s in report.sections])
 
 
 def _answers_planned(items: Sequence[Any]) -> int:

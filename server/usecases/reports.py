@@ -34,9 +34,10 @@ def full_report(
     settings: Settings | None = None,
     campaigns: Sequence[str] = (),
 ) -> Report:
-    """The one report of a judge run, used by the CLI, the API and the demo: stage metrics,
-    the judge's self-consistency (several samples), its reliability (human ratings) and the
-    browser of every judged item. The run's facts are read once and given to every section."""
+    """The one report of a judge run, used by the CLI, the API and the demo: the judge's
+    standing per rubric first (``server.usecases.qualify``), stage metrics, the judge's
+    self-consistency (several samples), its reliability (human ratings) and the browser of
+    every judged item. The run's facts are read once and given to every section."""
     from annotation.estimates_section import section_of
     from annotation.sections import reliability_section
     from judge.reports.browser import item_browser_section
@@ -46,11 +47,13 @@ def full_report(
     from judge.reports.sections import Report
     from judge.store.queries import get_judge_run
     from judge.trust.section import diagnostics_section
+    from server.usecases.qualify import mark_rows, run_standing, standing_section
 
     jrun = get_judge_run(session, judge_run_id)
+    standing = run_standing(session, judge_run_id)
     facts = load_run_facts(session, judge_run_id, prices=run_prices(settings, jrun.endpoint_name))
     grun = facts.generation_run
-    sections = []
+    sections = [standing_section(standing)]
     estimates = None
     if with_reliability:
         estimates, opening = opening_of(session, facts, campaigns)
@@ -68,6 +71,7 @@ def full_report(
     sections.append(diagnostics_section(session, judge_run_id, facts=facts))
     sections.append(item_browser_section(session, judge_run_id, facts=facts))
     selfpref = facts.self_preference
+    mark_rows(sections, standing)
     return Report(
         title=f"FairJudge report: {grun.model} (judge run {judge_run_id})",
         intro=(
@@ -158,20 +162,23 @@ def diagnostics_report(
     from judge.store.queries import get_judge_run
     from judge.trust.directional import MARGIN
     from judge.trust.section import diagnostics_section
+    from server.usecases.qualify import mark_rows, run_standing, standing_section
 
     jrun = get_judge_run(session, judge_run_id)
+    standing = run_standing(session, judge_run_id)
     prices = run_prices(settings, jrun.endpoint_name)
     section = diagnostics_section(
         session, judge_run_id, tolerance=tolerance, prices=prices,
         margin=MARGIN if margin is None else margin,
     )  # fmt: skip
+    mark_rows([section], standing)
     return Report(
         title=f"FairJudge judge diagnostics: judge run {judge_run_id} ({jrun.model})",
         intro=(section.notes[0] + " " if section.payload["self_preference"] else "")
         + f"Checks of the judge {jrun.model} ({jrun.prompt_variant} prompt, temperature "
         f"{jrun.temperature:g}) on its own biases (counterfactual swaps, order, length) and "
         "what it cost.",
-        sections=[section],
+        sections=[standing_section(standing), section],
     )
 
 

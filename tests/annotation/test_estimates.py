@@ -566,7 +566,8 @@ def test_the_report_opens_with_the_answer(engine: Engine, planted: Planted) -> N
     import_truth(engine, planted, s1, raters={"r3": 3})
     with Session(engine) as s:
         report = usecases.full_report(s, planted.judge_run)
-    first = report.sections[0]
+    assert report.sections[0].title == "Judge standing"  # the judge's standing comes first
+    first = report.sections[1]
     assert first.title == "The answer" and first.json_key == "answer"
     best = {(r["factor"], r["metric"]): r for r in first.payload["best"]}
     s1_all = best[("all", "S1 ICS share>=3 (%)")]
@@ -583,7 +584,7 @@ def test_the_report_opens_with_the_answer(engine: Engine, planted: Planted) -> N
     add_campaign(engine, planted, "ra", "random", {k: ("", 0.5) for k in s1[:9]})
     with Session(engine) as s:
         report = usecases.full_report(s, planted.judge_run, campaigns=["ra"])
-    best = {(r["factor"], r["metric"]): r for r in report.sections[0].payload["best"]}
+    best = {(r["factor"], r["metric"]): r for r in report.sections[1].payload["best"]}
     share = best[("all", "S1 ICS share>=3 (%)")]
     expected_share = ppi_mean(
         [100.0 * (truth(k) >= 3) for k in s1[:9]],

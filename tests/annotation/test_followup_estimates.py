@@ -503,3 +503,29 @@ def followup_estimates_direct(world: World) -> dict[str, object]:
     """The domain function's own result (no use case), as JSON."""
     with Session(world.engine) as session:
         return followup_estimates(session, world.run_id, assume_random=True).to_dict()
+
+
+def test_judge_classes_say_they_are_not_validated_and_require_qualified_refuses(
+    world: World,
+) -> None:
+    """Issue 42: the audit's judge-classified part carries its standing before its figures,
+    and ``--require-qualified`` refuses it (exit 4); people's classes alone need none."""
+    from server.usecases.qualify import require_judged_parts
+    from tests.support.cli import fairjudge
+
+    shown = audits.show(world.engine, world.run_id)
+    standing = shown.followup["standing"]
+    assert list(standing) == [world.source]
+    assert standing[world.source]["state"] == "not validated"
+    titles = [s.title for s in shown.report.sections]
+    first_followup = next(i for i, t in enumerate(titles) if t.startswith("Award follow-up"))
+    assert titles.index("Judge standing (follow-up classes)") < first_followup
+    refused = fairjudge("--db", world.db_url, "audit", "show", str(world.run_id),
+                        "--require-qualified")  # fmt: skip
+    assert refused.returncode == 4
+    assert f"audit run {world.run_id}'s follow-up classes by {world.source} are not " in (
+        refused.stderr
+    )
+    # People's classes are no judge's: nothing to refuse.
+    require_judged_parts(["human:ann@example.org"], "audit run 1")
+    assert fairjudge("--db", world.db_url, "audit", "show", str(world.run_id)).returncode == 0

@@ -167,3 +167,45 @@ endpoint = "test"
     assert "[3/5] generating 3 answers to 3 items ..." in run.stderr
     # stderr is not a terminal here: progress comes as plain lines, with no bar drawn.
     assert "generating: 3/3 (100 %)" in run.stderr and "━" not in run.stderr
+
+
+def test_demo_says_once_at_the_top_that_its_judge_is_not_validated(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    """Issue 42: the report opens with the line (section one, before every figure), the HTML
+    shows it once, and the terminal summary prints it before the metrics table, once."""
+    from server.usecases.demo import EMBEDDED_NOT_VALIDATED
+    from tests.support.cli import fairjudge
+
+    hooks = usecases.DemoHooks(say=lambda _: None, progress=lambda _: None)
+    result = usecases.demo(stub_settings(stub, tmp_path), tmp_path / "report", hooks, per_stage=1)
+    first = result.report.sections[0]
+    assert first.title == "Judge standing" and first.notes == [EMBEDDED_NOT_VALIDATED]
+    assert result.report.to_json()["standing"]["summary"] == EMBEDDED_NOT_VALIDATED
+    assert {r["state"] for r in first.payload["rubrics"].values()} == {"not validated"}
+    html = Path(result.paths["html"]).read_text(encoding="utf-8")
+    assert html.count("NOT VALIDATED") == 1
+    assert html.index("NOT VALIDATED") < html.index("<h2>", html.index("Judge standing") + 20)
+    port = urlsplit(stub.base_url).port
+    config = tmp_path / "c.toml"
+    config.write_text(f"""
+database_url = "sqlite:///{tmp_path / "cli.db"}"
+state_dir = "{tmp_path / "state"}"
+[embedded]
+port = {port}
+model_alias = "stub-model"
+[endpoints.test]
+base_url = "{stub.base_url}"
+model = "stub-model"
+structured_output = "json_object_schema"
+[generation]
+endpoint = "test"
+max_tokens = 32
+[judge]
+endpoint = "test"
+""")
+    done = fairjudge("--config", config, "demo", "--limit", "2", "--out", tmp_path / "cli")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("NOT VALIDATED") == 1
+    said = done.stdout.index("NOT VALIDATED")
+    assert said < done.stdout.index("S1 ICS")  # before the metrics table

@@ -310,7 +310,7 @@ def test_an_imported_run_is_judged_and_reported(
     bodies = stub.state.bodies
     assert len(bodies) == 5 and all(b["messages"][0]["role"] == "system" for b in bodies)
     assert any("Lukas sketches the wiring" in b["messages"][-1]["content"] for b in bodies)
-    answers = report.sections[0].payload["answers"]
+    answers = report.sections[1].payload["answers"]  # after the judge's standing
     assert {(a["stage"], a["flag"]): a["count"] for a in answers} == {
         ("S1", "ok"): 1,
         ("S2", "ok"): 2,

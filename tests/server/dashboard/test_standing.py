@@ -1,0 +1,51 @@
+"""The dashboard's run page opens with the judge's standing (issue 42): on a run nobody
+qualified it says plainly, once, that the judge is not validated; once a qualification
+covers it, the same page says validated, with how, when and on how many ratings."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from sqlmodel import Session
+
+from judge.config_qualify import QualifyConfig
+from judge.store.engine import make_engine
+from server import create_app
+from server.auth import create_key
+from server.usecases.qualify import QualifyRequest, qualify
+from tests.server.dashboard.helpers import sign_in
+from tests.support.factories import make_settings
+from tests.support.planted_judge import good_judge, plant
+
+
+def test_the_run_page_opens_with_the_standing(migrated_db_url: str, tmp_path: Path) -> None:
+    engine = make_engine(migrated_db_url)
+    judge, raters = good_judge(80, seed=9)
+    with Session(engine) as session:
+        p = plant(session, judge, raters)
+    settings = make_settings("http://127.0.0.1:9/v1", migrated_db_url)
+    _, raw = create_key(engine, f"m-{uuid.uuid4().hex[:6]}", "member")
+    app = create_app({"SETTINGS": settings, "TESTING": True, "SECRET_KEY": "test-secret"})
+    client = app.test_client()
+    assert sign_in(client, raw).status_code == 302
+    try:
+        page = client.get(f"/judge-runs/{p.judge_run_id}")
+        assert page.status_code == 200, page.text[:300]
+        text = page.text
+        assert text.count("NOT VALIDATED for any rubric it scored") == 1  # said once
+        # ... and above the figures: before "The answer" section
+        assert text.index('id="standing-line"') < text.index('id="answer"')
+        assert 'data-rubric="ICS" data-state="not validated"' in text
+
+        with Session(engine) as session:
+            qualify(session, QualifyRequest(judge_run=p.judge_run_id, rubric="ICS"),
+                    QualifyConfig(n_bootstrap=200))  # fmt: skip
+        again = client.get(f"/judge-runs/{p.judge_run_id}").text
+        assert "NOT VALIDATED" not in again
+        assert "Judge standing: validated for every rubric (ICS)." in again
+        assert 'data-rubric="ICS" data-state="validated"' in again
+        assert "on 80 ratings" in again
+    finally:
+        app.extensions["fairjudge_engine"].dispose()
+        engine.dispose()
