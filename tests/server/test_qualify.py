@@ -223,4 +223,7 @@ def test_position_consistency_is_recorded_where_the_pair_was_judged_in_both_orde
     assert both["position"]["position_consistency"] == 1.0
     assert both["position"]["pairs"] == 60 and not both["position"]["flagged"]
     assert flip["position"]["position_consistency"] == 0.5
-    assert flip["position"]["recency_preferring"] == 30 and flip["position"]["flagged"]
+    # TCS is a similarity score: no side is preferred, so no primacy/recency count is given
+    # (docs/judging.md); the flip is flagged as inconsistent (consistency 0.5, its interval
+    # under the 0.8 bound).
+    assert flip["position"]["recency_preferring"] is None and flip["position"]["flagged"]

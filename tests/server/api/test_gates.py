@@ -374,7 +374,7 @@ def test_max_cost_is_checked_at_creation_against_prices_and_the_celery_split(
     from judge.data.datasets import import_items
     from judge.errors import InvalidInputError
     from judge.store.engine import session_scope
-    from server.usecases.jobs import submit
+    from server.jobs.queue import submit
     from tests.support.factories import SAMPLE, make_settings
 
     priced = make_settings(

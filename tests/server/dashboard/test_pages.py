@@ -429,23 +429,32 @@ def test_a_bad_form_comes_back_with_the_reason_and_queues_nothing(
 
 
 def test_the_job_form_carries_what_the_cli_judge_takes(
-    signed_in: FlaskClient, store: Store
+    signed_in: FlaskClient, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Aggregation, --swap-order and --max-cost, as `fairjudge judge` takes them, are fields
-    of the form and land in the job's parameters (the same request)."""
+    of the form and land in the job's parameters (the same request). A cost bound needs
+    prices: on this store's unpriced endpoint the form refuses it at once, naming the field
+    (issue 41 review), and queues it once the endpoint has prices."""
     form = signed_in.get("/jobs/new").text
     assert '<option value="mean" selected>mean</option>' in form  # the config's aggregation
     assert 'name="swap_order"' in form and 'name="max_cost"' in form
-    reply = signed_in.post(
-        "/jobs/new",
-        data={
-            "csrf": form_token(form),
-            "generation_run_id": str(store.generation_run_id),
-            "aggregation": "majority",
-            "swap_order": "on",
-            "max_cost": "0.5",
-        },
+    data = {
+        "csrf": form_token(form),
+        "generation_run_id": str(store.generation_run_id),
+        "aggregation": "majority",
+        "swap_order": "on",
+        "max_cost": "0.5",
+    }
+    refused = signed_in.post("/jobs/new", data=data)
+    assert refused.status_code == 400 and "max_cost: endpoint" in html.unescape(refused.text)
+    settings = signed_in.application.config["SETTINGS"]
+    name = settings.judge.endpoint
+    priced = settings.endpoint(name).model_copy(
+        update={"input_price_per_mtok": 0.0, "output_price_per_mtok": 1.0}
     )
+    with_prices = settings.model_copy(update={"endpoints": {**settings.endpoints, name: priced}})
+    monkeypatch.setitem(signed_in.application.config, "SETTINGS", with_prices)
+    reply = signed_in.post("/jobs/new", data=data)
     assert reply.status_code == 302
     job_id = int(reply.headers["Location"].rsplit("/", 1)[1])
     with Session(store.engine) as session:
