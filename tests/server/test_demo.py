@@ -123,11 +123,12 @@ def test_demo_runs_the_subset_in_five_timed_steps(stub: StubServer, tmp_path: Pa
     assert Path(data["paths"]["html"]).exists()
 
 
-def test_demo_json_prints_the_steps_and_counts_on_stdout(stub: StubServer, tmp_path: Path) -> None:
+def _demo_config(stub: StubServer, tmp_path: Path, db: str) -> Path:
+    """A config whose embedded model and both endpoints are the stub."""
     port = urlsplit(stub.base_url).port
     config = tmp_path / "c.toml"
     config.write_text(f"""
-database_url = "sqlite:///{tmp_path / "demo.db"}"
+database_url = "sqlite:///{tmp_path / db}"
 state_dir = "{tmp_path / "state"}"
 [embedded]
 port = {port}
@@ -142,6 +143,11 @@ max_tokens = 32
 [judge]
 endpoint = "test"
 """)
+    return config
+
+
+def test_demo_json_prints_the_steps_and_counts_on_stdout(stub: StubServer, tmp_path: Path) -> None:
+    config = _demo_config(stub, tmp_path, "demo.db")
     out = tmp_path / "demo"
     run = subprocess.run(
         [*FAIRJUDGE, "--config", str(config), "demo", "--limit", "3", "--out", str(out), "--json"],
@@ -186,24 +192,7 @@ def test_demo_says_once_at_the_top_that_its_judge_is_not_validated(
     html = Path(result.paths["html"]).read_text(encoding="utf-8")
     assert html.count("NOT VALIDATED") == 1
     assert html.index("NOT VALIDATED") < html.index("<h2>", html.index("Judge standing") + 20)
-    port = urlsplit(stub.base_url).port
-    config = tmp_path / "c.toml"
-    config.write_text(f"""
-database_url = "sqlite:///{tmp_path / "cli.db"}"
-state_dir = "{tmp_path / "state"}"
-[embedded]
-port = {port}
-model_alias = "stub-model"
-[endpoints.test]
-base_url = "{stub.base_url}"
-model = "stub-model"
-structured_output = "json_object_schema"
-[generation]
-endpoint = "test"
-max_tokens = 32
-[judge]
-endpoint = "test"
-""")
+    config = _demo_config(stub, tmp_path, "cli.db")
     done = fairjudge("--config", config, "demo", "--limit", "2", "--out", tmp_path / "cli")
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("NOT VALIDATED") == 1
