@@ -63,7 +63,7 @@ CACHE = "fairjudge_dashboard_figures"
 _POOL: ProcessPoolExecutor | None = None
 _THREADS = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kept-figures")
 """Only for a store no other process can open (SQLite in memory)."""
-_FLIGHTS: dict[tuple[Any, str], Future[Stored]] = {}
+_FLIGHTS: dict[tuple[str, Any, str], Future[Stored]] = {}
 _LOCK = threading.Lock()
 
 
@@ -234,7 +234,7 @@ def figures(
         waited = time.monotonic() - start
         return Pending(key.page, key.judge_run_id, waited, retry_after_s=max(1, round(wait_s * 2)))
     except Exception:
-        _forget(key, text, future, failed=True)  # this request shows the error: collected
+        _forget(_store(engine), key, text, future, failed=True)  # shown here: collected
         raise
     made = Computed(done.value, done.at, done.seconds, False)
     cache.put(key, version, made)
@@ -294,16 +294,31 @@ def _flight(
     started now in a process of its own (``compute_in_child``: computed and kept in the
     store, then read back here), so that this process's request threads never wait for the
     GIL behind a computation."""
+    store = _store(engine)
     with _LOCK:
-        found = _FLIGHTS.get((key, version))
+        found = _FLIGHTS.get((store, key, version))
         if found is not None:
-            if found.done():  # it failed after its requests stopped waiting: raised once
-                _FLIGHTS.pop((key, version), None)
-            return found
+            if not found.done():
+                return found
+            _FLIGHTS.pop((store, key, version), None)
+            if found.exception() is not None:  # it failed after its requests stopped waiting
+                return found  # raised once, to the request that collects it
+            # It succeeded and is on its way out (its figures are kept): a load that asked
+            # for them again (``?fresh=1``) gets a computation of its own.
         future = _start(engine, settings, key, version, sign)
-        _FLIGHTS[(key, version)] = future
-    future.add_done_callback(lambda done: _forget(key, version, done))
+        _FLIGHTS[(store, key, version)] = future
+    future.add_done_callback(lambda done: _forget(store, key, version, done))
     return future
+
+
+def _store(engine: Engine) -> str:
+    """Which store a computation is of, for ``_FLIGHTS``: two stores at the same run version
+    (two test stores, two deployments in one process) never share one; each SQLite store in
+    memory is a store of its own."""
+    url = engine.url.render_as_string(hide_password=True)
+    if engine.url.get_backend_name() == "sqlite" and engine.url.database in (None, "", ":memory:"):
+        return f"{url}#{id(engine)}"
+    return url
 
 
 def _start(
@@ -367,7 +382,9 @@ def _submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
 _LOCK_POOL = threading.Lock()
 
 
-def _forget(key: PageKey, version: str, done: Future[Stored], *, failed: bool = False) -> None:
+def _forget(
+    store: str, key: PageKey, version: str, done: Future[Stored], *, failed: bool = False
+) -> None:
     """Forget a computation that succeeded (its figures are kept) or whose error a request
     shows (``failed``); one that failed unseen stays until a request collects its error, so
     that a page that stopped waiting for it shows that error on its next load instead of
@@ -375,5 +392,5 @@ def _forget(key: PageKey, version: str, done: Future[Stored], *, failed: bool = 
     if not failed and not done.cancelled() and done.exception() is not None:
         return
     with _LOCK:
-        if _FLIGHTS.get((key, version)) is done:
-            _FLIGHTS.pop((key, version), None)
+        if _FLIGHTS.get((store, key, version)) is done:
+            _FLIGHTS.pop((store, key, version), None)
