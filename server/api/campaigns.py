@@ -59,8 +59,10 @@ def create_campaign(body: CampaignCreate) -> Any:
 @bp.get("/campaigns/<name>", responses={200: CampaignStatusOut})
 def campaign_status(path: NamePath) -> Any:
     """Progress per annotator and the items still short of ratings."""
+    from server.usecases.context import labelstudio
+
     campaigns.get_campaign(get_session(), path.name)  # unknown: a 404 before Label Studio
-    client, _ = usecases.labelstudio(current_app.config["SETTINGS"])
+    client, _ = labelstudio(current_app.config["SETTINGS"])
     return campaigns.campaign_status(get_session(), client, path.name)
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from flask import current_app, g
 
-from server import usecases
 from server.api import blueprint, dump, page
 from server.db import get_session
 from server.jobs import queue
@@ -80,6 +79,7 @@ def get_job(path: JobPath) -> Any:
     far (live and at the batch price), the result or the last error, and its parts when
     Celery workers split it."""
     from server.usecases.parts import part_rows
+    from server.usecases.runs import job_counts
 
     session = get_session()
     job = queue.get_job(session, path.job_id)
@@ -91,7 +91,7 @@ def get_job(path: JobPath) -> Any:
     return {
         **dump(JobOut, job),
         "parts": parts,
-        "counts": usecases.job_counts(session, job.result, settings),
+        "counts": job_counts(session, job.result, settings),
     }
 
 

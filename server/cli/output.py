@@ -255,7 +255,7 @@ def progress_line(label: str, done: int, total: int, elapsed: float, *, stored: 
     """One line of progress for people, e.g. 'judging: 540/2,000 (27 %), 52.1/s, about 28 s
     left', or at the end 'judging: 2,000/2,000 (100 %), 52.6/s, done in 38 s'. ``done`` and
     ``total`` count this pass's work; ``stored``: what the store already held, said after."""
-    from server.usecases import seconds_text
+    from server.usecases.demo import seconds_text
 
     share = 100 * done / total if total else 100.0
     rate = done / elapsed if elapsed > 0 else 0.0
@@ -281,7 +281,7 @@ def short_line(label: str, done: int, total: int, elapsed: float, *, stored: int
     """The last line of a pass that ended short of its total (a cost bound stopped it, or
     batches are still running), in counts only, e.g. 'judging: ended with 7 of 3,000 done in
     2.1 s' (never a share: 2,999 of 3,000 is not 100 %)."""
-    from server.usecases import seconds_text
+    from server.usecases.demo import seconds_text
 
     line = f"{label}: ended with {done:,} of {total:,} done in {seconds_text(elapsed)}"
     return line + (f"; {stored:,} already stored" if stored else "")

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from server.cli import Context
-    from server.usecases import DemoHooks, Report
+    from server.usecases import Report
+    from server.usecases.demo import DemoHooks
 
 
 def print_metrics(report: Report, console: Console | None = None) -> None:
@@ -103,7 +104,7 @@ def _printing_hooks(console: Console) -> Iterator[DemoHooks]:
     comes."""
     from rich.text import Text
 
-    from server.usecases import DemoHooks
+    from server.usecases.demo import DemoHooks
 
     with ExitStack() as bars:
 
@@ -158,6 +159,7 @@ def demo(
     Each step says when it starts and how long it took; progress with the time left goes to
     stderr."""
     from server import usecases
+    from server.usecases.demo import seconds_text
 
     with _printing_hooks(err() if as_json else out()) as hooks:
         result = usecases.demo(
@@ -170,5 +172,5 @@ def demo(
 
     out().print(Text(result.standing_line), soft_wrap=True)
     print_metrics(result.report)
-    out().print(f"demo done in {usecases.seconds_text(result.seconds)}")
+    out().print(f"demo done in {seconds_text(result.seconds)}")
     out().print(f"report: {result.paths['html'].resolve()}")

@@ -261,7 +261,7 @@ def generate(
     from server import usecases
     from server.usecases.batch import check_batch_endpoint
     from server.usecases.requests import GenerateRequest
-    from server.usecases.runs import generate_dry_run, run_cost
+    from server.usecases.runs import generate_dry_run, run_cost, summary_line
 
     check_batch_use(batching, dry_run=dry_run, max_cost=max_cost)
 
@@ -293,7 +293,7 @@ def generate(
     emit(
         {**asdict(summary), "cost": cost},
         as_json,
-        lambda _: print_lines([usecases.summary_line("generation", summary), cost_line(cost)]),
+        lambda _: print_lines([summary_line("generation", summary), cost_line(cost)]),
     )
     _note_finished(engine, summary.run_id, as_json)
     _check_complete(engine, "generation", summary.run_id, allow_failures, as_json)
@@ -395,7 +395,7 @@ def judge(
     from server import usecases
     from server.usecases.batch import check_batch_endpoint
     from server.usecases.requests import JudgeRequest
-    from server.usecases.runs import run_cost
+    from server.usecases.runs import run_cost, summary_line
 
     check_batch_use(batching, dry_run=dry_run, max_cost=max_cost)
 
@@ -428,7 +428,7 @@ def judge(
     emit(
         {**asdict(summary), "cost": cost},
         as_json,
-        lambda _: print_lines([usecases.summary_line("judge", summary), cost_line(cost)]),
+        lambda _: print_lines([summary_line("judge", summary), cost_line(cost)]),
     )
     _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
 

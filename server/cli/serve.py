@@ -86,7 +86,8 @@ def worker(ctx: Context, exit_with_parent: bool, concurrency: int | None) -> Non
     import logging
 
     from server.jobs.queue import Worker
-    from server.usecases import open_store, preload_runners
+    from server.usecases import open_store
+    from server.usecases.runs import preload_runners
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] [worker] %(message)s")
     # The HTTP clients log every request at INFO: a line per model call (10,000 for a

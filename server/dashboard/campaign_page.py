@@ -127,7 +127,8 @@ def campaign_page(session: Session, settings: Settings, name: str) -> CampaignPa
     """The campaign as the store has it, and its status from Label Studio (NotFoundError for
     an unknown campaign; a Label Studio that does not answer is named on the page)."""
     from judge.errors import FairJudgeError
-    from server.usecases import campaigns, labelstudio
+    from server.usecases import campaigns
+    from server.usecases.context import labelstudio
 
     row = campaigns.get_campaign(session, name)
     stored = next(c for c in campaigns.list_campaigns(session) if c["name"] == name)

@@ -86,10 +86,12 @@ class JobPage:
 
 
 def job_page(session: Session, job_id: int) -> JobPage:
+    from server.usecases.runs import judgment_counts
+
     job = queue.get_job(session, row_id("job", job_id))
     result = job.result or {}
     run_id = result.get("judge_run_id")
     judge_run = run_id if isinstance(run_id, int) else None
-    judgments = usecases.judgment_counts(session, judge_run) if judge_run else {}
+    judgments = judgment_counts(session, judge_run) if judge_run else {}
     named = [(k, RESULT_LINKS[k], result[k]) for k in RESULT_LINKS if result.get(k) is not None]
     return JobPage(job, job.status in FINAL, judge_run, judgments, named)

@@ -231,6 +231,7 @@ def run_task(
 def _ensure_embedded(endpoint: str, settings: Settings) -> None:
     """Start the embedded model's server when the job's endpoint is it and it is not up (the
     default endpoint needs no separate `fairjudge model serve` for jobs)."""
-    from server import usecases
 
-    usecases.ensure_embedded(settings, endpoint)
+    from server.usecases.servers import ensure_embedded
+
+    ensure_embedded(settings, endpoint)

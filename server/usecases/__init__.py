@@ -1,21 +1,23 @@
-"""The use cases: the one door through which the CLI, the web API, the dashboard and the job
-queue reach the domain (``judge/``, ``annotation/``). Each function takes settings or a session
-and plain or typed requests, and returns typed results; neither Flask nor click is imported here.
+"""FairJudge's Python face and the one door through which the CLI, the web API, the dashboard
+and the job queue reach the domain (``judge/``, ``annotation/``).
+
+The names below are the public face, documented in docs/python.md: read the settings, open
+the store, import a dataset, answer and judge it, read the report, register rubrics, start a
+campaign. Each takes settings, an engine or a session and plain or typed requests, and returns
+typed results; neither Flask nor click is imported here. Use cases of one area beyond the face
+live in this package's modules (``server.usecases.audits``, ``.estimates``, ``.agreement``,
+``.qualify``, ...), which the CLI imports as they are; a name not listed here is not promised
+to stay.
 
 The heavy parts (the stages, the model client, the reports, the reliability statistics) are
 imported inside the functions that use them, so a command that only reads the store starts
 quickly (tests/server/test_startup.py).
 """
 
+from judge.config import Settings, load_settings
 from judge.progress import Progress
 from server.usecases.campaigns import create_campaign
-from server.usecases.context import (
-    labelstudio,
-    make_client,
-    open_store,
-    run_prices,
-    session,
-)
+from server.usecases.context import open_store, session
 from server.usecases.datasets import (
     describe_dataset,
     export_dataset,
@@ -23,22 +25,13 @@ from server.usecases.datasets import (
     import_dataset,
     import_items_json,
     import_responses,
-    item_catalogue,
     list_datasets,
     plan_items,
     plan_items_dry_run,
 )
-from server.usecases.demo import (
-    DEMO_ITEMS_PER_STAGE,
-    DemoHooks,
-    DemoResult,
-    DemoStep,
-    DemoSubset,
-    demo,
-    demo_subset,
-    seconds_text,
-)
+from server.usecases.demo import DemoHooks, DemoResult, demo
 from server.usecases.endpoints import check_endpoint, list_endpoints
+from server.usecases.rendering import write_report
 from server.usecases.reports import (
     Report,
     Section,
@@ -62,27 +55,19 @@ from server.usecases.rubrics import list_rubrics, register_rubric, registered_ru
 from server.usecases.runs import (
     generate,
     generation_run_info,
-    job_counts,
     judge,
     judge_dry_run,
     judge_run_info,
-    judgment_counts,
     list_runs,
-    preload_runners,
     run_metrics,
     run_status,
-    summary_line,
 )
-from server.usecases.servers import ensure_embedded
-from server.usecases.trust import counterfactual_audit, swap_kinds
+from server.usecases.trust import counterfactual_audit
 
 __all__ = [
-    "DEMO_ITEMS_PER_STAGE",
+    "GENERATED_DATASET",
     "DemoHooks",
     "DemoResult",
-    "DemoStep",
-    "DemoSubset",
-    "GENERATED_DATASET",
     "GenerateRequest",
     "ItemCellRequest",
     "ItemPlanRequest",
@@ -90,6 +75,7 @@ __all__ = [
     "Progress",
     "Report",
     "Section",
+    "Settings",
     "Table",
     "check_endpoint",
     "compare_report",
@@ -98,10 +84,8 @@ __all__ = [
     "coverage_report",
     "create_campaign",
     "demo",
-    "demo_subset",
     "describe_dataset",
     "diagnostics_report",
-    "ensure_embedded",
     "export_dataset",
     "full_report",
     "generate",
@@ -110,32 +94,24 @@ __all__ = [
     "import_dataset",
     "import_items_json",
     "import_responses",
-    "item_catalogue",
-    "job_counts",
     "judge",
     "judge_dry_run",
     "judge_run_info",
-    "judgment_counts",
-    "labelstudio",
     "list_datasets",
     "list_endpoints",
     "list_rubrics",
     "list_runs",
-    "make_client",
+    "load_settings",
     "metrics_summary",
     "open_store",
     "plan_items",
     "plan_items_dry_run",
-    "preload_runners",
     "register_rubric",
     "registered_rubric",
     "rubrics",
     "run_agreement",
     "run_metrics",
-    "run_prices",
     "run_status",
-    "seconds_text",
     "session",
-    "summary_line",
-    "swap_kinds",
+    "write_report",
 ]

@@ -317,6 +317,8 @@ def judgment_counts(session: Session, judge_run_id: int) -> dict[str, int]:
 
 
 def generation_run_info(session: Session, run_id: int) -> GenerationRunInfo:
+    """One generation run as ``list_runs`` lists it (its dataset, endpoint, counts and cost);
+    an unknown id raises ``NotFoundError``."""
     from judge.store.queries import get_generation_run, list_runs
 
     get_generation_run(session, run_id)
@@ -324,6 +326,8 @@ def generation_run_info(session: Session, run_id: int) -> GenerationRunInfo:
 
 
 def judge_run_info(session: Session, run_id: int) -> JudgeRunInfo:
+    """One judge run as ``list_runs`` lists it (its judge, rubrics, counts and cost); an
+    unknown id raises ``NotFoundError``."""
     from judge.store.queries import get_judge_run, list_runs
 
     get_judge_run(session, run_id)

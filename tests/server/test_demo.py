@@ -14,6 +14,7 @@ import pytest
 
 from judge.config import Settings
 from server import usecases
+from server.usecases.demo import DEMO_ITEMS_PER_STAGE, demo_subset
 from tests.support.factories import FAIRJUDGE, SAMPLE
 from tests.support.stub_openai import StubServer
 
@@ -23,7 +24,7 @@ def sample_rows() -> list[dict[str, str]]:
 
 
 def test_the_subset_spreads_each_stage_over_its_factors_in_file_order(tmp_path: Path) -> None:
-    subset = usecases.demo_subset(SAMPLE, tmp_path, 3)
+    subset = demo_subset(SAMPLE, tmp_path, 3)
     rows = sample_rows()
     # Worked out independently: per stage, the first item of each factor in the order the
     # factors first appear, until three are taken; then listed in file order.
@@ -57,7 +58,7 @@ def test_the_subset_spreads_each_stage_over_its_factors_in_file_order(tmp_path: 
 def test_full_or_a_count_that_takes_everything_runs_the_file_itself(
     tmp_path: Path, per_stage: int | None
 ) -> None:
-    subset = usecases.demo_subset(SAMPLE, tmp_path, per_stage)
+    subset = demo_subset(SAMPLE, tmp_path, per_stage)
     assert (subset.file, subset.dataset, subset.items, subset.per_stage) == (
         SAMPLE,
         "fairmonitor_sample",
@@ -157,7 +158,7 @@ def test_demo_json_prints_the_steps_and_counts_on_stdout(stub: StubServer, tmp_p
     )
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)  # stdout is one JSON document: the steps are on stderr
-    per_stage = usecases.DEMO_ITEMS_PER_STAGE
+    per_stage = DEMO_ITEMS_PER_STAGE
     assert (data["items"], data["source_items"], data["per_stage"]) == (
         4 * per_stage,
         72,

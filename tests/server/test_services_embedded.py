@@ -24,6 +24,8 @@ from judge.reports.render import write_report
 from judge.store.engine import session_scope
 from judge.store.tables import Judgment, Response
 from server import usecases
+from server.usecases import context
+from server.usecases.demo import DEMO_ITEMS_PER_STAGE
 from tests.support.factories import FAIRJUDGE, SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -108,7 +110,7 @@ def test_real_server_silently_serves_unknown_names_so_we_refuse_them(
 ) -> None:
     settings = make_settings(embedded.base_url, db_url, model="llama-3-70b")
     with pytest.raises(EndpointError, match="serves smollm2-135m-instruct, not 'llama-3-70b'"):
-        usecases.make_client(settings, "test")
+        context.make_client(settings, "test")
 
 
 def test_demo_command_on_the_real_model(tmp_path: Path, embedded: EmbeddedServer) -> None:
@@ -136,7 +138,7 @@ max_tokens = 48
     assert run.returncode == 0, run.stderr
     # The demo says what it runs and numbers its steps.
     words = " ".join(run.stdout.split())
-    per_stage = usecases.DEMO_ITEMS_PER_STAGE
+    per_stage = DEMO_ITEMS_PER_STAGE
     assert (
         f"demo: {4 * per_stage} of fairmonitor_sample's 72 items ({per_stage} per stage)" in words
     )

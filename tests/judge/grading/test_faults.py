@@ -14,6 +14,7 @@ from judge.data.datasets import import_items
 from judge.store.engine import session_scope
 from judge.store.tables import JudgeRun, Judgment, Response
 from server import usecases
+from server.usecases import context
 from tests.support.factories import make_settings
 from tests.support.stub_openai import StubServer
 
@@ -182,7 +183,7 @@ def test_model_name_mismatch_is_refused(db_url: str, stub: StubServer) -> None:
 
     settings = make_settings(stub.base_url, db_url, model="gpt-imaginary")
     with pytest.raises(EndpointError, match="serves stub-model, not 'gpt-imaginary'"):
-        usecases.make_client(settings, "test")
+        context.make_client(settings, "test")
 
 
 def test_unreachable_endpoint_names_the_url(db_url: str) -> None:
@@ -194,7 +195,7 @@ def test_unreachable_endpoint_names_the_url(db_url: str) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     settings = make_settings(url, db_url)
     with pytest.raises(EndpointError, match=f"cannot reach endpoint 'test' at {url}"):
-        usecases.make_client(settings, "test")
+        context.make_client(settings, "test")
 
 
 def test_one_client_per_endpoint_settings_yet_the_model_checked_each_time(
@@ -209,12 +210,12 @@ def test_one_client_per_endpoint_settings_yet_the_model_checked_each_time(
     from judge.errors import EndpointError
 
     settings = make_settings(stub.base_url, db_url)
-    first = usecases.make_client(settings, "test")
-    assert usecases.make_client(settings, "test") is first
+    first = context.make_client(settings, "test")
+    assert context.make_client(settings, "test") is first
     endpoint = settings.endpoints["test"].model_copy(update={"timeout_s": 7.0})
     other = settings.model_copy(update={"endpoints": {**settings.endpoints, "test": endpoint}})
-    second = usecases.make_client(other, "test")
+    second = context.make_client(other, "test")
     assert second is not first and second.config.timeout_s == 7.0
     stub.state.model = "another-model"
     with pytest.raises(EndpointError, match="serves another-model, not 'stub-model'"):
-        usecases.make_client(settings, "test")
+        context.make_client(settings, "test")

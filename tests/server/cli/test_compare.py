@@ -29,6 +29,7 @@ from server.cli import Context
 from server.cli.compare import compare, print_comparison
 from server.cli.output import fit_table
 from server.cli.report import print_metrics, report
+from server.usecases.runs import summary_line
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 
@@ -237,13 +238,11 @@ def test_wide_tables_split_into_panels_then_go_long() -> None:
 
 def test_summary_line_has_no_python_repr() -> None:
     summary = RunSummary(2, 64, 64, 0, 66, {"unscored": 4, "scored": 60})
-    assert usecases.summary_line("judge", summary) == (
+    assert summary_line("judge", summary) == (
         "judge run 2: 64 to do, 64 model calls, 0 from cache, 66 HTTP requests; "
         "60 scored, 4 unscored"
     )
-    assert usecases.summary_line("generation", RunSummary(1, 0, 0, 0, 0, {})).endswith(
-        "; nothing new"
-    )
+    assert summary_line("generation", RunSummary(1, 0, 0, 0, 0, {})).endswith("; nothing new")
 
 
 def test_report_command_prints_words(two_runs: TwoRuns, tmp_path: Path) -> None:

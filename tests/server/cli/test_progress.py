@@ -12,7 +12,7 @@ from server.cli.output import (
     progress_line,
     rate_text,
 )
-from server.usecases import seconds_text
+from server.usecases.demo import seconds_text
 
 
 def test_a_progress_line_says_count_share_rate_and_time_left() -> None:

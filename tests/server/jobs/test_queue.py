@@ -23,6 +23,7 @@ from judge.store.engine import session_scope
 from judge.store.tables import Job, Judgment, RunLease
 from server import usecases
 from server.jobs import queue
+from server.usecases.runs import job_counts
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.kills import requests_of
 from tests.support.stub_openai import StubServer
@@ -94,7 +95,7 @@ def test_a_judge_job_runs_to_the_end(engine: Engine, stub: StubServer, db_url: s
     assert done.result is not None and done.result["judge_run_id"] == 1
     assert len(judgments(engine)) == S1_ITEMS == requests_of(stub, "judge")
     with Session(engine) as session:
-        counts = usecases.job_counts(session, done.result)
+        counts = job_counts(session, done.result)
         rows = session.exec(select(Judgment)).all()
     assert counts == {
         "by_status": {"scored": S1_ITEMS},
