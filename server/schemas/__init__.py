@@ -5,7 +5,7 @@ an error, not silently ignored.
 
 Every JSON response has a model here too. Where the domain already has a read model (a
 dataclass such as ``judge.store.queries.JudgeRunInfo``), the response model wraps it
-(``RootModel[JudgeRunInfo]``) instead of restating its fields, so the two cannot drift.
+(``ReplyOf[JudgeRunInfo]``) instead of restating its fields, so the two cannot drift.
 
 The models live in one module per area (``base``, ``health``, ``jobs``, ``data``,
 ``agreement``, ``campaigns``, ``audits``); this package re-exports them, so that

@@ -4,14 +4,18 @@ are stale."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Generic, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     RootModel,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from server.usecases.requests import (
     MAX_ID,
@@ -65,6 +69,25 @@ class Page(BaseModel, Generic[T]):
 
 class ListOf(RootModel[list[T]], Generic[T]):
     """A whole list (no pages): ``ListOf[DatasetOut]``."""
+
+
+class ReplyOf(RootModel[T], Generic[T]):
+    """A reply that is a domain read model (a dataclass) as it is: ``class DatasetOut(
+    ReplyOf[DatasetInfo])`` answers the dataclass's fields, never restated here. The
+    document describes it as a named object with those fields, not as a bare reference to
+    the dataclass's schema: a client generated from the document (openapi-python-client)
+    drops a reply that is only a reference."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)  # {"$ref": ...} to the dataclass's schema
+        target = dict(handler.resolve_ref_schema(schema))
+        target["title"] = cls.__name__
+        if cls.__doc__:
+            target["description"] = inspect.cleandoc(cls.__doc__)
+        return target
 
 
 class RunPath(Strict):

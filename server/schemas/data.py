@@ -9,13 +9,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    RootModel,
     StrictFloat,
     StrictInt,
     StrictStr,
 )
 
-from server.schemas.base import PageQuery, Strict
+from server.schemas.base import PageQuery, ReplyOf, Strict
 from server.usecases.qualify import JudgeRunStanding
 from server.usecases.requests import MAX_ID
 from server.usecases.shapes import (
@@ -32,11 +31,11 @@ from server.usecases.shapes import (
 # -- datasets, items ------------------------------------------------------------------------
 
 
-class DatasetOut(RootModel[DatasetInfo]):
+class DatasetOut(ReplyOf[DatasetInfo]):
     """A dataset and its item count (``judge.data.datasets.DatasetInfo``)."""
 
 
-class DatasetDescriptionOut(RootModel[DatasetDescription]):
+class DatasetDescriptionOut(ReplyOf[DatasetDescription]):
     """Items per stage and factor, and the empty cells of FairMonitor's grid."""
 
 
@@ -48,7 +47,7 @@ class DatasetCreate(Strict):
     allow_unmapped: bool = False
 
 
-class ImportOut(RootModel[ImportSummary]):
+class ImportOut(ReplyOf[ImportSummary]):
     """What an import added (``judge.data.datasets.ImportSummary``)."""
 
 
@@ -93,11 +92,11 @@ class EndpointCheck(BaseModel):
 # -- runs, responses, judgments -------------------------------------------------------------
 
 
-class GenerationRunOut(RootModel[GenerationRunInfo]):
+class GenerationRunOut(ReplyOf[GenerationRunInfo]):
     """A generation run with its answers counted (``judge.store.queries.GenerationRunInfo``)."""
 
 
-class JudgeRunOut(RootModel[JudgeRunStanding]):
+class JudgeRunOut(ReplyOf[JudgeRunStanding]):
     """A judge run with its scored and unscored counts (``judge.store.queries.JudgeRunInfo``)
     and ``standing``: per rubric, whether a qualification validates its judge (state
     validated, not validated, failed validation or stale, and the words)."""
@@ -173,7 +172,7 @@ class ResponsesIn(Strict):
     rows: list[ResponseRow] = Field(min_length=1, max_length=MAX_BATCH_ROWS)
 
 
-class ResponsesOut(RootModel[ResponsesImport]):
+class ResponsesOut(ReplyOf[ResponsesImport]):
     """What a batch of answers did (``judge.data.responses.ResponsesImport``)."""
 
 

@@ -3,18 +3,24 @@ typed request), a dry run's reply, and a job as read back."""
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     StrictBool,
+    TypeAdapter,
+    create_model,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from server.schemas.base import PageQuery, Strict
-from server.usecases.requests import JOB_REQUESTS
+from server.usecases.requests import JOB_REQUESTS, Request
 
 # -- jobs -----------------------------------------------------------------------------------
 
@@ -23,31 +29,96 @@ JOB_KINDS = f"^({'|'.join(JOB_REQUESTS)})$"
 """Every kind of job (``server.usecases.requests.JOB_REQUESTS``; server/jobs/tasks.py runs
 them)."""
 
+CONFIRM_FIELD = Field(
+    default=False,
+    description="Queue the job even if its dry run is over the server's confirm_calls or "
+    "confirm_cost: a member key needs it for such a job (the 403 says the figure), an "
+    "admin key does not. POST /jobs/dry-run gives the figure first.",
+)
+
+
+def _camel(kind: str) -> str:
+    return "".join(part.capitalize() for part in kind.split("-"))
+
+
+def job_params_model(kind: str, request: type[Request]) -> type[BaseModel]:
+    """The parameters a job of ``kind`` takes, made from its request model: every field with
+    its type, bounds, default and description, less those a job may not carry
+    (``NOT_FOR_JOBS``). Unknown fields are refused, as the request refuses them."""
+    fields: dict[str, Any] = {
+        name: (info.annotation, copy.copy(info))
+        for name, info in request.model_fields.items()
+        if name not in request.NOT_FOR_JOBS
+    }
+    refused = "".join(f" {name}: {why}." for name, why in request.NOT_FOR_JOBS.items())
+    doc = f"The parameters of a {kind} job: ``{request.__name__}`` as a job stores it."
+    if refused:
+        doc += " Not for a job:" + refused
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        f"{_camel(kind)}JobParams",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=doc,
+        __module__=__name__,
+        **fields,
+    )
+
+
+JOB_PARAMS: dict[str, type[BaseModel]] = {
+    kind: job_params_model(kind, request) for kind, request in JOB_REQUESTS.items()
+}
+"""Every kind of job -> the model of its parameters, generated (never written by hand)."""
+
+
+def _job_body(kind: str, params: type[BaseModel]) -> type[BaseModel]:
+    tag: Any = Literal[kind]  # a Literal of a value known when the module loads
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        f"{_camel(kind)}JobCreate",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=f"Queue a {kind} job.",
+        __module__=__name__,
+        kind=(tag, Field(description="The kind of job.")),
+        params=(params, Field(description=params.__doc__)),
+        confirm=(StrictBool, copy.copy(CONFIRM_FIELD)),
+    )
+
+
+JOB_BODIES: dict[str, type[BaseModel]] = {
+    kind: _job_body(kind, params) for kind, params in JOB_PARAMS.items()
+}
+"""Every kind of job -> the body that queues one, as the OpenAPI document names it."""
+
+JobBody: Any = Annotated[
+    Union[tuple(JOB_BODIES.values())],  # noqa: UP007  (a Union of classes made at load time)
+    Field(discriminator="kind"),
+]
+"""One body per kind of job, told apart by ``kind``: what the document says the job routes
+take."""
+
 
 class JobCreate(Strict):
-    kind: str = Field(
-        pattern=JOB_KINDS,
-        description="judge, generate, pull, audit, audit-classify, item-plan, item-generate, "
-        "counterfactual or sweep",
-    )
-    params: dict[str, Any] = Field(
-        default_factory=dict,
-        description="judge: generation_run_id, endpoint, prompt_variant, temperature, samples, "
-        "rubric_set, swap_order, max_cost; generate: dataset, endpoint, temperature, max_tokens, "
-        "limit, accepted_only, include_drafts, max_cost; pull: campaign; audit: suite, options, "
-        "endpoint, temperature, max_tokens, limit, max_cost; audit-classify: run_id, endpoint; "
-        "item-plan: endpoint, into, per_cell, stages, factors, scenarios, items_per_call, "
-        "temperature, max_tokens; item-generate: endpoint, into, stage, factor, scenario, count "
-        "and the same options; counterfactual: judge_run_id, swap, limit, max_cost; sweep: "
-        "generation_run_id, temperatures, prompt_variants, samples, endpoint. max_cost: stop "
-        "before spending more at the endpoint's prices (refused without them).",
-    )
-    confirm: StrictBool = Field(
-        default=False,
-        description="Queue the job even if its dry run is over the server's confirm_calls or "
-        "confirm_cost: a member key needs it for such a job (the 403 says the figure), an "
-        "admin key does not. POST /jobs/dry-run gives the figure first.",
-    )
+    """A job to queue: ``{"kind": ..., "params": {...}, "confirm": false}``.
+
+    The document describes this body as ``JobBody``, one model per kind whose parameters
+    are generated from the kind's request (``JOB_PARAMS``). The server reads ``kind`` here
+    and checks ``params`` with the job queue's own check (``server.usecases.jobs``, through
+    ``server.jobs.queue.submit``): bad parameters get its 400, which names the kind and each
+    bad field, as they did before the document described them."""
+
+    kind: str = Field(pattern=JOB_KINDS, description=", ".join(JOB_REQUESTS))
+    params: dict[str, Any] = Field(default_factory=dict)
+    confirm: StrictBool = copy.copy(CONFIRM_FIELD)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(TypeAdapter(JobBody).core_schema)
+        schema["title"] = cls.__name__
+        schema["description"] = (
+            "A job to queue, one body per kind (told apart by `kind`): its `params` are "
+            "those of the kind's request; unset ones take the server's config."
+        )
+        return schema
 
 
 class DryRunOut(BaseModel):
