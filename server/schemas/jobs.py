@@ -14,13 +14,17 @@ from pydantic import (
     GetJsonSchemaHandler,
     StrictBool,
     TypeAdapter,
+    ValidationError,
     create_model,
+    model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from judge.errors import InvalidInputError
 from server.schemas.base import PageQuery, Strict
-from server.usecases.requests import JOB_REQUESTS, Request
+from server.usecases.jobs import check_params
+from server.usecases.requests import JOB_REQUESTS, SUITE_OPTIONS, AuditRequest, Request
 
 # -- jobs -----------------------------------------------------------------------------------
 
@@ -37,50 +41,93 @@ CONFIRM_FIELD = Field(
 )
 
 
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 def _camel(kind: str) -> str:
     return "".join(part.capitalize() for part in kind.split("-"))
 
 
-def job_params_model(kind: str, request: type[Request]) -> type[BaseModel]:
-    """The parameters a job of ``kind`` takes, made from its request model: every field with
-    its type, bounds, default and description, less those a job may not carry
-    (``NOT_FOR_JOBS``). Unknown fields are refused, as the request refuses them."""
+def _model_of(
+    name: str, request: type[Request], doc: str, replace: dict[str, Any] | None = None
+) -> type[BaseModel]:
+    """A model named ``name`` with ``request``'s fields (type, bounds, default, description)
+    less those a job may not carry (``NOT_FOR_JOBS``), ``replace`` putting (type, field) in
+    place of some; unknown fields refused, as the request refuses them."""
     fields: dict[str, Any] = {
-        name: (info.annotation, copy.copy(info))
-        for name, info in request.model_fields.items()
-        if name not in request.NOT_FOR_JOBS
+        field: (info.annotation, copy.copy(info))
+        for field, info in request.model_fields.items()
+        if field not in request.NOT_FOR_JOBS
     }
-    refused = "".join(f" {name}: {why}." for name, why in request.NOT_FOR_JOBS.items())
-    doc = f"The parameters of a {kind} job: ``{request.__name__}`` as a job stores it."
-    if refused:
-        doc += " Not for a job:" + refused
+    fields.update(replace or {})
     return create_model(  # type: ignore[call-overload, no-any-return]
-        f"{_camel(kind)}JobParams",
-        __config__=ConfigDict(extra="forbid"),
-        __doc__=doc,
-        __module__=__name__,
-        **fields,
+        name, __config__=ConfigDict(extra="forbid"), __doc__=doc, __module__=__name__, **fields
     )
 
 
-JOB_PARAMS: dict[str, type[BaseModel]] = {
+def job_params_model(kind: str, request: type[Request]) -> Any:
+    """The parameters a job of ``kind`` takes, made from its request model; an audit job's
+    are one model per suite (``_audit_params``)."""
+    if request is AuditRequest:
+        return _audit_params()
+    refused = "".join(f" {name}: {why}." for name, why in request.NOT_FOR_JOBS.items())
+    doc = f"The parameters of {_a(kind)} job: ``{request.__name__}`` as a job stores it."
+    if refused:
+        doc += " Not for a job:" + refused
+    return _model_of(f"{_camel(kind)}JobParams", request, doc)
+
+
+def _audit_params() -> Any:
+    """An audit job's parameters, one model per suite told apart by ``suite``: its
+    ``options`` are that suite's design options (``SUITE_OPTIONS``), which the job queue
+    checks them against, in place of the request's free-form object."""
+    variants = []
+    for suite, design in SUITE_OPTIONS.items():
+        name = _camel(suite)
+        options = _model_of(
+            f"{name}AuditOptions",
+            design,
+            f"The {suite} suite's design options (``{design.__name__}``); unset ones take "
+            "the suite's defaults.",
+        )
+        tag: Any = Literal[suite]
+        replace = {
+            "suite": (tag, Field(description=f"The suite: {suite}.")),
+            "options": (options, Field(default_factory=dict, description=options.__doc__)),
+        }
+        doc = f"The parameters of an audit job of the {suite} suite (``AuditRequest``)."
+        variants.append(_model_of(f"{name}AuditJobParams", AuditRequest, doc, replace))
+    return Annotated[
+        Union[tuple(variants)],  # noqa: UP007  (a Union of classes made at load time)
+        Field(discriminator="suite"),
+    ]
+
+
+JOB_PARAMS: dict[str, Any] = {
     kind: job_params_model(kind, request) for kind, request in JOB_REQUESTS.items()
 }
-"""Every kind of job -> the model of its parameters, generated (never written by hand)."""
+"""Every kind of job -> the model of its parameters (for an audit, a union of one model per
+suite), generated, never written by hand."""
 
 
-def _job_body(kind: str, params: type[BaseModel]) -> type[BaseModel]:
+def _job_body(kind: str, params: Any) -> type[BaseModel]:
     tag: Any = Literal[kind]  # a Literal of a value known when the module loads
+    about = getattr(params, "__doc__", None) if isinstance(params, type) else None
     return create_model(  # type: ignore[call-overload, no-any-return]
         f"{_camel(kind)}JobCreate",
         __config__=ConfigDict(extra="forbid"),
-        __doc__=f"Queue a {kind} job.",
+        __doc__=f"Queue {_a(kind)} job.",
         __module__=__name__,
         kind=(tag, Field(description="The kind of job.")),
-        params=(params, Field(description=params.__doc__)),
+        params=(params, Field(description=about or f"The parameters of {_a(kind)} job.")),
         confirm=(StrictBool, copy.copy(CONFIRM_FIELD)),
     )
 
+
+JOB_PARAM_TYPES: dict[str, TypeAdapter[Any]] = {
+    kind: TypeAdapter(params) for kind, params in JOB_PARAMS.items()
+}
 
 JOB_BODIES: dict[str, type[BaseModel]] = {
     kind: _job_body(kind, params) for kind, params in JOB_PARAMS.items()
@@ -100,13 +147,36 @@ class JobCreate(Strict):
 
     The document describes this body as ``JobBody``, one model per kind whose parameters
     are generated from the kind's request (``JOB_PARAMS``). The server reads ``kind`` here
-    and checks ``params`` with the job queue's own check (``server.usecases.jobs``, through
-    ``server.jobs.queue.submit``): bad parameters get its 400, which names the kind and each
-    bad field, as they did before the document described them."""
+    and checks ``params`` with the job queue's own check (``server.usecases.jobs``), then
+    by their documented types: bad parameters get a 400 that names the kind and each bad
+    field, as they did before the document described them (not the 422 of a body that
+    does not match its schema)."""
 
     kind: str = Field(pattern=JOB_KINDS, description=", ".join(JOB_REQUESTS))
     params: dict[str, Any] = Field(default_factory=dict)
     confirm: StrictBool = copy.copy(CONFIRM_FIELD)
+
+    @model_validator(mode="after")
+    def _params_as_documented(self) -> JobCreate:
+        """The job queue's check first (its 400s, as they always were); then the parameters
+        read strictly by their documented types, so that nothing the document refuses is
+        queued: the check reads JSON leniently (``0`` as false, ``false`` as 0.0 inside a
+        list), which would store a value the client did not mean. Both raise
+        InvalidInputError, which pydantic passes on: a 400 naming each bad field."""
+        check_params(self.kind, self.params)
+        try:
+            JOB_PARAM_TYPES[self.kind].validate_python(self.params, strict=True)
+        except ValidationError as exc:
+            problems = []
+            for e in exc.errors():
+                loc = list(e["loc"])
+                if self.kind == "audit" and loc and loc[0] == self.params.get("suite"):
+                    loc = loc[1:]  # the suite's tag, which the union adds
+                problems.append(f"{'.'.join(str(p) for p in loc) or 'params'}: {e['msg']}")
+            raise InvalidInputError(
+                f"bad parameters for {_a(self.kind)} job: " + "; ".join(problems)
+            ) from None
+        return self
 
     @classmethod
     def __get_pydantic_json_schema__(

@@ -6,8 +6,8 @@ drop the success replies of 7 operations, whose schemas were bare references, an
 alt-test's per-annotator rows Label Studio's annotator model). The test then drives a
 workflow with that client alone, its typed models in and out: an admin makes a member key;
 the member imports six items, queues a generate job and a judge job with typed parameters,
-reads the jobs, the runs and the judgments, posts three people's ratings and reads the judge
-run's alt-test.
+reads the jobs, the runs and the judgments, asks an award audit's dry run (its options typed
+by suite), posts three people's ratings and reads the judge run's alt-test.
 
 Expected values: the six items are the first six S1 items of datasets/fairmonitor_sample.jsonl
 (one answer each, judged with ICS alone, as prompts/generation.toml and prompts/rubrics.toml
@@ -223,6 +223,24 @@ def test_a_generated_client_drives_a_workflow(served: LiveServer, client: Module
     judged_by_item = {j["item_key"]: j["score"] for j in plain["items"]}
     assert {j.item_key: j.score for j in page.items} == judged_by_item
     assert {j.rubric for j in page.items} == {"ICS"}
+
+    # An award audit's dry run, its options typed by suite: the client sends what a body
+    # written by hand sends (the wire format the API has always taken), so the same figures.
+    audit = models.AuditJobCreate(
+        kind="audit",
+        params=models.AwardAuditJobParams(
+            suite="award", options=models.AwardAuditOptions(levels=[5], pairs_per_level=2)
+        ),
+    )
+    sent = {"suite": "award", "options": {"levels": [5], "pairs_per_level": 2}}
+    assert audit.to_dict() == {"kind": "audit", "params": sent, "confirm": False}
+    dry = operation(client, "jobs", "jobs_dry_run").sync(client=member, body=audit)
+    assert isinstance(dry, models.DryRunOut) and dry.kind == "audit", dry
+    status, plain_dry = served.post(
+        "/api/v1/jobs/dry-run", {"kind": "audit", "params": sent}, key=made.key
+    )
+    assert status == 200, plain_dry
+    assert dry.calls_to_send == plain_dry["calls_to_send"] and dry.calls_to_send > 0
 
     # Three people's ratings, then the alt-test and its per-annotator rows.
     keys = [i["id"] for i in items]
