@@ -4,9 +4,9 @@ ones ``check_params`` takes and needs.
 
 The check_params side is found by calling it, never by reading the request models the
 document is generated from: ``EXAMPLES`` below gives, by hand, one valid value for every
-parameter a kind takes (read off docs/api.md's job table and the CLI options each mirrors);
-a field is accepted when the kind's full example with it passes, and required when the
-example without it is refused. Fields a job may not carry (``dry_run``, ``new``, the
+parameter a kind takes (read off docs/server.md's Jobs section and the CLI options each
+mirrors); a field is accepted when the kind's full example with it passes, and required
+when the example without it is refused. Fields a job may not carry (``dry_run``, ``new``, the
 server-side files) are given a value that means something and must be refused, as must a
 made-up field; so must a value of the wrong type, which the document's schema must refuse
 too (checked with jsonschema, a second reading of the same document).
