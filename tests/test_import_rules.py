@@ -41,7 +41,7 @@ PLANTS: dict[str, str] = {
     "server/cli/plant_cli_api.py": "from server.api import jobs\n",
     # lower layers of server/ importing upwards
     "server/jobs/plant_jobs_api.py": "from server.api import jobs\n",
-    "server/schemas.py": "\n\ndef _planted():\n    from server.jobs import queue\n",
+    "server/schemas/__init__.py": "\n\ndef _planted():\n    from server.jobs import queue\n",
     "server/kept/plant_kept_dashboard.py": "from server.dashboard import charts\n",
     # an adapter reaching into a domain stage (not the store it may read)
     "server/plant_adapter.py": "from judge.metrics import STAGE_METRICS\n",

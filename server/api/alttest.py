@@ -34,7 +34,7 @@ class AltTestFilesIn(FilesAltTestRequest, Strict):
     """``fairjudge agreement alt-test --human --judge``'s files and options."""
 
 
-class AnnotatorOut(BaseModel):
+class AltTestAnnotatorOut(BaseModel):
     """The judge against one left-out annotator."""
 
     model_config = ConfigDict(extra="forbid")
@@ -69,7 +69,7 @@ class RubricAltTestOut(BaseModel):
     verdict: str | None = Field(description="The verdict in words; null when refused.")
     omega: float | None = Field(description="Winning rate: share of annotators rejected.")
     rho: float | None = Field(description="Mean of rho_f: compares judges, higher is better.")
-    annotators: list[AnnotatorOut]
+    annotators: list[AltTestAnnotatorOut]
 
 
 class ItemCountsOut(BaseModel):

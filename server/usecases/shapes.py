@@ -3,8 +3,8 @@
 
 The adapters reach the domain only through ``server.usecases`` (the one-door import contract
 in pyproject.toml); this module is that door for plain shapes: a dataset's description, a
-response row, a stage metric's row, and the errors a route turns into a status. It is
-imported by the adapters only, so the CLI does not pay for it.
+response row, a generation run's listing, a stage metric's row, and the errors a route turns
+into a status. It is imported by the adapters only, so the CLI does not pay for it.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from judge.data.datasets import DatasetDescription, DatasetInfo, ImportSummary
 from judge.data.responses import MAX_BATCH_ROWS, ResponseRow, ResponsesImport
 from judge.metrics import MetricRow
 from judge.runs import RunBusyError
+from judge.store.queries import GenerationRunInfo
 
 __all__ = [
     "MAX_BATCH_ROWS",
     "DatasetDescription",
     "DatasetInfo",
+    "GenerationRunInfo",
     "ImportSummary",
     "LabelStudioError",
     "MetricRow",
