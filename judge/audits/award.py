@@ -44,6 +44,7 @@ from typing import Any, Literal, NamedTuple
 
 from judge.errors import InvalidInputError
 from judge.paths import datasets_dir
+from judge.stats.multiplicity import ALPHA, HOLM, holm
 from judge.stats.tests import (
     BinomialResult,
     ChiSquareResult,
@@ -52,7 +53,6 @@ from judge.stats.tests import (
     chi_square_independence,
     kruskal_wallis,
 )
-from judge.stats.multiplicity import ALPHA, HOLM, holm
 
 ITEMS_FILE = "award_items.json"
 NAMES_FILE = "award_names.toml"
