@@ -32,10 +32,11 @@ PAIRS = 60
 RUNS = 150
 
 
-def _orders(
-    rng: np.random.Generator, planted: str | None
-) -> dict[str, dict[int, dict[str, list[int]]]]:
-    out: dict[str, dict[int, dict[str, list[int]]]] = {}
+Orders = dict[str, dict[int, dict[str, list[int]]]]
+
+
+def _orders(rng: np.random.Generator, planted: str | None) -> Orders:
+    out: Orders = {}
     for rubric in RUBRICS:
         probs = [0.88, 0.06, 0.06] if rubric != planted else [0.68, 0.30, 0.02]
         kinds = rng.choice(3, size=PAIRS, p=probs)  # 0 consistent, 1 recency, 2 primacy
