@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judge.errors import InvalidInputError
 from server.api import CSV_TABLE, HTML_PAGE, blueprint, dump, in_api_words, page
-from server.api.estimates import BestOut, EstimateOut
+from server.api.estimates import BestOut, EstimateOut, RepresentativenessOut
 from server.db import get_session
 from server.schemas import (
     AnalysisIn,
@@ -202,7 +202,13 @@ class FollowupEstimatesQuery(Strict):
     assume_random: bool = Field(
         default=False,
         description="Treat the follow-ups people classified as a simple random sample of the "
-        "run's; without it a subset gives no human-only or prediction-powered estimate.",
+        "run's; without it a subset gives no human-only or prediction-powered estimate. "
+        "The subset is checked against the rest first, as for a judge run's estimates.",
+    )
+    accept_unrepresentative: bool = Field(
+        default=False,
+        description="With assume_random: use people's classes even when they fail that check; "
+        "the design's name then says so.",
     )
     alpha: float = Field(
         default=0.05, ge=0.001, le=0.5, description="1 - the intervals' coverage (0.05: 95 %)."
@@ -227,6 +233,11 @@ class FollowupDesignOut(_Out):
     usable: bool = Field(description="False: no human-only or prediction-powered estimate.")
     description: str
     reason: str = Field(description="Why people's classes cannot be used; empty when they can.")
+    representativeness: RepresentativenessOut | None = Field(
+        default=None,
+        description="For an assumed random design: how the follow-ups people classified "
+        "compare with the rest, per class ('rubric' holds the class).",
+    )
 
 
 class FollowupCountsOut(_Out):
@@ -298,6 +309,7 @@ def followup_estimates(path: RunPath, query: FollowupEstimatesQuery) -> Any:
     run of another suite is a 400; one no judge classified, a 404."""
     found = audits.followup_estimates(
         get_session(), path.run_id, assume_random=query.assume_random, alpha=query.alpha,
-        judge=query.judge,
+        judge=query.judge, accept_unrepresentative=query.accept_unrepresentative,
+        rules=current_app.config["SETTINGS"].estimates,
     )  # fmt: skip
     return in_api_words(dump(FollowupEstimatesOut, found.to_dict()))
