@@ -530,7 +530,9 @@ def followup_estimates(
     (``annotation.followup_estimates``). NotFoundError for an unknown run or one no judge has
     classified; InvalidInputError for a run of another suite. ``assume_random`` is checked
     (``accept_unrepresentative`` overrides a failure; ``rules``: the config's
-    ``[estimates]``), as for a judge run's estimates."""
+    ``[estimates]``), as for a judge run's estimates: a failed check is an InvalidInputError
+    whose line gives the numbers, the bound and the override."""
+    from annotation.estimate_checks import UNREPRESENTATIVE
     from annotation.followup_estimates import followup_estimates as estimate
 
     info = run_info(session, run_id)  # an unknown run is named as such
@@ -539,10 +541,13 @@ def followup_estimates(
             f"audit run {run_id} is a {info['suite']} audit; estimates of the follow-up "
             "classes need an award audit run with follow-ups"
         )
-    return estimate(
+    found = estimate(
         session, run_id, judge=judge, assume_random=assume_random, alpha=alpha,
         accept_unrepresentative=accept_unrepresentative, rules=rules,
     )  # fmt: skip
+    if found.design.name == UNREPRESENTATIVE:  # refused as `estimates` refuses it
+        raise InvalidInputError(found.design.reason)
+    return found
 
 
 def followup_estimates_in(

@@ -542,8 +542,15 @@ def test_a_subset_the_judge_picked_is_refused_under_assume_random(world: World) 
     picked = [f for f in world.followups if f.judge == JUS]
     others = [f for f in world.followups if f.judge is not None and f.judge != JUS]
     classify(world, "alice", picked)
-    found = estimate(world, assume_random=True)
+    # The use case (CLI, API) refuses with the line, as `estimates` does (400 over HTTP) ...
+    with pytest.raises(InvalidInputError) as refused:
+        estimate(world, assume_random=True)
+    assert str(refused.value).startswith("--assume-random refused")
+    # ... and the estimates themselves say why, with every figure but the judge's left out.
+    with Session(world.engine) as session:
+        found = followup_estimates(session, world.run_id, assume_random=True)
     assert found.design.name == "refused (unrepresentative)" and not found.design.usable
+    assert found.design.reason == str(refused.value)
     reason = found.design.reason
     assert reason.startswith("--assume-random refused")
     assert (

@@ -191,8 +191,11 @@ def test_report_routes_answer_409_when_asked_and_the_run_route_carries_the_stand
         info = api.get(f"/api/v1/judge-runs/{run}")
         assert info.status_code == 200
         assert info.json["standing"]["ICS"]["state"] == "not validated"
-        for route in ("report.json", "report.html", "report.csv", "diagnostics.json"):
-            refused = api.get(f"/api/v1/judge-runs/{run}/{route}?require_qualified=true")
+        routes = ("report.json", "report.html", "report.csv", "diagnostics.json", "estimates?",
+                  f"transport?others={run}&")  # fmt: skip
+        for route in routes:
+            ask = route if route.endswith(("?", "&")) else f"{route}?"
+            refused = api.get(f"/api/v1/judge-runs/{run}/{ask}require_qualified=true")
             assert refused.status_code == 409, (route, refused.data[:200])
             assert refused.json["error"]["message"] == (
                 f"judge run {run} is not qualified for ICS: not validated: no qualification "

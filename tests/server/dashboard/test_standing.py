@@ -70,10 +70,18 @@ def test_the_checks_page_carries_the_standing_too(migrated_db_url: str, tmp_path
         assert text.count("NOT VALIDATED for any rubric it scored") == 1
         assert text.index('id="standing-line"') < text.index('id="check-summary"')
         assert 'data-rubric="ICS" data-state="not validated"' in text
+        # Fail closed when asked, on this page and on the agreement page (409, the reason).
+        for page_name in ("checks", "agreement"):
+            refused = client.get(f"/judge-runs/{p.judge_run_id}/{page_name}?require_qualified=1")
+            assert refused.status_code == 409, (page_name, refused.status_code)
+            assert f"judge run {p.judge_run_id} is not qualified for ICS" in refused.text
 
         with Session(engine) as session:
             qualify(session, QualifyRequest(judge_run=p.judge_run_id, rubric="ICS"),
                     QualifyConfig(n_bootstrap=200))  # fmt: skip
+        for page_name in ("checks", "agreement"):
+            shown = client.get(f"/judge-runs/{p.judge_run_id}/{page_name}?require_qualified=1")
+            assert shown.status_code in (200, 202), (page_name, shown.status_code)
         again = client.get(f"/judge-runs/{p.judge_run_id}/checks").text
         assert "NOT VALIDATED" not in again
         assert "Judge standing: validated for every rubric (ICS)." in again
