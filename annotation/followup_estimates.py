@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from sqlmodel import Session, select
@@ -498,6 +498,10 @@ def followup_estimates(
     if design.name == ASSUMED:
         check = representative(data, rules or EstimatesConfig(), accepted=accept_unrepresentative)
         design = guarded(design, check)
+        if not design.usable:  # said of follow-ups, not of a judge run's ratings
+            design = replace(
+                design, description="people's classes unlike the run's other follow-ups"
+            )
     by_side = {s: sorted(i for i, c in data.chosen.items() if c == s) for s in SIDES}
     cells = [(ALL, ALL, sorted(data.chosen))] + [(s, data.groups[s], by_side[s]) for s in SIDES]
     shares, gaps = [], []
