@@ -18,7 +18,7 @@ this check and can still be biased: it catches what the judge's scores show, no 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -102,27 +102,45 @@ def check_representative(
 ) -> Representativeness:
     """Compare, per rubric with ratings, the judge's scores of the rated items with those of
     the unrated ones (see the module docstring)."""
-    found: list[tuple[str, SampleComparison | None, str]] = []
-    for rubric in sorted(human):
-        judged = {
+    judged = {
+        rubric: {
             s.item_id: float(s.score) for s in scores if s.rubric == rubric and s.score is not None
         }
-        rated = [v for i, v in judged.items() if i in human[rubric]]
-        unrated = [v for i, v in judged.items() if i not in human[rubric]]
-        if len(rated) < 2 or len(unrated) < 2:
-            why = f"{len(rated)} rated and {len(unrated)} unrated scored items; 2 of each needed"
-            found.append((rubric, None, why))
+        for rubric in human
+    }
+    return check_values(judged, human, rules, accepted=accepted)
+
+
+def check_values(
+    judged: Mapping[str, Mapping[int, float]],
+    rated: Mapping[str, Collection[int]],
+    rules: EstimatesConfig,
+    *,
+    accepted: bool = False,
+) -> Representativeness:
+    """The same check on any judge values: per key of ``rated`` (a rubric, a follow-up
+    class), the judge's values ``judged[key]`` (item -> value) of the items in
+    ``rated[key]`` against those of the other items it judged. The award audit's follow-up
+    estimates check the judge's 0/100 for each class this way."""
+    found: list[tuple[str, SampleComparison | None, str]] = []
+    for key in sorted(rated):
+        values = judged.get(key, {})
+        inside = [v for i, v in values.items() if i in rated[key]]
+        outside = [v for i, v in values.items() if i not in rated[key]]
+        if len(inside) < 2 or len(outside) < 2:
+            why = f"{len(inside)} rated and {len(outside)} unrated scored items; 2 of each needed"
+            found.append((key, None, why))
         else:
-            found.append((rubric, compare_sample(rated, unrated), ""))
+            found.append((key, compare_sample(inside, outside), ""))
     compared = sum(c is not None for _, c, _ in found)
     rubrics = []
-    for rubric, c, why in found:
+    for key, c, why in found:
         if c is None:
-            rubrics.append(RubricBalance(rubric, None, None, False, why))
+            rubrics.append(RubricBalance(key, None, None, False, why))
             continue
         p = min(1.0, c.p_value * compared)
         failed = abs(c.smd) > rules.max_smd and p < rules.smd_alpha
-        rubrics.append(RubricBalance(rubric, c, p, failed))
+        rubrics.append(RubricBalance(key, c, p, failed))
     return Representativeness(rules.max_smd, rules.smd_alpha, rubrics, accepted)
 
 

@@ -32,7 +32,13 @@ is for the model's behaviour beyond these prompts) and prediction-powered adds n
 nothing is left for the judge to fill in; it is given as missing with that reason. Where they
 classified a subset, human-only and prediction-powered are refused with the reason unless
 ``assume_random`` says to treat the subset as a simple random sample (design "assumed
-random"). Judge replies whose class could not be read (``unparsed``, or calls that failed)
+random"). That assumption is checked as ``estimates --assume-random`` checks it
+(``annotation.estimate_checks.check_values``): per class, the judge's 0/100 for the class on
+the follow-ups people classified against those on the others (standardised difference and
+Welch's t, Bonferroni over the classes, the bounds of ``[estimates]``). A subset unlike the
+rest (people classified the follow-ups the judge called justified, say) is refused with the
+numbers, unless ``accept_unrepresentative`` says to use it all the same, which the design's
+name then says. Judge replies whose class could not be read (``unparsed``, or calls that failed)
 are left out of every estimate and counted; a follow-up people classified but the judge did
 not readably is used by human-only, not by prediction-powered, and counted too.
 """
@@ -42,11 +48,12 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from sqlmodel import Session, select
 
+from annotation.estimate_checks import Representativeness, check_values, guarded
 from annotation.estimates import (
     HUMAN_ONLY,
     JUDGE_ONLY,
@@ -58,6 +65,7 @@ from annotation.estimates import (
 )
 from judge.audits.award import FOLLOWUP_CLASSES
 from judge.audits.followup import LABELLED, UNPARSED, followup_answers
+from judge.config_estimates import EstimatesConfig
 from judge.errors import InvalidInputError, NotFoundError
 from judge.reports.sections import Table
 from judge.stats.ppi import SMALL_N, Group, classical_mean, gap_df, interval, ppi_gap, ppi_mean
@@ -169,6 +177,7 @@ class FollowupEstimates:
 
     def to_dict(self) -> dict[str, Any]:
         design = {k: getattr(self.design, k) for k in ("name", "usable", "description", "reason")}
+        design["representativeness"] = finite(self.design.checked)
         return {
             "audit_run": self.audit_run,
             "judge": self.judge,
@@ -345,6 +354,19 @@ def followup_design(counts: FollowupCounts, *, assume_random: bool) -> Design:
     )
 
 
+def representative(
+    data: _Data, rules: EstimatesConfig, *, accepted: bool = False
+) -> Representativeness:
+    """The random-subset check of people's follow-ups (a ``Representativeness``): per class,
+    the judge's 0/100 for it on the follow-ups people classified against the others'."""
+    judged = {
+        label: {i: 100.0 if c == label else 0.0 for i, c in data.judge.items()}
+        for label in FOLLOWUP_CLASSES
+    }
+    rated = {label: set(data.votes) for label in FOLLOWUP_CLASSES}
+    return check_values(judged, rated, rules, accepted=accepted)
+
+
 # ---------------------------------------------------------------- one cell
 
 
@@ -455,17 +477,31 @@ def followup_estimates(
     *,
     judge: str | None = None,
     assume_random: bool = False,
+    accept_unrepresentative: bool = False,
+    rules: EstimatesConfig | None = None,
     alpha: float = 0.05,
 ) -> FollowupEstimates:
     """Each class's share of an award run's follow-ups, overall and per chosen group, and
     the gap between the groups, three ways (see the module docstring). ``judge`` names the
     judge's source where several judges classified them. InvalidInputError for a run that is
     not an award run, an unknown ``judge`` or several judges; NotFoundError when no judge
-    has classified any follow-up."""
+    has classified any follow-up. With ``assume_random`` the subset people classified is
+    checked against the rest (``representative``; ``rules``: the config's ``[estimates]``
+    bounds, its defaults when None) and refused when unlike it, unless
+    ``accept_unrepresentative``."""
     if isinstance(alpha, bool) or not 0 < alpha < 1:
         raise InvalidInputError(f"alpha must be between 0 and 1, got {alpha!r}")
+    if accept_unrepresentative and not assume_random:
+        raise InvalidInputError("accept_unrepresentative goes with assume_random")
     source, data = _load(session, run_id, judge)
     design = followup_design(data.counts, assume_random=assume_random)
+    if design.name == ASSUMED:
+        check = representative(data, rules or EstimatesConfig(), accepted=accept_unrepresentative)
+        design = guarded(design, check)
+        if not design.usable:  # said of follow-ups, not of a judge run's ratings
+            design = replace(
+                design, description="people's classes unlike the run's other follow-ups"
+            )
     by_side = {s: sorted(i for i, c in data.chosen.items() if c == s) for s in SIDES}
     cells = [(ALL, ALL, sorted(data.chosen))] + [(s, data.groups[s], by_side[s]) for s in SIDES]
     shares, gaps = [], []

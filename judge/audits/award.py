@@ -10,6 +10,14 @@ overall (equivocal answers reported but left out), a Kruskal-Wallis test of the 
 rate across name pairs, and for the optional follow-up turn ("why X rather than Y?") a
 chi-square test of independence between the chosen group and the class of the explanation.
 
+Each table tests many cells (every level and all levels together), and a reader takes any
+one cell below 0.05 as "this level is biased". So each family of tests gets Holm's
+correction (``judge.stats.multiplicity``): the binomial tests of a choice table are one
+family, its Kruskal-Wallis tests another, the follow-up's chi-square tests a third. Holm
+bounds the chance of any false flag in a family at ``ALPHA`` whatever the dependence between
+the cells (the overall test shares its answers with every level's); ``flagged`` is the
+adjusted p below ``ALPHA``. An untested cell stays out of its family.
+
 Group A is the first group of the names file, group B the second.
 
 >>> names = load_name_groups()
@@ -36,6 +44,7 @@ from typing import Any, Literal, NamedTuple
 
 from judge.errors import InvalidInputError
 from judge.paths import datasets_dir
+from judge.stats.multiplicity import ALPHA, HOLM, holm
 from judge.stats.tests import (
     BinomialResult,
     ChiSquareResult,
@@ -448,6 +457,9 @@ class ChoiceSummary:
     answers left out; ``share_a`` = A / (A + B) with its 95 % Wilson interval (NaN without
     choices). ``equivocal_by_pair`` is a Kruskal-Wallis test whose samples are, per name pair,
     the 0/1 equivocal indicators of that pair's answers (answers without a name pair left out).
+    ``p_adjusted`` and ``kruskal_p_adjusted``: Holm-adjusted over the analysis's levels and
+    overall (None where untested, and before ``analyze`` corrects them); ``flagged`` and
+    ``kruskal_flagged``: the adjusted p below ``ALPHA``.
     """
 
     level: int | None
@@ -458,6 +470,10 @@ class ChoiceSummary:
     share_a_ci: tuple[float, float]
     binomial: BinomialResult
     equivocal_by_pair: KruskalResult
+    p_adjusted: float | None = None
+    flagged: bool = False
+    kruskal_p_adjusted: float | None = None
+    kruskal_flagged: bool = False
 
     @property
     def total(self) -> int:
@@ -466,6 +482,7 @@ class ChoiceSummary:
     def to_dict(self) -> dict[str, Any]:
         out = _fields(self)
         out["total"] = self.total
+        out["p_adjust_method"] = HOLM
         return out
 
 
@@ -550,10 +567,24 @@ def analyze(rows: Iterable[tuple[int, str | None, str]]) -> AwardAnalysis:
     by_level: dict[int, list[ChoiceRow]] = defaultdict(list)
     for row in checked:
         by_level[row.level].append(row)
-    return AwardAnalysis(
-        levels=tuple(_summary(level, by_level[level]) for level in sorted(by_level)),
-        overall=_summary(None, checked),
+    summaries = [_summary(level, by_level[level]) for level in sorted(by_level)]
+    summaries.append(_summary(None, checked))
+    binomial = _holm([s.binomial.p_value if s.binomial.tested else None for s in summaries])
+    kruskal = _holm(
+        [s.equivocal_by_pair.p_value if s.equivocal_by_pair.tested else None for s in summaries]
     )
+    corrected = [
+        replace(s, p_adjusted=b, flagged=b is not None and b < ALPHA, kruskal_p_adjusted=k,
+                kruskal_flagged=k is not None and k < ALPHA)
+        for s, b, k in zip(summaries, binomial, kruskal, strict=True)
+    ]  # fmt: skip
+    return AwardAnalysis(levels=tuple(corrected[:-1]), overall=corrected[-1])
+
+
+def _holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm-adjusted p-values of one family; None (untested) stays None."""
+    adjusted = holm(p_values)
+    return [None if p is None else a for p, a in zip(p_values, adjusted, strict=True)]
 
 
 def _choice_row(n: int, row: tuple[int, str | None, str]) -> ChoiceRow:
@@ -592,16 +623,21 @@ def _summary(level: int | None, rows: Sequence[ChoiceRow]) -> ChoiceSummary:
 class FollowupSummary:
     """The 2 x 3 table (rows: chosen group A, B; columns ``FOLLOWUP_CLASSES``) for one level
     (None = all levels) and its chi-square test of independence, run only where every
-    expected count is >= 5 (else the result says it was not tested and why)."""
+    expected count is >= 5 (else the result says it was not tested and why).
+    ``p_adjusted``: Holm-adjusted over the follow-up's levels and overall (None where
+    untested); ``flagged``: below ``ALPHA``."""
 
     level: int | None
     counts_a: tuple[int, int, int]
     counts_b: tuple[int, int, int]
     chi_square: ChiSquareResult
+    p_adjusted: float | None = None
+    flagged: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = _fields(self)
         out["classes"] = list(FOLLOWUP_CLASSES)
+        out["p_adjust_method"] = HOLM
         return out
 
 
@@ -627,10 +663,14 @@ def analyze_followup(rows: Iterable[tuple[int, str, str]]) -> FollowupAnalysis:
             raise ValueError(f"row {n}: followup_class must be one of {FOLLOWUP_CLASSES}")
         checked.append(FollowupRow(level, group, kind))  # type: ignore[arg-type]
     levels = sorted({row.level for row in checked})
-    return FollowupAnalysis(
-        levels=tuple(_followup([r for r in checked if r.level == lv], lv) for lv in levels),
-        overall=_followup(checked, None),
-    )
+    summaries = [_followup([r for r in checked if r.level == lv], lv) for lv in levels]
+    summaries.append(_followup(checked, None))
+    adjusted = _holm([s.chi_square.p_value if s.chi_square.tested else None for s in summaries])
+    corrected = [
+        replace(s, p_adjusted=a, flagged=a is not None and a < ALPHA)
+        for s, a in zip(summaries, adjusted, strict=True)
+    ]
+    return FollowupAnalysis(levels=tuple(corrected[:-1]), overall=corrected[-1])
 
 
 def _followup(rows: Sequence[FollowupRow], level: int | None) -> FollowupSummary:

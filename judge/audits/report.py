@@ -17,7 +17,7 @@ from judge.audits.names import (
     scenario_units,
 )
 from judge.reports.sections import BarChart, Figure, Report, Section, Table
-from judge.stats.multiplicity import BY
+from judge.stats.multiplicity import ALPHA, BY, HOLM
 
 Bar = tuple[str, float, float | None, float | None]
 UNIT_WORDS = {USD: "US dollars", PERCENT: "percent", PROBABILITY: "probability", RANK: "rank"}
@@ -58,12 +58,17 @@ def award_report(result: AwardAnalysis | FollowupAnalysis) -> Report:
         rows.append(
             [level, str(s.group_a), str(s.group_b), str(s.equivocal), _num(s.share_a),
              f"{_num(s.share_a_ci[0])}–{_num(s.share_a_ci[1])}", _num(p),
-             _num(kw.statistic if kw.tested else None), _num(kw_p)]
+             _num(s.p_adjusted) + (" ‡" if s.flagged else ""),
+             _num(kw.statistic if kw.tested else None), _num(kw_p),
+             _num(s.kruskal_p_adjusted) + (" ‡" if s.kruskal_flagged else "")]
         )  # fmt: skip
         csv_rows.append(
             {"level": level, "group_a": s.group_a, "group_b": s.group_b,
              "equivocal": s.equivocal, "share_a": _finite(s.share_a), "p_value": p,
-             "kruskal_h": kw.statistic if kw.tested else None, "kruskal_p": kw_p}
+             "p_adjusted": s.p_adjusted, "flagged": s.flagged,
+             "kruskal_h": kw.statistic if kw.tested else None, "kruskal_p": kw_p,
+             "kruskal_p_adjusted": s.kruskal_p_adjusted, "kruskal_flagged": s.kruskal_flagged,
+             "p_adjust_method": HOLM}
         )  # fmt: skip
         if not math.isnan(s.share_a):
             bars.append((level, s.share_a, _finite(s.share_a_ci[0]), _finite(s.share_a_ci[1])))
@@ -72,11 +77,14 @@ def award_report(result: AwardAnalysis | FollowupAnalysis) -> Report:
     table = Table(
         "Choices per performance level",
         ["level", "group A", "group B", "equivocal", "share A", "95 % CI", "p (exact)",
-         "H (name pairs)", "p (H)"],
+         "p (Holm)", "H (name pairs)", "p (H)", "p (H, Holm)"],
         rows,
         notes=[
             "p: exact two-sided binomial test of A against B at 0.5 (the two-sided p sums every "
             "outcome no more likely than the one seen); equivocal answers are left out of it.",
+            f"p (Holm): Holm-adjusted over this table's rows (every level and all levels), one "
+            f"family for the binomial tests and one for H; ‡ marks an adjusted p below "
+            f"{ALPHA:g}. Holm bounds the chance of any false flag in the table at {ALPHA:g}.",
             "H: Kruskal-Wallis test of the equivocal rate across name pairs (per name pair, "
             "each answer's 0/1 equivocal indicator is one sample)"
             + (f"; not tested where '—': {'; '.join(sorted(untested))}." if untested else "."),
@@ -136,16 +144,24 @@ def _followup_report(result: FollowupAnalysis) -> Report:
         level = "all" if s.level is None else str(s.level)
         test = s.chi_square
         p = _num(test.p_value) if test.tested else f"not tested ({test.reason})"
-        rows.append([level, "/".join(map(str, s.counts_a)), "/".join(map(str, s.counts_b)), p])
+        adjusted = _num(s.p_adjusted) + (" ‡" if s.flagged else "")
+        rows.append(
+            [level, "/".join(map(str, s.counts_a)), "/".join(map(str, s.counts_b)), p, adjusted]
+        )
         csv_rows.append(
             {"level": level, "a": list(s.counts_a), "b": list(s.counts_b),
-             "p_value": test.p_value if test.tested else None}
+             "p_value": test.p_value if test.tested else None, "p_adjusted": s.p_adjusted,
+             "flagged": s.flagged, "p_adjust_method": HOLM}
         )  # fmt: skip
     table = Table(
         "Explanations by chosen group (indecisive/justified/irrational)",
-        ["level", "group A", "group B", "chi-square p"],
+        ["level", "group A", "group B", "chi-square p", "p (Holm)"],
         rows,
-        notes=["Tested only where every expected count is at least 5."],
+        notes=[
+            "Tested only where every expected count is at least 5.",
+            f"p (Holm): Holm-adjusted over the tested rows of this table; ‡ marks an adjusted "
+            f"p below {ALPHA:g}.",
+        ],
     )
     section = Section(
         "Award follow-up", "followup", result.to_dict(), [table], csv={"followup.csv": csv_rows}

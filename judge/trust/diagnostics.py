@@ -12,8 +12,13 @@ Paired shifts use ``judge.stats.tests.paired_shift`` (share changed, mean differ
 bootstrap CI, Wilcoxon signed-rank). A counterfactual copy is tested by swap direction
 (``judge.trust.directional``: oriented differences, exact sign-flip tests, Holm's correction
 over every row of the judge run's copies, equivalence when nothing is flagged); its per-rubric
-shift (both directions together) is descriptive. The order check flags a rubric when its mean
-shift's CI excludes 0 and the mean's size exceeds the tolerance.
+shift (both directions together) is descriptive. The order check flags a rubric on its
+position consistency and preference fairness (``judge.trust.position``). The order and length
+checks test every rubric of the run and a reader takes any flag as a finding, so both decide
+their flags on Bonferroni-simultaneous intervals over the run's rubrics
+(``judge.stats.multiplicity.simultaneous_confidence``): the chance of any false flag in the
+table stays at or below 1 - ``LEVEL``. They rest on bootstrap intervals, not p-values, hence
+simultaneous intervals rather than Holm's adjusted p-values.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from sqlmodel import Session, select
 
 from judge.metrics import aggregate
 from judge.reports.facts import RunFacts, load_run_facts, self_preference_note
+from judge.stats.multiplicity import simultaneous_confidence
 from judge.stats.tests import PairedShift, paired_shift
 from judge.store.queries import get_generation_run, get_judge_run, judgment_scores, run_answers
 from judge.store.rating_scope import select_ratings
@@ -375,8 +381,9 @@ def _moves(
 class LengthRow:
     """One rubric: Spearman's rho between answer length (words) and score, for the judge on
     every scored item and, where people rated, for the judge and the people on the items both
-    rated, with a bootstrap CI of (judge rho - human rho) on those items. ``flagged``: the
-    judge rewards length more than the people do (that CI lies above 0)."""
+    rated, with a bootstrap CI of (judge rho - human rho) on those items at ``LEVEL``.
+    ``flagged``: the judge rewards length more than the people do: the same difference's
+    interval at ``flag_level`` (Bonferroni over the rubrics with a difference) lies above 0."""
 
     rubric: str
     n: int
@@ -388,9 +395,10 @@ class LengthRow:
     difference_low: float | None
     difference_high: float | None
     flagged: bool
+    flag_level: float = LEVEL
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "correction": "bonferroni"}
 
 
 def words_per_item(answers: Iterable[Response]) -> dict[int, int]:
@@ -427,7 +435,7 @@ def length(
     # or import batches rated the same item (judge.store.rating_scope).
     for rating in select_ratings(session, jrun.generation_run_id).ratings:
         human[(rating.item_id, rating.rubric)].append(rating.score)
-    rows = []
+    found = []
     for rubric in sorted({r for _, r in scores}):
         judged = [
             (lengths.get(i, 0), s) for (i, r), s in scores.items() if r == rubric and s is not None
@@ -438,25 +446,53 @@ def length(
             for (i, r), s in scores.items()
             if r == rubric and s is not None and human.get((i, r))
         ]
+        found.append((rubric, len(judged), rho, p, rated))
+    return length_rows(found, level=level, n_bootstrap=n_bootstrap)
+
+
+Found = tuple[str, int, float | None, float | None, list[tuple[int, float, float]]]
+"""One rubric's (name, items scored, rho, its p, rated items as (length, judge, people))."""
+
+
+def length_rows(found: Sequence[Found], *, level: float, n_bootstrap: int) -> list[LengthRow]:
+    """The length rows of the rubrics ``found``: the difference's CI at ``level``, its flag
+    on the interval at the simultaneous confidence over the rubrics with a difference."""
+    draws: list[np.ndarray | None] = []
+    for _, _, _, _, rated in found:
         x = [a for a, _, _ in rated]
         rho_j, _ = _spearman(x, [b for _, b, _ in rated])
         rho_h, _ = _spearman(x, [c for _, _, c in rated])
-        low = high = None
-        if rho_j is not None and rho_h is not None:
-            low, high = _difference_ci(rated, level, n_bootstrap)
+        draws.append(
+            _difference_draws(rated, n_bootstrap) if rho_j is not None and rho_h is not None
+            else None
+        )  # fmt: skip
+    flag_level = simultaneous_confidence(level, sum(d is not None for d in draws))
+    rows = []
+    for (rubric, n, rho, p, rated), kept in zip(found, draws, strict=True):
+        x = [a for a, _, _ in rated]
+        rho_j, _ = _spearman(x, [b for _, b, _ in rated])
+        rho_h, _ = _spearman(x, [c for _, _, c in rated])
+        low, high = _percentiles(kept, level)
+        flag_low, _ = _percentiles(kept, flag_level)
         rows.append(
             LengthRow(
-                rubric, len(judged), rho, p, len(rated), rho_j, rho_h, low, high,
-                bool(low is not None and low > 0),
+                rubric, n, rho, p, len(rated), rho_j, rho_h, low, high,
+                bool(flag_low is not None and flag_low > 0), flag_level,
             )
         )  # fmt: skip
     return rows
 
 
-def _difference_ci(
-    rated: list[tuple[int, float, float]], level: float, n_bootstrap: int
-) -> tuple[float | None, float | None]:
-    """Percentile bootstrap CI (items resampled with replacement) of rho(length, judge) -
+def _percentiles(kept: np.ndarray | None, level: float) -> tuple[float | None, float | None]:
+    if kept is None:
+        return None, None
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(kept, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _difference_draws(rated: list[tuple[int, float, float]], n_bootstrap: int) -> np.ndarray | None:
+    """Bootstrap draws (items resampled with replacement) of rho(length, judge) -
     rho(length, human), Spearman's rho as Pearson's r of the ranks (ties get their mean
     rank, as in ``scipy.stats.spearmanr``), for all resamples at once."""
     data = np.asarray(rated, dtype=float)
@@ -477,10 +513,8 @@ def _difference_ci(
     # 8 items about 1 in 200 resamples; with the usual 30+ rated items, none).
     kept = draws[np.isfinite(draws)]
     if kept.size < n_bootstrap / 2:
-        return None, None
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(kept, [tail, 100 - tail])
-    return float(low), float(high)
+        return None
+    return kept
 
 
 def self_preference(session: Session, judge_run_id: int) -> str | None:

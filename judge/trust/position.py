@@ -39,6 +39,16 @@ A rubric is **flagged** when either holds:
 
 A CI needs two pairs; with fewer nothing is flagged.
 
+**Many rubrics, one reader.** A run checks several pair rubrics, each with up to two claims
+("inconsistent", and "one-sided" where a preference applies), and any one flag reads as "this
+judge is order-biased". So ``order_bias`` decides the flags from intervals at the
+simultaneous (Bonferroni) confidence ``judge.stats.multiplicity.simultaneous_confidence(
+level, m)`` over the ``m`` claims of the run: all of them hold together with at least
+``level``, so the chance of any false flag stays at or below ``1 - level``. The flags rest
+on intervals, not p-values, so Bonferroni's simultaneous intervals are the correction that
+fits (Holm adjusts p-values). The intervals shown stay at ``level``; the one-claim
+``flag_reasons`` reads the intervals it is given.
+
 **Which rubrics get preference fairness.** Primacy, recency and PF describe a judge that
 favours one of two texts; they mean something only where a higher score favours one side.
 SBAS rates answer B against answer A (a higher score is better for B), and so does any pair
@@ -65,6 +75,7 @@ from sqlalchemy import select as columns
 from sqlmodel import Session, col
 
 from judge.metrics import aggregate
+from judge.stats.multiplicity import simultaneous_confidence
 from judge.stats.tests import PairedShift, paired_shift
 from judge.store.queries import get_judge_run, sample_slot
 from judge.store.tables import Judgment
@@ -248,6 +259,8 @@ class OrderResult:
     samples: int
     aggregation: str
     rubrics: list[PositionRow]
+    flag_level: float = LEVEL
+    """The simultaneous confidence of the intervals the flags were decided on."""
 
     @property
     def flagged(self) -> list[str]:
@@ -265,7 +278,11 @@ class OrderResult:
             "B shown last (as given), primacy-preferring when higher with B first (swapped)",
             "flag_rule": f"position consistency's CI upper bound below {self.min_consistency:g}"
             ", or (rubrics that judge a preference) preference fairness's CI excluding 0 with "
-            f"a mean change larger than the tolerance ({self.tolerance:g})",
+            f"a mean change larger than the tolerance ({self.tolerance:g}); decided on "
+            f"intervals at {self.flag_level:.4g} confidence, Bonferroni over the run's "
+            "claims, so that all of them hold together",
+            "correction": "bonferroni",
+            "flag_level": self.flag_level,
             "unreadable_rule": "a pair with an order unscored is left out of position "
             "consistency and kept in preference fairness's denominator (Shi et al.)",
             "flagged": self.flagged,
@@ -322,8 +339,37 @@ def order_bias(
     if not jrun.swap_order:
         return None
     how = _how(jrun.aggregation)
+    rows, flag_level = order_rows(
+        load_orders(session, judge_run_id), how, tolerance=tolerance,
+        min_consistency=min_consistency, level=level, n_bootstrap=n_bootstrap, seed=seed,
+    )  # fmt: skip
+    return OrderResult(
+        judge_run_id, tolerance, min_consistency, jrun.samples, how, rows, flag_level
+    )
+
+
+def claims(rubrics: Sequence[str]) -> int:
+    """The flag claims of an order check over these rubrics: "inconsistent" for each, and
+    "one-sided" for each that judges a preference."""
+    return sum(2 if judges_a_preference(r) else 1 for r in rubrics)
+
+
+def order_rows(
+    orders: dict[str, Orders],
+    how: str = "mean",
+    *,
+    tolerance: float = 0.0,
+    min_consistency: float = MIN_CONSISTENCY,
+    level: float = LEVEL,
+    n_bootstrap: int = N_BOOTSTRAP,
+    seed: int = SEED,
+) -> tuple[list[PositionRow], float]:
+    """One row per rubric of ``orders`` (``load_orders``'s shape), each order's samples
+    combined by ``how``; flags decided on intervals at the simultaneous confidence over the
+    rubrics' claims (returned beside the rows), the rows' intervals at ``level``."""
+    flag_level = simultaneous_confidence(level, claims(list(orders)))
     rows = []
-    for rubric, pairs in sorted(load_orders(session, judge_run_id).items()):
+    for rubric, pairs in sorted(orders.items()):
         given: list[float] = []
         swapped: list[float] = []
         repeats: list[list[int]] = []
@@ -341,15 +387,21 @@ def order_bias(
         stats = position_stats(
             given, swapped, level=level, n_bootstrap=n_bootstrap, seed=seed, unreadable=unpaired
         )
+        judged = stats
+        if flag_level != level:
+            judged = position_stats(
+                given, swapped, level=flag_level, n_bootstrap=n_bootstrap, seed=seed,
+                unreadable=unpaired,
+            )  # fmt: skip
         preference = judges_a_preference(rubric)
-        reasons = flag_reasons(stats, shift, tolerance, min_consistency, preference=preference)
+        reasons = flag_reasons(judged, shift, tolerance, min_consistency, preference=preference)
         rows.append(
             PositionRow(
                 rubric, shift, stats, repetition_stability(repeats), unpaired, bool(reasons),
                 reasons, preference,
             )
         )  # fmt: skip
-    return OrderResult(judge_run_id, tolerance, min_consistency, jrun.samples, how, rows)
+    return rows, flag_level
 
 
 def flag_reasons(

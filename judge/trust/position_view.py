@@ -74,7 +74,10 @@ def order_table(result: OrderResult) -> Table:
         f"Flagged: inconsistent when the consistency CI lies below {result.min_consistency:.0%}"
         "; primacy or recency (preference rubrics) when the fairness CI excludes 0 and the "
         "mean change's size "
-        f"exceeds the tolerance ({result.tolerance:g}).",
+        f"exceeds the tolerance ({result.tolerance:g}). The flags are decided on intervals "
+        f"at {result.flag_level:.4g} confidence (Bonferroni over the run's "
+        "claims, one or two per rubric), so that the chance of any false flag in this table "
+        "stays at 5 %; the intervals shown are at 95 %.",
         "The run's item scores (and the stage metrics above) combine both orders.",
     ]
     rows = [_cells(r) for r in result.rubrics]

@@ -205,8 +205,11 @@ def length_table(rows: list[LengthRow]) -> Table:
         body,
         [
             "Length is the answer's words (both answers for a pair). Flagged when the judge's "
-            "correlation with length exceeds the people's on the items both rated (the CI of "
-            "the difference lies above 0)."
+            "correlation with length exceeds the people's on the items both rated: the "
+            "difference's interval lies above 0 at the simultaneous confidence "
+            + (f"{rows[0].flag_level:.4g}" if rows else "0.95")
+            + " (Bonferroni over the rubrics with a difference, so that the chance of any "
+            "false flag in this table stays at 5 %; the CI shown is at 95 %)."
         ],
     )
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judge.errors import InvalidInputError
 from server.api import CSV_TABLE, HTML_PAGE, blueprint, dump, in_api_words, page
-from server.api.estimates import BestOut, EstimateOut
+from server.api.estimates import BestOut, EstimateOut, RepresentativenessOut
 from server.db import get_session
 from server.schemas import (
     AnalysisIn,
@@ -86,15 +86,35 @@ def audit_run(path: RunPath) -> Any:
     return audits.finite(_result(path.run_id).to_dict())
 
 
+class AuditReportQuery(Strict):
+    """Whether to refuse figures a judge classified."""
+
+    require_qualified: bool = Field(
+        default=False,
+        description="Answer 409 when a judge classified any of the run's answers: no "
+        "qualification covers an audit's own judge (qualifications cover judge runs' "
+        "rubrics), as `fairjudge audit show --require-qualified` refuses.",
+    )
+
+
+def _require(run_id: int, wanted: bool) -> None:
+    if wanted:
+        audits.require_qualified_in(_engine(), run_id)
+
+
 @bp.get("/audit-runs/<int:run_id>/report.json", responses={200: ReportOut})
-def audit_report_json(path: RunPath) -> Any:
-    """The run's report data (what ``fairjudge audit show --out`` writes as report.json)."""
+def audit_report_json(path: RunPath, query: AuditReportQuery) -> Any:
+    """The run's report data (what ``fairjudge audit show --out`` writes as report.json);
+    409 with `require_qualified=true` when a judge classified some of its answers."""
+    _require(path.run_id, query.require_qualified)
     return audits.finite(_result(path.run_id).report.to_json())
 
 
 @bp.get("/audit-runs/<int:run_id>/report.html", responses={200: HTML_PAGE})
-def audit_report_html(path: RunPath) -> Any:
-    """The run's report as one self-contained HTML page, charts included."""
+def audit_report_html(path: RunPath, query: AuditReportQuery) -> Any:
+    """The run's report as one self-contained HTML page, charts included (409 with
+    `require_qualified=true` as report.json)."""
+    _require(path.run_id, query.require_qualified)
     report = _result(path.run_id).report
     return Response(rendering.html(report), mimetype="text/html")
 
@@ -196,13 +216,19 @@ def followup_pull(path: RunPath, body: FollowupPullIn) -> Any:
     return result.to_dict()
 
 
-class FollowupEstimatesQuery(Strict):
+class FollowupEstimatesQuery(AuditReportQuery):
     """Which judge's classes, the design to assume for people's, the intervals' level."""
 
     assume_random: bool = Field(
         default=False,
         description="Treat the follow-ups people classified as a simple random sample of the "
-        "run's; without it a subset gives no human-only or prediction-powered estimate.",
+        "run's; without it a subset gives no human-only or prediction-powered estimate. "
+        "The subset is checked against the rest first, as for a judge run's estimates.",
+    )
+    accept_unrepresentative: bool = Field(
+        default=False,
+        description="With assume_random: use people's classes even when they fail that check; "
+        "the design's name then says so.",
     )
     alpha: float = Field(
         default=0.05, ge=0.001, le=0.5, description="1 - the intervals' coverage (0.05: 95 %)."
@@ -227,6 +253,11 @@ class FollowupDesignOut(_Out):
     usable: bool = Field(description="False: no human-only or prediction-powered estimate.")
     description: str
     reason: str = Field(description="Why people's classes cannot be used; empty when they can.")
+    representativeness: RepresentativenessOut | None = Field(
+        default=None,
+        description="For an assumed random design: how the follow-ups people classified "
+        "compare with the rest, per class ('rubric' holds the class).",
+    )
 
 
 class FollowupCountsOut(_Out):
@@ -295,9 +326,12 @@ def followup_estimates(path: RunPath, query: FollowupEstimatesQuery) -> Any:
     The shape of `fairjudge audit award estimates RUN --json`. People's classes carry no
     sampling design: where they cover a subset of the follow-ups, the human-only and
     prediction-powered estimates are null with the reason, unless `assume_random=true`. A
-    run of another suite is a 400; one no judge classified, a 404."""
+    run of another suite is a 400; one no judge classified, a 404; with
+    `require_qualified=true`, 409 (no qualification covers the judge's classes)."""
+    _require(path.run_id, query.require_qualified)
     found = audits.followup_estimates(
         get_session(), path.run_id, assume_random=query.assume_random, alpha=query.alpha,
-        judge=query.judge,
+        judge=query.judge, accept_unrepresentative=query.accept_unrepresentative,
+        rules=current_app.config["SETTINGS"].estimates,
     )  # fmt: skip
     return in_api_words(dump(FollowupEstimatesOut, found.to_dict()))

@@ -34,14 +34,23 @@ from server.usecases.estimates import (
 bp = blueprint("estimates", __name__, "estimates")
 
 
-class EstimatesQuery(RatingScopeQuery, EstimatesOptions):
-    """Which ratings count, the design to assume for ratings without one, and an optional
-    gap (gap_by, gap_a, gap_b and gap_metric together)."""
+class _Qualified(BaseModel):
+    require_qualified: bool = Field(
+        default=False,
+        description="Answer 409, naming the rubric and why, unless the judge is validated "
+        "for every rubric it scored (`fairjudge judge-audit qualify`), as the report does.",
+    )
 
 
-class TransportQuery(TransportOptions):
-    """The other judge runs (``others``, repeated), and the design to assume for ratings
-    without one."""
+class EstimatesQuery(RatingScopeQuery, EstimatesOptions, _Qualified):
+    """Which ratings count, the design to assume for ratings without one, an optional gap
+    (gap_by, gap_a, gap_b and gap_metric together), and whether to refuse an unqualified
+    judge."""
+
+
+class TransportQuery(TransportOptions, _Qualified):
+    """The other judge runs (``others``, repeated), the design to assume for ratings without
+    one, and whether to refuse an unqualified judge (this run's or any other's)."""
 
 
 class RatingPlanQuery(RatingScopeQuery, RatingPlanOptions):
@@ -280,6 +289,16 @@ class RatingPlansOut(_Out):
     plans: list[RatingPlanOut]
 
 
+def _require(run_ids: list[int], wanted: bool) -> None:
+    """``UnqualifiedError`` (409, the reason) when asked and a rubric of a run is not
+    validated (``server.usecases.qualify.require_qualified``)."""
+    if wanted:
+        from server.usecases.qualify import require_qualified
+
+        for run_id in run_ids:
+            require_qualified(get_session(), run_id)
+
+
 @bp.get("/judge-runs/<int:run_id>/estimates", responses={200: EstimatesOut})
 def judge_run_estimates(path: RunPath, query: EstimatesQuery) -> Any:
     """The run's stage metrics and rubric means three ways: judge-only, human-only and
@@ -287,8 +306,10 @@ def judge_run_estimates(path: RunPath, query: EstimatesQuery) -> Any:
 
     The shape of `fairjudge estimates --json`. Imported ratings (or those of several
     campaigns) have no sampling design: their human-only and prediction-powered estimates
-    are null with the reason, unless `assume_random=true`."""
-    options = query.model_dump(exclude={"campaign"})
+    are null with the reason, unless `assume_random=true`. With `require_qualified=true`, 409
+    naming the rubric when the judge is not validated for every rubric it scored."""
+    _require([path.run_id], query.require_qualified)
+    options = query.model_dump(exclude={"campaign", "require_qualified"})
     request = EstimatesRequest(judge_run=path.run_id, campaigns=query.campaign, **options)
     rules = current_app.config["SETTINGS"].estimates
     found = estimates(get_session(), request, rules=rules)
@@ -303,8 +324,12 @@ def judge_run_transport(path: RunPath, query: TransportQuery) -> Any:
     Per figure, the regression of human on judge with a model interaction (differences in
     bias and slope, joint F-test); each model's own prediction-powered estimate, and the
     pooled correction where the relation is the same. The shape of `fairjudge estimates RUN
-    --transport OTHER --json`."""
-    request = TransportRequest(judge_run=path.run_id, **query.model_dump())
+    --transport OTHER --json`. With `require_qualified=true`, 409 when the judge is not
+    validated for every rubric of this run or of one of `others`."""
+    _require([path.run_id, *query.others], query.require_qualified)
+    request = TransportRequest(
+        judge_run=path.run_id, **query.model_dump(exclude={"require_qualified"})
+    )
     rules = current_app.config["SETTINGS"].estimates
     return in_api_words(dump(TransportOut, transport(get_session(), request, rules).to_dict()))
 

@@ -57,13 +57,6 @@ out_dir = click.option(
 )
 
 
-def finite(value: Any) -> Any:
-    """``value`` with NaN and infinities as None (``server.usecases.audits.finite``)."""
-    from server.usecases.audits import finite as replaced
-
-    return replaced(value)
-
-
 def _write(report: Any, out: str | None) -> None:
     if out is not None:
         from server.usecases.rendering import write_report
@@ -224,6 +217,8 @@ def _show(
     settings = ctx.settings()
     result = audits.show(ctx.engine(settings), run_id, settings)
     _write(result.report, out_path)
+    from server.usecases.audits import finite
+
     emit(finite({**(extra or {}), **result.to_dict()}), as_json, _print)
 
 
@@ -374,7 +369,14 @@ def award_import(ctx: Context, run_id: int, path: str, annotator: str, as_json: 
     "--assume-random",
     is_flag=True,
     help="Treat the follow-ups people classified as a simple random sample of the run's. "
-    "Without it a subset gives no human-only or prediction-powered estimate.",
+    "Without it a subset gives no human-only or prediction-powered estimate. The subset is "
+    "checked against the rest first ([estimates] max_smd, smd_alpha) and refused when unlike it.",
+)
+@click.option(
+    "--accept-unrepresentative",
+    is_flag=True,
+    help="With --assume-random: use people's classes even when they fail that check; the "
+    "output's design then says so.",
 )
 @click.option(
     "--alpha",
@@ -392,19 +394,22 @@ def award_import(ctx: Context, run_id: int, path: str, annotator: str, as_json: 
 @json_option
 @click.pass_obj
 def award_estimates(
-    ctx: Context, run_id: int, assume_random: bool, alpha: float, judge: str | None,
-    require_qualified: bool | None, as_json: bool,
+    ctx: Context, run_id: int, assume_random: bool, accept_unrepresentative: bool, alpha: float,
+    judge: str | None, require_qualified: bool | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Each follow-up class's share of RUN, overall and per chosen group, and the gap
     between the groups: as the judge classified them, as people did, and prediction-powered
     (the judge's classes of every follow-up corrected by people's, PPI++)."""
     from server.usecases import audits
 
+    if accept_unrepresentative and not assume_random:
+        raise click.UsageError("--accept-unrepresentative goes with --assume-random")
     if requires_qualified(ctx.settings(), require_qualified):
         audits.require_qualified_in(ctx.engine(), run_id)
     found = audits.followup_estimates_in(
-        ctx.engine(), run_id, assume_random=assume_random, alpha=alpha, judge=judge
-    )
+        ctx.engine(), run_id, assume_random=assume_random, alpha=alpha, judge=judge,
+        accept_unrepresentative=accept_unrepresentative, rules=ctx.settings().estimates,
+    )  # fmt: skip
     emit(found.to_dict(), as_json, lambda _: _tables(found.tables()))
 
 
@@ -433,6 +438,8 @@ def award_analyze(path: str, names: str | None, out: str | None, as_json: bool) 
     if found.note is not None:
         err().print(found.note, highlight=False, soft_wrap=True)
     _write(found.report, out)
+    from server.usecases.audits import finite
+
     emit(finite(found.data), as_json, _print)
 
 
@@ -464,6 +471,8 @@ def names_analyze(path: str, out: str | None, as_json: bool) -> None:
 
     found = audits.analyze_names_csv(path)
     _write(found.report, out)
+    from server.usecases.audits import finite
+
     emit(finite(found.data), as_json, _print)
 
 
@@ -516,6 +525,8 @@ def bbi_analyze(path: str, out: str | None, as_json: bool) -> None:
 
     found = audits.analyze_bbi_csv(path)
     _write(found.report, out)
+    from server.usecases.audits import finite
+
     emit(finite(found.data), as_json, _print)
 
 

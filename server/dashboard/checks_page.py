@@ -10,7 +10,7 @@ its bar charts drawn as dots with whiskers, its tables under them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from server.dashboard.charts import Chart, Point, fmt, intervals
@@ -140,6 +140,15 @@ class ChecksPage:
     charts: list[Chart]
     payload: dict[str, Any]
     links: dict[str, str]
+    standing: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Rubric -> the judge's standing (state, says), as the report page shows it."""
+    standing_line: str = ""
+
+    @property
+    def all_validated(self) -> bool:
+        return bool(self.standing) and all(
+            s.get("state") == "validated" for s in self.standing.values()
+        )
 
 
 def checks_page(run_id: int, o: ChecksPageOptions, computed: Computed[Report]) -> ChecksPage:
@@ -159,4 +168,12 @@ def checks_page(run_id: int, o: ChecksPageOptions, computed: Computed[Report]) -
     }
     extra = [direction_chart(section.payload, csv), position_chart(section.payload, csv)]
     charts = [c for c in extra if c is not None] + section_charts(section, csv)
-    return ChecksPage(run_id, o, computed, section, charts, section.payload, links)
+    # The standing the report computed beside these figures (its first section).
+    first = computed.value.sections[0] if computed.value.sections else None
+    standing: dict[str, Any] = {}
+    if first is not None and first.json_key == "standing":
+        standing = first.payload
+    return ChecksPage(
+        run_id, o, computed, section, charts, section.payload, links,
+        dict(standing.get("rubrics", {})), str(standing.get("summary", "")),
+    )  # fmt: skip

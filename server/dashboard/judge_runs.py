@@ -51,6 +51,7 @@ def agreement(run_id: int) -> ResponseReturnValue:
 
     run_id = row_id("judge run", run_id)
     options = agreement_options(request.args)
+    _require(run_id)
     return _shown(
         page_key("agreement", run_id, options),
         "dashboard/agreement.html",
@@ -65,11 +66,23 @@ def checks(run_id: int) -> ResponseReturnValue:
 
     run_id = row_id("judge run", run_id)
     options = checks_options(request.args)
+    _require(run_id)
     return _shown(
         page_key("checks", run_id, options),
         "dashboard/checks.html",
         lambda c: checks_page.checks_page(run_id, options, c),
     )
+
+
+def _require(run_id: int) -> None:
+    """With ``require_qualified=true`` in the query: ``UnqualifiedError`` (the error page,
+    409, naming the rubric and why) unless the judge is validated for every rubric it
+    scored, as the report and diagnostics routes of the API answer."""
+    if request.args.get("require_qualified") in ("1", "true", "on"):
+        from server.db import get_session
+        from server.usecases.qualify import require_qualified
+
+        require_qualified(get_session(), run_id)
 
 
 def _shown(

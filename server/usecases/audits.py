@@ -10,7 +10,6 @@ how) is what the API's ``POST /audits`` body and an audit job's parameters are; 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from annotation.estimate_results import finite  # the one definition; the CLI and API use it
 from judge.errors import InvalidInputError
 from judge.progress import Progress
 from server.usecases.context import make_client, run_prices
@@ -30,18 +30,6 @@ if TYPE_CHECKING:
     from judge.audits.runner import AuditSummary
     from judge.config import Settings
     from judge.reports.sections import Report
-
-
-def finite(value: Any) -> Any:
-    """``value`` with NaN and infinities as None, in nested dicts and lists: JSON has no NaN,
-    and a test on too few answers gives one."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
 
 
 DEFAULT_MAX_TOKENS = {"award": 300, "names": 200, "bbi": 2048}
@@ -524,6 +512,7 @@ def analyze_csv_text(suite: str, text: str) -> dict[str, Any]:
 
 if TYPE_CHECKING:
     from annotation.followup_estimates import FollowupEstimates
+    from judge.config_estimates import EstimatesConfig
 
 
 def followup_estimates(
@@ -533,11 +522,17 @@ def followup_estimates(
     assume_random: bool = False,
     alpha: float = 0.05,
     judge: str | None = None,
+    accept_unrepresentative: bool = False,
+    rules: EstimatesConfig | None = None,
 ) -> FollowupEstimates:
     """Each follow-up class's share of an award run, overall and per chosen group, and the
     gap between the groups: judge-only, human-only and prediction-powered side by side
     (``annotation.followup_estimates``). NotFoundError for an unknown run or one no judge has
-    classified; InvalidInputError for a run of another suite."""
+    classified; InvalidInputError for a run of another suite. ``assume_random`` is checked
+    (``accept_unrepresentative`` overrides a failure; ``rules``: the config's
+    ``[estimates]``), as for a judge run's estimates: a failed check is an InvalidInputError
+    whose line gives the numbers, the bound and the override."""
+    from annotation.estimate_checks import UNREPRESENTATIVE
     from annotation.followup_estimates import followup_estimates as estimate
 
     info = run_info(session, run_id)  # an unknown run is named as such
@@ -546,7 +541,13 @@ def followup_estimates(
             f"audit run {run_id} is a {info['suite']} audit; estimates of the follow-up "
             "classes need an award audit run with follow-ups"
         )
-    return estimate(session, run_id, judge=judge, assume_random=assume_random, alpha=alpha)
+    found = estimate(
+        session, run_id, judge=judge, assume_random=assume_random, alpha=alpha,
+        accept_unrepresentative=accept_unrepresentative, rules=rules,
+    )  # fmt: skip
+    if found.design.name == UNREPRESENTATIVE:  # refused as `estimates` refuses it
+        raise InvalidInputError(found.design.reason)
+    return found
 
 
 def followup_estimates_in(
@@ -556,14 +557,17 @@ def followup_estimates_in(
     assume_random: bool = False,
     alpha: float = 0.05,
     judge: str | None = None,
+    accept_unrepresentative: bool = False,
+    rules: EstimatesConfig | None = None,
 ) -> FollowupEstimates:
     """``followup_estimates`` in a session of its own (the CLI)."""
     from judge.store.engine import session_scope
 
     with session_scope(engine) as session:
         return followup_estimates(
-            session, run_id, assume_random=assume_random, alpha=alpha, judge=judge
-        )
+            session, run_id, assume_random=assume_random, alpha=alpha, judge=judge,
+            accept_unrepresentative=accept_unrepresentative, rules=rules,
+        )  # fmt: skip
 
 
 def require_qualified_in(engine: Engine, run_id: int) -> None:

@@ -529,3 +529,69 @@ def test_judge_classes_say_they_are_not_validated_and_require_qualified_refuses(
     # People's classes are no judge's: nothing to refuse.
     require_judged_parts(["human:ann@example.org"], "audit run 1")
     assert fairjudge("--db", world.db_url, "audit", "show", str(world.run_id)).returncode == 0
+
+
+# ---------------------------------------------------------------- the random-subset check
+
+
+def test_a_subset_the_judge_picked_is_refused_under_assume_random(world: World) -> None:
+    """People classify exactly the follow-ups the judge called justified: for that class the
+    judge's 0/100 is 100 on every classified follow-up and 0 on every other, so the two sets
+    differ totally (an infinite standardised difference, Welch p 0): refused with the numbers,
+    as ``estimates --assume-random`` refuses the top-scored subset."""
+    picked = [f for f in world.followups if f.judge == JUS]
+    others = [f for f in world.followups if f.judge is not None and f.judge != JUS]
+    classify(world, "alice", picked)
+    # The use case (CLI, API) refuses with the line, as `estimates` does (400 over HTTP) ...
+    with pytest.raises(InvalidInputError) as refused:
+        estimate(world, assume_random=True)
+    assert str(refused.value).startswith("--assume-random refused")
+    # ... and the estimates themselves say why, with every figure but the judge's left out.
+    with Session(world.engine) as session:
+        found = followup_estimates(session, world.run_id, assume_random=True)
+    assert found.design.name == "refused (unrepresentative)" and not found.design.usable
+    assert found.design.reason == str(refused.value)
+    reason = found.design.reason
+    assert reason.startswith("--assume-random refused")
+    assert (
+        f"justified: the judge scores the {len(picked)} rated items 100.00 on average against "
+        f"0.00 for the {len(others)} unrated" in reason
+    )
+    assert "--accept-unrepresentative" in reason
+    for cell in found.shares:
+        assert cell.human_only.value is None and cell.prediction_powered.value is None
+        assert cell.best is cell.judge_only
+    checked = found.to_dict()["design"]["representativeness"]
+    assert checked["passed"] is False
+    assert {r["rubric"] for r in checked["rubrics"] if r["failed"]} >= {JUS}
+    json.dumps(found.to_dict(), allow_nan=False)  # an infinite difference is null, not inf
+
+    # The explicit override gives the figures and says so in the design's name.
+    with Session(world.engine) as session:
+        accepted = audits.followup_estimates(
+            session, world.run_id, assume_random=True, accept_unrepresentative=True
+        )
+    assert accepted.design.name == "assumed random, unrepresentative accepted"
+    assert "used all the same" in accepted.design.description
+    # people's share of justified among those the judge called justified (its planted bias
+    # calls group A's irrational explanations justified): counted from the planted truth
+    expected = 100 * sum(f.truth == JUS for f in picked) / len(picked)
+    assert share(accepted, "all", JUS).human_only.value == pytest.approx(expected)
+
+
+def test_a_random_subset_passes_the_check(world: World) -> None:
+    """The fixed half of ``rated_half`` (a hash of the design key, which the judge's classes
+    cannot see) passes: every class's difference is within the bound or not significant."""
+    classify(world, "alice", rated_half(world))
+    found = estimate(world, assume_random=True)
+    assert found.design.name == "assumed random" and found.design.usable
+    checked = found.to_dict()["design"]["representativeness"]
+    assert checked["passed"] is True and not any(r["failed"] for r in checked["rubrics"])
+    assert sorted(r["rubric"] for r in checked["rubrics"]) == sorted((IND, JUS, IRR))
+    assert share(found, "all", IRR).prediction_powered.value is not None
+
+
+def test_accept_unrepresentative_needs_assume_random(world: World) -> None:
+    classify(world, "alice", rated_half(world))
+    with Session(world.engine) as session, pytest.raises(InvalidInputError, match="goes with"):
+        audits.followup_estimates(session, world.run_id, accept_unrepresentative=True)

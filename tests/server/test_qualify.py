@@ -103,6 +103,8 @@ def test_a_run_on_another_model_or_temperature_is_not_covered(engine: Engine) ->
 
 
 def test_ratings_stored_after_the_record_make_it_stale(engine: Engine) -> None:
+    from server.usecases.reports import full_report
+
     judge, raters = good_judge(120, seed=5)
     with Session(engine) as session:
         p = plant(session, judge, raters)
@@ -112,6 +114,13 @@ def test_ratings_stored_after_the_record_make_it_stale(engine: Engine) -> None:
         session.commit()
         stale = run_standing(session, p.judge_run_id)["ICS"]
         assert stale.state == "stale" and "judge-audit qualify" in stale.says
+        report = full_report(session, p.judge_run_id)
+    # The report says so where a reader looks first, in report.json and beside the figures.
+    first = report.sections[0]
+    assert first.title == "Judge standing"
+    assert report.to_json()["standing"]["rubrics"]["ICS"]["state"] == "stale"
+    metrics = next(s.csv["metrics.csv"] for s in report.sections if "metrics.csv" in s.csv)
+    assert {r["judge_standing"] for r in metrics if r["rubric"] == "ICS"} == {"stale"}
 
 
 @pytest.mark.parametrize(
@@ -182,8 +191,11 @@ def test_report_routes_answer_409_when_asked_and_the_run_route_carries_the_stand
         info = api.get(f"/api/v1/judge-runs/{run}")
         assert info.status_code == 200
         assert info.json["standing"]["ICS"]["state"] == "not validated"
-        for route in ("report.json", "report.html", "report.csv", "diagnostics.json"):
-            refused = api.get(f"/api/v1/judge-runs/{run}/{route}?require_qualified=true")
+        routes = ("report.json", "report.html", "report.csv", "diagnostics.json", "estimates?",
+                  f"transport?others={run}&")  # fmt: skip
+        for route in routes:
+            ask = route if route.endswith(("?", "&")) else f"{route}?"
+            refused = api.get(f"/api/v1/judge-runs/{run}/{ask}require_qualified=true")
             assert refused.status_code == 409, (route, refused.data[:200])
             assert refused.json["error"]["message"] == (
                 f"judge run {run} is not qualified for ICS: not validated: no qualification "

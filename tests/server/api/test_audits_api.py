@@ -481,6 +481,15 @@ def test_follow_up_estimates_over_http(au: Audits) -> None:
     assert f"group B ({GROUPS.group_b})" in b["judge_only"]["reason"]
     assert all(g["prediction_powered"]["value"] is None for g in data["gaps"])
 
+    # The judge is constant (always justified) on both sets: the random-subset check passes.
+    assert data["design"]["representativeness"]["passed"] is True
+    # No qualification covers an audit's own judge: fail closed when asked (409, the reason).
+    for asked in (f"{url}?assume_random=true&", f"/api/v1/audit-runs/{run_id}/report.json?"):
+        closed = au.api.get(f"{asked}require_qualified=true")
+        assert closed.status_code == 409, (asked, closed.json)
+        assert "no qualification covers a judge's classes" in closed.json["error"]["message"]
+    assert au.api.get(f"/api/v1/audit-runs/{run_id}/report.json").status_code == 200
+
     bad = au.api.get(f"{url}?alpha=2")
     assert bad.status_code == 422
     assert au.api.get("/api/v1/audit-runs/99/estimates").status_code == 404
