@@ -186,88 +186,20 @@ def judge_batch(
             jrun = start_run(session, JudgeRun, run_id)
             tasks = _plan(session, jrun, rubrics)
         prompts = [_prompt(task, book, jrun) for task in tasks]
-        firsts = [
-            None if prompt is None else batch_call(client, prompt.messages, **_call(task, jrun))
-            for task, prompt in zip(tasks, prompts, strict=True)
-        ]
-        owner = BatchOwner(JudgeRun.run_kind, run_id)
-        got = send_batches(
-            engine, api, owner, _known(firsts), options=options, progress=progress, sleep=sleep
+        sent = _send(
+            engine, client, api, book, jrun, tasks, prompts, repairs, options, progress, sleep
         )
-        repair_keys: dict[int, str] = {}
-        if repairs == "batch":
-            calls = _repair_calls(engine, tasks, prompts, firsts, got, client, book, jrun)
-            repair_keys = {i: call.key for i, call in calls.items()}
-            more = send_batches(
-                engine, api, BatchOwner(JudgeRun.run_kind, run_id, "repair"),
-                list(calls.values()), options=options, progress=progress, sleep=sleep,
-            )  # fmt: skip
-            merge(got, more)
-        first_keys = {call.key for call in firsts if call is not None}
-
-        def live(key: str) -> bool:
-            if key in got.failed:
-                return options.retry_live
-            return key not in first_keys and repairs == "live"
-
-        answers = BatchAnswers(client, got.failed, live=live)
-        cache = CallCacheView(engine, client.model)
-        preload(engine, cache, [c.key for c in firsts if c] + list(repair_keys.values()))
-        tally = LiveTally()
-
-        def judged(index: int, gate: CallGate | None) -> tuple[Row | None, list[CallOutcome]]:
-            task, prompt = tasks[index], prompts[index]
-            row, outcomes = _judge_one(task, answers, cache, book, jrun, gate, prompt)
-            first = firsts[index]
-            if row is not None and first is not None and row["raw_output"] is None:
-                # An unreadable output line is kept with the judgment it fails.
-                row["raw_output"] = failed_raw(got.failed, [first.key])
-            return row, outcomes
-
-        def waiting_for_batch(index: int) -> bool:
-            first = firsts[index]
-            return (first is not None and first.key in got.pending) or (
-                repair_keys.get(index) in got.pending
-            )
-
-        # Pass 1, here: every judgment the call cache answers whole (most of them), stored in
-        # large transactions. Pass 2, concurrent: those that need a call (a live repair or
-        # retry) or fail (the batch gave no answer), through the usual live machinery.
-        ready = [i for i in range(len(tasks)) if not waiting_for_batch(i)]
-        first_pass, first_cached, deferred = _store_from_cache(engine, ready, judged)
-
-        def work(index: int) -> tuple[Row | None, list[CallOutcome]]:
-            row, outcomes = judged(index, None)
-            tally.add(outcomes)
-            return row, outcomes
-
-        second = store_results(
-            engine,
-            Judgment.__table__,  # type: ignore[attr-defined]
-            run_id,
-            deferred,
-            work,
-            concurrency=client.config.concurrency,
-            label="status",
-        )
-        flags = Counter(second.flags) + first_pass
-        if len(ready) < len(tasks):
-            flags[NOT_MADE] += len(tasks) - len(ready)
-        summary = RunSummary(
-            run_id,
-            len(tasks),
-            second.model_calls,
-            second.cached + first_cached,
-            second.http_attempts,
-            dict(flags),
+        summary, tally = _make_judgments(
+            engine, client, book, jrun, tasks, prompts, sent, repairs, options
         )
         waiting = summary.flags.get(NOT_MADE, 0)
 
         def outcome(session: Session, run: JudgeRun) -> Outcome:
             status, detail = _final_status(session, run, max_unusable=max_unusable)
-            return waiting_outcome(status, detail, waiting, "judgments", got.batches)
+            return waiting_outcome(status, detail, waiting, "judgments", sent.got.batches)
 
         status, detail = finish_run(engine, JudgeRun, run_id, outcome)
+    got = sent.got
     return BatchJudgeResult(
         summary=summary,
         batches=got.batches,
@@ -287,6 +219,130 @@ def judge_batch(
         status=status.value,
         status_detail=detail,
     )
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """The batches' side of a run: each task's first call (None: no prompt), what the
+    batches collected, and the repair call's key of each task sent as a batch repair."""
+
+    firsts: list[BatchCall | None]
+    got: Collected
+    repair_keys: dict[int, str]
+
+
+def _send(
+    engine: Engine,
+    client: ModelClient,
+    api: BatchApi,
+    book: PromptBook,
+    jrun: JudgeRun,
+    tasks: list[_Task],
+    prompts: list[RenderedPrompt | None],
+    repairs: Repairs,
+    options: BatchOptions,
+    progress: Progress | None,
+    sleep: Callable[[float], None],
+) -> _Sent:
+    """Send every task's first call as batches (resuming the run's open ones), then, with
+    ``repairs="batch"``, the repair calls the answers need as batches of their own."""
+    assert jrun.id is not None
+    run_id = jrun.id
+    firsts = [
+        None if prompt is None else batch_call(client, prompt.messages, **_call(task, jrun))
+        for task, prompt in zip(tasks, prompts, strict=True)
+    ]
+    owner = BatchOwner(JudgeRun.run_kind, run_id)
+    got = send_batches(
+        engine, api, owner, _known(firsts), options=options, progress=progress, sleep=sleep
+    )
+    repair_keys: dict[int, str] = {}
+    if repairs == "batch":
+        calls = _repair_calls(engine, tasks, prompts, firsts, got, client, book, jrun)
+        repair_keys = {i: call.key for i, call in calls.items()}
+        more = send_batches(
+            engine, api, BatchOwner(JudgeRun.run_kind, run_id, "repair"),
+            list(calls.values()), options=options, progress=progress, sleep=sleep,
+        )  # fmt: skip
+        merge(got, more)
+    return _Sent(firsts, got, repair_keys)
+
+
+def _make_judgments(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    jrun: JudgeRun,
+    tasks: list[_Task],
+    prompts: list[RenderedPrompt | None],
+    sent: _Sent,
+    repairs: Repairs,
+    options: BatchOptions,
+) -> tuple[RunSummary, LiveTally]:
+    """Make and store the judgments whose calls are answered (tasks still waiting for a
+    batch are counted not made); the run's summary and the live calls' tally."""
+    assert jrun.id is not None
+    run_id = jrun.id
+    firsts, got, repair_keys = sent.firsts, sent.got, sent.repair_keys
+    first_keys = {call.key for call in firsts if call is not None}
+
+    def live(key: str) -> bool:
+        if key in got.failed:
+            return options.retry_live
+        return key not in first_keys and repairs == "live"
+
+    answers = BatchAnswers(client, got.failed, live=live)
+    cache = CallCacheView(engine, client.model)
+    preload(engine, cache, [c.key for c in firsts if c] + list(repair_keys.values()))
+    tally = LiveTally()
+
+    def judged(index: int, gate: CallGate | None) -> tuple[Row | None, list[CallOutcome]]:
+        task, prompt = tasks[index], prompts[index]
+        row, outcomes = _judge_one(task, answers, cache, book, jrun, gate, prompt)
+        first = firsts[index]
+        if row is not None and first is not None and row["raw_output"] is None:
+            # An unreadable output line is kept with the judgment it fails.
+            row["raw_output"] = failed_raw(got.failed, [first.key])
+        return row, outcomes
+
+    def waiting_for_batch(index: int) -> bool:
+        first = firsts[index]
+        return (first is not None and first.key in got.pending) or (
+            repair_keys.get(index) in got.pending
+        )
+
+    # Pass 1, here: every judgment the call cache answers whole (most of them), stored in
+    # large transactions. Pass 2, concurrent: those that need a call (a live repair or
+    # retry) or fail (the batch gave no answer), through the usual live machinery.
+    ready = [i for i in range(len(tasks)) if not waiting_for_batch(i)]
+    first_pass, first_cached, deferred = _store_from_cache(engine, ready, judged)
+
+    def work(index: int) -> tuple[Row | None, list[CallOutcome]]:
+        row, outcomes = judged(index, None)
+        tally.add(outcomes)
+        return row, outcomes
+
+    second = store_results(
+        engine,
+        Judgment.__table__,  # type: ignore[attr-defined]
+        run_id,
+        deferred,
+        work,
+        concurrency=client.config.concurrency,
+        label="status",
+    )
+    flags = Counter(second.flags) + first_pass
+    if len(ready) < len(tasks):
+        flags[NOT_MADE] += len(tasks) - len(ready)
+    summary = RunSummary(
+        run_id,
+        len(tasks),
+        second.model_calls,
+        second.cached + first_cached,
+        second.http_attempts,
+        dict(flags),
+    )
+    return summary, tally
 
 
 STORE_CHUNK = 1000
