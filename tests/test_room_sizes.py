@@ -29,7 +29,6 @@ NOT_SPLIT_YET: dict[str, int] = {
     "server/usecases/qualify.py": 701,
     "judge/audits/award.py": 773,
     # Not reached in the session that split the campaigns room (issue 43):
-    "judge/grading/judging.py": 796,
     "judge/costs.py": 782,
     "annotation/labelstudio/service.py": 742,
     "judge/runs.py": 698,

@@ -3,7 +3,7 @@
 The run is the same judge run a live command makes (same identity, lease, plan and tables):
 only how its first calls reach the model differs. They go out as batches
 (``judge.models.batching``), each line named by the call's cache key; once a batch ends its
-answers are in the call cache, and the live pass (``judging._judge_one``) then stores every
+answers are in the call cache, and the live pass (``judgment.judge_one``) then stores every
 judgment from the cache, with the same parsing, repair and unscored rules as a live run. A
 call that a batch did not answer (an error line, an unreadable or missing line, an expired or
 failed batch) becomes a ``call_failed`` judgment with the batch's reason (and the raw line
@@ -29,15 +29,8 @@ from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
 from judge.costs import Prices
-from judge.grading.judging import (
-    _call,
-    _final_status,
-    _judge_one,
-    _plan,
-    _Task,
-    open_judge_run,
-    repair_request,
-)
+from judge.grading.judging import _final_status, _plan, open_judge_run
+from judge.grading.judgment import JudgeTask, call_params, judge_one, repair_request
 from judge.grading.parsing import Unscored, UnscoredKind, parse_grade
 from judge.grading.rubrics import RubricSet
 from judge.models.batch import BatchApi
@@ -237,7 +230,7 @@ def _send(
     api: BatchApi,
     book: PromptBook,
     jrun: JudgeRun,
-    tasks: list[_Task],
+    tasks: list[JudgeTask],
     prompts: list[RenderedPrompt | None],
     repairs: Repairs,
     options: BatchOptions,
@@ -249,7 +242,7 @@ def _send(
     assert jrun.id is not None
     run_id = jrun.id
     firsts = [
-        None if prompt is None else batch_call(client, prompt.messages, **_call(task, jrun))
+        None if prompt is None else batch_call(client, prompt.messages, **call_params(task, jrun))
         for task, prompt in zip(tasks, prompts, strict=True)
     ]
     owner = BatchOwner(JudgeRun.run_kind, run_id)
@@ -273,7 +266,7 @@ def _make_judgments(
     client: ModelClient,
     book: PromptBook,
     jrun: JudgeRun,
-    tasks: list[_Task],
+    tasks: list[JudgeTask],
     prompts: list[RenderedPrompt | None],
     sent: _Sent,
     repairs: Repairs,
@@ -298,7 +291,7 @@ def _make_judgments(
 
     def judged(index: int, gate: CallGate | None) -> tuple[Row | None, list[CallOutcome]]:
         task, prompt = tasks[index], prompts[index]
-        row, outcomes = _judge_one(task, answers, cache, book, jrun, gate, prompt)
+        row, outcomes = judge_one(task, answers, cache, book, jrun, gate, prompt)
         first = firsts[index]
         if row is not None and first is not None and row["raw_output"] is None:
             # An unreadable output line is kept with the judgment it fails.
@@ -391,7 +384,7 @@ def _store_from_cache(
     return stored, cached, left
 
 
-def _prompt(task: _Task, book: PromptBook, jrun: JudgeRun) -> RenderedPrompt | None:
+def _prompt(task: JudgeTask, book: PromptBook, jrun: JudgeRun) -> RenderedPrompt | None:
     """A task's judge prompt, rendered once for its batch line and its judgment (None: an
     answer is missing, no call)."""
     if task.texts is None:
@@ -405,7 +398,7 @@ def _known(calls: list[BatchCall | None]) -> list[BatchCall]:
 
 def _repair_calls(
     engine: Engine,
-    tasks: list[_Task],
+    tasks: list[JudgeTask],
     prompts: list[RenderedPrompt | None],
     firsts: list[BatchCall | None],
     got: Collected,
@@ -414,7 +407,7 @@ def _repair_calls(
     jrun: JudgeRun,
 ) -> dict[int, BatchCall]:
     """The repair call of each task whose first reply (in the call cache) cannot be read,
-    built as the live pass would make it (``judging.repair_request``)."""
+    built as the live pass would make it (``judgment.repair_request``)."""
     cache = CallCacheView(engine, client.model)
     calls: dict[int, BatchCall] = {}
     for index, (task, prompt, first) in enumerate(zip(tasks, prompts, firsts, strict=True)):
@@ -429,7 +422,7 @@ def _repair_calls(
         if not isinstance(grade, Unscored):
             continue
         _, messages = repair_request(prompt.messages, reply, grade, book, task)
-        calls[index] = batch_call(client, messages, **_call(task, jrun))
+        calls[index] = batch_call(client, messages, **call_params(task, jrun))
     return calls
 
 
