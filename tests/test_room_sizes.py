@@ -33,7 +33,6 @@ NOT_SPLIT_YET: dict[str, int] = {
     "annotation/labelstudio/service.py": 742,
     "judge/runs.py": 698,
     "judge/authoring/replies.py": 660,
-    "annotation/sampling.py": 646,
     "judge/data/responses.py": 631,
     "judge/audits/runner.py": 627,
     "judge/authoring/cells.py": 620,

@@ -35,7 +35,8 @@ from judge.store.tables import Campaign, CampaignTask, HumanRating, Item, Judgme
 
 if TYPE_CHECKING:  # annotation.sampling (scipy.stats) is imported where a sample is drawn
     from annotation.labelstudio.gold import GoldRow
-    from annotation.sampling import Sample, SizePlan
+    from annotation.sample_size import SizePlan
+    from annotation.sampling import Sample
 
 
 def get_campaign(session: Session, name: str) -> Campaign:
@@ -117,7 +118,7 @@ def plan_size(
 ) -> SizePlan:
     """The sample size for a 95 % CI of Spearman's rho of the given half-width; rho is taken
     from a pilot campaign's ratings against its judge when ``pilot`` names one."""
-    from annotation.sampling import size_for_half_width, size_from_pilot
+    from annotation.sample_size import size_for_half_width, size_from_pilot
 
     if pilot is None:
         return size_for_half_width(half_width)
