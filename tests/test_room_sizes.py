@@ -30,7 +30,6 @@ NOT_SPLIT_YET: dict[str, int] = {
     "judge/audits/award.py": 773,
     # Not reached in the session that split the campaigns room (issue 43):
     "judge/costs.py": 782,
-    "annotation/labelstudio/service.py": 742,
     "judge/runs.py": 698,
     "judge/authoring/replies.py": 660,
     "judge/data/responses.py": 631,
