@@ -29,13 +29,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.audits.base import ERROR, AuditTask, Suite
-from judge.audits.runner import (
-    answer_row,
-    final_status,
-    followup_tasks,
-    main_tasks,
-    open_audit_run,
-)
+from judge.audits.runner import answer_row, final_status, open_audit_run
+from judge.audits.stored import followup_tasks, main_tasks
 from judge.costs import Prices
 from judge.models.batch import BatchApi
 from judge.models.batch_options import BatchOptions
