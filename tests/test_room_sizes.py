@@ -31,7 +31,6 @@ NOT_SPLIT_YET: dict[str, int] = {
     # Not reached in the session that split the campaigns room (issue 43):
     "judge/costs.py": 782,
     "judge/runs.py": 698,
-    "judge/config.py": 601,
 }
 
 # Functions over the limit (module path, qualified name) -> lines; none today.
