@@ -36,17 +36,10 @@ from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.progress import Progress
 from judge.prompts import PromptBook
-from judge.runs import (
-    NOT_MADE,
-    UNUSABLE_SHARE,
-    Outcome,
-    Row,
-    finish_run,
-    run_lease,
-    start_run,
-)
+from judge.runs import NOT_MADE, UNUSABLE_SHARE, Row, run_lease
 from judge.runs import store_results as store
 from judge.store.engine import session_scope
+from judge.store.lifecycle import Outcome, finish_run, start_run
 from judge.store.tables import GenerationRun, Item, Response
 
 KIND = GenerationRun.run_kind

@@ -36,19 +36,16 @@ from judge.prompts import PromptBook
 from judge.runs import (
     NOT_MADE,
     UNUSABLE_SHARE,
-    Outcome,
     Row,
     RunPart,
     RunSummary,
-    commit_run,
-    finish_run,
     run_lease,
-    start_run,
     store_results,
     unusable_detail,
 )
-from judge.runs import get_or_create_run as get_or_create
 from judge.store.engine import session_scope
+from judge.store.lifecycle import Outcome, commit_run, finish_run, start_run
+from judge.store.lifecycle import get_or_create_run as get_or_create
 from judge.store.queries import dataset_items, get_dataset
 from judge.store.tables import GenerationRun, Item, Response, utcnow
 from judge.vocab import STAGE_PARTS, RunStatus

@@ -45,15 +45,8 @@ from judge.models.batching import BatchOwner, batch_call
 from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.progress import Progress
-from judge.runs import (
-    NOT_MADE,
-    UNUSABLE_SHARE,
-    Outcome,
-    Row,
-    finish_run,
-    run_lease,
-    store_results,
-)
+from judge.runs import NOT_MADE, UNUSABLE_SHARE, Row, run_lease, store_results
+from judge.store.lifecycle import Outcome, finish_run
 from judge.store.tables import AuditAnswer, AuditRun
 
 KIND = AuditRun.run_kind

@@ -56,17 +56,15 @@ from judge.progress import Progress
 from judge.runs import (
     NOT_MADE,
     UNUSABLE_SHARE,
-    Outcome,
     Row,
     RunSummary,
-    commit_run,
-    finish_run,
     run_lease,
     store_results,
     unusable_detail,
 )
-from judge.runs import get_or_create_run as get_or_create
 from judge.store.engine import session_scope
+from judge.store.lifecycle import Outcome, commit_run, finish_run
+from judge.store.lifecycle import get_or_create_run as get_or_create
 from judge.store.tables import AuditAnswer, AuditRun, CallCache, utcnow
 from judge.vocab import RunStatus
 

@@ -27,8 +27,8 @@ from judge.audits.base import (
 )
 from judge.models.cache import call_key
 from judge.models.client import ModelClient
-from judge.runs import start_run
 from judge.store.engine import session_scope
+from judge.store.lifecycle import start_run
 from judge.store.tables import AuditAnswer, AuditLabel, AuditRun
 
 

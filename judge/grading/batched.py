@@ -61,16 +61,14 @@ from judge.prompts import PromptBook, RenderedPrompt
 from judge.runs import (
     NOT_MADE,
     UNUSABLE_SHARE,
-    Outcome,
     ResultWriter,
     Row,
     RunSummary,
-    finish_run,
     run_lease,
-    start_run,
     store_results,
 )
 from judge.store.engine import session_scope
+from judge.store.lifecycle import Outcome, finish_run, start_run
 from judge.store.tables import Item, JudgeRun, Judgment
 
 Repairs = Literal["live", "batch"]

@@ -13,7 +13,7 @@ from judge.grading.rubrics import BUILTIN_SET, RubricSet
 from judge.hashing import content_hash
 from judge.models.client import ModelClient
 from judge.prompts import PromptBook
-from judge.runs import get_or_create_run
+from judge.store.lifecycle import get_or_create_run
 from judge.store.queries import get_generation_run
 from judge.store.tables import JudgeRun
 

@@ -51,18 +51,15 @@ from judge.prompts import PromptBook
 from judge.runs import (
     NOT_MADE,
     UNUSABLE_SHARE,
-    Outcome,
     Row,
     RunPart,
     RunSummary,
-    commit_run,
-    finish_run,
     run_lease,
-    start_run,
     store_results,
     unusable_detail,
 )
 from judge.store.engine import session_scope
+from judge.store.lifecycle import Outcome, commit_run, finish_run, start_run
 from judge.store.queries import get_generation_run
 from judge.store.tables import Item, JudgeRun, Judgment, Response
 from judge.vocab import STAGE_FIELDS, RunStatus
