@@ -25,12 +25,13 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from judge.answers.kinds import classify_answer
-from judge.costs import Budget, BudgetGate, Prices, budget_stop_detail, paid_calls, run_budget
+from judge.budgets import Budget, BudgetGate, budget_stop_detail, paid_calls, run_budget
 from judge.data.items import DRAFT, status_name
 from judge.endpoint_url import same_server
 from judge.errors import InvalidInputError, NotFoundError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import (

@@ -46,12 +46,13 @@ from judge.audits.stored import (
     shared_draws,
     stored_answers,
 )
-from judge.costs import Budget, BudgetGate, Prices, budget_stop_detail, paid_calls, run_budget
+from judge.budgets import Budget, BudgetGate, budget_stop_detail, paid_calls, run_budget
 from judge.endpoint_url import identity_url
 from judge.errors import NotFoundError
 from judge.hashing import content_hash
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.runs import (
     NOT_MADE,

@@ -52,11 +52,12 @@ from judge.authoring.stored_calls import (
     stored_attempts,
 )
 from judge.authoring.waves import CellCall, CellPrompts, CellState, next_wave
-from judge.costs import MIN_MEASURED, Measure, Prices, estimate, measured_tokens_per_char
+from judge.costs import MIN_MEASURED, Measure, estimate, measured_tokens_per_char
 from judge.data.taxonomy import Taxonomy
 from judge.errors import InvalidInputError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import run_concurrently, run_lease

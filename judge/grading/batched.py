@@ -28,7 +28,6 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
-from judge.costs import Prices
 from judge.grading.judging import _final_status, _plan, open_judge_run
 from judge.grading.judgment import JudgeTask, call_params, judge_one, repair_request
 from judge.grading.parsing import Unscored, UnscoredKind, parse_grade
@@ -56,6 +55,7 @@ from judge.models.batching import (
 )
 from judge.models.cache import CallCacheView, CallGate, CallOutcome
 from judge.models.client import Completion, ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook, RenderedPrompt
 from judge.runs import (

@@ -32,8 +32,8 @@ from sqlalchemy import select as columns
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from judge.budgets import Budget, BudgetGate, budget_stop_detail, paid_calls, run_budget
 from judge.config import JudgeConfig
-from judge.costs import Budget, BudgetGate, Prices, budget_stop_detail, paid_calls, run_budget
 from judge.errors import InvalidInputError
 from judge.grading.identity import (
     get_or_create_judge_run,
@@ -46,6 +46,7 @@ from judge.grading.parsing import UnscoredKind
 from judge.grading.rubrics import Rubric, RubricSet
 from judge.models.cache import CallCacheView, CallOutcome, call_key
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import (
