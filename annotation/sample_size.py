@@ -1,7 +1,6 @@
 """How many items a rating campaign needs: the sample size for a 95 % confidence interval of
-Spearman's rho of a given half-width (Fisher's z with Bonett and Wright's
-variance), rho
-taken from a pilot campaign or assumed (``PLANNING_RHO``, an assumption the plan says it made)."""
+Spearman's rho of a given half-width (Fisher's z with Bonett and Wright's variance), rho taken
+from a pilot campaign or assumed (``PLANNING_RHO``, an assumption the plan says it made)."""
 
 from __future__ import annotations
 

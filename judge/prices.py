@@ -13,6 +13,7 @@ MTOK = 1_000_000
 
 
 def check_amount(name: str, value: float) -> None:
+    """ValueError unless ``value`` is a finite number >= 0 (``name`` says which)."""
     if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 

@@ -50,6 +50,7 @@ def blind_check(session: Session, client: LabelStudioClient, name: str) -> int:
 
 
 def list_campaigns(session: Session) -> list[dict[str, Any]]:
+    """Every campaign as the store has it, with its live ratings counted, oldest first."""
     out = []
     for c in session.exec(select(Campaign).order_by(col(Campaign.id))):
         ratings = session.exec(

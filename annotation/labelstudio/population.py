@@ -33,6 +33,8 @@ class Population:
 def population(
     session: Session, judge_run_id: int, rubric_set: RubricSet, rubrics: Sequence[str]
 ) -> Population:
+    """The judge run's items humans can rate with ``rubrics`` (all of the run's when empty),
+    each with the judge's scores per rubric, and how many were left out."""
     from annotation.sampling import Unit
 
     run = get_judge_run(session, judge_run_id)
@@ -72,6 +74,8 @@ def population(
 
 
 def check_rubrics(rubric_set: RubricSet, rubrics: Sequence[str]) -> tuple[str, ...]:
+    """The rubrics asked for, upper-cased (all of the set's when none); CampaignError naming
+    any the judge run did not apply."""
     if not rubrics:
         return tuple(rubric_set.rubrics)
     names = tuple(r.strip().upper() for r in rubrics)

@@ -23,10 +23,12 @@ IMPORT_CHUNK = 1000
 
 
 def quiet(_: str) -> None:
+    """A ``Say`` that says nothing."""
     pass
 
 
 def rubrics_of(rubric_set: RubricSet, names: Iterable[str]) -> list[Rubric]:
+    """The rubrics of ``rubric_set`` named in ``names``, in that order."""
     return [rubric_set[n] for n in names]
 
 
@@ -37,6 +39,8 @@ def ensure_project(
     campaign: Campaign,
     progress: Say,
 ) -> None:
+    """Give the campaign its Label Studio project (found again or made, with the rating or
+    review interface); CampaignError when its stored project is gone from the server."""
     if campaign.ls_project_id is not None:
         if client.project_exists(campaign.ls_project_id):
             return

@@ -36,6 +36,8 @@ def read_response_file(path: str | Path) -> list[dict[str, Any]]:
 
 
 def read_numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The file's rows with their line numbers (``read_response_file``); ResponseRowsError
+    naming every line that cannot be read."""
     if not path.is_file():
         raise InvalidInputError(f"answers file {path} not found")
     suffix = path.suffix.lower()
