@@ -181,6 +181,10 @@ def import_ratings(
     )
 
 
+Parsed = dict[tuple[int, str, str], tuple[float, str | None, int]]
+"""Rows read and checked: (item id, rubric, rater) -> (score, rationale, row number)."""
+
+
 def import_rating_rows(
     session: Session,
     rows: Sequence[tuple[int, Mapping[str, Any]]],
@@ -198,6 +202,49 @@ def import_rating_rows(
     ``rater``, ``score`` and optionally ``rationale`` (numbers are read as their text); the
     problems name each row by ``unit`` and its number."""
     rows = [(n, {k: "" if v is None else str(v) for k, v in row.items()}) for n, row in rows]
+    parsed, problems = _parse_rows(session, rows, generation_run_id, rubrics, scale, unit)
+    existing = {
+        (r.item_id, r.rubric, r.rater): r
+        for r in session.exec(
+            select(HumanRating).where(
+                HumanRating.generation_run_id == generation_run_id,
+                HumanRating.scope == import_scope(batch),
+            )
+        )
+    }
+    if not replace:
+        problems += _conflicts(parsed, existing)
+    if problems:
+        raise RatingRowsError(
+            f"{where} was not imported; fix these {unit}s and try again:",
+            sorted(problems),
+            unit=unit,
+        )
+    added, unchanged, replaced = _store_parsed(
+        session, parsed, existing, generation_run_id, source, batch
+    )
+    return RatingsImport(
+        generation_run_id,
+        added,
+        unchanged,
+        replaced,
+        len({r for _, _, r in parsed}),
+        len({i for i, _, _ in parsed}),
+    )
+
+
+def _parse_rows(
+    session: Session,
+    rows: Sequence[tuple[int, Mapping[str, str]]],
+    generation_run_id: int,
+    rubrics: RubricSet,
+    scale: Scale | None,
+    unit: str,
+) -> tuple[Parsed, list[tuple[int, str]]]:
+    """Read and check every row against the run (an answered item of its dataset), the
+    rubrics (one that applies to the item's stage, on its own scale or the given one) and
+    the rows before it (one rating per rater, item and rubric); the rows that pass, and a
+    (row number, reason) for each that does not."""
     run = get_generation_run(session, generation_run_id)
     items = {i.key: i for i in session.exec(select(Item).where(Item.dataset_id == run.dataset_id))}
     answered = set(
@@ -209,7 +256,7 @@ def import_rating_rows(
         )
     )
     problems: list[tuple[int, str]] = []
-    parsed: dict[tuple[int, str, str], tuple[float, str | None, int]] = {}
+    parsed: Parsed = {}
     mismatched: set[str] = set()  # rubrics whose scale --scale contradicts (said once)
     for number, row in rows:
         key, rubric, rater = (row.get(c, "").strip() for c in ("item_id", "rubric", "rater"))
@@ -257,32 +304,35 @@ def import_rating_rows(
             )
             continue
         parsed[ident] = (score, (row.get("rationale") or "").strip() or None, number)  # type: ignore[index]
-    existing = {
-        (r.item_id, r.rubric, r.rater): r
-        for r in session.exec(
-            select(HumanRating).where(
-                HumanRating.generation_run_id == generation_run_id,
-                HumanRating.scope == import_scope(batch),
-            )
+    return parsed, problems
+
+
+def _conflicts(
+    parsed: Parsed, existing: dict[tuple[int, str, str], HumanRating]
+) -> list[tuple[int, str]]:
+    """The rows that would change a score already stored in the batch (refused without
+    ``replace``), each with the stored and the new score."""
+    return [
+        (
+            number,
+            f"rater {rater!r} already has score {existing[(i, rb, rater)].score:g}"
+            f" for this item and rubric (file says {score:g}); pass --replace "
+            "to overwrite",
         )
-    }
-    if not replace:
-        problems += [
-            (
-                number,
-                f"rater {rater!r} already has score {existing[(i, rb, rater)].score:g}"
-                f" for this item and rubric (file says {score:g}); pass --replace "
-                "to overwrite",
-            )
-            for (i, rb, rater), (score, _, number) in parsed.items()
-            if (i, rb, rater) in existing and existing[(i, rb, rater)].score != score
-        ]
-    if problems:
-        raise RatingRowsError(
-            f"{where} was not imported; fix these {unit}s and try again:",
-            sorted(problems),
-            unit=unit,
-        )
+        for (i, rb, rater), (score, _, number) in parsed.items()
+        if (i, rb, rater) in existing and existing[(i, rb, rater)].score != score
+    ]
+
+
+def _store_parsed(
+    session: Session,
+    parsed: Parsed,
+    existing: dict[tuple[int, str, str], HumanRating],
+    generation_run_id: int,
+    source: str,
+    batch: str,
+) -> tuple[int, int, int]:
+    """Add the new ratings and overwrite the changed ones; (added, unchanged, replaced)."""
     added = unchanged = replaced = 0
     for (item_id, rubric, rater), (score, rationale, _) in parsed.items():
         old = existing.get((item_id, rubric, rater))
@@ -306,14 +356,7 @@ def import_rating_rows(
             old.score, old.rationale, old.source = score, rationale, source
             replaced += 1
     session.flush()
-    return RatingsImport(
-        generation_run_id,
-        added,
-        unchanged,
-        replaced,
-        len({r for _, _, r in parsed}),
-        len({i for i, _, _ in parsed}),
-    )
+    return added, unchanged, replaced
 
 
 def _rubric_problem(rubrics: RubricSet, rubric: str, stage: str, key: str) -> str | None:

@@ -454,23 +454,8 @@ def run_reliability(
     ``group_by`` (an item field, see ``item_groups``) adds each judge's grouped correlations:
     within each group of rated items, averaged over the groups."""
     get_generation_run(session, generation_run_id)
-    # Ratings of a campaign's gold items test the annotators; they were chosen, not drawn,
-    # so they stay out of agreement (annotation.labelstudio.gold).
-    from annotation.labelstudio.gold import gold_pairs
-
-    gold = gold_pairs(session, generation_run_id)
-    selection = select_ratings(
-        session,
-        generation_run_id,
-        campaigns,
-        skip=lambda r: (r.campaign_id, r.item_id) in gold,
-    )
+    selection = _selected_ratings(session, generation_run_id, campaigns)
     ratings = selection.ratings
-    if not ratings:
-        raise NotFoundError(
-            f"run {generation_run_id} has no human ratings yet; import them with "
-            f"`fairjudge ratings import FILE --run {generation_run_id}`"
-        )
     judge_runs = session.exec(
         select(JudgeRun)
         .where(JudgeRun.generation_run_id == generation_run_id)
@@ -490,42 +475,23 @@ def run_reliability(
     by_rubric: dict[str, list[HumanRating]] = defaultdict(list)
     for rating in ratings:
         by_rubric[rating.rubric].append(rating)
-    rubrics: dict[str, RubricReliability] = {}
-    for rubric in sorted(by_rubric):
-        rows = by_rubric[rubric]
-        matrix = RatingMatrix.from_long(
-            [r.item_id for r in rows], [r.rater for r in rows], [r.score for r in rows]
+    rubrics = {
+        rubric: _rubric_reliability(
+            session,
+            rubric,
+            by_rubric[rubric],
+            judge_runs,
+            checks,
+            human=human,
+            own=own_scales.get(rubric, scale),
+            options=options,
+            target_half_width=target_half_width,
+            probabilities=probabilities,
+            groups=groups,
+            group_by=group_by,
         )
-        human_scores = dict(
-            zip((int(i) for i in matrix.items), matrix.item_scores(human), strict=True)
-        )
-        own = own_scales.get(rubric, scale)
-        _check_scale(f"the ratings of rubric {rubric}", [r.score for r in rows], own)
-        ceiling = human_vs_human(matrix, options=options, labels=own.labels, warn=False)
-        judges = [
-            replace(
-                _judge_entry(
-                    session,
-                    run,
-                    rubric,
-                    matrix,
-                    human_scores,
-                    ceiling,
-                    options,
-                    target_half_width,
-                    own,
-                    probabilities,
-                    groups,
-                    group_by,
-                ),
-                checks=[*checks[run.id].get("*", []), *checks[run.id].get(rubric, [])],
-            )
-            for run in judge_runs
-            if run.id is not None
-        ]
-        rubrics[rubric] = RubricReliability(
-            rubric, len(matrix.items), len(matrix.raters), len(rows), ceiling, judges, own
-        )
+        for rubric in sorted(by_rubric)
+    }
     return RunReliability(
         generation_run_id,
         human,
@@ -536,4 +502,77 @@ def run_reliability(
         ratings_used=selection.to_dict(),
         ratings_note=selection.describe(),
         weighted_absent=weighted_absent,
+    )
+
+
+def _selected_ratings(
+    session: Session, generation_run_id: int, campaigns: Sequence[str]
+) -> RatingSelection:
+    """The run's ratings that count (``judge.store.rating_scope``), gold items' ratings left
+    out; a run with none is refused with the command that imports some."""
+    # Ratings of a campaign's gold items test the annotators; they were chosen, not drawn,
+    # so they stay out of agreement (annotation.labelstudio.gold).
+    from annotation.labelstudio.gold import gold_pairs
+
+    gold = gold_pairs(session, generation_run_id)
+    selection = select_ratings(
+        session,
+        generation_run_id,
+        campaigns,
+        skip=lambda r: (r.campaign_id, r.item_id) in gold,
+    )
+    if not selection.ratings:
+        raise NotFoundError(
+            f"run {generation_run_id} has no human ratings yet; import them with "
+            f"`fairjudge ratings import FILE --run {generation_run_id}`"
+        )
+    return selection
+
+
+def _rubric_reliability(
+    session: Session,
+    rubric: str,
+    rows: list[HumanRating],
+    judge_runs: Sequence[JudgeRun],
+    checks: dict[int, dict[str, list[str]]],
+    *,
+    human: str,
+    own: Scale,
+    options: BootstrapOptions,
+    target_half_width: float,
+    probabilities: dict[int, float],
+    groups: dict[int, str] | None,
+    group_by: str | None,
+) -> RubricReliability:
+    """One rubric's agreement: its ratings checked against its scale, the human ceiling, and
+    each judge run against the humans (with the run's trust checks for the rubric)."""
+    matrix = RatingMatrix.from_long(
+        [r.item_id for r in rows], [r.rater for r in rows], [r.score for r in rows]
+    )
+    human_scores = dict(zip((int(i) for i in matrix.items), matrix.item_scores(human), strict=True))
+    _check_scale(f"the ratings of rubric {rubric}", [r.score for r in rows], own)
+    ceiling = human_vs_human(matrix, options=options, labels=own.labels, warn=False)
+    judges = [
+        replace(
+            _judge_entry(
+                session,
+                run,
+                rubric,
+                matrix,
+                human_scores,
+                ceiling,
+                options,
+                target_half_width,
+                own,
+                probabilities,
+                groups,
+                group_by,
+            ),
+            checks=[*checks[run.id].get("*", []), *checks[run.id].get(rubric, [])],
+        )
+        for run in judge_runs
+        if run.id is not None
+    ]
+    return RubricReliability(
+        rubric, len(matrix.items), len(matrix.raters), len(rows), ceiling, judges, own
     )

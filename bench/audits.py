@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from judge.audits.names import CSV_COLUMNS, NamePrompt, iter_prompts, load_design
+from judge.audits.names import CSV_COLUMNS
+from judge.audits.names_design import NamePrompt, iter_prompts, load_design
 from tests.support.factories import write_config
 from tests.support.stub_openai import StubServer
 

@@ -14,18 +14,17 @@ Rows travel as plain dicts and are written with SQLAlchemy Core ``INSERT``s (one
 per table per commit), not as ORM objects: at 160 results a second the ORM's unit of work
 was a quarter of the client's CPU (docs/performance.md).
 
-Every kind of run (generation, judge, audit: ``RunBase`` tables) goes through one lifecycle:
-``get_or_create_run`` finds the run of the same identity (so asking again resumes it) or
-makes one, ``commit_run`` stores it at once and gives its id, ``start_run`` marks it
-running under its lease, and ``finish_run`` writes the outcome (finished, or incomplete and
-why) and the time. Each stage passes in only what is its own: the columns that identify its
-runs and how its outcome is read from its results.
+Every kind of run (generation, judge, audit: ``RunBase`` tables) goes through one lifecycle
+(``judge.store.lifecycle``): ``get_or_create_run`` finds the run of the same identity (so
+asking again resumes it) or makes one, ``commit_run`` stores it at once and gives its id,
+``start_run`` marks it running under its lease, and ``finish_run`` writes the outcome
+(finished, or incomplete and why) and the time. Each stage passes in only what is its own:
+the columns that identify its runs and how its outcome is read from its results.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import threading
 import time
@@ -41,16 +40,14 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from judge.errors import FairJudgeError, NotFoundError
+from judge.errors import FairJudgeError
 from judge.models.cache import CallOutcome
 from judge.progress import Progress, begin
-from judge.store.engine import session_scope
-from judge.store.tables import CallCache, RunBase, RunLease, utcnow
-from judge.vocab import RunStatus
+from judge.store.interrupts import interrupts_held
+from judge.store.tables import CallCache, RunLease
 
 T = TypeVar("T")
 R = TypeVar("R")
-AnyRun = TypeVar("AnyRun", bound=RunBase)
 
 Row = dict[str, Any]
 """One result row (a ``Response`` or a ``Judgment``) as column name -> value."""
@@ -408,35 +405,6 @@ class ResultWriter:
             self.conn.execute(self._insert_rows, rows)
 
 
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextmanager
-def interrupts_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM off for the block (one transaction) and deliver them, to
-    whatever handler the process had, as soon as it ends.
-
-    An interrupt raised inside the database driver is worse than one a moment later: with
-    SQLite, KeyboardInterrupt raised from inside an ``INSERT`` makes SQLAlchemy give the
-    connection up without a rollback, and the statement left open keeps the write lock
-    until the traceback is freed, so the cleanup that follows (storing what arrived,
-    freeing the lease) waits for the 30 s busy timeout. Only the main thread receives
-    signals, so elsewhere (a job worker's thread) this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[int] = []
-    previous = {sig: signal.signal(sig, lambda got, _: held.append(got)) for sig in HELD_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            # None: a handler set outside Python, which cannot be put back; the default.
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
-        for got in held:  # the first one's handler usually raises, ending the loop
-            signal.raise_signal(got)
-
-
 @dataclass(frozen=True)
 class RunPart:
     """One share of a run's items, for a run that several workers split between them
@@ -589,74 +557,6 @@ def _alive(pid: int, host: str) -> bool:
     return True
 
 
-def get_or_create_run(
-    session: Session,
-    table: type[AnyRun],
-    identity: Mapping[str, Any],
-    *,
-    fields: Mapping[str, Any],
-    same: Callable[[AnyRun], bool] | None = None,
-    new: bool = False,
-) -> AnyRun:
-    """The newest run of ``table`` whose ``identity`` columns hold these values (and that
-    ``same`` accepts: a comparison SQL cannot make, such as two spellings of one server's
-    URL), to resume it; else, or with ``new``, a new run of ``identity`` and ``fields``
-    (added and flushed, so it has its id)."""
-    if not new:
-        candidates = session.exec(
-            select(table)
-            .where(*(getattr(table, name) == value for name, value in identity.items()))
-            .order_by(col(table.id).desc())
-        )
-        for existing in candidates:
-            if same is None or same(existing):
-                return existing
-    run = table(**identity, **fields)
-    session.add(run)
-    session.flush()
-    return run
-
-
-def commit_run(engine: Engine, get: Callable[[Session], RunBase]) -> int:
-    """The id of the run ``get`` finds or makes (``get_or_create_run``), in a transaction of
-    its own that is committed before any call. Where a unique key guards a run's identity
-    (judge runs), two processes that make it at once both get the one row: the loser's insert
-    fails and it looks again, finding the winner's."""
-    try:
-        return _committed_id(engine, get)
-    except IntegrityError:
-        return _committed_id(engine, get)
-
-
-def _committed_id(engine: Engine, get: Callable[[Session], RunBase]) -> int:
-    with session_scope(engine) as session:
-        run = get(session)
-        if run.id is None:  # get_or_create_run flushes: a found or new row has its id
-            raise ValueError(f"a {run.run_kind} run was given back without being stored")
-        return run.id
-
-
-def start_run(session: Session, table: type[AnyRun], run_id: int) -> AnyRun:
-    """The run, marked running with its earlier status line cleared (a resumed run says
-    again how it ended when it ends). Called by the holder of its lease (``run_lease``)."""
-    run = _get_run(session, table, run_id)
-    run.status, run.status_detail = RunStatus.RUNNING, None
-    return run
-
-
-def _get_run(session: Session, table: type[AnyRun], run_id: int) -> AnyRun:
-    run = session.get(table, run_id)
-    if run is None:
-        raise NotFoundError(
-            f"{table.run_kind} run {run_id} was deleted while this command worked on it"
-        )
-    return run
-
-
-Outcome = tuple[RunStatus, str | None]
-"""How a run ended: finished (no detail), or incomplete or unusable with the line saying
-why."""
-
 UNUSABLE_SHARE = 0.5
 """The default of ``[runs] max_unusable_share`` (``judge.config.RunsConfig``): a run whose
 results are more than half unscored or failed ends ``unusable``."""
@@ -681,18 +581,3 @@ def unusable_detail(
         f"{count:,} of {total:,} {what} ({why}), more than the {limit * 100:g} % "
         "[runs] max_unusable_share allows"
     )
-
-
-def finish_run(
-    engine: Engine,
-    table: type[AnyRun],
-    run_id: int,
-    outcome: Callable[[Session, AnyRun], Outcome],
-) -> Outcome:
-    """Store how the run ended, as ``outcome`` reads it from the stored results, and when;
-    give it back."""
-    with session_scope(engine) as session:
-        run = _get_run(session, table, run_id)
-        run.status, run.status_detail = ended = outcome(session, run)
-        run.finished_at = utcnow()
-    return ended

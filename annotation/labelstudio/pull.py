@@ -235,12 +235,34 @@ def _pull_ratings(
     tasks: dict[str, tuple[CampaignTask, str]],
     result: PullResult,
 ) -> None:
-    assert campaign.generation_run_id is not None
+    """Store a rating campaign's export: new ratings added, changed ones updated with their
+    old value kept as history, and ratings whose annotation is gone marked withdrawn."""
+    assert campaign.generation_run_id is not None and campaign.id is not None
+    pulled, unreadable = _pulled_scores(campaign, _read(exported, users, tasks, result), result)
+    # Only this campaign's own ratings: another campaign over the same answers keeps its own
+    # rows (and history), whichever was pulled last.
+    scope = campaign_scope(campaign.id)
+    stored = {
+        (r.item_id, r.rubric, r.rater): r
+        for r in session.exec(
+            select(HumanRating).where(
+                HumanRating.generation_run_id == campaign.generation_run_id,
+                HumanRating.scope == scope,
+            )
+        )
+    }
+    now = utcnow()
+    seen = _store_pulled(session, campaign, scope, pulled, stored, now, result)
+    _withdraw_gone(session, stored, seen, unreadable, now, result)
+
+
+def _pulled_scores(
+    campaign: Campaign, found: Sorted, result: PullResult
+) -> tuple[list[_Pulled], set[tuple[int, str]]]:
+    """One ``_Pulled`` per score of each annotation that counts, and the (item, rater) pairs
+    whose stored ratings stay as they are: an annotation that could not be read (reported,
+    not withdrawn) or one held out as cross-edited (its author's rating is kept)."""
     pulled: list[_Pulled] = []
-    # (item, rater) pairs with an annotation whose ratings could not be read: their stored
-    # ratings are left as they are (reported, not withdrawn).
-    found = _read(exported, users, tasks, result)
-    # Held-out (cross-edited) annotations keep their author's stored rating too.
     unreadable: set[tuple[int, str]] = set(found.held)
     for counted in found.counted:
         ann, task, item_key, rater = (
@@ -280,21 +302,22 @@ def _pull_ratings(
                     float(ann["lead_time"]) if ann.get("lead_time") is not None else None,
                 )
             )
-    # Only this campaign's own ratings: another campaign over the same answers keeps its own
-    # rows (and history), whichever was pulled last.
-    assert campaign.id is not None
-    scope = campaign_scope(campaign.id)
-    stored = {
-        (r.item_id, r.rubric, r.rater): r
-        for r in session.exec(
-            select(HumanRating).where(
-                HumanRating.generation_run_id == campaign.generation_run_id,
-                HumanRating.scope == scope,
-            )
-        )
-    }
+    return pulled, unreadable
+
+
+def _store_pulled(
+    session: Session,
+    campaign: Campaign,
+    scope: str,
+    pulled: list[_Pulled],
+    stored: dict[tuple[int, str, str], HumanRating],
+    now: datetime,
+    result: PullResult,
+) -> set[int]:
+    """Add each pulled score that has no stored rating, and update (keeping the old value as
+    a ``RatingChange``) each that differs; returns the ids (``id()``) of the rows seen."""
+    assert campaign.generation_run_id is not None
     seen: set[int] = set()
-    now = utcnow()
     for p in pulled:
         row = stored.get((p.item_id, p.rubric, p.rater))
         if row is None:
@@ -342,6 +365,19 @@ def _pull_ratings(
                 session.add(row)
                 result.updated += 1
         seen.add(id(row))
+    return seen
+
+
+def _withdraw_gone(
+    session: Session,
+    stored: dict[tuple[int, str, str], HumanRating],
+    seen: set[int],
+    unreadable: set[tuple[int, str]],
+    now: datetime,
+    result: PullResult,
+) -> None:
+    """Mark withdrawn (kept, with a ``RatingChange``) each live stored rating the pull did not
+    see, unless its annotation was unreadable or held out."""
     for row in stored.values():
         if row.withdrawn_at is not None or id(row) in seen:
             continue

@@ -27,26 +27,19 @@ from judge.answers.collect import (
     _Task,
     open_generation_run,
 )
-from judge.costs import Prices
 from judge.models.batch import BatchApi
 from judge.models.batch_options import BatchOptions
 from judge.models.batch_pass import BatchRunResult, Unanswered, batch_pass, waiting_outcome
 from judge.models.batching import BatchOwner, batch_call
 from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
-from judge.runs import (
-    NOT_MADE,
-    UNUSABLE_SHARE,
-    Outcome,
-    Row,
-    finish_run,
-    run_lease,
-    start_run,
-)
+from judge.runs import NOT_MADE, UNUSABLE_SHARE, Row, run_lease
 from judge.runs import store_results as store
 from judge.store.engine import session_scope
+from judge.store.lifecycle import Outcome, finish_run, start_run
 from judge.store.tables import GenerationRun, Item, Response
 
 KIND = GenerationRun.run_kind

@@ -25,30 +25,28 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from judge.answers.kinds import classify_answer
-from judge.costs import Budget, BudgetGate, Prices, budget_stop_detail, paid_calls, run_budget
+from judge.budgets import Budget, BudgetGate, budget_stop_detail, paid_calls, run_budget
 from judge.data.items import DRAFT, status_name
 from judge.endpoint_url import same_server
 from judge.errors import InvalidInputError, NotFoundError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import (
     NOT_MADE,
     UNUSABLE_SHARE,
-    Outcome,
     Row,
     RunPart,
     RunSummary,
-    commit_run,
-    finish_run,
     run_lease,
-    start_run,
     store_results,
     unusable_detail,
 )
-from judge.runs import get_or_create_run as get_or_create
 from judge.store.engine import session_scope
+from judge.store.lifecycle import Outcome, commit_run, finish_run, start_run
+from judge.store.lifecycle import get_or_create_run as get_or_create
 from judge.store.queries import dataset_items, get_dataset
 from judge.store.tables import GenerationRun, Item, Response, utcnow
 from judge.vocab import STAGE_PARTS, RunStatus

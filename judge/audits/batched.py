@@ -29,14 +29,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.audits.base import ERROR, AuditTask, Suite
-from judge.audits.runner import (
-    answer_row,
-    final_status,
-    followup_tasks,
-    main_tasks,
-    open_audit_run,
-)
-from judge.costs import Prices
+from judge.audits.runner import answer_row, final_status, open_audit_run
+from judge.audits.stored import followup_tasks, main_tasks
 from judge.models.batch import BatchApi
 from judge.models.batch_options import BatchOptions
 from judge.models.batch_pass import (
@@ -49,16 +43,10 @@ from judge.models.batch_pass import (
 from judge.models.batching import BatchOwner, batch_call
 from judge.models.cache import CallOutcome, cached_complete
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
-from judge.runs import (
-    NOT_MADE,
-    UNUSABLE_SHARE,
-    Outcome,
-    Row,
-    finish_run,
-    run_lease,
-    store_results,
-)
+from judge.runs import NOT_MADE, UNUSABLE_SHARE, Row, run_lease, store_results
+from judge.store.lifecycle import Outcome, finish_run
 from judge.store.tables import AuditAnswer, AuditRun
 
 KIND = AuditRun.run_kind

@@ -23,10 +23,11 @@ from sqlmodel import Session, col, select
 
 from judge.audits.award import FOLLOWUP_CLASSES, FollowupAnalysis, analyze_followup
 from judge.audits.base import ANSWERED, FOLLOWUP
-from judge.costs import Prices, estimate, measured_tokens_per_char
+from judge.costs import estimate, measured_tokens_per_char
 from judge.errors import InvalidInputError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import Row, RunSummary, run_lease, store_results

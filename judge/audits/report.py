@@ -9,13 +9,8 @@ from typing import Any
 from judge.audits.amounts import PERCENT, PROBABILITY, RANK, USD
 from judge.audits.award import AwardAnalysis, DrawCount, FollowupAnalysis
 from judge.audits.bbi import BbiReport
-from judge.audits.names import (
-    FDR_NOTE,
-    CellResult,
-    GroupSummary,
-    NameAuditResult,
-    scenario_units,
-)
+from judge.audits.names import scenario_units
+from judge.audits.names_analysis import FDR_NOTE, CellResult, GroupSummary, NameAuditResult
 from judge.reports.sections import BarChart, Figure, Report, Section, Table
 from judge.stats.multiplicity import ALPHA, BY, HOLM
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.answers.kinds import classify_answer
-from judge.audits import award, bbi, names
+from judge.audits import award, bbi, names, names_design
 from judge.audits.base import (
     DRAW,
     FOLLOWUP,
@@ -179,10 +179,10 @@ class NameSuite:
     name = "names"
 
     def __init__(self, *, design: str | Path | None = None, repeats: int = 100) -> None:
-        path = Path(design) if design else names.design_path()
+        path = Path(design) if design else names_design.design_path()
         if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
             raise InvalidInputError(f"repeats must be a whole number >= 1, got {repeats!r}")
-        self.design = names.load_design(path)
+        self.design = names_design.load_design(path)
         self.repeats = repeats
         first = self.design.templates[0]
         self.version = f"names-v1+{sha256(''.join(t.text for t in self.design.templates))[:10]}"
@@ -198,10 +198,10 @@ class NameSuite:
         return dict(self._params)
 
     def count(self) -> int:
-        return names.count_prompts(self.design, repeats=self.repeats)
+        return names_design.count_prompts(self.design, repeats=self.repeats)
 
     def tasks(self) -> Iterator[AuditTask]:
-        """The design's prompts in ``names.iter_prompts``' order and with its ids: each
+        """The design's prompts in ``names_design.iter_prompts``' order and with its ids: each
         template x person is built once and its repeats share its messages (a dry run of
         the full design walks all 168,000)."""
         for t in self.design.templates:

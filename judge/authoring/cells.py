@@ -36,28 +36,30 @@ from judge.authoring.replies import (
     FAILED,
     OK,
     UNREADABLE,
-    CallRecord,
-    CallWriter,
     Cell,
     ReadReply,
+    read_reply,
+)
+from judge.authoring.stored_calls import (
+    CallRecord,
+    CallWriter,
     StoredCall,
     cell_counts,
     counts_by_kind,
     free_attempts,
-    generated_fields,
-    items_schema,
-    read_reply,
     rejection_rows,
     split_asks,
     stored_attempts,
 )
-from judge.costs import MIN_MEASURED, Measure, Prices, estimate, measured_tokens_per_char
+from judge.authoring.waves import CellCall, CellPrompts, CellState, next_wave
+from judge.costs import MIN_MEASURED, Measure, estimate, measured_tokens_per_char
 from judge.data.taxonomy import Taxonomy
 from judge.errors import InvalidInputError
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
-from judge.prompts import PromptBook, RenderedPrompt
+from judge.prompts import PromptBook
 from judge.runs import run_concurrently, run_lease
 from judge.store.engine import session_scope
 from judge.store.tables import Dataset, ItemGenerationCall
@@ -197,55 +199,7 @@ def _check_scenarios(catalogue: Taxonomy, scenarios: Iterable[str]) -> None:
         )
 
 
-# -- the calls -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Call:
-    cell: Cell
-    attempt: int
-    asked: int
-    prompt: RenderedPrompt
-    schema: dict[str, Any]
-
-
-class _Prompts:
-    """The prompt and schema of each (cell, items asked), rendered once."""
-
-    def __init__(self, book: PromptBook, catalogue: Taxonomy) -> None:
-        self.book = book
-        self.factors = {f.id: f for f in catalogue.factors}
-        self.scenarios = {s.id: s for s in catalogue.scenarios}
-        self._made: dict[tuple[Cell, int], tuple[RenderedPrompt, dict[str, Any]]] = {}
-
-    def __call__(self, cell: Cell, asked: int) -> tuple[RenderedPrompt, dict[str, Any]]:
-        key = (cell, asked)
-        if key not in self._made:
-            prompt = self.book.dataset_generation_prompt(
-                stage=cell.stage,
-                fields=generated_fields(cell.stage),
-                factor=self.factors[cell.factor],
-                scenario=self.scenarios[cell.scenario],
-                count=asked,
-            )
-            self._made[key] = (prompt, items_schema(cell.stage, asked))
-        return self._made[key]
-
-
-@dataclass
-class _CellState:
-    """One cell during a run."""
-
-    wanted: int
-    cap: int
-    taken: set[int]  # attempts stored, or tried in this run
-    added: int = 0
-    calls: int = 0
-    failed: str | None = None  # the error of a call that failed for good
-
-    @property
-    def short(self) -> int:
-        return max(0, self.wanted - self.added)
+# -- a run (its calls, wave by wave: judge.authoring.waves) ---------------------------------
 
 
 @dataclass
@@ -371,14 +325,14 @@ def _run(
     with session_scope(engine) as session:
         dataset_id = _dataset_id(session, dataset, create=True)
     assert dataset_id is not None
-    prompts = _Prompts(book, catalogue)
+    prompts = CellPrompts(book, catalogue)
     k = options.items_per_call
     with run_lease(engine, LEASE_KIND, dataset_id):
         with session_scope(engine) as session:
             wanted = targets(cell_counts(session, dataset_id))
             stored = stored_attempts(session, dataset_id)
         states = {
-            cell: _CellState(
+            cell: CellState(
                 need,
                 MAX_ATTEMPTS_FACTOR * math.ceil(need / k),
                 {a for a, status in stored.get(cell, {}).items() if status != FAILED},
@@ -390,7 +344,7 @@ def _run(
         )
         cache = CallCacheView(engine, client.model)
 
-        def work(call: _Call) -> tuple[_Call, CallOutcome, ReadReply | None]:
+        def work(call: CellCall) -> tuple[CellCall, CallOutcome, ReadReply | None]:
             outcome = cached_complete(
                 client, cache, call.prompt.messages, sample_index=call.attempt,
                 temperature=options.temperature, max_tokens=options.tokens, schema=call.schema,
@@ -405,7 +359,7 @@ def _run(
             return call, outcome, reply
 
         finished = total = 0
-        wave = _next_wave(states, prompts, k)
+        wave = next_wave(states, prompts, k)
         if not wave:  # nothing to ask: no near-duplicate index to build
             return _finish(summary, states)
         # The writer's near-duplicate index needs scikit-learn (a second or more to import)
@@ -427,7 +381,7 @@ def _run(
                     finished += len(batch)
                     if progress:
                         progress(finished, total)
-                wave = _next_wave(states, prompts, k)
+                wave = next_wave(states, prompts, k)
     return _finish(summary, states)
 
 
@@ -441,7 +395,7 @@ def _close_when_made(opening: Future[CallWriter]) -> None:
     writer.close()
 
 
-def _finish(summary: GenerationSummary, states: dict[Cell, _CellState]) -> GenerationSummary:
+def _finish(summary: GenerationSummary, states: dict[Cell, CellState]) -> GenerationSummary:
     summary.short = [
         {"cell": str(cell), "wanted": s.wanted, "added": s.added, "calls": s.calls,
          "why": _why_short(s)}
@@ -451,23 +405,9 @@ def _finish(summary: GenerationSummary, states: dict[Cell, _CellState]) -> Gener
     return summary
 
 
-def _next_wave(states: dict[Cell, _CellState], prompts: _Prompts, k: int) -> list[_Call]:
-    """The next calls of every cell still short, within its cap; none once all are done."""
-    wave = []
-    for cell, state in states.items():
-        if not state.short or state.failed is not None or state.calls >= state.cap:
-            continue
-        n = min(math.ceil(state.short / k), state.cap - state.calls)
-        attempts = free_attempts(state.taken, n)
-        state.taken.update(attempts)
-        for attempt, asked in zip(attempts, split_asks(state.short, k, n), strict=True):
-            prompt, schema = prompts(cell, asked)
-            wave.append(_Call(cell, attempt, asked, prompt, schema))
-        state.calls += n
-    return wave
-
-
-def _record(client: ModelClient, options: Options, call: _Call, outcome: CallOutcome) -> CallRecord:
+def _record(
+    client: ModelClient, options: Options, call: CellCall, outcome: CallOutcome
+) -> CallRecord:
     done, failure = outcome.completion, outcome.failure
     return CallRecord(
         cell=call.cell,
@@ -493,8 +433,8 @@ def _record(client: ModelClient, options: Options, call: _Call, outcome: CallOut
 
 def _count(
     summary: GenerationSummary,
-    state: _CellState,
-    call: _Call,
+    state: CellState,
+    call: CellCall,
     outcome: CallOutcome,
     stored: StoredCall,
 ) -> None:
@@ -517,7 +457,7 @@ def _count(
         state.failed = stored.error or "the call failed"
 
 
-def _why_short(state: _CellState) -> str:
+def _why_short(state: CellState) -> str:
     if state.failed is not None:
         return f"a call failed ({state.failed}); run the same command again to retry it"
     return (
@@ -558,7 +498,7 @@ def plan_dry_run(
         stored = stored_attempts(session, dataset_id) if dataset_id is not None else {}
         ratio = measured_tokens_per_char(session, client.model)
         typical = _measured_reply_tokens(session, client.model)
-    prompts = _Prompts(book, catalogue)
+    prompts = CellPrompts(book, catalogue)
     cache = CallCacheView(engine, client.model)
     wanted = shortfall(cells, per_cell, have) if counts is None else counts
     first = cached = 0

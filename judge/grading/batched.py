@@ -3,7 +3,7 @@
 The run is the same judge run a live command makes (same identity, lease, plan and tables):
 only how its first calls reach the model differs. They go out as batches
 (``judge.models.batching``), each line named by the call's cache key; once a batch ends its
-answers are in the call cache, and the live pass (``judging._judge_one``) then stores every
+answers are in the call cache, and the live pass (``judgment.judge_one``) then stores every
 judgment from the cache, with the same parsing, repair and unscored rules as a live run. A
 call that a batch did not answer (an error line, an unreadable or missing line, an expired or
 failed batch) becomes a ``call_failed`` judgment with the batch's reason (and the raw line
@@ -28,16 +28,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.config import JudgeConfig
-from judge.costs import Prices
-from judge.grading.judging import (
-    _call,
-    _final_status,
-    _judge_one,
-    _plan,
-    _Task,
-    open_judge_run,
-    repair_request,
-)
+from judge.grading.judging import _final_status, _plan, open_judge_run
+from judge.grading.judgment import JudgeTask, call_params, judge_one, repair_request
 from judge.grading.parsing import Unscored, UnscoredKind, parse_grade
 from judge.grading.rubrics import RubricSet
 from judge.models.batch import BatchApi
@@ -63,21 +55,20 @@ from judge.models.batching import (
 )
 from judge.models.cache import CallCacheView, CallGate, CallOutcome
 from judge.models.client import Completion, ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook, RenderedPrompt
 from judge.runs import (
     NOT_MADE,
     UNUSABLE_SHARE,
-    Outcome,
     ResultWriter,
     Row,
     RunSummary,
-    finish_run,
     run_lease,
-    start_run,
     store_results,
 )
 from judge.store.engine import session_scope
+from judge.store.lifecycle import Outcome, finish_run, start_run
 from judge.store.tables import Item, JudgeRun, Judgment
 
 Repairs = Literal["live", "batch"]
@@ -186,88 +177,20 @@ def judge_batch(
             jrun = start_run(session, JudgeRun, run_id)
             tasks = _plan(session, jrun, rubrics)
         prompts = [_prompt(task, book, jrun) for task in tasks]
-        firsts = [
-            None if prompt is None else batch_call(client, prompt.messages, **_call(task, jrun))
-            for task, prompt in zip(tasks, prompts, strict=True)
-        ]
-        owner = BatchOwner(JudgeRun.run_kind, run_id)
-        got = send_batches(
-            engine, api, owner, _known(firsts), options=options, progress=progress, sleep=sleep
+        sent = _send(
+            engine, client, api, book, jrun, tasks, prompts, repairs, options, progress, sleep
         )
-        repair_keys: dict[int, str] = {}
-        if repairs == "batch":
-            calls = _repair_calls(engine, tasks, prompts, firsts, got, client, book, jrun)
-            repair_keys = {i: call.key for i, call in calls.items()}
-            more = send_batches(
-                engine, api, BatchOwner(JudgeRun.run_kind, run_id, "repair"),
-                list(calls.values()), options=options, progress=progress, sleep=sleep,
-            )  # fmt: skip
-            merge(got, more)
-        first_keys = {call.key for call in firsts if call is not None}
-
-        def live(key: str) -> bool:
-            if key in got.failed:
-                return options.retry_live
-            return key not in first_keys and repairs == "live"
-
-        answers = BatchAnswers(client, got.failed, live=live)
-        cache = CallCacheView(engine, client.model)
-        preload(engine, cache, [c.key for c in firsts if c] + list(repair_keys.values()))
-        tally = LiveTally()
-
-        def judged(index: int, gate: CallGate | None) -> tuple[Row | None, list[CallOutcome]]:
-            task, prompt = tasks[index], prompts[index]
-            row, outcomes = _judge_one(task, answers, cache, book, jrun, gate, prompt)
-            first = firsts[index]
-            if row is not None and first is not None and row["raw_output"] is None:
-                # An unreadable output line is kept with the judgment it fails.
-                row["raw_output"] = failed_raw(got.failed, [first.key])
-            return row, outcomes
-
-        def waiting_for_batch(index: int) -> bool:
-            first = firsts[index]
-            return (first is not None and first.key in got.pending) or (
-                repair_keys.get(index) in got.pending
-            )
-
-        # Pass 1, here: every judgment the call cache answers whole (most of them), stored in
-        # large transactions. Pass 2, concurrent: those that need a call (a live repair or
-        # retry) or fail (the batch gave no answer), through the usual live machinery.
-        ready = [i for i in range(len(tasks)) if not waiting_for_batch(i)]
-        first_pass, first_cached, deferred = _store_from_cache(engine, ready, judged)
-
-        def work(index: int) -> tuple[Row | None, list[CallOutcome]]:
-            row, outcomes = judged(index, None)
-            tally.add(outcomes)
-            return row, outcomes
-
-        second = store_results(
-            engine,
-            Judgment.__table__,  # type: ignore[attr-defined]
-            run_id,
-            deferred,
-            work,
-            concurrency=client.config.concurrency,
-            label="status",
-        )
-        flags = Counter(second.flags) + first_pass
-        if len(ready) < len(tasks):
-            flags[NOT_MADE] += len(tasks) - len(ready)
-        summary = RunSummary(
-            run_id,
-            len(tasks),
-            second.model_calls,
-            second.cached + first_cached,
-            second.http_attempts,
-            dict(flags),
+        summary, tally = _make_judgments(
+            engine, client, book, jrun, tasks, prompts, sent, repairs, options
         )
         waiting = summary.flags.get(NOT_MADE, 0)
 
         def outcome(session: Session, run: JudgeRun) -> Outcome:
             status, detail = _final_status(session, run, max_unusable=max_unusable)
-            return waiting_outcome(status, detail, waiting, "judgments", got.batches)
+            return waiting_outcome(status, detail, waiting, "judgments", sent.got.batches)
 
         status, detail = finish_run(engine, JudgeRun, run_id, outcome)
+    got = sent.got
     return BatchJudgeResult(
         summary=summary,
         batches=got.batches,
@@ -287,6 +210,130 @@ def judge_batch(
         status=status.value,
         status_detail=detail,
     )
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """The batches' side of a run: each task's first call (None: no prompt), what the
+    batches collected, and the repair call's key of each task sent as a batch repair."""
+
+    firsts: list[BatchCall | None]
+    got: Collected
+    repair_keys: dict[int, str]
+
+
+def _send(
+    engine: Engine,
+    client: ModelClient,
+    api: BatchApi,
+    book: PromptBook,
+    jrun: JudgeRun,
+    tasks: list[JudgeTask],
+    prompts: list[RenderedPrompt | None],
+    repairs: Repairs,
+    options: BatchOptions,
+    progress: Progress | None,
+    sleep: Callable[[float], None],
+) -> _Sent:
+    """Send every task's first call as batches (resuming the run's open ones), then, with
+    ``repairs="batch"``, the repair calls the answers need as batches of their own."""
+    assert jrun.id is not None
+    run_id = jrun.id
+    firsts = [
+        None if prompt is None else batch_call(client, prompt.messages, **call_params(task, jrun))
+        for task, prompt in zip(tasks, prompts, strict=True)
+    ]
+    owner = BatchOwner(JudgeRun.run_kind, run_id)
+    got = send_batches(
+        engine, api, owner, _known(firsts), options=options, progress=progress, sleep=sleep
+    )
+    repair_keys: dict[int, str] = {}
+    if repairs == "batch":
+        calls = _repair_calls(engine, tasks, prompts, firsts, got, client, book, jrun)
+        repair_keys = {i: call.key for i, call in calls.items()}
+        more = send_batches(
+            engine, api, BatchOwner(JudgeRun.run_kind, run_id, "repair"),
+            list(calls.values()), options=options, progress=progress, sleep=sleep,
+        )  # fmt: skip
+        merge(got, more)
+    return _Sent(firsts, got, repair_keys)
+
+
+def _make_judgments(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    jrun: JudgeRun,
+    tasks: list[JudgeTask],
+    prompts: list[RenderedPrompt | None],
+    sent: _Sent,
+    repairs: Repairs,
+    options: BatchOptions,
+) -> tuple[RunSummary, LiveTally]:
+    """Make and store the judgments whose calls are answered (tasks still waiting for a
+    batch are counted not made); the run's summary and the live calls' tally."""
+    assert jrun.id is not None
+    run_id = jrun.id
+    firsts, got, repair_keys = sent.firsts, sent.got, sent.repair_keys
+    first_keys = {call.key for call in firsts if call is not None}
+
+    def live(key: str) -> bool:
+        if key in got.failed:
+            return options.retry_live
+        return key not in first_keys and repairs == "live"
+
+    answers = BatchAnswers(client, got.failed, live=live)
+    cache = CallCacheView(engine, client.model)
+    preload(engine, cache, [c.key for c in firsts if c] + list(repair_keys.values()))
+    tally = LiveTally()
+
+    def judged(index: int, gate: CallGate | None) -> tuple[Row | None, list[CallOutcome]]:
+        task, prompt = tasks[index], prompts[index]
+        row, outcomes = judge_one(task, answers, cache, book, jrun, gate, prompt)
+        first = firsts[index]
+        if row is not None and first is not None and row["raw_output"] is None:
+            # An unreadable output line is kept with the judgment it fails.
+            row["raw_output"] = failed_raw(got.failed, [first.key])
+        return row, outcomes
+
+    def waiting_for_batch(index: int) -> bool:
+        first = firsts[index]
+        return (first is not None and first.key in got.pending) or (
+            repair_keys.get(index) in got.pending
+        )
+
+    # Pass 1, here: every judgment the call cache answers whole (most of them), stored in
+    # large transactions. Pass 2, concurrent: those that need a call (a live repair or
+    # retry) or fail (the batch gave no answer), through the usual live machinery.
+    ready = [i for i in range(len(tasks)) if not waiting_for_batch(i)]
+    first_pass, first_cached, deferred = _store_from_cache(engine, ready, judged)
+
+    def work(index: int) -> tuple[Row | None, list[CallOutcome]]:
+        row, outcomes = judged(index, None)
+        tally.add(outcomes)
+        return row, outcomes
+
+    second = store_results(
+        engine,
+        Judgment.__table__,  # type: ignore[attr-defined]
+        run_id,
+        deferred,
+        work,
+        concurrency=client.config.concurrency,
+        label="status",
+    )
+    flags = Counter(second.flags) + first_pass
+    if len(ready) < len(tasks):
+        flags[NOT_MADE] += len(tasks) - len(ready)
+    summary = RunSummary(
+        run_id,
+        len(tasks),
+        second.model_calls,
+        second.cached + first_cached,
+        second.http_attempts,
+        dict(flags),
+    )
+    return summary, tally
 
 
 STORE_CHUNK = 1000
@@ -335,7 +382,7 @@ def _store_from_cache(
     return stored, cached, left
 
 
-def _prompt(task: _Task, book: PromptBook, jrun: JudgeRun) -> RenderedPrompt | None:
+def _prompt(task: JudgeTask, book: PromptBook, jrun: JudgeRun) -> RenderedPrompt | None:
     """A task's judge prompt, rendered once for its batch line and its judgment (None: an
     answer is missing, no call)."""
     if task.texts is None:
@@ -349,7 +396,7 @@ def _known(calls: list[BatchCall | None]) -> list[BatchCall]:
 
 def _repair_calls(
     engine: Engine,
-    tasks: list[_Task],
+    tasks: list[JudgeTask],
     prompts: list[RenderedPrompt | None],
     firsts: list[BatchCall | None],
     got: Collected,
@@ -358,7 +405,7 @@ def _repair_calls(
     jrun: JudgeRun,
 ) -> dict[int, BatchCall]:
     """The repair call of each task whose first reply (in the call cache) cannot be read,
-    built as the live pass would make it (``judging.repair_request``)."""
+    built as the live pass would make it (``judgment.repair_request``)."""
     cache = CallCacheView(engine, client.model)
     calls: dict[int, BatchCall] = {}
     for index, (task, prompt, first) in enumerate(zip(tasks, prompts, firsts, strict=True)):
@@ -373,7 +420,7 @@ def _repair_calls(
         if not isinstance(grade, Unscored):
             continue
         _, messages = repair_request(prompt.messages, reply, grade, book, task)
-        calls[index] = batch_call(client, messages, **_call(task, jrun))
+        calls[index] = batch_call(client, messages, **call_params(task, jrun))
     return calls
 
 

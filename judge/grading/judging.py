@@ -14,6 +14,9 @@ definition hash.
 Calls go out rubric by rubric (all ICS judgments, then all PCS ...), so consecutive prompts
 share their opening (system text, rubric, levels, reply format) and a server that keeps the
 previous prompt's state, such as the embedded llama.cpp server, evaluates only the texts.
+
+A run's identity is in ``judge.grading.identity``; one judgment (call, repair, row) in
+``judge.grading.judgment``.
 """
 
 from __future__ import annotations
@@ -29,161 +32,38 @@ from sqlalchemy import select as columns
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from judge.budgets import Budget, BudgetGate, budget_stop_detail, paid_calls, run_budget
 from judge.config import JudgeConfig
-from judge.costs import (
-    Budget,
-    BudgetGate,
-    Prices,
-    budget_stop_detail,
-    paid_calls,
-    run_budget,
-)
-from judge.endpoint_url import identity_url
 from judge.errors import InvalidInputError
-from judge.grading.logprobs import ScoreDistribution, score_distribution
-from judge.grading.parsing import Grade, Scored, Unscored, UnscoredKind, parse_grade
-from judge.grading.rubrics import BUILTIN_SET, Rubric, RubricSet, grade_schema
-from judge.hashing import content_hash
-from judge.models.cache import CallCacheView, CallGate, CallOutcome, cached_complete, call_key
-from judge.models.client import CallFailed, Completion, ModelClient
+from judge.grading.identity import (
+    get_or_create_judge_run,
+    judge_config_hash,
+    run_settings,
+    run_with_hash,
+)
+from judge.grading.judgment import LOGPROB, JudgeTask, call_params, check_logprobs, judge_one
+from judge.grading.parsing import UnscoredKind
+from judge.grading.rubrics import Rubric, RubricSet
+from judge.models.cache import CallCacheView, CallOutcome, call_key
+from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
-from judge.prompts import PromptBook, RenderedPrompt
+from judge.prompts import PromptBook
 from judge.runs import (
     NOT_MADE,
     UNUSABLE_SHARE,
-    Outcome,
     Row,
     RunPart,
     RunSummary,
-    commit_run,
-    finish_run,
-    get_or_create_run,
     run_lease,
-    start_run,
     store_results,
     unusable_detail,
 )
 from judge.store.engine import session_scope
+from judge.store.lifecycle import Outcome, commit_run, finish_run, start_run
 from judge.store.queries import get_generation_run
-from judge.store.tables import Item, JudgeRun, Judgment, Response, utcnow
-from judge.vocab import STAGE_FIELDS, RunStatus, Scale
-
-
-def judge_config_hash(
-    client: ModelClient,
-    config: JudgeConfig,
-    template_version: str,
-    rubrics: RubricSet | None = None,
-    rubric_template_version: str = "",
-    swap_order: bool = False,
-) -> str:
-    """The judge run's identity: its settings (``settings_hash``) at its server. The same
-    model name at another base_url is another judge run (two servers' judgments never mix
-    in one run); cosmetic differences of the URL (``identity_url``) are the same run."""
-    settings = settings_hash(
-        client, config, template_version, rubrics, rubric_template_version, swap_order
-    )
-    return server_hash(settings, client.config.base_url)
-
-
-def server_hash(settings: str, base_url: str) -> str:
-    """A settings hash joined with the server it ran at. Judge runs made before the server
-    was part of their identity held ``settings`` alone; migration 0010 turned each into
-    this from the run's own stored base_url, so they resume at their own server."""
-    return content_hash({"settings": settings, "server": identity_url(base_url)})[:16]
-
-
-def settings_hash(
-    client: ModelClient,
-    config: JudgeConfig,
-    template_version: str,
-    rubrics: RubricSet | None = None,
-    rubric_template_version: str = "",
-    swap_order: bool = False,
-) -> str:
-    """The hash of a judge run's settings (no server). The built-in set adds nothing to the
-    hashed settings (its rubric file is in ``template_version`` already), so runs made
-    before rubric sets existed keep their hash and resume; any other set adds its name, each
-    rubric's version and definition hash, and the version of the templates registered
-    rubrics use. Judging pairs in both orders (``swap_order``) adds itself, so the runs of
-    before keep their hash."""
-    body: dict[str, object] = {
-        "model": client.model,
-        "variant": config.prompt_variant,
-        "temperature": config.temperature,
-        "samples": config.samples,
-        "aggregation": config.aggregation,
-        "max_tokens": config.max_tokens,
-        "template": template_version,
-    }
-    if rubrics is not None and rubrics.name != BUILTIN_SET:
-        body["rubric_set"] = rubrics.name
-        body["rubrics"] = rubrics.identity()
-        if any(r.registered for r in rubrics):
-            body["rubric_template"] = rubric_template_version
-    if swap_order:
-        body["swap_order"] = True
-    return content_hash(body)[:16]
-
-
-def _run_with_hash(session: Session, generation_run_id: int, digest: str) -> JudgeRun | None:
-    """The judge run of a generation run with this identity hash, if there is one."""
-    return session.exec(
-        select(JudgeRun).where(
-            JudgeRun.generation_run_id == generation_run_id, JudgeRun.config_hash == digest
-        )
-    ).first()
-
-
-def get_or_create_judge_run(
-    session: Session,
-    generation_run_id: int,
-    client: ModelClient,
-    config: JudgeConfig,
-    book: PromptBook,
-    rubrics: RubricSet | None = None,
-    swap_order: bool = False,
-) -> JudgeRun:
-    """The judge run of these settings and rubric set (default: the built-in one), created
-    if needed; its identity is its generation run and ``judge_config_hash``."""
-    get_generation_run(session, generation_run_id)
-    digest = judge_config_hash(
-        client, config, book.judge_version, rubrics, book.rubric_judge_version, swap_order
-    )
-    return get_or_create_run(
-        session,
-        JudgeRun,
-        {"generation_run_id": generation_run_id, "config_hash": digest},
-        fields=_settings(client, config, rubrics, swap_order),
-    )
-
-
-def _settings(
-    client: ModelClient, config: JudgeConfig, rubrics: RubricSet | None, swap_order: bool
-) -> dict[str, Any]:
-    """A new judge run's columns besides its identity."""
-    return {
-        "endpoint_name": client.name,
-        "base_url": client.config.base_url,
-        "model": client.model,
-        "prompt_variant": config.prompt_variant,
-        "temperature": config.temperature,
-        "samples": config.samples,
-        "aggregation": config.aggregation,
-        "max_tokens": config.max_tokens,
-        "rubric_set": rubrics.name if rubrics is not None else BUILTIN_SET,
-        "swap_order": swap_order,
-    }
-
-
-@dataclass(frozen=True)
-class _Task:
-    item_id: int
-    rubric: Rubric
-    sample_index: int
-    texts: list[tuple[str, str]] | None  # None: an answer is missing
-    missing: str | None
-    position: str | None = None  # in a run judged in both orders: "given" or "swapped"
+from judge.store.tables import Item, JudgeRun, Judgment, Response
+from judge.vocab import STAGE_FIELDS, RunStatus
 
 
 def swapped_item_fields(
@@ -295,8 +175,8 @@ def judge(
         cache = CallCacheView(engine, client.model)
         gate = BudgetGate(budget) if budget is not None else None
 
-        def work(task: _Task) -> tuple[Row | None, list[CallOutcome]]:
-            return _judge_one(task, client, cache, book, jrun, gate)
+        def work(task: JudgeTask) -> tuple[Row | None, list[CallOutcome]]:
+            return judge_one(task, client, cache, book, jrun, gate)
 
         summary = store_results(
             engine,
@@ -389,7 +269,7 @@ def _plan(
     *,
     readonly: bool = False,
     items: frozenset[int] | None = None,
-) -> list[_Task]:
+) -> list[JudgeTask]:
     """Every (item, rubric, sample) still to judge, rubric by rubric (of ``items`` only, when
     given); retryable failures are
     deleted and redone (left in place when ``readonly``, for a dry run). Reads only the
@@ -448,7 +328,7 @@ def _plan(
     order = {name: i for i, name in enumerate(rubrics.rubrics)}
     todo.sort(key=lambda t: (order.get(t[0], len(order)), t[0], t[1], t[2]))
     rendered: dict[tuple[str, int], tuple[list[tuple[str, str]] | None, str | None]] = {}
-    tasks: list[_Task] = []
+    tasks: list[JudgeTask] = []
     for name, item_id, sample in todo:
         rubric = rubrics[name]
         if (name, item_id) not in rendered:
@@ -464,7 +344,7 @@ def _plan(
             exchanged = rubric.swapped_order
             if position == "swapped" and texts is not None and exchanged is not None:
                 texts = [texts[i] for i in exchanged]
-        tasks.append(_Task(item_id, rubric, sample, texts, missing, position))
+        tasks.append(JudgeTask(item_id, rubric, sample, texts, missing, position))
     return tasks
 
 
@@ -543,131 +423,6 @@ _RETRIED = frozenset(k.value for k in UnscoredKind if k.retry_on_rerun)
 """The unscored kinds a rerun tries again (failed outside the judge's reply)."""
 
 
-def _judge_one(
-    task: _Task,
-    client: ModelClient,
-    cache: CallCacheView,
-    book: PromptBook,
-    jrun: JudgeRun,
-    gate: CallGate | None = None,
-    prompt: RenderedPrompt | None = None,
-) -> tuple[Row | None, list[CallOutcome]]:
-    """One judgment's row and the calls behind it; no row when the gate (a cost budget)
-    refused a call it needed (paid calls made before still reach the cache). ``prompt``: the
-    task's judge prompt when the caller rendered it already (a batch run renders each once)."""
-    base: dict[str, Any] = {
-        "judge_run_id": jrun.id,
-        "item_id": task.item_id,
-        "rubric": task.rubric.name,
-        "sample_index": task.sample_index,
-        "position": task.position,
-        "score_probs": None,
-        "expected_score": None,
-        "template_version": book.template_version(task.rubric),
-        "rubric_version": task.rubric.version,
-        "rubric_hash": task.rubric.definition_hash,
-        "model": client.model,
-        "params": {
-            "temperature": jrun.temperature,
-            "max_tokens": jrun.max_tokens,
-            "prompt_variant": jrun.prompt_variant,
-        },
-    }
-    if task.texts is None:
-        missing = Unscored(UnscoredKind.MISSING_ANSWER, task.missing or "answer missing")
-        return _row(base, missing, [], prompt_hash="", cache_key=""), []
-    if prompt is None:
-        prompt = book.judge_prompt(task.rubric, task.texts, variant=jrun.prompt_variant)
-    call = _call(task, jrun)
-    first = cached_complete(client, cache, prompt.messages, gate=gate, **call)
-    if first.refused:
-        return None, []
-    keys = {"prompt_hash": prompt.prompt_hash, "cache_key": first.key}
-    if first.failure is not None:
-        failed = Unscored(UnscoredKind.CALL_FAILED, f"call failed: {first.failure.reason}")
-        return _row(base, failed, [first], **keys), [first]
-    assert first.completion is not None
-    judged = [text for _, text in task.texts]
-    scale = task.rubric.scale
-    grade: Grade = parse_grade(first.completion.text, quoted=judged, scale=scale)
-    outcomes = [first]
-    repair_raw = None
-    scored_by = first.completion
-    if isinstance(grade, Unscored):
-        why, repair_messages = repair_request(prompt.messages, first.completion, grade, book, task)
-        second = cached_complete(client, cache, repair_messages, gate=gate, **call)
-        if second.refused:
-            return None, outcomes
-        outcomes.append(second)
-        if second.failure is not None:
-            grade = Unscored(
-                UnscoredKind.CALL_FAILED,
-                f"call failed during repair: {second.failure.reason}",
-                first.completion.text,
-                grade.explanation,
-            )
-        else:
-            assert second.completion is not None
-            repair_raw = second.completion.text
-            repaired = parse_grade(repair_raw, quoted=judged, scale=scale)
-            if isinstance(repaired, Scored):
-                grade = repaired
-                scored_by = second.completion
-            else:
-                grade = Unscored(
-                    UnscoredKind.UNPARSABLE,
-                    f"unparsable after one repair: first reply: {why}; "
-                    f"repair reply: {repaired.reason}",
-                    first.completion.text,
-                    grade.explanation,
-                )
-    row = _row(base, grade, outcomes, **keys)
-    row["raw_output"] = first.completion.text
-    row["repair_output"] = repair_raw
-    if jrun.aggregation == LOGPROB and isinstance(grade, Scored):
-        # From the reply that gave the score (the repair's, after a repair).
-        found = score_distribution(scored_by.logprobs, scored_by.text, scale=scale, quoted=judged)
-        if isinstance(found, ScoreDistribution):
-            row["score_probs"] = {str(k): p for k, p in found.probs.items()}
-            row["expected_score"] = found.expected
-        else:
-            row["params"] = {**row["params"], "logprob_missing": found.reason}
-    return row, outcomes
-
-
-def repair_request(
-    messages: list[dict[str, str]],
-    first: Completion,
-    grade: Unscored,
-    book: PromptBook,
-    task: _Task,
-) -> tuple[str, list[dict[str, str]]]:
-    """Why a first reply is being repaired, and the messages of its repair call: the judge
-    prompt, the reply, and the request to fix it (one place, so that a repair sent later in
-    a batch, ``judge.grading.batched``, is the same call with the same cache key)."""
-    why = grade.reason
-    if first.finish_reason == "length":
-        why += " (the reply was cut off at max_tokens)"
-    return why, messages + [
-        {"role": "assistant", "content": first.text or ""},
-        {"role": "user", "content": book.repair_message(why, task.rubric)},
-    ]
-
-
-def _call(task: _Task, jrun: JudgeRun) -> dict[str, Any]:
-    """The parameters of a task's judge call (besides its messages)."""
-    call: dict[str, Any] = {
-        # Both orders of a pair share the sample's seed, so only the order differs.
-        "sample_index": task.sample_index % jrun.samples,
-        "temperature": jrun.temperature,
-        "max_tokens": jrun.max_tokens,
-        "schema": grade_schema(task.rubric.scale),
-    }
-    if jrun.aggregation == LOGPROB:
-        call["top_logprobs"] = top_logprobs(task.rubric.scale)
-    return call
-
-
 @dataclass(frozen=True)
 class Planned:
     """What a judge command would send (``judge --dry-run``): judgments to make, how many
@@ -698,13 +453,13 @@ def plan_calls(
         digest = judge_config_hash(
             client, config, book.judge_version, rubrics, book.rubric_judge_version, swap_order
         )
-        jrun = _run_with_hash(session, generation_run_id, digest)
+        jrun = run_with_hash(session, generation_run_id, digest)
         run_id = jrun.id if jrun is not None else None
         if jrun is None:  # a transient run: never added to the session
             jrun = JudgeRun(
                 generation_run_id=generation_run_id,
                 config_hash=digest,
-                **_settings(client, config, rubrics, swap_order),
+                **run_settings(client, config, rubrics, swap_order),
             )
         tasks = _plan(session, jrun, rubrics, readonly=True)  # reads only
     cache = CallCacheView(engine, client.model)
@@ -715,82 +470,8 @@ def plan_calls(
             missing += 1
             continue
         prompt = book.judge_prompt(task.rubric, task.texts, variant=jrun.prompt_variant)
-        if cache.has(call_key(client, prompt.messages, **_call(task, jrun))):
+        if cache.has(call_key(client, prompt.messages, **call_params(task, jrun))):
             cached += 1
         else:
             to_send.append(prompt.messages)
     return Planned(run_id, len(tasks), missing, cached, to_send)
-
-
-LOGPROB = "logprob"
-"""The aggregation that also reads each score level's probability from the score token."""
-
-
-def top_logprobs(scale: Scale) -> int:
-    """Alternatives asked for per token: every level of the scale, at least 5, at most 20
-    (OpenAI's limit)."""
-    return max(5, min(20, len(scale.labels)))
-
-
-def check_logprobs(client: ModelClient) -> None:
-    """Refuse, with one small call and no retries, an endpoint that returns no
-    log-probabilities: ``--aggregation logprob`` never falls back to sampled scores alone."""
-    probe = ModelClient(
-        client.name,
-        client.config.model_copy(update={"max_retries": 0}),
-        limiter=client.limiter,  # the probe keeps the endpoint's quota too
-    )
-    why = "its reply carried none"
-    try:
-        done = probe.complete(
-            [
-                {"role": "system", "content": "You grade texts."},
-                {"role": "user", "content": 'Reply with exactly {"score": 3}'},
-            ],
-            temperature=0.0,
-            max_tokens=2,
-            top_logprobs=5,
-        )
-        if done.logprobs:
-            return
-    except CallFailed as exc:
-        why = f"it refused the request ({exc.reason})"
-    raise InvalidInputError(
-        f"endpoint {client.name!r} returns no token log-probabilities ({why}), so "
-        "--aggregation logprob cannot read score probabilities; use mean or majority, or an "
-        "endpoint that returns logprobs (for the embedded model set `logits_all = true` "
-        "under [embedded] and restart it with `fairjudge model stop` / `model serve`)"
-    )
-
-
-def _row(
-    base: dict[str, Any],
-    grade: Grade,
-    outcomes: list[CallOutcome],
-    *,
-    prompt_hash: str,
-    cache_key: str,
-) -> Row:
-    """The ``Judgment`` row of one grade, every column given (it is written with a Core
-    insert, which applies no model defaults)."""
-    done = [o.completion for o in outcomes if o.completion]
-    row: Row = {
-        **base,
-        "prompt_hash": prompt_hash,
-        "cache_key": cache_key,
-        "calls": len(outcomes),
-        "prompt_tokens": sum(c.prompt_tokens for c in done),
-        "completion_tokens": sum(c.completion_tokens for c in done),
-        "latency_s": sum(c.latency_s for c in done),
-        "explanation": grade.explanation,
-        "raw_output": None,
-        "repair_output": None,
-        "created_at": utcnow(),
-    }
-    if isinstance(grade, Scored):
-        row.update(status="scored", score=grade.score, unscored_kind=None, reason=None)
-    else:
-        row.update(
-            status="unscored", score=None, unscored_kind=grade.kind.value, reason=grade.reason
-        )
-    return row

@@ -68,7 +68,7 @@ class LiveTally:
 
 
 class Prices(Protocol):
-    """What a result needs of ``judge.costs.Prices`` (which this layer does not import)."""
+    """What a result needs of ``judge.prices.Prices`` (which this layer does not import)."""
 
     @property
     def batch_discount(self) -> float:

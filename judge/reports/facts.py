@@ -20,9 +20,9 @@ from functools import cached_property
 
 from sqlmodel import Session
 
-from judge.costs import Prices
 from judge.grading.injection import injection_signs
 from judge.metrics import ItemScore, combine_item_scores, truncated_answer_parts
+from judge.prices import Prices
 from judge.store.queries import get_generation_run, get_judge_run, run_answers, run_judgments
 from judge.store.tables import Dataset, GenerationRun, Item, JudgeRun, Judgment, Response
 

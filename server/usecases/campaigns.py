@@ -145,8 +145,8 @@ def add_gold_rows(
 
 def create_review(engine: Engine, settings: Settings, **options: Any) -> dict[str, Any]:
     """A review campaign of a dataset's items (``options``: those of
-    ``annotation.labelstudio.campaigns.create_review``)."""
-    from annotation.labelstudio.campaigns import create_review as create
+    ``annotation.labelstudio.reviews.create_review``)."""
+    from annotation.labelstudio.reviews import create_review as create
 
     with labelstudio_session(engine, settings) as (session, client, _):
         return create(session, client, rubrics(settings), **options).to_dict()
@@ -182,7 +182,7 @@ def campaign_status(
 
 def list_campaigns(session: Session) -> list[dict[str, Any]]:
     """Every campaign with its design and the ratings pulled so far."""
-    from annotation.labelstudio.campaigns import list_campaigns as listed
+    from annotation.labelstudio.listing import list_campaigns as listed
 
     return listed(session)
 
@@ -197,7 +197,7 @@ def list_campaigns_in(engine: Engine) -> list[dict[str, Any]]:
 
 def export_campaign(engine: Engine, name: str, path: str | Path) -> int:
     """Write the campaign's ratings in the long format ``ratings import`` reads; the rows."""
-    from annotation.labelstudio.campaigns import export_campaign as export
+    from annotation.labelstudio.listing import export_campaign as export
     from judge.store.engine import session_scope
 
     with session_scope(engine) as session:

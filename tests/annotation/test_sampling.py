@@ -12,8 +12,8 @@ import pytest
 from scipy.stats import norm
 
 from annotation.errors import CampaignError
+from annotation.sample_size import PLANNING_RHO, size_for_half_width, size_from_pilot
 from annotation.sampling import (
-    PLANNING_RHO,
     Sample,
     Unit,
     disagreement,
@@ -21,8 +21,6 @@ from annotation.sampling import (
     empty_strata_note,
     resolve_size,
     score_level,
-    size_for_half_width,
-    size_from_pilot,
 )
 from judge.stats.weighted import weighted_mean_difference
 

@@ -11,21 +11,23 @@ from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from judge.config import EndpointConfig, load_settings
-from judge.costs import (
+from judge.budgets import (
     TEMPLATE_TOKENS_PER_CALL,
     TEMPLATE_TOKENS_PER_MESSAGE,
     Budget,
+    prompt_token_bound,
+)
+from judge.config import EndpointConfig, load_settings
+from judge.costs import (
     Measure,
-    Prices,
     Usage,
     estimate,
     judge_run_cost,
     measured_completion_tokens,
     measured_tokens_per_char,
-    prompt_token_bound,
 )
 from judge.errors import ConfigError, InvalidInputError, NotFoundError
+from judge.prices import Prices
 from judge.store.tables import Dataset, GenerationRun, Item, JudgeRun, Judgment, Response
 
 # 2.50 per million in, 10.00 per million out (a common list price for a large model).

@@ -185,7 +185,7 @@ def _migration() -> object:
 
 @pytest.mark.parametrize("url", [*ORDINARY_URLS, "HTTP://Host:80//v1//"])
 def test_migration_0010_keys_runs_as_the_code_does(url: str) -> None:
-    from judge.grading.judging import server_hash
+    from judge.grading.identity import server_hash
 
     migration = _migration()
     assert migration.identity_url(url) == identity_url(url)  # type: ignore[attr-defined]

@@ -15,8 +15,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from judge.errors import NotFoundError
-from judge.runs import commit_run, finish_run, get_or_create_run, start_run
 from judge.store.engine import make_engine, session_scope
+from judge.store.lifecycle import commit_run, finish_run, get_or_create_run, start_run
 from judge.store.tables import AuditRun, Dataset, GenerationRun, JudgeRun, RunBase
 from judge.vocab import RunStatus
 

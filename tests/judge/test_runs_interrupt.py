@@ -23,7 +23,8 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, 
 from sqlalchemy.engine import Engine
 
 from judge.models.cache import CallOutcome
-from judge.runs import ResultWriter, interrupts_held, run_concurrently, store_results
+from judge.runs import ResultWriter, run_concurrently, store_results
+from judge.store.interrupts import interrupts_held
 
 BOUND_S = 1.0  # an interrupted pass must end this soon; the blocked calls wait RELEASE_S
 RELEASE_S = 4.0

@@ -22,14 +22,11 @@ from sqlmodel import Session, col, func, select
 from annotation.errors import CampaignError, LabelStudioError
 from annotation.labelstudio import interface
 from annotation.labelstudio.annotators import add_annotator, list_annotators
-from annotation.labelstudio.campaigns import (
-    blind_check,
-    create_campaign,
-    create_review,
-    export_campaign,
-)
+from annotation.labelstudio.campaigns import create_campaign
 from annotation.labelstudio.client import LabelStudioClient
+from annotation.labelstudio.listing import blind_check, export_campaign
 from annotation.labelstudio.pull import pull_campaign
+from annotation.labelstudio.reviews import create_review
 from annotation.labelstudio.service import LabelStudioService
 from annotation.labelstudio.status import campaign_status
 from annotation.reliability import run_reliability

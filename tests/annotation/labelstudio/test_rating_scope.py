@@ -28,8 +28,9 @@ from sqlmodel import Session, select
 
 from annotation.labelstudio import interface
 from annotation.labelstudio.annotators import add_annotator, list_annotators
-from annotation.labelstudio.campaigns import create_campaign, export_campaign
+from annotation.labelstudio.campaigns import create_campaign
 from annotation.labelstudio.client import LabelStudioClient
+from annotation.labelstudio.listing import export_campaign
 from annotation.labelstudio.pull import pull_campaign
 from annotation.labelstudio.service import LabelStudioService
 from annotation.labelstudio.status import campaign_status

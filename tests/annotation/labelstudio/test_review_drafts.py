@@ -20,9 +20,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from annotation.errors import CampaignError
-from annotation.labelstudio.campaigns import create_review
 from annotation.labelstudio.client import LabelStudioClient
 from annotation.labelstudio.pull import pull_campaign
+from annotation.labelstudio.reviews import create_review
 from annotation.labelstudio.service import LabelStudioService
 from judge import paths
 from judge.answers.collect import generate

@@ -22,12 +22,12 @@ from sqlalchemy.engine import Engine
 from annotation.errors import LabelStudioError
 from annotation.labelstudio.annotators import add_annotator, list_annotators
 from annotation.labelstudio.client import LabelStudioClient
+from annotation.labelstudio.probes import served_version
 from annotation.labelstudio.service import (
     ADMIN_EMAIL,
     Connection,
     LabelStudioService,
     connection,
-    served_version,
 )
 from judge.config import EMBEDDED_ENDPOINT, LabelStudioConfig, Settings
 from judge.store.engine import session_scope

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from judge.audits.names import CellResult, GroupSummary, NameAuditResult, analyze
+from judge.audits.names_analysis import CellResult, GroupSummary, NameAuditResult, analyze
 from judge.audits.report import names_report
 from judge.reports.render import write_report
 from judge.reports.sections import BarChart, Section

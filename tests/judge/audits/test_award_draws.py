@@ -17,7 +17,7 @@ from scipy import stats
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.audits import runner
+from judge.audits import stored
 from judge.audits.base import DRAW, FOLLOWUP, MAIN, number_draws
 from judge.audits.report import award_report
 from judge.audits.runner import run_audit, stored_answers
@@ -109,7 +109,7 @@ def test_a_run_stored_with_shared_copies_asks_only_the_copies_again(
     suite = AwardSuite(levels=(20,), pairs_per_level=5, followup=True)
     with StubServer(responder=always_group_a) as stub:
         client = _client(stub, db_url, concurrency=1)
-        monkeypatch.setattr(runner, "number_draws", lambda tasks: iter(tasks))
+        monkeypatch.setattr(stored, "number_draws", lambda tasks: iter(tasks))
         old = run_audit(engine, client, suite, temperature=0.0, max_tokens=50)
         assert stub.state.requests == 20  # 10 texts + their 10 follow-ups
         with Session(engine) as session:
@@ -142,7 +142,7 @@ def test_a_copy_whose_follow_up_has_a_class_is_kept(
     suite = AwardSuite(levels=(20,), pairs_per_level=5, followup=True)
     with StubServer(responder=always_group_a) as stub:
         client = _client(stub, db_url, concurrency=1)
-        monkeypatch.setattr(runner, "number_draws", lambda tasks: iter(tasks))
+        monkeypatch.setattr(stored, "number_draws", lambda tasks: iter(tasks))
         old = run_audit(engine, client, suite, temperature=0.0, max_tokens=50)
         monkeypatch.undo()
         copy_keys = [t.key for t in number_draws(suite.tasks()) if DRAW in t.meta]

@@ -12,19 +12,9 @@ from scipy import stats
 
 from judge.audits.amounts import prompt_anchors
 from judge.audits.base import Reading
-from judge.audits.names import (
-    NameAnswer,
-    analyze,
-    count_prompts,
-    design_path,
-    impute_medians,
-    iter_prompts,
-    load_design,
-    read_answer,
-    read_answers_csv,
-    scenario_units,
-    to_stored,
-)
+from judge.audits.names import NameAnswer, read_answer, read_answers_csv, scenario_units, to_stored
+from judge.audits.names_analysis import analyze, impute_medians
+from judge.audits.names_design import count_prompts, design_path, iter_prompts, load_design
 from judge.errors import DatasetError, InvalidInputError
 
 

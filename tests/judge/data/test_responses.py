@@ -14,13 +14,13 @@ from sqlmodel import Session, func, select
 
 from judge import paths
 from judge.data.datasets import import_items
+from judge.data.response_files import read_response_file
 from judge.data.responses import (
     MAX_BATCH_ROWS,
     MAX_TEXT_CHARS,
     ResponseRow,
     import_response_file,
     import_responses,
-    read_response_file,
 )
 from judge.errors import InvalidInputError, NotFoundError
 from judge.prompts import PromptBook

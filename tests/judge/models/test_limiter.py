@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from judge.config import EndpointConfig, WorkersConfig
+from judge.config import EndpointConfig
+from judge.config_server import WorkersConfig
 from judge.errors import EndpointError
 from judge.models.client import CallFailed, ModelClient
 from judge.models.limiter import (
