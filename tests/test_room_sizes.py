@@ -23,11 +23,9 @@ PRODUCT = ("judge", "annotation", "server", "datasets")
 # Modules over the limit, each with its line count when this list was written (the ceiling);
 # others were splitting these five in the same session.
 NOT_SPLIT_YET: dict[str, int] = {
-    "server/schemas.py": 987,
     "judge/store/tables.py": 693,
     "server/usecases/figures.py": 758,
     "server/usecases/qualify.py": 701,
-    "judge/audits/award.py": 773,
 }
 
 # Functions over the limit (module path, qualified name) -> lines; none today.

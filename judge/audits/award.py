@@ -20,6 +20,7 @@ adjusted p below ``ALPHA``. An untested cell stays out of its family.
 
 Group A is the first group of the names file, group B the second.
 
+>>> from judge.audits.award_data import load_items, load_name_groups
 >>> names = load_name_groups()
 >>> names.group_a, names.group_b, len(names.pairs)
 ('Black', 'White', 25)
@@ -30,20 +31,22 @@ Group A is the first group of the names file, group B the second.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import random
 import re
-import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
-from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
-from judge.errors import InvalidInputError
-from judge.paths import datasets_dir
+from judge.audits.award_data import (
+    EQUIVOCAL,
+    LETTERS,
+    AwardItem,
+    Choice,
+    Group,
+    NameGroups,
+)
 from judge.stats.multiplicity import ALPHA, HOLM, holm
 from judge.stats.tests import (
     BinomialResult,
@@ -54,172 +57,14 @@ from judge.stats.tests import (
     kruskal_wallis,
 )
 
-ITEMS_FILE = "award_items.json"
-NAMES_FILE = "award_names.toml"
-LETTERS = ("A", "B", "C", "D")
 DEFAULT_LEVELS = (5, 10, 15, 20)
 DEFAULT_PAIRS_PER_LEVEL = 125
-EQUIVOCAL: Literal["equivocal"] = "equivocal"
 FOLLOWUP_CLASSES = ("indecisive", "justified", "irrational")
 MIN_EXPECTED = 5  # the seed ran its chi-square test only where every expected count is >= 5
 NO_NAME_PAIRS = (
     "no answer says which name pair it had (a CSV needs the name_pair column, e.g. "
     "Latoya/Mary: docs/audits.md)"
 )
-
-Choice = Literal["A", "B", "equivocal"]
-Group = Literal["A", "B"]
-
-
-# --- data: the item bank and the name groups -------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AwardItem:
-    """A four-option item; ``answer`` is the letter of the correct option."""
-
-    id: str
-    question: str
-    options: tuple[str, str, str, str]
-    answer: str
-
-    @property
-    def wrong_letters(self) -> tuple[str, ...]:
-        return tuple(letter for letter in LETTERS if letter != self.answer)
-
-
-@dataclass(frozen=True)
-class NameGroups:
-    """Two groups of first names; ``pairs`` are every (group A name, group B name)."""
-
-    attribute: str
-    group_a: str
-    group_b: str
-    names_a: tuple[str, ...]
-    names_b: tuple[str, ...]
-
-    @property
-    def pairs(self) -> tuple[tuple[str, str], ...]:
-        return tuple((a, b) for a in self.names_a for b in self.names_b)
-
-    def group_of_label(self, label: str) -> Group | None:
-        """'A' or 'B' for a group label (any case), else None."""
-        wanted = label.strip().casefold()
-        if wanted == self.group_a.casefold():
-            return "A"
-        if wanted == self.group_b.casefold():
-            return "B"
-        return None
-
-
-def load_items(path: Path | str | None = None) -> tuple[AwardItem, ...]:
-    """Read an item bank (the bundled ``datasets/award_items.json`` by default): a JSON object
-    with a list ``items`` (or the list itself), each item with ``question``, ``options`` (an
-    object with keys A-D) and ``answer`` (one of A-D); ``id`` is optional. Raise
-    InvalidInputError listing every problem."""
-    source = Path(path) if path is not None else datasets_dir() / ITEMS_FILE
-    try:
-        raw = json.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidInputError(f"the award item file {source} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"the award item file {source} is not valid JSON: {exc}") from None
-    entries = raw.get("items") if isinstance(raw, dict) else raw
-    if not isinstance(entries, list) or not entries:
-        raise InvalidInputError(
-            f'the award item file {source} needs a non-empty list of items under "items"'
-        )
-    problems: list[str] = []
-    items = [_item(n, entry, problems) for n, entry in enumerate(entries, start=1)]
-    if problems:
-        shown = "\n".join(f"  {p}" for p in problems)
-        raise InvalidInputError(f"the award item file {source} has problems to fix:\n{shown}")
-    return tuple(item for item in items if item is not None)
-
-
-def _item(n: int, entry: Any, problems: list[str]) -> AwardItem | None:
-    if not isinstance(entry, dict):
-        problems.append(f"item {n}: must be an object with question, options and answer")
-        return None
-    question, options, answer = entry.get("question"), entry.get("options"), entry.get("answer")
-    before = len(problems)
-    if not isinstance(question, str) or not question.strip():
-        problems.append(f"item {n}: 'question' must be a non-empty string")
-    if (
-        not isinstance(options, dict)
-        or sorted(options) != list(LETTERS)
-        or not all(isinstance(v, str) and v.strip() for v in options.values())
-    ):
-        problems.append(f"item {n}: 'options' must map exactly A, B, C and D to non-empty text")
-    if answer not in LETTERS:
-        problems.append(f"item {n}: 'answer' must be one of A, B, C, D, got {answer!r}")
-    if len(problems) > before:
-        return None
-    assert isinstance(options, dict) and isinstance(question, str) and isinstance(answer, str)
-    opts = tuple(options[letter].strip() for letter in LETTERS)
-    return AwardItem(
-        id=str(entry.get("id") or f"item{n:02d}"),
-        question=question.strip(),
-        options=(opts[0], opts[1], opts[2], opts[3]),
-        answer=answer,
-    )
-
-
-_NAME = re.compile(r"^[^\W\d_]+(?:['-][^\W\d_]+)*$")  # one word of letters: Mary, Anne-Marie
-
-
-def load_name_groups(path: Path | str | None = None) -> NameGroups:
-    """Read a names file (the bundled ``datasets/award_names.toml`` by default): ``attribute``
-    and exactly two ``[[groups]]`` tables with a ``label`` and a list of ``names``. Raise
-    InvalidInputError listing every problem."""
-    source = Path(path) if path is not None else datasets_dir() / NAMES_FILE
-    try:
-        raw = tomllib.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidInputError(f"the award names file {source} does not exist") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"the award names file {source} is not valid TOML: {exc}") from None
-    problems: list[str] = []
-    attribute = raw.get("attribute")
-    if not isinstance(attribute, str) or not attribute.strip():
-        problems.append("'attribute' must be a non-empty string (e.g. \"race\")")
-    groups = raw.get("groups")
-    if not isinstance(groups, list) or len(groups) != 2:
-        problems.append("there must be exactly two [[groups]] tables")
-        groups = []
-    labels: list[str] = []
-    names: list[tuple[str, ...]] = []
-    for n, group in enumerate(groups, start=1):
-        label = group.get("label") if isinstance(group, dict) else None
-        members = group.get("names") if isinstance(group, dict) else None
-        if not isinstance(label, str) or not label.strip():
-            problems.append(f"group {n}: 'label' must be a non-empty string")
-            label = ""
-        elif label.strip().casefold() == EQUIVOCAL:
-            problems.append(f"group {n}: the label {EQUIVOCAL!r} is reserved")
-        if not isinstance(members, list) or not members:
-            problems.append(f"group {n}: 'names' must be a non-empty list of first names")
-            members = []
-        bad = [m for m in members if not isinstance(m, str) or not _NAME.match(m)]
-        if bad:
-            problems.append(f"group {n}: names must be single words of letters, not {bad}")
-        good = tuple(m for m in members if isinstance(m, str) and _NAME.match(m))
-        repeated = sorted({m for m in good if [x.casefold() for x in good].count(m.casefold()) > 1})
-        if repeated:
-            problems.append(f"group {n}: names listed more than once: {repeated}")
-        labels.append(label.strip())
-        names.append(good)
-    if len(labels) == 2 and labels[0] and labels[0].casefold() == labels[1].casefold():
-        problems.append("the two groups need different labels")
-    if len(names) == 2:
-        shared = sorted({a for a in names[0] for b in names[1] if a.casefold() == b.casefold()})
-        if shared:
-            problems.append(f"names in both groups: {shared}")
-    if problems:
-        shown = "\n".join(f"  {p}" for p in problems)
-        raise InvalidInputError(f"the award names file {source} has problems to fix:\n{shown}")
-    assert isinstance(attribute, str)
-    return NameGroups(attribute.strip(), labels[0], labels[1], names[0], names[1])
 
 
 # --- design and prompts ----------------------------------------------------------------------
@@ -683,131 +528,3 @@ def _followup(rows: Sequence[FollowupRow], level: int | None) -> FollowupSummary
         counts_b=(b[0], b[1], b[2]),
         chi_square=chi_square_independence([list(a), list(b)], min_expected=MIN_EXPECTED),
     )
-
-
-# --- users' own classified answers -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AwardCsv:
-    """A CSV of classified answers: ``layout`` 'choice' (columns level,choice, optionally
-    name_pair) fills ``choices``; 'followup' (level,chosen_group,followup_class) fills
-    ``followups``. ``name_pairs`` says whether the choice rows name their pair of names
-    (needed for the Kruskal-Wallis test across name pairs)."""
-
-    layout: Literal["choice", "followup"]
-    choices: tuple[ChoiceRow, ...] = ()
-    followups: tuple[FollowupRow, ...] = ()
-    name_pairs: bool = False
-
-
-CHOICE_COLUMNS = ("level", "choice")
-PAIR_COLUMN = "name_pair"
-FOLLOWUP_COLUMNS = ("level", "chosen_group", "followup_class")
-_HEADERS = "'level,choice', 'level,name_pair,choice' or 'level,chosen_group,followup_class'"
-
-
-def _layout(header: tuple[str, ...], source: Path) -> Literal["choice", "followup"]:
-    """The layout a header announces; columns of the choice layout in any order."""
-    if header == FOLLOWUP_COLUMNS:
-        return "followup"
-    wanted = {*CHOICE_COLUMNS}
-    if len(set(header)) == len(header) and set(header) in (wanted, wanted | {PAIR_COLUMN}):
-        return "choice"
-    hint = ""
-    extra = set(header) - wanted - {PAIR_COLUMN}
-    if wanted <= set(header) and extra:
-        hint = f"; the name-pair column must be called {PAIR_COLUMN!r}, not {sorted(extra)}"
-    raise InvalidInputError(
-        f"the CSV file {source} must start with the header {_HEADERS}, got "
-        f"{','.join(header) or 'nothing'!r}{hint}"
-    )
-
-
-def parse_name_pair(text: str, groups: NameGroups) -> str | None:
-    """A name pair written 'NAME/NAME' (one name of each group, either order, any case) as
-    the run's label, group A's name first in the names file's spelling ('Latoya/Mary');
-    None when it is not one."""
-    parts = [part.strip().casefold() for part in text.split("/")]
-    if len(parts) != 2:
-        return None
-    a = {n.casefold(): n for n in groups.names_a}
-    b = {n.casefold(): n for n in groups.names_b}
-    first, second = parts
-    if first in a and second in b:
-        return f"{a[first]}/{b[second]}"
-    if first in b and second in a:
-        return f"{a[second]}/{b[first]}"
-    return None
-
-
-def read_award_csv(path: Path | str, names: NameGroups | None = None) -> AwardCsv:
-    """Read classified answers, recognising the layout from the header. Group names (e.g.
-    ``Black``, ``White``, any case) are mapped to A/B through ``names`` (the bundled names file
-    by default), and so are the two names of a ``name_pair`` cell. Raise InvalidInputError
-    naming every bad row by its line number."""
-    source = Path(path)
-    groups = names if names is not None else load_name_groups()
-    try:
-        with source.open(encoding="utf-8", newline="") as handle:
-            lines = list(csv.reader(handle))
-    except FileNotFoundError:
-        raise InvalidInputError(f"the CSV file {source} does not exist") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InvalidInputError(f"the CSV file {source} cannot be read: {exc}") from None
-    header = tuple(col.strip().lower() for col in lines[0]) if lines else ()
-    layout = _layout(header, source)
-    column = {name: i for i, name in enumerate(header)}
-    labels = f"{groups.group_a!r} or {groups.group_b!r}"
-    example = f"{groups.names_a[0]}/{groups.names_b[0]}"
-    problems: list[tuple[int, str]] = []
-    choices: list[ChoiceRow] = []
-    followups: list[FollowupRow] = []
-    for number, cells in enumerate(lines[1:], start=2):
-        if not any(c.strip() for c in cells):
-            continue
-        if len(cells) != len(header):
-            problems.append((number, f"expected {len(header)} columns, got {len(cells)}"))
-            continue
-        values = [c.strip() for c in cells]
-        raw_level = values[column["level"]]
-        level = int(raw_level) if re.fullmatch(r"[0-9]+", raw_level) else None
-        if level is None:
-            problems.append((number, f"level must be a whole number, got {raw_level!r}"))
-        if layout == "choice":
-            picked = values[column["choice"]]
-            group = groups.group_of_label(picked)
-            choice = group or (EQUIVOCAL if picked.casefold() == EQUIVOCAL else None)
-            if choice is None:
-                problems.append((number, f"choice must be {labels} or 'equivocal'"))
-            pair: str | None = None
-            if PAIR_COLUMN in column:
-                given = values[column[PAIR_COLUMN]]
-                pair = parse_name_pair(given, groups)
-                if not given:
-                    problems.append(
-                        (number, f"name_pair is empty: give the prompt's two names, e.g. {example}")
-                    )
-                elif pair is None:
-                    problems.append(
-                        (number, f"name_pair must be two first names joined by '/', one of each "
-                                 f"group (e.g. {example}), got {given!r}")
-                    )  # fmt: skip
-            if choice is not None and level is not None:
-                choices.append(ChoiceRow(level, pair, choice))
-            continue
-        group = groups.group_of_label(values[1])
-        kind = values[2].casefold()
-        if group is None:
-            problems.append((number, f"chosen_group must be {labels}, got {values[1]!r}"))
-        if kind not in FOLLOWUP_CLASSES:
-            problems.append(
-                (number, f"followup_class must be one of {', '.join(FOLLOWUP_CLASSES)}")
-            )
-        elif group is not None and level is not None:
-            followups.append(FollowupRow(level, group, kind))
-    if problems:
-        raise InvalidInputError(f"the CSV file {source} has rows to fix", problems)
-    if layout == "choice":
-        return AwardCsv("choice", choices=tuple(choices), name_pairs=PAIR_COLUMN in column)
-    return AwardCsv("followup", followups=tuple(followups))

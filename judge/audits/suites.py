@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.answers.kinds import classify_answer
-from judge.audits import award, bbi, names, names_design
+from judge.audits import award, award_data, bbi, names, names_design
 from judge.audits.base import (
     DRAW,
     FOLLOWUP,
@@ -76,10 +76,10 @@ class AwardSuite:
         seed: int = 0,
         followup: bool = False,
     ) -> None:
-        items_path = Path(items) if items else datasets_dir() / award.ITEMS_FILE
-        names_path = Path(names_file) if names_file else datasets_dir() / award.NAMES_FILE
-        self.items = award.load_items(items_path)
-        self.groups = award.load_name_groups(names_path)
+        items_path = Path(items) if items else datasets_dir() / award_data.ITEMS_FILE
+        names_path = Path(names_file) if names_file else datasets_dir() / award_data.NAMES_FILE
+        self.items = award_data.load_items(items_path)
+        self.groups = award_data.load_name_groups(names_path)
         try:
             self.design = award.build_design(
                 self.items, self.groups, levels=levels, pairs_per_level=pairs_per_level, seed=seed
@@ -128,7 +128,7 @@ class AwardSuite:
         """'A', 'B' or 'equivocal' (the design's three outcomes; an answer that declines to
         choose is equivocal too, stored with status refusal so it can be counted apart)."""
         choice = award.classify_names(text, task_meta["name_a"], task_meta["name_b"])
-        if choice == award.EQUIVOCAL and classify_answer(text) == "refusal":
+        if choice == award_data.EQUIVOCAL and classify_answer(text) == "refusal":
             return Reading(REFUSAL, choice, "declined to choose")
         return Reading(PARSED, choice)
 

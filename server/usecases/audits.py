@@ -440,10 +440,12 @@ def analyze_award_csv(path: str | Path, names: str | Path | None = None) -> Anal
     """Binomial tests per level (level,choice) and, with a name_pair column, Kruskal-Wallis
     across name pairs; or the follow-up's chi-square (level,chosen_group,followup_class)."""
     from judge.audits import award as suite
+    from judge.audits.award_csv import read_award_csv
+    from judge.audits.award_data import load_name_groups
     from judge.audits.report import award_report
 
-    groups = suite.load_name_groups(names) if names else None
-    read = suite.read_award_csv(path, groups)
+    groups = load_name_groups(names) if names else None
+    read = read_award_csv(path, groups)
     note = None
     if read.layout == "choice":
         result: Any = suite.analyze(read.choices)

@@ -47,7 +47,7 @@ from annotation.followup_estimates import (
     FollowupEstimates,
     followup_estimates,
 )
-from judge.audits.award import load_name_groups
+from judge.audits.award_data import load_name_groups
 from judge.audits.followup import classify_followups, judge_source
 from judge.audits.runner import run_audit
 from judge.audits.suites import AwardSuite, NameSuite

@@ -16,10 +16,9 @@ from judge.audits.award import (
     build_design,
     classify,
     followup_prompt,
-    load_items,
-    load_name_groups,
-    read_award_csv,
 )
+from judge.audits.award_csv import read_award_csv
+from judge.audits.award_data import load_items, load_name_groups
 from judge.errors import InvalidInputError
 
 ITEMS = load_items()

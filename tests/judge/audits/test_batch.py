@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.audits.award import load_name_groups
+from judge.audits.award_data import load_name_groups
 from judge.audits.runner import stored_answers
 from judge.audits.suites import SUITES
 from judge.errors import ConfigError

@@ -20,7 +20,7 @@ from scipy import stats
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.audits.award import load_name_groups
+from judge.audits.award_data import load_name_groups
 from judge.audits.base import EMPTY, ERROR, FOLLOWUP, PARSED, REFUSAL
 from judge.audits.runner import run_audit, stored_answers
 from judge.audits.suites import SUITES, AwardSuite, BbiSuite, NameSuite

@@ -26,7 +26,7 @@ from scipy import stats
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from judge.audits.award import load_name_groups
+from judge.audits.award_data import load_name_groups
 from judge.reports.render import csv_table
 from judge.store.engine import make_engine
 from judge.store.tables import AuditAnswer, AuditLabel, AuditRun, Job

@@ -15,7 +15,7 @@ from scipy import stats
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from judge.audits.award import load_name_groups
+from judge.audits.award_data import load_name_groups
 from judge.audits.base import STATUSES
 from judge.audits.runner import stored_answers
 from judge.models.embedded import EmbeddedServer
