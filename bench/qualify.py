@@ -57,7 +57,8 @@ def bench_qualify(folder: Path) -> dict[str, Any]:
     """Median seconds of one qualification and of one standing look-up."""
     from judge.config_qualify import QualifyConfig
     from judge.store.engine import make_engine
-    from server.usecases.qualify import QualifyRequest, qualify_in, standing_in
+    from server.usecases.qualify import QualifyRequest, qualify_in
+    from server.usecases.standing import standing_in
 
     url, run = build(folder)
     engine = make_engine(url)

@@ -291,9 +291,9 @@ class RatingPlansOut(_Out):
 
 def _require(run_ids: list[int], wanted: bool) -> None:
     """``UnqualifiedError`` (409, the reason) when asked and a rubric of a run is not
-    validated (``server.usecases.qualify.require_qualified``)."""
+    validated (``server.usecases.standing.require_qualified``)."""
     if wanted:
-        from server.usecases.qualify import require_qualified
+        from server.usecases.standing import require_qualified
 
         for run_id in run_ids:
             require_qualified(get_session(), run_id)

@@ -84,7 +84,7 @@ def report_csv(path: RunPath, query: ReportCsvQuery) -> Any:
 def _require(run_id: int, wanted: bool) -> None:
     """``UnqualifiedError`` (409, the reason) when asked and a rubric is not validated."""
     if wanted:
-        from server.usecases.qualify import require_qualified
+        from server.usecases.standing import require_qualified
 
         require_qualified(get_session(), run_id)
 

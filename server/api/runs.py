@@ -58,7 +58,7 @@ def judge_runs(query: PageQuery) -> Any:
 @bp.get("/judge-runs/<int:run_id>", responses={200: JudgeRunOut})
 def judge_run(path: RunPath) -> Any:
     """One judge run."""
-    from server.usecases.qualify import judge_run_with_standing
+    from server.usecases.standing import judge_run_with_standing
 
     return asdict(judge_run_with_standing(get_session(), path.run_id))
 

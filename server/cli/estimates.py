@@ -149,7 +149,7 @@ def estimates(
         plan_ratings_in,
         transport_in,
     )
-    from server.usecases.qualify import require_in
+    from server.usecases.standing import require_in
 
     engine = click_ctx.obj.engine()
     if requires_qualified(click_ctx.obj.settings(), require_qualified):

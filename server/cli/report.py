@@ -65,8 +65,8 @@ def report(
     """Write the HTML/JSON/CSV report of a judge run; it opens with the judge's standing per
     rubric (validated, not validated, failed validation, stale)."""
     from server.usecases import full_report, session
-    from server.usecases.qualify import require_in
     from server.usecases.rendering import write_report
+    from server.usecases.standing import require_in
 
     settings = ctx.settings()
     if requires_qualified(settings, require_qualified):

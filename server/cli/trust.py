@@ -181,7 +181,7 @@ def show(
     """RUN's judge diagnostics from the store (nothing is sent), after its standing per
     rubric."""
     from server.usecases import trust
-    from server.usecases.qualify import require_in
+    from server.usecases.standing import require_in
 
     settings = ctx.settings()
     if requires_qualified(settings, require_qualified):
@@ -298,7 +298,7 @@ def _print_qualification(record: dict[str, Any]) -> None:
 def standing(ctx: Context, judge_run_id: int, as_json: bool) -> None:
     """RUN's standing per rubric: validated (how, when, on how many ratings), not validated,
     failed validation, or stale (ratings changed after the qualification)."""
-    from server.usecases.qualify import standing_in, standing_json
+    from server.usecases.standing import standing_in, standing_json
 
     found = standing_in(ctx.engine(), judge_run_id)
     emit(

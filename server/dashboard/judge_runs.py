@@ -80,7 +80,7 @@ def _require(run_id: int) -> None:
     scored, as the report and diagnostics routes of the API answer."""
     if request.args.get("require_qualified") in ("1", "true", "on"):
         from server.db import get_session
-        from server.usecases.qualify import require_qualified
+        from server.usecases.standing import require_qualified
 
         require_qualified(get_session(), run_id)
 

@@ -15,7 +15,6 @@ from pydantic import (
 )
 
 from server.schemas.base import PageQuery, ReplyOf, Strict
-from server.usecases.qualify import JudgeRunStanding
 from server.usecases.requests import MAX_ID
 from server.usecases.shapes import (
     MAX_BATCH_ROWS,
@@ -27,6 +26,7 @@ from server.usecases.shapes import (
     ResponseRow,
     ResponsesImport,
 )
+from server.usecases.standing import JudgeRunStanding
 
 # -- datasets, items ------------------------------------------------------------------------
 

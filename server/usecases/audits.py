@@ -245,7 +245,7 @@ def audit_result(session: Session, run_id: int, settings: Settings | None = None
         if len(tests) >= 2:
             agreement = fu.label_agreement(session, run.id)
             followup["agreement"] = agreement.to_dict()
-        from server.usecases.qualify import judged_parts_section, judged_parts_standing
+        from server.usecases.standing import judged_parts_section, judged_parts_standing
 
         standing = judged_parts_standing(list(tests))
         if standing:
@@ -574,11 +574,11 @@ def followup_estimates_in(
 
 def require_qualified_in(engine: Engine, run_id: int) -> None:
     """``UnqualifiedError`` when a judge classified any of the audit run's answers (no
-    qualification covers those classes: ``server.usecases.qualify.judged_parts_standing``)."""
+    qualification covers those classes: ``server.usecases.standing.judged_parts_standing``)."""
     from judge.audits import followup as fu
     from judge.audits.runner import get_run
     from judge.store.engine import session_scope
-    from server.usecases.qualify import require_judged_parts
+    from server.usecases.standing import require_judged_parts
 
     with session_scope(engine) as session:
         get_run(session, run_id)  # an unknown run is named as such

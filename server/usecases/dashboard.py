@@ -143,9 +143,9 @@ def judge_run_view(
     from judge.reports.run_report import metrics_section
     from judge.store.queries import get_judge_run
     from server.usecases.context import run_prices
-    from server.usecases.qualify import run_standing, standing_note
     from server.usecases.reports import opening_of
     from server.usecases.runs import judge_run_info
+    from server.usecases.standing import run_standing, standing_note
 
     jrun = get_judge_run(session, judge_run_id)
     facts = load_run_facts(session, judge_run_id, prices=run_prices(settings, jrun.endpoint_name))

@@ -47,7 +47,7 @@ def full_report(
     from judge.reports.sections import Report
     from judge.store.queries import get_judge_run
     from judge.trust.section import diagnostics_section
-    from server.usecases.qualify import mark_rows, run_standing, standing_section
+    from server.usecases.standing import mark_rows, run_standing, standing_section
 
     jrun = get_judge_run(session, judge_run_id)
     standing = run_standing(session, judge_run_id)
@@ -162,7 +162,7 @@ def diagnostics_report(
     from judge.store.queries import get_judge_run
     from judge.trust.directional import MARGIN
     from judge.trust.section import diagnostics_section
-    from server.usecases.qualify import mark_rows, run_standing, standing_section
+    from server.usecases.standing import mark_rows, run_standing, standing_section
 
     jrun = get_judge_run(session, judge_run_id)
     standing = run_standing(session, judge_run_id)

@@ -510,7 +510,7 @@ def test_judge_classes_say_they_are_not_validated_and_require_qualified_refuses(
 ) -> None:
     """Issue 42: the audit's judge-classified part carries its standing before its figures,
     and ``--require-qualified`` refuses it (exit 4); people's classes alone need none."""
-    from server.usecases.qualify import require_judged_parts
+    from server.usecases.standing import require_judged_parts
     from tests.support.cli import fairjudge
 
     shown = audits.show(world.engine, world.run_id)

@@ -16,7 +16,8 @@ from sqlmodel import Session, func, select
 from judge.config_qualify import QualifyConfig
 from judge.errors import InvalidInputError
 from judge.store.tables import JudgeQualification
-from server.usecases.qualify import QualifyRequest, qualify, run_standing
+from server.usecases.qualify import QualifyRequest, qualify
+from server.usecases.standing import run_standing
 from tests.support.cli import fairjudge
 from tests.support.planted_judge import add_judge_run, add_ratings, good_judge, plant
 

@@ -1,0 +1,273 @@
+"""A judge run's standing per rubric (``fairjudge judge-audit standing``): validated, not
+validated, failed validation or stale, read from the qualification records
+``server.usecases.qualify`` stores. The newest record for the same configuration (base URL
+as stored, model, prompt variant, template hash, rubric, scale, temperature) decides; "stale"
+when ratings of that rubric were stored, edited or withdrawn after the record. Also the
+standing beside every figure (reports, CSV rows, the audits' judge-classified parts) and
+``--require-qualified``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from judge.errors import UnqualifiedError
+from judge.store.queries import JudgeRunInfo
+from server.usecases.qualify import (
+    CONFIG_FIELDS,
+    FAILED_VALIDATION,
+    NOT_VALIDATED,
+    STALE,
+    VALIDATED,
+    aware_utc,
+    configuration_of,
+    newest_rating_time,
+    run_configuration,
+    run_rubrics,
+)
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from judge.store.tables import JudgeQualification, JudgeRun
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One rubric's standing for one judge run: ``state`` one of ``STATES`` and the words
+    people read (how, when, on how many ratings)."""
+
+    rubric: str
+    state: str
+    says: str
+    qualification: int | None = None
+
+    @property
+    def validated(self) -> bool:
+        return self.state == VALIDATED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rubric": self.rubric,
+            "state": self.state,
+            "says": self.says,
+            "qualification": self.qualification,
+        }
+
+
+def _when(t: datetime) -> str:
+    return aware_utc(t).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _differs(config: dict[str, Any], record: JudgeQualification) -> list[str]:
+    mine = configuration_of(record)
+    return [k.replace("_", " ") for k in CONFIG_FIELDS if mine[k] != config[k]]
+
+
+def rubric_standing(session: Session, run: JudgeRun, rubric: str) -> Standing:
+    """The standing of ``run`` on ``rubric`` (see the module docstring)."""
+    from sqlmodel import col, select
+
+    from judge.store.tables import JudgeQualification
+
+    assert run.id is not None
+    records = session.exec(
+        select(JudgeQualification)
+        .where(JudgeQualification.rubric == rubric)
+        .order_by(col(JudgeQualification.id).desc())
+    ).all()
+    if not records:
+        return Standing(rubric, NOT_VALIDATED, f"not validated: no qualification for {rubric}")
+    config = run_configuration(session, run, rubric)
+    matching = [r for r in records if not _differs(config, r)]
+    if not matching:
+        nearest = records[0]
+        return Standing(
+            rubric,
+            NOT_VALIDATED,
+            f"not validated: the qualification of judge run {nearest.judge_run_id} for "
+            f"{rubric} covers another configuration ({', '.join(_differs(config, nearest))} "
+            "differs)",
+        )
+    record = matching[0]
+    assert record.id is not None
+    how = (
+        f"judge-audit qualify on judge run {record.judge_run_id}, {_when(record.created_at)}, "
+        f"on {record.n_ratings} ratings"
+    )
+    if record.outcome != "qualified":
+        return Standing(rubric, FAILED_VALIDATION, f"failed validation ({how}): {record.line}",
+                        record.id)  # fmt: skip
+    newest = newest_rating_time(session, record.generation_run_id, rubric)
+    through = aware_utc(record.ratings_through) if record.ratings_through else None
+    if newest is not None and (through is None or newest > through):
+        return Standing(
+            rubric,
+            STALE,
+            f"stale: ratings of {rubric} changed on {_when(newest)}, after the qualification "
+            f"({how}); run `fairjudge judge-audit qualify {record.judge_run_id} --rubric "
+            f"{rubric}` again",
+            record.id,
+        )
+    kappa = record.evidence.get("kappa_quadratic", {}).get("value")
+    shown = f"; weighted kappa {kappa:.2f}" if isinstance(kappa, (int, float)) else ""
+    return Standing(
+        rubric,
+        VALIDATED,
+        f"validated ({how}; alt-test at epsilon {record.epsilon:g}{shown})",
+        record.id,
+    )
+
+
+def run_standing(session: Session, judge_run_id: int) -> dict[str, Standing]:
+    """Rubric -> standing, for every rubric the judge run judged."""
+    from judge.store.queries import get_judge_run
+
+    run = get_judge_run(session, judge_run_id)
+    return {r: rubric_standing(session, run, r) for r in run_rubrics(session, judge_run_id)}
+
+
+def standing_json(standing: dict[str, Standing]) -> dict[str, dict[str, Any]]:
+    return {rubric: s.to_dict() for rubric, s in standing.items()}
+
+
+def require_qualified(
+    session: Session, judge_run_id: int, rubrics: Sequence[str] | None = None
+) -> dict[str, Standing]:
+    """The run's standing, or ``UnqualifiedError`` naming the first rubric used (``rubrics``,
+    or every rubric the run judged) that is not validated and why."""
+    standing = run_standing(session, judge_run_id)
+    used = [r for r in (rubrics if rubrics is not None else standing) if r in standing]
+    for rubric in used:
+        s = standing[rubric]
+        if not s.validated:
+            raise UnqualifiedError(
+                f"judge run {judge_run_id} is not qualified for {rubric}: {s.says} "
+                "(--require-qualified)"
+            )
+    return standing
+
+
+def standing_in(engine: Any, judge_run_id: int) -> dict[str, Standing]:
+    """``run_standing`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        return run_standing(session, judge_run_id)
+
+
+def require_in(engine: Any, judge_run_id: int, rubrics: Sequence[str] | None = None) -> None:
+    """``require_qualified`` in a session of its own."""
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        require_qualified(session, judge_run_id, rubrics)
+
+
+STANDING_COLUMN = "judge_standing"
+"""The column every CSV row naming a rubric gets in a judge run's report."""
+
+
+def standing_note(standing: dict[str, Standing]) -> str:
+    """One line for the top of a report: how many rubrics are validated."""
+    if not standing:
+        return "Judge standing: the run judged no rubric yet."
+    valid = [r for r, s in standing.items() if s.validated]
+    if len(valid) == len(standing):
+        return f"Judge standing: validated for every rubric ({', '.join(valid)})."
+    if not valid:
+        return (
+            "Judge standing: NOT VALIDATED for any rubric it scored; its figures are not "
+            "verdicts until it is qualified (`fairjudge judge-audit qualify`)."
+        )
+    rest = [r for r in standing if r not in valid]
+    return (
+        f"Judge standing: validated for {', '.join(valid)}; not for {', '.join(rest)} "
+        "(see each rubric's line)."
+    )
+
+
+def standing_section(standing: dict[str, Standing]) -> Any:
+    """The report's first section: each rubric's standing, next to the figures that
+    follow (report.json's ``standing``; each CSV row naming a rubric gets ``judge_standing``
+    from ``mark_rows``, so the report's first CSV stays its metrics)."""
+    from judge.reports.sections import Section, Table
+
+    rows = [[r, s.state, s.says] for r, s in standing.items()]
+    return Section(
+        title="Judge standing",
+        json_key="standing",
+        payload={"summary": standing_note(standing), "rubrics": standing_json(standing)},
+        tables=[Table("Judge standing per rubric", ["rubric", "standing", "detail"], rows)],
+        notes=[standing_note(standing)],
+    )  # fmt: skip
+
+
+def mark_rows(sections: Sequence[Any], standing: dict[str, Standing]) -> None:
+    """Give every CSV row of ``sections`` that names a rubric its standing, in place, so a
+    figure exported alone still says whether its judge was validated."""
+    for section in sections:
+        for rows in section.csv.values():
+            for row in rows:
+                rubric = row.get("rubric")
+                if isinstance(rubric, str) and STANDING_COLUMN not in row:
+                    s = standing.get(rubric)
+                    row[STANDING_COLUMN] = s.state if s else NOT_VALIDATED
+
+
+@dataclass(frozen=True)
+class JudgeRunStanding(JudgeRunInfo):
+    """A judge run (``JudgeRunInfo``) with its standing per rubric: what the API's run
+    route gives."""
+
+    standing: dict[str, Standing] = field(default_factory=dict)
+
+
+def judge_run_with_standing(session: Session, judge_run_id: int) -> JudgeRunStanding:
+    """The run's listing and its standing per rubric; NotFoundError for an unknown run."""
+    from dataclasses import asdict
+
+    from server.usecases.runs import judge_run_info
+
+    info = judge_run_info(session, judge_run_id)
+    return JudgeRunStanding(**asdict(info), standing=run_standing(session, judge_run_id))
+
+
+JUDGED_PARTS = (
+    "not validated: no qualification covers a judge's classes of the award audit's follow-up "
+    "explanations (qualifications cover judge runs' rubrics); compare them with people's "
+    "classes in the agreement table before reading them as findings"
+)
+
+
+def judged_parts_standing(sources: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The standing of each judge that classified an audit's answers (``judge:...`` sources;
+    people's own classes need none): not validated, with the reason."""
+    return {
+        s: {"state": NOT_VALIDATED, "says": JUDGED_PARTS} for s in sources if s.startswith("judge:")
+    }
+
+
+def judged_parts_section(standing: dict[str, dict[str, Any]]) -> Any:
+    """The audit report's note, placed before the follow-up figures a judge classified."""
+    from judge.reports.sections import Section
+
+    return Section(
+        title="Judge standing (follow-up classes)",
+        json_key="judge_standing",
+        payload={"sources": standing},
+        notes=[f"{source}: {v['says']}" for source, v in standing.items()],
+    )
+
+
+def require_judged_parts(sources: Sequence[str], what: str) -> None:
+    """``UnqualifiedError`` when a judge classified any part of ``what`` (an audit run)."""
+    judged = [s for s in sources if s.startswith("judge:")]
+    if judged:
+        raise UnqualifiedError(
+            f"{what}'s follow-up classes by {', '.join(judged)} are not validated: no "
+            "qualification covers a judge's classes of audit answers (--require-qualified)"
+        )
