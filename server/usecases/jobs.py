@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from judge.config import Settings
-    from judge.store.tables import Job
+    from server.tables import Job
 
 __all__ = [
     "DONE",
@@ -191,7 +191,7 @@ def store_job(
     checks first, then hands the stored job to the workers."""
     from sqlmodel import Session
 
-    from judge.store.tables import Job
+    from server.tables import Job
 
     with Session(engine) as session:
         check_targets(session, kind, checked, settings)
@@ -203,7 +203,7 @@ def store_job(
 
 
 def get_job(session: Session, job_id: int) -> Job:
-    from judge.store.tables import Job
+    from server.tables import Job
 
     job = session.get(Job, job_id)
     if job is None:
@@ -222,7 +222,7 @@ def list_jobs(
     """Newest first: one page of jobs and how many match in all."""
     from sqlmodel import col, func, select
 
-    from judge.store.tables import Job
+    from server.tables import Job
 
     query = select(Job)
     counted = select(func.count()).select_from(Job)
@@ -284,7 +284,8 @@ def set_job(engine: Engine, job_id: int, *, now: tuple[str, ...] = (), **values:
     from sqlalchemy import update
     from sqlmodel import Session, col
 
-    from judge.store.tables import Job, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import Job
 
     for name in now:
         values[name] = utcnow()
@@ -298,7 +299,7 @@ def report_progress(engine: Engine, job_id: int, done: int, total: int) -> bool:
     from sqlalchemy import update
     from sqlmodel import Session, col, select
 
-    from judge.store.tables import Job
+    from server.tables import Job
 
     with Session(engine) as session:
         session.execute(update(Job).where(col(Job.id) == job_id).values(done=done, total=total))
@@ -380,7 +381,7 @@ def count_attempt(engine: Engine, job_id: int, attempts: int) -> None:
     from sqlalchemy import update
     from sqlmodel import Session, col
 
-    from judge.store.tables import Job
+    from server.tables import Job
 
     with Session(engine) as session:
         session.execute(update(Job).where(col(Job.id) == job_id).values(attempts=attempts))
@@ -398,7 +399,7 @@ def runnable(session: Session) -> list[int]:
     have died; the lease decides)."""
     from sqlmodel import col, select
 
-    from judge.store.tables import Job
+    from server.tables import Job
 
     rows = session.exec(
         select(Job.id)
@@ -428,7 +429,8 @@ def worker_beat(engine: Engine, worker: str, *, stopping: bool = False) -> None:
     cleanly (``stopping``: health no longer counts it as missing)."""
     from sqlmodel import Session, col, select
 
-    from judge.store.tables import WorkerBeat, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import WorkerBeat
 
     now = utcnow()
     with Session(engine) as session:
@@ -469,7 +471,8 @@ def worker_health(
     waited more than ``wait_alert_s``: the queue is not moving."""
     from sqlmodel import Session, col, func, select
 
-    from judge.store.tables import Job, WorkerBeat, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import Job, WorkerBeat
 
     now = utcnow()
     with Session(engine) as session:
@@ -537,7 +540,8 @@ def live_workers(session: Session, *, silent_after_s: float) -> set[str]:
     """host:pid of the job workers that beat within ``silent_after_s`` and did not stop."""
     from sqlmodel import select
 
-    from judge.store.tables import WorkerBeat, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import WorkerBeat
 
     cutoff = utcnow() - timedelta(seconds=silent_after_s)
     live = set()

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from judge.config import Settings
-    from judge.store.tables import JobPart
+    from server.tables import JobPart
 
 __all__ = [
     "SPLIT_KINDS",
@@ -152,7 +152,7 @@ def open_parts(
     from sqlmodel import col, select
 
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart
+    from server.tables import Job, JobPart
 
     if kind not in SPLIT_KINDS:
         raise InvalidInputError(f"a {kind} job is not split into parts")
@@ -202,7 +202,8 @@ def mark_sent(engine: Engine, job_id: int, numbers: Iterable[int]) -> None:
     from sqlmodel import col
 
     from judge.store.engine import session_scope
-    from judge.store.tables import JobPart, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import JobPart
 
     wanted = list(numbers)
     if not wanted:
@@ -221,7 +222,7 @@ def part_rows(engine: Engine, job_id: int) -> list[JobPart]:
     from sqlmodel import col, select
 
     from judge.store.engine import session_scope
-    from judge.store.tables import JobPart
+    from server.tables import JobPart
 
     with session_scope(engine) as session:
         rows = session.exec(
@@ -257,7 +258,7 @@ def write_progress(engine: Engine, job_id: int, number: int, done: int, total: i
     the job) cost 4 ms of CPU a time, paid twice a second by every part running."""
     from sqlalchemy import func, select, update
 
-    from judge.store.tables import Job, JobPart
+    from server.tables import Job, JobPart
 
     parts, jobs = JobPart.__table__, Job.__table__  # type: ignore[attr-defined]
 
@@ -288,7 +289,7 @@ def _set_part(engine: Engine, job_id: int, number: int, **values: Any) -> None:
     from sqlmodel import col
 
     from judge.store.engine import session_scope
-    from judge.store.tables import JobPart
+    from server.tables import JobPart
 
     with session_scope(engine) as session:
         session.execute(
@@ -305,7 +306,8 @@ def run_part(engine: Engine, settings: Settings, job_id: int, number: int, worke
     from judge.errors import FairJudgeError
     from judge.runs import RunBusyError
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import Job
     from server.usecases.jobs import job_request
 
     with session_scope(engine) as session:
@@ -368,7 +370,7 @@ def _holder(engine: Engine, kind: str, run_id: int | None, number: int) -> str |
 def _part_query(job_id: int, number: int) -> Any:
     from sqlmodel import col, select
 
-    from judge.store.tables import JobPart
+    from server.tables import JobPart
 
     return select(JobPart).where(col(JobPart.job_id) == job_id, col(JobPart.number) == number)
 
@@ -380,7 +382,8 @@ def _fail(engine: Engine, job_id: int, number: int, message: str) -> None:
     from sqlmodel import col
 
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import Job
 
     _set_part(engine, job_id, number, status="failed", worker=None, error=message)
     with session_scope(engine) as session:
@@ -396,7 +399,8 @@ def _settle_cancelled(engine: Engine, job_id: int) -> None:
     from sqlmodel import col
 
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import Job
 
     with session_scope(engine) as session:
         session.execute(
@@ -414,7 +418,8 @@ def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
     from sqlmodel import col, func, select
 
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import Job, JobPart
 
     with session_scope(engine) as session:
         job = session.get(Job, job_id)
@@ -489,7 +494,8 @@ def stale_parts(engine: Engine, *, silent_after_s: float) -> list[tuple[int, int
     from sqlmodel import col, select
 
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart, WorkerBeat, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import Job, JobPart, WorkerBeat
 
     cutoff = utcnow() - timedelta(seconds=silent_after_s)
     with session_scope(engine) as session:
@@ -518,7 +524,7 @@ def stale_jobs(engine: Engine, *, silent_after_s: float) -> list[int]:
     from sqlmodel import col, select
 
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart
+    from server.tables import Job, JobPart
     from server.usecases.jobs import live_workers
 
     with session_scope(engine) as session:
@@ -538,7 +544,7 @@ def unsent(engine: Engine) -> tuple[list[int], list[tuple[int, int]]]:
     from sqlmodel import col, select
 
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart
+    from server.tables import Job, JobPart
 
     with session_scope(engine) as session:
         jobs = session.exec(select(Job.id).where(col(Job.status) == "queued")).all()
