@@ -102,7 +102,7 @@ def _job_seconds(config: Path, db_url: str, workers: int, log_dir: Path) -> tupl
     from sqlmodel import Session
 
     from judge.store.engine import make_engine
-    from judge.store.tables import Job
+    from server.tables import Job
 
     procs = [
         subprocess.Popen(
@@ -159,7 +159,7 @@ def _cpu_of(pid: int) -> float:
 def _beating(engine: Any) -> set[int]:
     from sqlmodel import Session, select
 
-    from judge.store.tables import WorkerBeat
+    from server.tables import WorkerBeat
 
     with Session(engine) as session:
         rows = session.exec(

@@ -18,7 +18,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from judge.errors import FairJudgeError, InvalidInputError, NotFoundError
-from judge.store.tables import ApiKey, WebSession, utcnow
+from judge.store.tables import utcnow
+from server.tables import ApiKey, WebSession
 
 ROLES = ("admin", "member")
 PREFIX = "fj_"

@@ -5,7 +5,7 @@ what annotators said about the same responses (RatingChange keeps the values an 
 withdrawal replaced); Campaign and CampaignTask record which items went to Label Studio and
 with what inclusion probability; Annotator lists the people; CallCache holds every paid model
 call; RunLease says which process is working on a run. RubricRecord holds the rubrics users
-registered; ApiKey the server's keys (hashes only); Job the server's background work.
+registered.
 AuditRun -> AuditAnswer -> AuditLabel hold the audit suites' runs, the model's answers with
 what was read from them, and the classes judges and people gave to follow-up explanations.
 ItemGenerationCall records each call that asked a model for new items of a dataset.
@@ -13,6 +13,10 @@ BatchJob records each batch of a run's calls sent through a provider's Batch API
 JudgeQualification records whether a judge configuration was validated against people, per rubric.
 GenerationRun, JudgeRun and AuditRun share their common columns through RunBase (not a table);
 their ``status`` holds a ``judge.vocab.RunStatus`` value as plain text.
+
+These are the domain's tables only. The server's own (API keys, sign-ins, workers' heartbeats,
+jobs and their parts, kept dashboard figures) are in ``server/tables.py``, on the same
+``SQLModel.metadata`` and in the same migrations (``judge/store/migrations``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Column, LargeBinary, Text, UniqueConstraint, event
+from sqlalchemy import JSON, Column, Text, UniqueConstraint, event
 from sqlmodel import Field, SQLModel
 
 from judge.vocab import RunStatus
@@ -455,90 +459,6 @@ class RubricRecord(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class ApiKey(SQLModel, table=True):
-    """A key of the web API. Only the key's sha256 is stored; ``prefix`` (its first
-    characters) lets people tell keys apart in listings."""
-
-    id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(index=True, unique=True)
-    role: str = Field(description="admin or member")
-    prefix: str
-    key_hash: str = Field(index=True, unique=True)
-    created_at: datetime = Field(default_factory=utcnow)
-    last_used_at: datetime | None = None
-    revoked_at: datetime | None = None
-
-
-class WebSession(SQLModel, table=True):
-    """A dashboard sign-in. The browser's cookie holds a random token; only its sha256 is
-    stored here. Signing out sets ``revoked_at``, so a copy of the cookie is worthless from
-    then on, as it is once the key is revoked or the session is older than its lifetime."""
-
-    id: int | None = Field(default=None, primary_key=True)
-    token_hash: str = Field(index=True, unique=True)
-    key_id: int = Field(foreign_key="apikey.id", index=True)
-    created_at: datetime = Field(default_factory=utcnow)
-    revoked_at: datetime | None = None
-
-
-class WorkerBeat(SQLModel, table=True):
-    """A job worker's heartbeat: written when it starts, renewed while it runs, marked when
-    it stops. Health reads the newest beat: a server whose workers all went quiet is not
-    healthy, and jobs they held are taken over once their leases lapse."""
-
-    id: int | None = Field(default=None, primary_key=True)
-    worker: str = Field(index=True, unique=True, description="host:pid")
-    started_at: datetime = Field(default_factory=utcnow)
-    beat_at: datetime = Field(default_factory=utcnow)
-    stopped_at: datetime | None = None
-
-
-class Job(SQLModel, table=True):
-    """Background work started over HTTP (generation, judging, a campaign pull): queued ->
-    running -> finished, failed or cancelled. A worker holds it with a lease it renews; a
-    job whose worker died goes back to the queue and resumes from what the store holds."""
-
-    id: int | None = Field(default=None, primary_key=True)
-    kind: str = Field(index=True, description="generate, judge or pull")
-    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
-    status: str = Field(default="queued", index=True)
-    done: int = Field(default=0, description="Units of work finished (answers, judgments).")
-    total: int | None = Field(default=None, description="Units of work planned, when known.")
-    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
-    error: str | None = Field(default=None, sa_column=Column(Text))
-    attempts: int = Field(default=0, description="Times a worker has started it.")
-    cancel_requested: bool = False
-    worker: str | None = Field(default=None, description="host:pid of the worker holding it.")
-    lease_expires_at: float | None = Field(
-        default=None, description="Seconds since the epoch; the worker's heartbeat renews it."
-    )
-    created_by: str | None = Field(default=None, description="The API key's name.")
-    created_at: datetime = Field(default_factory=utcnow)
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
-class JobPart(SQLModel, table=True):
-    """One share of a job that Celery workers split (a judge or generation run's items, in
-    parts of ``[workers] chunk_size``): which items, where it stands, which worker has it.
-    A part found ``running`` under a worker whose heartbeat stopped is sent again."""
-
-    __table_args__ = (UniqueConstraint("job_id", "number"),)
-    id: int | None = Field(default=None, primary_key=True)
-    job_id: int = Field(foreign_key="job.id", index=True)
-    number: int
-    item_ids: list[int] = Field(default_factory=list, sa_column=Column(JSON))
-    status: str = Field(default="queued", description="queued, running, done or failed")
-    worker: str | None = Field(default=None, description="host:pid of the worker on it.")
-    done: int = Field(default=0, description="Calls this part finished.")
-    total: int | None = Field(default=None, description="Calls this part planned.")
-    attempts: int = Field(default=0, description="Times a worker has started it.")
-    error: str | None = Field(default=None, sa_column=Column(Text))
-    sent_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
 class BatchJob(SQLModel, table=True):
     """One batch of a run's model calls sent through a provider's Batch API, written down
     before each step so that an interrupted command resumes it and never sends its calls
@@ -643,21 +563,6 @@ class AuditLabel(SQLModel, table=True):
     raw_text: str | None = Field(default=None, sa_column=Column(Text))
     cache_key: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
-
-
-class DashboardFigure(SQLModel, table=True):
-    """A dashboard page's figures as computed at one version of the store, kept so that any
-    web worker, on any machine, and any restart reuses them, and so that a job can compute a
-    run's pages as it ends, before anyone opens them (server.usecases.figures). ``data`` is
-    the figures pickled and compressed; it is read back only with an allow-list of types."""
-
-    key: str = Field(primary_key=True, description="The page and its arguments, hashed.")
-    page: str = Field(description="The page and its arguments, readable.")
-    judge_run_id: int | None = Field(default=None, index=True)
-    version: str = Field(description="The store's version the figures were computed at, hashed.")
-    computed_at: datetime = Field(default_factory=utcnow)
-    seconds: float = Field(description="How long computing them took.")
-    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 class JudgeQualification(SQLModel, table=True):

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from server.usecases.requests import Request
 
 Job = Any
-"""A job's row (``judge.store.tables.Job``), which this package does not import."""
+"""A job's row (``server.tables.Job``), which this package does not import."""
 
 __all__ = [
     "DONE",

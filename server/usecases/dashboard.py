@@ -395,6 +395,7 @@ def store_version(session: Session) -> tuple[Any, ...]:
     from sqlmodel import SQLModel
 
     import judge.store.tables  # noqa: F401  (registers every table on the metadata)
+    import server.tables  # noqa: F401  (and the server's own)
 
     columns: list[Any] = []
     grouped = []

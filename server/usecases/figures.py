@@ -240,7 +240,7 @@ def _kept_row(
     back (logged)."""
     from sqlmodel import col, select
 
-    from judge.store.tables import DashboardFigure
+    from server.tables import DashboardFigure
 
     query = select(
         DashboardFigure.version, DashboardFigure.computed_at, DashboardFigure.seconds,
@@ -279,7 +279,7 @@ def write(
     from sqlalchemy.exc import IntegrityError
 
     from judge.store.engine import session_scope
-    from judge.store.tables import DashboardFigure
+    from server.tables import DashboardFigure
 
     digest = sha256(key.text())
     data = dump(value, sign)
@@ -468,7 +468,7 @@ def runs_kept(engine: Engine, limit: int = WATCH_RUNS) -> list[int]:
     from sqlalchemy import func
     from sqlmodel import Session, col, select
 
-    from judge.store.tables import DashboardFigure
+    from server.tables import DashboardFigure
 
     with Session(engine) as session:
         rows = session.exec(
@@ -499,6 +499,7 @@ def change_marks(session: Session) -> tuple[Any, ...]:
     from sqlmodel import SQLModel
 
     import judge.store.tables  # noqa: F401  (registers every table on the metadata)
+    import server.tables  # noqa: F401  (and the server's own)
     from server.usecases.dashboard import BOOKKEEPING
 
     columns: list[Any] = []
@@ -515,7 +516,7 @@ def stale_runs(engine: Engine, settings: Settings, runs: Iterable[int]) -> list[
     """Of ``runs``, those with kept figures none of which is at the run's version now."""
     from sqlmodel import Session, col, select
 
-    from judge.store.tables import DashboardFigure
+    from server.tables import DashboardFigure
 
     stale = []
     with Session(engine) as session:

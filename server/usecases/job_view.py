@@ -38,7 +38,7 @@ def job_work(session: Session, job_ids: list[int], *, silent_after_s: float) -> 
     """Each job's workers and parts, read in two queries for any number of jobs."""
     from sqlmodel import col, select
 
-    from judge.store.tables import Job, JobPart
+    from server.tables import Job, JobPart
 
     if not job_ids:
         return {}
@@ -130,7 +130,7 @@ def job_detail(session: Session, job_id: int, *, silent_after_s: float) -> dict[
     works on it (``JobWork``) and each part."""
     from sqlmodel import col, select
 
-    from judge.store.tables import JobPart
+    from server.tables import JobPart
 
     job = get_job(session, job_id)
     work = job_work(session, [job_id], silent_after_s=silent_after_s)[job_id]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.errors import InvalidInputError, NotFoundError
 from judge.runs import RunBusyError  # what a job on a run another process holds raises
+from server import queries
 from server.usecases.requests import (
     JOB_REQUESTS,
     ItemCellRequest,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from judge.config import Settings
-    from judge.store.tables import Job
+    from server.tables import Job
 
 __all__ = [
     "DONE",
@@ -191,7 +192,7 @@ def store_job(
     checks first, then hands the stored job to the workers."""
     from sqlmodel import Session
 
-    from judge.store.tables import Job
+    from server.tables import Job
 
     with Session(engine) as session:
         check_targets(session, kind, checked, settings)
@@ -203,7 +204,7 @@ def store_job(
 
 
 def get_job(session: Session, job_id: int) -> Job:
-    from judge.store.tables import Job
+    from server.tables import Job
 
     job = session.get(Job, job_id)
     if job is None:
@@ -220,18 +221,7 @@ def list_jobs(
     offset: int = 0,
 ) -> tuple[list[Job], int]:
     """Newest first: one page of jobs and how many match in all."""
-    from sqlmodel import col, func, select
-
-    from judge.store.tables import Job
-
-    query = select(Job)
-    counted = select(func.count()).select_from(Job)
-    for column, value in ((Job.status, status), (Job.kind, kind)):
-        if value is not None:
-            query = query.where(col(column) == value)
-            counted = counted.where(col(column) == value)
-    rows = session.exec(query.order_by(col(Job.id).desc()).offset(offset).limit(limit)).all()
-    return list(rows), int(session.exec(counted).one())
+    return queries.page_jobs(session, status=status, kind=kind, limit=limit, offset=offset)
 
 
 def cancel_job(engine: Engine, job_id: int) -> Job:
@@ -281,29 +271,25 @@ def resume_job(engine: Engine, job_id: int) -> Job:
 
 def set_job(engine: Engine, job_id: int, *, now: tuple[str, ...] = (), **values: Any) -> None:
     """Write ``values`` into the job's row; each field named in ``now`` gets the time."""
-    from sqlalchemy import update
-    from sqlmodel import Session, col
+    from sqlmodel import Session
 
-    from judge.store.tables import Job, utcnow
+    from judge.store.tables import utcnow
 
     for name in now:
         values[name] = utcnow()
     with Session(engine) as session:
-        session.execute(update(Job).where(col(Job.id) == job_id).values(**values))
+        queries.set_job_values(session, job_id, **values)
         session.commit()
 
 
 def report_progress(engine: Engine, job_id: int, done: int, total: int) -> bool:
     """Write a running job's progress; whether someone asked to cancel it."""
-    from sqlalchemy import update
-    from sqlmodel import Session, col, select
-
-    from judge.store.tables import Job
+    from sqlmodel import Session
 
     with Session(engine) as session:
-        session.execute(update(Job).where(col(Job.id) == job_id).values(done=done, total=total))
+        queries.set_job_values(session, job_id, done=done, total=total)
         session.commit()
-        return bool(session.exec(select(Job.cancel_requested).where(Job.id == job_id)).one())
+        return queries.cancel_requested(session, job_id)
 
 
 _RESULT_RUNS = {
@@ -377,36 +363,18 @@ def start_job(engine: Engine, job_id: int, worker: str) -> tuple[str, dict[str, 
 def count_attempt(engine: Engine, job_id: int, attempts: int) -> None:
     """Record that attempt ``attempts`` of the job has begun its work (a waiting note, which
     no longer holds, is cleared; a resumed note stays)."""
-    from sqlalchemy import update
-    from sqlmodel import Session, col
-
-    from judge.store.tables import Job
+    from sqlmodel import Session
 
     with Session(engine) as session:
-        session.execute(update(Job).where(col(Job.id) == job_id).values(attempts=attempts))
-        session.execute(
-            update(Job)
-            .where(col(Job.id) == job_id)
-            .where(col(Job.error).like("waiting:%"))
-            .values(error=None)
-        )
+        queries.set_job_values(session, job_id, attempts=attempts)
+        queries.clear_waiting_note(session, job_id)
         session.commit()
 
 
 def runnable(session: Session) -> list[int]:
     """Jobs a worker may try, oldest first: queued ones, and running ones (their worker may
     have died; the lease decides)."""
-    from sqlmodel import col, select
-
-    from judge.store.tables import Job
-
-    rows = session.exec(
-        select(Job.id)
-        .where(col(Job.status).in_(("queued", "running")))
-        .order_by(col(Job.id))
-        .limit(100)
-    ).all()
-    return [int(r) for r in rows if r is not None]
+    return queries.runnable_job_ids(session, limit=100)
 
 
 @contextmanager
@@ -426,13 +394,14 @@ BEAT_EVERY_S = 2.0
 def worker_beat(engine: Engine, worker: str, *, stopping: bool = False) -> None:
     """Record that job worker ``worker`` (host:pid) is alive now, or that it is stopping
     cleanly (``stopping``: health no longer counts it as missing)."""
-    from sqlmodel import Session, col, select
+    from sqlmodel import Session
 
-    from judge.store.tables import WorkerBeat, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import WorkerBeat
 
     now = utcnow()
     with Session(engine) as session:
-        row = session.exec(select(WorkerBeat).where(col(WorkerBeat.worker) == worker)).first()
+        row = queries.worker_beat_row(session, worker)
         if row is None:
             row = WorkerBeat(worker=worker, started_at=now, beat_at=now)
         row.beat_at = now
@@ -467,27 +436,17 @@ def worker_health(
     without stopping (it died) or jobs are queued or running (nothing will run them).
     Degraded (still healthy: the server answers) when a queued job that never started has
     waited more than ``wait_alert_s``: the queue is not moving."""
-    from sqlmodel import Session, col, func, select
+    from sqlmodel import Session
 
-    from judge.store.tables import Job, WorkerBeat, utcnow
+    from judge.store.tables import utcnow
 
     now = utcnow()
     with Session(engine) as session:
-        rows = session.exec(select(WorkerBeat).where(col(WorkerBeat.stopped_at).is_(None))).all()
-        counts = dict(
-            session.exec(  # type: ignore[call-overload]
-                select(Job.status, func.count())
-                .where(col(Job.status).in_(("queued", "running")))
-                .group_by(col(Job.status))
-            ).all()
-        )
+        rows = queries.worker_beats(session, running_only=True)
+        counts = queries.waiting_job_counts(session)
         # A resumed job has waited since its resumption, which no column records: only jobs
         # that never started are timed.
-        oldest = session.exec(
-            select(func.min(Job.created_at)).where(
-                col(Job.status) == "queued", col(Job.started_at).is_(None)
-            )
-        ).one()
+        oldest = queries.oldest_unstarted(session)
     queued, running = int(counts.get("queued", 0)), int(counts.get("running", 0))
     waiting = queued + running
     wait = None
@@ -535,13 +494,11 @@ def worker_health(
 
 def live_workers(session: Session, *, silent_after_s: float) -> set[str]:
     """host:pid of the job workers that beat within ``silent_after_s`` and did not stop."""
-    from sqlmodel import select
-
-    from judge.store.tables import WorkerBeat, utcnow
+    from judge.store.tables import utcnow
 
     cutoff = utcnow() - timedelta(seconds=silent_after_s)
     live = set()
-    for row in session.exec(select(WorkerBeat)):
+    for row in queries.worker_beats(session):
         beat = row.beat_at if row.beat_at.tzinfo else row.beat_at.replace(tzinfo=cutoff.tzinfo)
         if row.stopped_at is None and beat >= cutoff:
             live.add(row.worker)

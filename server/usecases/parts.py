@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.errors import InvalidInputError
 from judge.runs import RunPart
+from server import queries
 from server.usecases.jobs import SPLIT_KINDS
 from server.usecases.requests import GenerateRequest, JudgeRequest, Request
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from judge.config import Settings
-    from judge.store.tables import JobPart
+    from server.tables import JobPart
 
 __all__ = [
     "SPLIT_KINDS",
@@ -92,22 +93,15 @@ def _items_of(engine: Engine, kind: str, request: Request, run_id: int) -> list[
     """The items a split run covers, in id order: the generation run's answered items (a
     judge run), or the dataset's items (a generation run; those its options leave out make
     empty work for their part)."""
-    from sqlmodel import col, select
-
     from judge.store.engine import session_scope
     from judge.store.queries import dataset_items
-    from judge.store.tables import JudgeRun, Response
+    from judge.store.tables import JudgeRun
 
     with session_scope(engine) as session:
         if kind == "judge":
             jrun = session.get(JudgeRun, run_id)
             assert jrun is not None
-            rows = session.exec(
-                select(Response.item_id)
-                .where(col(Response.run_id) == jrun.generation_run_id)
-                .distinct()
-            ).all()
-            return sorted(int(r) for r in rows)
+            return queries.answered_item_ids(session, jrun.generation_run_id)
         assert isinstance(request, GenerateRequest)
         return sorted(int(i.id) for i in dataset_items(session, request.dataset) if i.id)
 
@@ -148,11 +142,8 @@ def open_parts(
     """Make (or find) the job's run and its parts: the part rows are written once, the first
     time; a job opened again (its task delivered twice, or resumed) keeps them. ``known_run``:
     the run the job already made (so a generation job with ``new`` makes only one)."""
-    from sqlalchemy import update
-    from sqlmodel import col, select
-
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart
+    from server.tables import JobPart
 
     if kind not in SPLIT_KINDS:
         raise InvalidInputError(f"a {kind} job is not split into parts")
@@ -168,7 +159,7 @@ def open_parts(
     _run(engine, settings, kind, request, _OPENING, on_run=ids.append)
     run_id = ids[0]
     with session_scope(engine) as session:
-        rows = session.exec(select(JobPart).where(col(JobPart.job_id) == job_id)).all()
+        rows = queries.job_parts(session, job_id)
         if not rows:
             items = _items_of(engine, kind, request, run_id)
             work = work_per_item(engine, settings, kind, request, run_id)
@@ -186,11 +177,7 @@ def open_parts(
             session.add_all(rows)
             # The job's total is the run's whole work from the first moment, not the sum
             # over the parts that started so far.
-            session.execute(
-                update(Job)
-                .where(col(Job.id) == job_id)
-                .values(done=0, total=sum(r.total or 0 for r in rows))
-            )
+            queries.set_job_values(session, job_id, done=0, total=sum(r.total or 0 for r in rows))
         # Parts a live worker is on are left to it (the watch sends a stranded one again).
         todo = [r.number for r in rows if r.status not in ("done", "running")]
         return Opened(run_id, todo, len(rows))
@@ -198,35 +185,22 @@ def open_parts(
 
 def mark_sent(engine: Engine, job_id: int, numbers: Iterable[int]) -> None:
     """The parts were handed to the broker now (queued again, if they were running)."""
-    from sqlalchemy import update
-    from sqlmodel import col
-
     from judge.store.engine import session_scope
-    from judge.store.tables import JobPart, utcnow
+    from judge.store.tables import utcnow
 
     wanted = list(numbers)
     if not wanted:
         return
     with session_scope(engine) as session:
-        session.execute(
-            update(JobPart)
-            .where(col(JobPart.job_id) == job_id, col(JobPart.number).in_(wanted))
-            .where(col(JobPart.status) != "done")
-            .values(status="queued", worker=None, sent_at=utcnow())
-        )
+        queries.requeue_parts(session, job_id, wanted, utcnow())
 
 
 def part_rows(engine: Engine, job_id: int) -> list[JobPart]:
     """The job's parts, in order (none for a job that is not split)."""
-    from sqlmodel import col, select
-
     from judge.store.engine import session_scope
-    from judge.store.tables import JobPart
 
     with session_scope(engine) as session:
-        rows = session.exec(
-            select(JobPart).where(col(JobPart.job_id) == job_id).order_by(col(JobPart.number))
-        ).all()
+        rows = queries.job_parts(session, job_id)
         for row in rows:
             session.expunge(row)
         return list(rows)
@@ -250,52 +224,18 @@ class _PartProgress:
 
 def write_progress(engine: Engine, job_id: int, number: int, done: int, total: int) -> bool:
     """Store one part's progress and the job's (the sum over its parts); whether the part
-    should stop (the job was cancelled, or failed in another part).
-
-    Two statements on a plain connection, the job's sums taken inside its UPDATE and its
-    state read back by RETURNING: an ORM session doing the same (update, sum, update, load
-    the job) cost 4 ms of CPU a time, paid twice a second by every part running."""
-    from sqlalchemy import func, select, update
-
-    from judge.store.tables import Job, JobPart
-
-    parts, jobs = JobPart.__table__, Job.__table__  # type: ignore[attr-defined]
-
-    def summed(column: Any) -> Any:
-        return (
-            select(func.coalesce(func.sum(column), 0))
-            .where(parts.c.job_id == job_id)
-            .scalar_subquery()
-        )
-
+    should stop (the job was cancelled, or failed in another part). On a plain connection, not
+    an ORM session: it runs twice a second in every part (``queries.write_part_progress``)."""
     with engine.begin() as conn:
-        conn.execute(
-            update(parts)
-            .where(parts.c.job_id == job_id, parts.c.number == number)
-            .values(done=done, total=total)
-        )
-        state = conn.execute(
-            update(jobs)
-            .where(jobs.c.id == job_id)
-            .values(done=summed(parts.c.done), total=summed(parts.c.total))
-            .returning(jobs.c.cancel_requested, jobs.c.status)
-        ).first()
-    return state is None or bool(state.cancel_requested) or state.status != "running"
+        state = queries.write_part_progress(conn, job_id, number, done, total)
+    return state is None or state.cancel_requested or state.status != "running"
 
 
 def _set_part(engine: Engine, job_id: int, number: int, **values: Any) -> None:
-    from sqlalchemy import update
-    from sqlmodel import col
-
     from judge.store.engine import session_scope
-    from judge.store.tables import JobPart
 
     with session_scope(engine) as session:
-        session.execute(
-            update(JobPart)
-            .where(col(JobPart.job_id) == job_id, col(JobPart.number) == number)
-            .values(**values)
-        )
+        queries.set_part_values(session, job_id, number, **values)
 
 
 def run_part(engine: Engine, settings: Settings, job_id: int, number: int, worker: str) -> str:
@@ -305,7 +245,8 @@ def run_part(engine: Engine, settings: Settings, job_id: int, number: int, worke
     from judge.errors import FairJudgeError
     from judge.runs import RunBusyError
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import Job
     from server.usecases.jobs import job_request
 
     with session_scope(engine) as session:
@@ -313,7 +254,7 @@ def run_part(engine: Engine, settings: Settings, job_id: int, number: int, worke
         if job is None or job.status != "running" or job.cancel_requested:
             return "skipped"
         kind, params, result = job.kind, dict(job.params), dict(job.result or {})
-        part = session.exec(_part_query(job_id, number)).first()
+        part = queries.job_part(session, job_id, number)
         if part is None or part.status == "done":
             return "skipped"
         items, attempts = frozenset(part.item_ids), part.attempts
@@ -351,80 +292,50 @@ def run_part(engine: Engine, settings: Settings, job_id: int, number: int, worke
 
 def _holder(engine: Engine, kind: str, run_id: int | None, number: int) -> str | None:
     """host:pid of the live process holding the lease of the run's part."""
-    from sqlmodel import col, select
-
     from judge.store.engine import session_scope
-    from judge.store.tables import GenerationRun, JudgeRun, RunLease
+    from judge.store.tables import GenerationRun, JudgeRun
 
     table = JudgeRun if kind == "judge" else GenerationRun
     lease_kind = RunPart(number, frozenset()).lease_kind(table.run_kind)
     with session_scope(engine) as session:
-        row = session.exec(
-            select(RunLease).where(col(RunLease.kind) == lease_kind, RunLease.run_id == run_id)
-        ).first()
+        row = queries.lease_of(session, lease_kind, run_id)
         return None if row is None else f"{row.host}:{row.pid}"
-
-
-def _part_query(job_id: int, number: int) -> Any:
-    from sqlmodel import col, select
-
-    from judge.store.tables import JobPart
-
-    return select(JobPart).where(col(JobPart.job_id) == job_id, col(JobPart.number) == number)
 
 
 def _fail(engine: Engine, job_id: int, number: int, message: str) -> None:
     """The part failed: so does its job (its other parts stop at their next progress); a
     resumed job sends again the parts that are not done."""
-    from sqlalchemy import update
-    from sqlmodel import col
-
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, utcnow
+    from judge.store.tables import utcnow
 
     _set_part(engine, job_id, number, status="failed", worker=None, error=message)
     with session_scope(engine) as session:
-        session.execute(
-            update(Job)
-            .where(col(Job.id) == job_id, col(Job.status) == "running")
-            .values(status="failed", error=f"part {number}: {message}", finished_at=utcnow())
-        )
+        queries.end_running_job(
+            session, job_id, status="failed", error=f"part {number}: {message}",
+            finished_at=utcnow(),
+        )  # fmt: skip
 
 
 def _settle_cancelled(engine: Engine, job_id: int) -> None:
-    from sqlalchemy import update
-    from sqlmodel import col
-
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, utcnow
+    from judge.store.tables import utcnow
 
     with session_scope(engine) as session:
-        session.execute(
-            update(Job)
-            .where(col(Job.id) == job_id, col(Job.status) == "running")
-            .where(col(Job.cancel_requested).is_(True))
-            .values(status="cancelled", finished_at=utcnow())
-        )
+        queries.cancel_if_requested(session, job_id, utcnow())
 
 
 def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
     """Once every part of the job is done: store how its run ended and finish the job
     (whoever gets here first; a second caller changes nothing). Whether it finished now."""
-    from sqlalchemy import update
-    from sqlmodel import col, func, select
-
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart, utcnow
+    from judge.store.tables import utcnow
+    from server.tables import Job
 
     with session_scope(engine) as session:
         job = session.get(Job, job_id)
         if job is None or job.status != "running":
             return False
-        left = session.exec(
-            select(func.count())
-            .select_from(JobPart)
-            .where(col(JobPart.job_id) == job_id, col(JobPart.status) != "done")
-        ).one()
+        left = queries.parts_not_done(session, job_id)
         kind, result = job.kind, dict(job.result or {})
         params = dict(job.params)
     if left:
@@ -439,20 +350,11 @@ def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
     with session_scope(engine) as session:
         # The job's done/total summed once more over its parts: two parts writing their
         # progress at the same moment may each have summed before the other's commit.
-        done, total = session.execute(
-            select(
-                func.coalesce(func.sum(JobPart.done), 0), func.coalesce(func.sum(JobPart.total), 0)
-            ).where(col(JobPart.job_id) == job_id)
-        ).one()
-        won = session.execute(
-            update(Job)
-            .where(col(Job.id) == job_id, col(Job.status) == "running")
-            .values(
-                status=ended, result=result, finished_at=utcnow(), done=done, total=total,
-                **({} if why is None else {"error": why}),
-            )
+        done, total = queries.part_sums(session, job_id)
+        finished = queries.end_running_job(
+            session, job_id, status=ended, result=result, finished_at=utcnow(), done=done,
+            total=total, **({} if why is None else {"error": why}),
         )  # fmt: skip
-        finished = bool(won.rowcount)  # type: ignore[attr-defined]
     if finished and settings.server.warm_figures:
         from server.usecases.figures import runs_of_result, warm_after_job
 
@@ -486,25 +388,17 @@ def stale_parts(engine: Engine, *, silent_after_s: float) -> list[tuple[int, int
     ``silent_after_s`` ago (or stopped): their worker died; they are to be sent again."""
     from datetime import timedelta
 
-    from sqlmodel import col, select
-
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart, WorkerBeat, utcnow
+    from judge.store.tables import utcnow
 
     cutoff = utcnow() - timedelta(seconds=silent_after_s)
     with session_scope(engine) as session:
         live = {
             w
-            for w, beat, stopped in session.execute(
-                select(WorkerBeat.worker, WorkerBeat.beat_at, WorkerBeat.stopped_at)
-            )
+            for w, beat, stopped in queries.beat_times(session)
             if stopped is None and _aware(beat) >= cutoff
         }
-        rows = session.execute(
-            select(JobPart.job_id, JobPart.number, JobPart.worker, JobPart.started_at)
-            .join(Job, col(Job.id) == col(JobPart.job_id))
-            .where(col(Job.status) == "running", col(JobPart.status) == "running")
-        ).all()
+        rows = queries.running_parts(session)
     return [
         (job_id, number)
         for job_id, number, worker, started in rows
@@ -515,39 +409,24 @@ def stale_parts(engine: Engine, *, silent_after_s: float) -> list[tuple[int, int
 def stale_jobs(engine: Engine, *, silent_after_s: float) -> list[int]:
     """Running jobs that are not split whose worker stopped beating more than
     ``silent_after_s`` ago: their worker died; they are to be sent again (they resume)."""
-    from sqlmodel import col, select
-
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart
     from server.usecases.jobs import live_workers
 
     with session_scope(engine) as session:
         live = live_workers(session, silent_after_s=silent_after_s)
-        split = select(JobPart.job_id).distinct()
-        rows = session.execute(
-            select(Job.id, Job.worker).where(
-                col(Job.status) == "running", col(Job.id).not_in(split)
-            )
-        ).all()
-    return [int(j) for j, worker in rows if worker and worker not in live]
+        rows = queries.running_unsplit_jobs(session)
+    return [j for j, worker in rows if worker and worker not in live]
 
 
 def unsent(engine: Engine) -> tuple[list[int], list[tuple[int, int]]]:
     """Everything a broker that lost its messages (Redis restarted with nothing on disk)
     must be handed again: queued jobs, and the queued parts of running jobs."""
-    from sqlmodel import col, select
-
     from judge.store.engine import session_scope
-    from judge.store.tables import Job, JobPart
 
     with session_scope(engine) as session:
-        jobs = session.exec(select(Job.id).where(col(Job.status) == "queued")).all()
-        parts = session.execute(
-            select(JobPart.job_id, JobPart.number)
-            .join(Job, col(Job.id) == col(JobPart.job_id))
-            .where(col(Job.status) == "running", col(JobPart.status) == "queued")
-        ).all()
-    return [int(j) for j in jobs if j is not None], [(int(j), int(n)) for j, n in parts]
+        jobs = queries.queued_job_ids(session)
+        parts = queries.queued_parts_of_running_jobs(session)
+    return jobs, parts
 
 
 def _aware(moment: Any) -> Any:

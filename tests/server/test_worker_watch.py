@@ -34,8 +34,8 @@ from sqlmodel import Session, select
 
 from judge.runs import run_lease
 from judge.store.engine import make_engine
-from judge.store.tables import WorkerBeat
 from server.auth import create_key
+from server.tables import WorkerBeat
 from server.usecases.jobs import worker_health
 from tests.support.factories import FAIRJUDGE, write_config
 from tests.support.kills import requests_of

@@ -7,6 +7,9 @@ taken before migrating covers the whole upgrade. Run by the ``alembic`` command 
 ``alembic.ini`` beside this file) it opens its own connection to ``-x url=...``.
 
 Batch mode (``render_as_batch``) lets one migration script ALTER tables on SQLite too.
+
+The migrations create and change every table, the domain's (``judge/store/tables.py``) and the
+server's (``server/tables.py``); the scripts name tables by their names, not by these modules.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 from sqlmodel.sql.sqltypes import AutoString
 
-from judge.store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+# The schema is the domain's tables and the server's: register both on SQLModel.metadata, so
+# that autogenerate compares the whole database. This script is Alembic's, loaded from its path
+# (no package imports it), the one place that names both.
+import server.tables  # noqa: F401
+from judge.store import tables  # noqa: F401
 
 config = context.config
 

@@ -20,6 +20,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, col, select
 
+import server.tables  # noqa: F401  (the server's tables: the schema compared holds both)
 from judge.errors import SchemaError
 from judge.store.engine import (
     BASELINE,

@@ -21,9 +21,10 @@ from sqlmodel import Session, select
 from judge.config import Settings
 from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
-from judge.store.tables import Job, Judgment, Response
+from judge.store.tables import Judgment, Response
 from server import create_app, usecases
 from server.auth import create_key, revoke_key
+from server.tables import Job
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 

@@ -29,7 +29,8 @@ from sqlmodel import Session, select
 from judge.audits.award_data import load_name_groups
 from judge.reports.render import csv_table
 from judge.store.engine import make_engine
-from judge.store.tables import AuditAnswer, AuditLabel, AuditRun, Job
+from judge.store.tables import AuditAnswer, AuditLabel, AuditRun
+from server.tables import Job
 from server.usecases import audits
 from tests.judge.audits.test_runner import QUESTION, always_group_a
 from tests.server.api.test_api import Api, make_api, run_jobs

@@ -30,7 +30,7 @@ import pytest
 from sqlmodel import Session, func, select
 
 from judge.store.engine import make_engine
-from judge.store.tables import ApiKey, Job
+from server.tables import ApiKey, Job
 from tests.server.api.test_api import SAMPLE_ITEMS, Api, make_api
 from tests.support.stub_openai import StubServer
 

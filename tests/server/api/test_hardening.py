@@ -35,10 +35,11 @@ from sqlmodel import Session, col, select
 from werkzeug.test import TestResponse
 
 from judge.store.engine import make_engine
-from judge.store.tables import ApiKey, Dataset, Item, Job, RubricRecord, WebSession
+from judge.store.tables import Dataset, Item, RubricRecord
 from server import create_app
 from server.api import json_depth
 from server.auth import KeyInfo, create_key, list_keys, revoke_key
+from server.tables import ApiKey, Job, WebSession
 from tests.support import stores
 from tests.support.factories import SAMPLE, make_settings
 

@@ -19,9 +19,10 @@ from click.testing import CliRunner
 from sqlmodel import Session, func, select
 
 from judge.store.engine import make_engine
-from judge.store.tables import AuditRun, GenerationRun, Job, JudgeRun
+from judge.store.tables import AuditRun, GenerationRun, JudgeRun
 from server import usecases
 from server.cli import cli
+from server.tables import Job
 from tests.judge.trust.test_trust import ANSWERS, _store
 from tests.server.api.test_api import Api, make_api, run_jobs
 from tests.support.factories import make_settings, write_config

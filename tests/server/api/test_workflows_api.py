@@ -29,7 +29,8 @@ from sqlmodel import Session, select
 
 from judge.data.responses import import_responses
 from judge.store.engine import make_engine
-from judge.store.tables import Item, Job, JudgeRun, Judgment
+from judge.store.tables import Item, JudgeRun, Judgment
+from server.tables import Job
 from tests.judge.trust.test_trust import by_name
 from tests.server.api.test_api import Api, make_api, run_jobs
 from tests.server.cli.test_award_pairs_cli import OVERALL

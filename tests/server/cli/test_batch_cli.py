@@ -14,8 +14,9 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.store.tables import AuditRun, GenerationRun, Job, JudgeRun
+from judge.store.tables import AuditRun, GenerationRun, JudgeRun
 from server import usecases
+from server.tables import Job
 from server.usecases.requests import AuditRequest, GenerateRequest, JudgeRequest
 from tests.support.batch_runs import (
     batch_settings,

@@ -11,8 +11,9 @@ from click.testing import CliRunner
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from judge.store.tables import Job, WorkerBeat, utcnow
+from judge.store.tables import utcnow
 from server.cli import cli
+from server.tables import Job, WorkerBeat
 from tests.support.factories import SAMPLE, write_config
 
 
@@ -69,7 +70,7 @@ def test_a_running_job_whose_worker_went_quiet_is_marked(
 def test_jobs_show_says_who_works_on_a_split_job_and_where_its_parts_stand(
     tmp_path: Path, db_url: str, engine: Engine
 ) -> None:
-    from judge.store.tables import JobPart
+    from server.tables import JobPart
 
     config = write_config(tmp_path / "f.toml", "http://127.0.0.1:9/v1", db_url)
     now = utcnow()

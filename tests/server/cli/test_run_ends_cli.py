@@ -16,8 +16,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from judge.store.engine import session_scope
-from judge.store.tables import Job, JudgeRun
+from judge.store.tables import JudgeRun
 from server.jobs import queue
+from server.tables import Job
 from tests.judge.trust.test_trust import ANSWERS, _store
 from tests.support.cli import fairjudge
 from tests.support.factories import make_settings, write_config

@@ -21,8 +21,8 @@ import pytest
 from flask import Flask
 from sqlmodel import Session, col, select
 
-from judge.store.tables import DashboardFigure
 from server import create_app, usecases
+from server.tables import DashboardFigure
 from server.usecases.dashboard import default_pages, page_key, run_version
 from server.usecases.figures import Warmer, read, signing_key, version_text, warm_run
 from tests.server.dashboard.helpers import sign_in

@@ -19,7 +19,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlmodel import Session, func, select
 
-from judge.store.tables import Job
+from server.tables import Job
 from tests.server.dashboard.helpers import Store, form_token
 
 COT_CALLS = 18

@@ -13,7 +13,8 @@ from datetime import timedelta
 from flask.testing import FlaskClient
 from sqlmodel import Session
 
-from judge.store.tables import Job, JobPart, WorkerBeat, utcnow
+from judge.store.tables import utcnow
+from server.tables import Job, JobPart, WorkerBeat
 from tests.server.dashboard.helpers import Store
 
 

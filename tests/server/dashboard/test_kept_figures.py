@@ -20,8 +20,8 @@ import pytest
 from flask import Flask
 from sqlmodel import Session, col, select
 
-from judge.store.tables import DashboardFigure
 from server import create_app
+from server.tables import DashboardFigure
 from server.usecases.dashboard import default_pages, page_key, run_version
 from server.usecases.figures import (
     dump,

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, func, select
 
-from judge.store.tables import HumanRating, Job
+from judge.store.tables import HumanRating
+from server.tables import Job
 from server.usecases.requests import JOB_REQUESTS
 from tests.server.dashboard.conftest import LoopApp
 from tests.server.dashboard.helpers import api_get, fields, form_token, tables

@@ -16,9 +16,10 @@ from flask.testing import FlaskClient
 from sqlmodel import Session, col, func, select
 from statsmodels.stats.proportion import proportion_confint
 
-from judge.store.tables import HumanRating, Job, JudgeRun, Judgment
+from judge.store.tables import HumanRating, JudgeRun, Judgment
 from server.auth import revoke_key
 from server.jobs import queue
+from server.tables import Job
 from tests.server.dashboard.helpers import (
     S1_ITEMS,
     Key,

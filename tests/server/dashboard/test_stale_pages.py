@@ -19,8 +19,8 @@ from flask.testing import FlaskClient
 from sqlmodel import Session, col, select
 from werkzeug.test import TestResponse
 
-from judge.store.tables import DashboardFigure
 from server import create_app
+from server.tables import DashboardFigure
 from server.usecases.figures import warm_run
 from tests.server.dashboard.helpers import fields, sign_in
 from tests.support.two_runs import TwoRuns, import_ratings

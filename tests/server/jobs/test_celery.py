@@ -25,10 +25,11 @@ from sqlmodel import Session, select
 from judge.config import Settings, load_settings
 from judge.data.datasets import import_items
 from judge.store.engine import make_engine, session_scope
-from judge.store.tables import Job, JobPart, Judgment, WorkerBeat
+from judge.store.tables import Judgment
 from server import create_app, usecases
 from server.auth import create_key
 from server.jobs import queue
+from server.tables import Job, JobPart, WorkerBeat
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.kills import requests_of
 from tests.support.redis_server import PrivateRedis

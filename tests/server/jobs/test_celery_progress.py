@@ -19,10 +19,11 @@ from pathlib import Path
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from judge.store.tables import Job, JobPart, Judgment
+from judge.store.tables import Judgment
 from server import create_app
 from server.auth import create_key
 from server.jobs import queue
+from server.tables import Job, JobPart
 from tests.server.jobs.test_celery import (
     ITEMS,
     Workers,

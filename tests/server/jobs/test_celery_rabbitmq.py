@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, select
 
-from judge.store.tables import Job, JobPart, Judgment
+from judge.store.tables import Judgment
 from server.jobs import queue
+from server.tables import Job, JobPart
 from tests.server.jobs.test_celery import (
     PER_TASK,
     Workers,

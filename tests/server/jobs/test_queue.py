@@ -20,9 +20,10 @@ from sqlmodel import Session, func, select
 from judge.config import Settings
 from judge.data.datasets import import_items
 from judge.store.engine import session_scope
-from judge.store.tables import Job, Judgment, RunLease
+from judge.store.tables import Judgment, RunLease
 from server import usecases
 from server.jobs import queue
+from server.tables import Job
 from server.usecases.runs import job_counts
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.kills import requests_of

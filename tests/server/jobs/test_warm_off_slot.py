@@ -19,9 +19,10 @@ from sqlmodel import Session
 from judge.config import Settings
 from judge.data.datasets import import_items
 from judge.store.engine import session_scope
-from judge.store.tables import Job, utcnow
+from judge.store.tables import utcnow
 from server import create_app, usecases
 from server.jobs import queue
+from server.tables import Job
 from server.usecases import figures
 from server.usecases.jobs import worker_beat, worker_health
 from tests.server.jobs.test_queue import Running, wait
