@@ -278,7 +278,9 @@ def agreement_figures(
     judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
     agree_rq, estimates_rq, alt_rq = _requests(run_id, o)
     read = rated_read(session, run_id, o.campaigns)  # for the estimates and the alt-test
-    found = estimates(session, estimates_rq, read).to_dict()
+    # Ratings that fail the assume_random check: the page's other figures all the same,
+    # the refusal (its numbers and the override) said beside the estimates, not a 400 page.
+    found = estimates(session, estimates_rq, read, refuse_unrepresentative=False).to_dict()
     try:
         result = agreement(session, agree_rq)
     except NotFoundError as exc:
