@@ -12,7 +12,7 @@ from flask import Response
 from server import usecases
 from server.api import CSV_TABLE, HTML_PAGE, blueprint
 from server.db import get_session
-from server.kept.serving import api_answer, kept_figures
+from server.kept.serving import JsonText, api_answer, kept_figures
 from server.schemas import (
     CompareCsvQuery,
     CompareQuery,
@@ -54,8 +54,8 @@ def report_json(path: RunPath, query: ReportQuery) -> Any:
     `Retry-After` while none was ever kept. With `require_qualified=true`, 409 naming the
     rubric when the judge is not validated for every rubric it scored."""
     _require(path.run_id, query.require_qualified)
-    got = _kept("report", path.run_id, tuple(query.campaign))
-    return api_answer(got, Report.to_json)
+    got = _kept("report.json", path.run_id, tuple(query.campaign))
+    return api_answer(got, JsonText)  # the text kept: a load is a read, not a serialisation
 
 
 @bp.get("/judge-runs/<int:run_id>/report.html", responses={200: HTML_PAGE, 202: ComputingOut})

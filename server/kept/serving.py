@@ -22,6 +22,7 @@ Pages that are not a judge run's (``kept``) are kept in memory only, by the stor
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import threading
 import time
@@ -65,6 +66,24 @@ _THREADS = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kept-figu
 """Only for a store no other process can open (SQLite in memory)."""
 _FLIGHTS: dict[tuple[str, Any, str], Future[Stored]] = {}
 _LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class JsonText:
+    """A JSON object's text as kept (``report.json``): served as it is, its ``stale`` field,
+    when stale, written in after its last member."""
+
+    text: str
+
+    def with_field(self, name: str, value: Any) -> str:
+        """The object's text with ``name`` set to ``value``: the field written first (a
+        reader keeps the last of two equal names, so one the object held is replaced)."""
+        body = self.text.strip()
+        if not body.startswith("{") or not body.endswith("}"):
+            raise ValueError("kept JSON text is not an object")
+        member = f"{json.dumps(name)}:{json.dumps(value, separators=(',', ':'))}"
+        inner = body[1:-1].strip()
+        return "{" + (f"{inner},{member}" if inner else member) + "}"
 
 
 @dataclass(frozen=True)
@@ -182,7 +201,8 @@ def kept_figures(key: PageKey) -> Computed[Any] | Stale | Pending:
 def api_answer(got: Computed[Any] | Stale | Pending, render: Callable[[Any], Any]) -> Any:
     """An API route's answer from ``kept_figures``: 202 for ``Pending``; else ``render`` of
     the figures, 200, with ``X-Figures-Stale`` and ``X-Figures-Computed-At``; stale ones also
-    with ``X-Figures-Version`` and, when the body is a JSON object, its ``stale`` field."""
+    with ``X-Figures-Version`` and, when the body is a JSON object (a dict, or ``JsonText``
+    kept as text), its ``stale`` field."""
     if isinstance(got, Pending):
         return got.reply()
     made = got.computed if isinstance(got, Stale) else got
@@ -195,6 +215,10 @@ def api_answer(got: Computed[Any] | Stale | Pending, render: Callable[[Any], Any
         headers["X-Figures-Version"] = got.version
         if isinstance(body, dict):
             body = {**body, "stale": got.to_json()}
+        elif isinstance(body, JsonText):
+            body = JsonText(body.with_field("stale", got.to_json()))
+    if isinstance(body, JsonText):
+        body = Response(body.text, mimetype="application/json")
     if isinstance(body, Response):
         body.headers.update(headers)
         return body

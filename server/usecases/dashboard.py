@@ -18,6 +18,7 @@ that are not a judge run's (see server/kept/cache.py).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -277,7 +278,9 @@ def agreement_figures(
     judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
     agree_rq, estimates_rq, alt_rq = _requests(run_id, o)
     read = rated_read(session, run_id, o.campaigns)  # for the estimates and the alt-test
-    found = estimates(session, estimates_rq, read).to_dict()
+    # Ratings that fail the assume_random check: the page's other figures all the same,
+    # the refusal (its numbers and the override) said beside the estimates, not a 400 page.
+    found = estimates(session, estimates_rq, read, refuse_unrepresentative=False).to_dict()
     try:
         result = agreement(session, agree_rq)
     except NotFoundError as exc:
@@ -331,8 +334,8 @@ def agreement_json_options(request: Any) -> tuple[tuple[str, Any], ...]:
 def default_pages(settings: Settings | None) -> list[tuple[str, Any]]:
     """The pages (name, options) a run's link opens with no query: its report, agreement
     with everyone's ratings, and the judge's own checks at the API's defaults; then what the
-    API serves with no query (report.json and report.html, the agreement JSON; its
-    diagnostics are the checks page's)."""
+    API serves with no query (report.json's text and report.html, both drawn from the report,
+    the agreement JSON; its diagnostics are the checks page's)."""
     from server.usecases.agreement import AgreementRequest
 
     del settings  # the defaults do not depend on the settings today
@@ -342,20 +345,31 @@ def default_pages(settings: Settings | None) -> list[tuple[str, Any]]:
         ("checks", checks_options({})),
         ("report", ()),
         ("report.html", ()),
+        ("report.json", ()),
         ("agreement-json", agreement_json_options(AgreementRequest(judge_run=1))),
     ]
 
 
-DERIVED = {"report.html": "report", "checks.html": "checks"}
-"""Pages drawn from another page's figures (HTML from a report): name -> the page drawn."""
+DERIVED = {"report.html": "report", "checks.html": "checks", "report.json": "report"}
+"""Pages drawn from another page's figures (HTML, or JSON text, from a report): name -> the
+page drawn."""
 
 
 def derived_figures(key: PageKey, base: Any) -> Any:
-    """The figures of a ``DERIVED`` page from those of the page it draws."""
+    """The figures of a ``DERIVED`` page from those of the page it draws: the report as one
+    HTML page, or (``report.json``) its data as JSON text, kept so that serving it is a read
+    (a 10,000-judgment run's report is about 14 MB of JSON: unpickling the report and
+    serialising it again took most of a second on every load)."""
     from server.usecases.rendering import html
 
-    del key  # both are the report drawn as one HTML page today
+    if key.page == "report.json":
+        return json_text(base.to_json())
     return html(base)
+
+
+def json_text(value: dict[str, Any]) -> str:
+    """A JSON object as the API writes it (compact; non-ASCII escaped, as Flask does)."""
+    return json.dumps(value, separators=(",", ":"))
 
 
 def page_figures(session: Session, key: PageKey, settings: Settings | None) -> Any:

@@ -187,12 +187,16 @@ def estimates(
     request: EstimatesRequest,
     read: RatedRead | None = None,
     rules: EstimatesConfig | None = None,
+    *,
+    refuse_unrepresentative: bool = True,
 ) -> Estimates:
     """The judge run's corrected figures (``annotation.estimates.run_estimates``); ``read``:
     ``rated_read`` of the request's run and campaigns, where the caller has it; ``rules``:
     the config's ``[estimates]``. NotFoundError for an unknown run; InvalidInputError for an
     unknown campaign or gap, and for ratings that fail the ``assume_random`` check (the line
-    gives the numbers, the bound and the override)."""
+    gives the numbers, the bound and the override), unless ``refuse_unrepresentative`` is
+    False: then the result, its design refused with that line as its reason (a page that
+    shows it beside the other figures)."""
     from annotation.estimate_checks import UNREPRESENTATIVE
     from annotation.estimates import GapQuery, run_estimates
     from judge.errors import InvalidInputError
@@ -215,7 +219,7 @@ def estimates(
         selection=None if read is None else read[0],
         scores=None if read is None else read[1],
     )
-    if result.design.name == UNREPRESENTATIVE:
+    if result.design.name == UNREPRESENTATIVE and refuse_unrepresentative:
         raise InvalidInputError(result.design.reason)
     return result
 

@@ -444,7 +444,7 @@ def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str,
             seconds = time.perf_counter() - start + reused
         values[page], spent[page] = value, seconds
         write(engine, key, version, value, sign=sign, at=datetime.now(UTC), seconds=seconds)
-        took[page] = round(seconds, 2)
+        took[page] = max(0.01, round(seconds, 2))  # computed now: never the 0 of "kept already"
     return took
 
 

@@ -31,6 +31,7 @@ import hashlib
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
@@ -595,3 +596,19 @@ def test_the_report_opens_with_the_answer(engine: Engine, planted: Planted) -> N
     assert share["value"] == pytest.approx(expected_share.estimate)
     # S2 was not rated by the campaign: the judge's own figure, labelled so
     assert best[("all", "S2 TCS mean (% of max)")]["method"] == "judge-only"
+
+
+def test_the_rating_plan_counts_only_the_items_the_rubric_rates(
+    engine: Engine, planted: Planted
+) -> None:
+    """N of a rubric's plan is the items of the stages it rates (prompts/rubrics.toml:
+    ETCS applies to S2 only), not every judged item: hand-counted from the store's items by
+    stage, 18 S2 items of the 72 judged. ICS (S1 and S4) is counted the same way."""
+    import_truth(engine, planted, rated_half(planted))
+    with Session(engine) as s:
+        etcs = rating_plans(s, planted.judge_run, half_width=0.5, target="ETCS").plans[0]
+        ics = rating_plans(s, planted.judge_run, half_width=0.5, target="ICS").plans[0]
+    by_stage = Counter(stage for _, stage in planted.items.values())
+    assert len(planted.items) == 72 and by_stage["S2"] == 18  # the sample's items, by hand
+    assert etcs.N == by_stage["S2"] == 18
+    assert ics.N == by_stage["S1"] + by_stage["S4"] == 36

@@ -169,3 +169,54 @@ def test_the_random_subset_check_and_transport_over_http(
     (ics,) = [t for t in moved.json["targets"] if t["target"] == "ICS"]
     assert ics["transports"] is True  # the same ratings and judge scores on both models
     assert [m["run"]["model"] for m in ics["models"]] == ["writer", "writer-2"]
+
+
+def _agreement_page(api: Api, planted: Planted, **query: str) -> Any:
+    from tests.server.dashboard.helpers import sign_in
+
+    api.client.application.config["PAGE_WAIT_S"] = 300.0  # the figures, not the reloading page
+    assert sign_in(api.client, api.member["Authorization"].removeprefix("Bearer ")).status_code
+    return api.client.get(f"/judge-runs/{planted.judge_run}/agreement", query_string=query)
+
+
+@pytest.mark.parametrize("subset", ["top", "random"])
+def test_the_agreement_page_shows_the_assume_random_refusal_beside_its_figures(
+    planted_api: tuple[Api, Planted], subset: str
+) -> None:
+    """Planted: the 40 items the judge scores highest, imported as ratings, fail the
+    random-subset check (the API's estimates answer 400, above): the dashboard's agreement
+    page is a 200 with its agreement figures and the refusal said with its override. A
+    seeded random 40 of the same items passes: no refusal line."""
+    import random
+
+    from tests.annotation.test_estimates import judged as judge_of
+
+    api, planted = planted_api
+    keys = planted.keys()
+    chosen = (
+        sorted(keys, key=lambda k: (-judge_of(k), k))[:40]
+        if subset == "top"
+        else random.Random(7).sample(keys, 40)
+    )
+    rows = [
+        {"item_id": k, "rubric": rubric, "rater": "r1", "score": truth(k)}
+        for k in chosen
+        for rubric in RUBRICS[planted.items[k][1]]
+    ]
+    body = {"generation_run": planted.generation_run, "rows": rows, "batch": subset}
+    assert api.post("/api/v1/ratings", json=body).status_code == 201
+    api_says = api.get(
+        f"/api/v1/judge-runs/{planted.judge_run}/estimates", query_string={"assume_random": "true"}
+    )
+    page = _agreement_page(api, planted, assume_random="true")
+    assert page.status_code == 200, page.text[:500]
+    assert "Krippendorff" in page.text or "kappa" in page.text.lower()  # agreement figures
+    if subset == "top":
+        assert api_says.status_code == 400
+        assert 'id="design">refused (unrepresentative)' in page.text
+        assert "assume-random refused: the rated items do not look like a random" in page.text
+        assert "accept_unrepresentative=true" in page.text  # the override, named
+    else:
+        assert api_says.status_code == 200, api_says.json
+        assert "assume-random refused" not in page.text
+        assert 'id="design">assumed random' in page.text

@@ -270,3 +270,38 @@ def test_nothing_ever_kept_is_a_202_not_a_stale_answer(two_runs: TwoRuns) -> Non
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert reply.status_code == 200 and reply.headers["X-Figures-Stale"] == "false"
+
+
+def test_report_json_is_kept_as_its_text_and_served_as_read(two_runs: TwoRuns) -> None:
+    """report.json is kept as the report's JSON text (``DERIVED``), so a load, fresh or
+    stale, reads text instead of unpickling the report and serialising it again. Reference:
+    the report computed now from the rows by the use case, serialised by ``json``."""
+    t = two_runs
+    a = t.runs["a"]
+    warm_run(t.engine, t.settings, a)
+    kept = _kept(t, a, "report.json")
+    assert kept is not None and isinstance(kept.value, str)
+    with Session(t.engine) as session:
+        report = usecases.full_report(session, a, settings=t.settings).to_json()
+    assert json.loads(kept.value) == json.loads(json.dumps(report))
+    got = _api(_app(t, FIGURES_WAIT_S=0.0), t, f"/api/v1/judge-runs/{a}/report.json")
+    assert got.status_code == 200 and got.headers["X-Figures-Stale"] == "false"
+    assert got.mimetype == "application/json"
+    assert got.get_data(as_text=True) == kept.value  # the kept text, byte for byte
+
+
+def test_a_stale_field_is_written_into_kept_json_text() -> None:
+    """By hand: the field after the last member; an empty object gets it alone; a field the
+    object held is overridden for a reader (the last of equal names wins, as ``{**body,
+    "stale": ...}`` did); text that is not an object is refused."""
+    from server.kept.serving import JsonText
+
+    assert json.loads(JsonText('{"a":1,"b":[2]}').with_field("stale", {"x": None})) == {
+        "a": 1,
+        "b": [2],
+        "stale": {"x": None},
+    }
+    assert JsonText("{ }").with_field("stale", 1) == '{"stale":1}'
+    assert json.loads(JsonText('{"stale":0,"a":1}').with_field("stale", 2))["stale"] == 2
+    with pytest.raises(ValueError, match="not an object"):
+        JsonText("[1, 2]").with_field("stale", 1)

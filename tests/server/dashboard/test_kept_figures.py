@@ -39,9 +39,9 @@ from tests.support.factories import make_settings
 COMPUTED = re.compile(r'<p class="note computed" id="computed">.*?</p>', re.S)
 SVG_ID = re.compile(r"\b([ch])\d+([td]?)\b")
 PAGES = {"judge-run": "", "agreement": "/agreement", "checks": "/checks"}
-WARMED = {*PAGES, "report", "report.html", "agreement-json"}
+WARMED = {*PAGES, "report", "report.html", "report.json", "agreement-json"}
 """Pages computed ahead: the dashboard's three, and what the API serves with no query (its
-diagnostics are the checks page's figures)."""
+diagnostics are the checks page's figures; report.json is the report's JSON text)."""
 
 
 def _another_worker(loop_app: LoopApp) -> Flask:

@@ -236,11 +236,11 @@ def test_a_finished_judge_job_leaves_its_run_pages_computed(
     with Session(engine) as session:
         version = version_text(run_version(session, 1), settings)
         kept = [read(session, page_key(p, 1, o), version, sign) for p, o in default_pages(settings)]
-    # The run's report, agreement and checks pages, then report.json and .html, at the run's
-    # version now (the job's rows included); none at all with [server] warm_figures = false.
-    # Nobody rated the run: agreement is the page's reason, and the API's agreement JSON
-    # (a 404) is kept nowhere.
-    assert [k is not None for k in kept] == [warm] * 5 + [False]
+    # The run's report, agreement and checks pages, then the report, report.html and
+    # report.json's text, at the run's version now (the job's rows included); none at all
+    # with [server] warm_figures = false. Nobody rated the run: agreement is the page's
+    # reason, and the API's agreement JSON (a 404) is kept nowhere.
+    assert [k is not None for k in kept] == [warm] * 6 + [False]
     if warm:
         report = kept[0].value  # type: ignore[union-attr]
         assert report.info.id == 1 and len(report.browser.items) == S1_ITEMS
