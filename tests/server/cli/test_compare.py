@@ -256,12 +256,13 @@ def test_report_command_prints_words(two_runs: TwoRuns, tmp_path: Path) -> None:
     assert "{" not in result.output and "}" not in result.output
 
 
-def test_compare_paired_pairs_the_stored_judgments(two_runs: TwoRuns) -> None:
+def test_compare_paired_pairs_the_stored_judgments(two_runs: TwoRuns, tmp_path: Path) -> None:
     """--paired on one generation run judged twice (same items): every S1 ICS pair of the
     stored judgments is paired, the dropped counts are the unscored items of each run, and
     the overall S1 share's difference and flips equal a recomputation with pandas."""
     first, second = two_runs.judge_run_ids
     obj = Context(None, two_runs.db_url)
+    out = tmp_path / "paired"
     plain = CliRunner().invoke(compare, [str(first), str(second), "--json"], obj=obj)
     assert plain.exit_code == 0 and "paired" not in json.loads(plain.output)
     result = CliRunner().invoke(
@@ -291,9 +292,14 @@ def test_compare_paired_pairs_the_stored_judgments(two_runs: TwoRuns) -> None:
     assert row["pass_to_fail"] == int((pass_a & ~pass_b).sum())
     assert row["fail_to_pass"] == int((~pass_a & pass_b).sum())
     assert row["diff"] == pytest.approx((pass_b.mean() - pass_a.mean()) * 100)
-    human = CliRunner().invoke(compare, [str(first), str(second), "--paired"], obj=obj)
+    human = CliRunner().invoke(
+        compare, [str(first), str(second), "--paired", "--margin", "10", "--out", str(out)], obj=obj
+    )
     assert human.exit_code == 0, human.output
     assert "Paired differences" in human.output and "McNemar" in human.output
+    assert len(pd.read_csv(out / "paired.csv")) == len(data["rows"])
+    assert "Paired differences" in (out / "report.html").read_text()
+    assert json.loads((out / "report.json").read_text())["paired"]["rows"] == data["rows"]
 
 
 def test_compare_paired_refuses_what_it_cannot_pair(two_runs: TwoRuns) -> None:
