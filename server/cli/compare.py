@@ -40,16 +40,37 @@ def print_comparison(report: Report, console: Console | None = None) -> None:
     type=click.Path(file_okay=False),
     help="Also write report.html, report.json, metrics.csv and item_scores.csv here.",
 )
+@click.option(
+    "--paired",
+    is_flag=True,
+    help="Two runs judged on the same items: also the paired differences B - A per cell "
+    "(bootstrap interval, exact McNemar or sign-flip test, Holm, flips, equivalence); runs of "
+    "different items are refused.",
+)
+@click.option(
+    "--margin",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --paired: the equivalence margin in percentage points (default 5).",
+)
 @json_option
 @click.pass_obj
-def compare(ctx: Context, run_ids: tuple[int, ...], out_dir: str | None, as_json: bool) -> None:
+def compare(
+    ctx: Context,
+    run_ids: tuple[int, ...],
+    out_dir: str | None,
+    paired: bool,
+    margin: float | None,
+    as_json: bool,
+) -> None:
     """Compare judge runs side by side: stage metrics per factor with 95 % intervals and
-    unscored counts, one column per model (or judge configuration)."""
+    unscored counts, one column per model (or judge configuration); with --paired, two runs
+    of the same items item by item."""
     from server.usecases import compare_report, session
     from server.usecases.rendering import write_report
 
     with session(ctx.engine()) as db:
-        report = compare_report(db, run_ids)
+        report = compare_report(db, run_ids, paired=paired, margin=margin)
     paths = write_report(report, out_dir) if out_dir else {}
     if as_json:
         data = report.to_json()

@@ -182,21 +182,53 @@ def diagnostics_report(
     )
 
 
-def compare_report(session: Session, judge_run_ids: Sequence[int]) -> Report:
+def compare_report(
+    session: Session,
+    judge_run_ids: Sequence[int],
+    *,
+    paired: bool = False,
+    margin: float | None = None,
+) -> Report:
     """Several judge runs side by side: the stage metrics of each model (or judge
     configuration) per factor and stage, with intervals and unscored counts, and their score
-    distributions. Refuses run ids that do not exist, and fewer than two distinct runs."""
-    from judge.reports.compare import compare_section, compared_runs
+    distributions. Refuses run ids that do not exist, and fewer than two distinct runs.
 
+    With ``paired``: exactly two runs judged on the same items, and a second section of
+    paired differences B - A (``judge.reports.compare_paired``) at equivalence ``margin``
+    (percentage points); runs of different items are refused with the counts."""
+    from judge.errors import InvalidInputError
+    from judge.metrics import item_scores
+    from judge.reports.compare import compare_section, compared_runs
+    from judge.reports.compare_paired import DEFAULT_MARGIN, paired_section
+
+    if margin is not None and not paired:
+        raise InvalidInputError("--margin is the equivalence margin of --paired: add --paired")
+    distinct = list(dict.fromkeys(judge_run_ids))
+    if paired and len(distinct) != 2:
+        raise InvalidInputError(
+            f"--paired compares exactly two judge runs (A then B), got {len(distinct)}"
+        )
     runs = compared_runs(session, judge_run_ids)
-    section = compare_section(session, runs)
+    sections = [compare_section(session, runs)]
+    if paired:
+        a, b = runs
+        sections.append(
+            paired_section(
+                item_scores(session, a.judge_run_id, a.aggregation),
+                item_scores(session, b.judge_run_id, b.aggregation),
+                (a.label, b.label),
+                (a.judge_run_id, b.judge_run_id),
+                margin=DEFAULT_MARGIN if margin is None else margin,
+            )
+        )
     labels = ", ".join(r.label for r in runs)
     return Report(
         title=f"FairJudge comparison: {labels}",
         intro=f"FairMonitor stage metrics of {len(runs)} judge runs side by side ("
         + "; ".join(r.describe() for r in runs)
-        + ").",
-        sections=[section],
+        + ")"
+        + (", and their paired differences item by item." if paired else "."),
+        sections=sections,
     )
 
 
@@ -245,10 +277,17 @@ def metrics_summary(report: Report) -> tuple[Table, list[str]]:
 
 def comparison_summary(report: Report) -> tuple[list[Table], list[str]]:
     """A comparison's tables, then its legend (the by-factor table's notes: what a cell
-    says) and the unscored judgments of each run."""
+    says) and the unscored judgments of each run; with a paired section, its table, its
+    legend and which cells differ after."""
     from judge.reports.compare import COMPARE_TITLE
+    from judge.reports.compare_paired import PAIRED_TITLE
 
     section = report.section(COMPARE_TITLE)
     if section is None:
         raise ValueError("a comparison always has its section")
-    return list(section.tables), [*section.tables[-1].notes, *section.notes]
+    tables, lines = list(section.tables), [*section.tables[-1].notes, *section.notes]
+    paired = report.section(PAIRED_TITLE)
+    if paired is not None:
+        tables += paired.tables
+        lines += [*paired.tables[0].notes, *paired.notes]
+    return tables, lines

@@ -254,3 +254,77 @@ def test_report_command_prints_words(two_runs: TwoRuns, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "unscored judgments: unparsable 1" in result.output
     assert "{" not in result.output and "}" not in result.output
+
+
+def test_compare_paired_pairs_the_stored_judgments(two_runs: TwoRuns, tmp_path: Path) -> None:
+    """--paired on one generation run judged twice (same items): every S1 ICS pair of the
+    stored judgments is paired, the dropped counts are the unscored items of each run, and
+    the overall S1 share's difference and flips equal a recomputation with pandas."""
+    first, second = two_runs.judge_run_ids
+    obj = Context(None, two_runs.db_url)
+    out = tmp_path / "paired"
+    plain = CliRunner().invoke(compare, [str(first), str(second), "--json"], obj=obj)
+    assert plain.exit_code == 0 and "paired" not in json.loads(plain.output)
+    result = CliRunner().invoke(
+        compare, [str(first), str(second), "--paired", "--margin", "10", "--json"], obj=obj
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)["paired"]
+    assert data["margin"] == 10 and data["p_adjust_method"] == "holm"
+    row = next(
+        r for r in data["rows"] if r["factor"] == "all" and r["metric"] == "S1 ICS share>=3 (%)"
+    )
+    query = (
+        "SELECT j.item_id, j.score, j.status FROM judgment j JOIN item i ON i.id = j.item_id "
+        "WHERE j.judge_run_id = {} AND j.rubric = 'ICS' AND i.stage = 'S1'"
+    )
+    with two_runs.engine.connect() as conn:
+        a = pd.read_sql(query.format(first), conn).set_index("item_id")
+        b = pd.read_sql(query.format(second), conn).set_index("item_id")
+    assert a.index.is_unique and b.index.is_unique  # one sample per item: no combining
+    both = a.join(b, how="inner", suffixes=("_a", "_b"))
+    assert len(both) == len(a) == len(b)
+    kept = both[(both.status_a == "scored") & (both.status_b == "scored")]
+    assert row["n_pairs"] == len(kept) > 0
+    assert row["dropped_a"] == int((both.status_a != "scored").sum())
+    assert row["dropped_b"] == int((both.status_b != "scored").sum())
+    pass_a, pass_b = kept.score_a >= 3, kept.score_b >= 3
+    assert row["pass_to_fail"] == int((pass_a & ~pass_b).sum())
+    assert row["fail_to_pass"] == int((~pass_a & pass_b).sum())
+    assert row["diff"] == pytest.approx((pass_b.mean() - pass_a.mean()) * 100)
+    human = CliRunner().invoke(
+        compare, [str(first), str(second), "--paired", "--margin", "10", "--out", str(out)], obj=obj
+    )
+    assert human.exit_code == 0, human.output
+    assert "Paired differences" in human.output and "McNemar" in human.output
+    assert len(pd.read_csv(out / "paired.csv")) == len(data["rows"])
+    assert "Paired differences" in (out / "report.html").read_text()
+    assert json.loads((out / "report.json").read_text())["paired"]["rows"] == data["rows"]
+
+
+def test_compare_paired_refuses_what_it_cannot_pair(two_runs: TwoRuns) -> None:
+    first, second = two_runs.judge_run_ids
+    obj = Context(None, two_runs.db_url)
+    margin_alone = CliRunner().invoke(compare, [str(first), str(second), "--margin", "3"], obj=obj)
+    assert margin_alone.exit_code != 0 and "add --paired" in str(margin_alone.exception)
+    with session_scope(two_runs.engine) as db:
+        with pytest.raises(InvalidInputError, match="exactly two judge runs"):
+            usecases.compare_report(db, [first, second, first + second + 100], paired=True)
+
+
+def test_compare_paired_refuses_runs_of_different_items(
+    tmp_path_factory: pytest.TempPathFactory, empty_template: Path
+) -> None:
+    """Datasets ``a`` and ``b`` hold the same sample as different items (tests/support/
+    two_runs.py): paired statistics are refused with the counts (18 S1 items each, none
+    shared)."""
+    from tests.support.two_runs import two_runs as make_two_runs
+
+    with make_two_runs(tmp_path_factory.mktemp("unpaired"), empty_template, "unpaired") as t:
+        obj = Context(None, t.url)
+        args = [str(t.runs["a"]), str(t.runs["b"]), "--paired"]
+        result = CliRunner().invoke(compare, args, obj=obj)
+    assert result.exit_code != 0
+    text = str(result.exception)
+    assert "paired comparison refused" in text
+    assert "0 item x rubric pairs in both, 18 only in" in text
