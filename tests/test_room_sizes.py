@@ -20,12 +20,9 @@ MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 100
 PRODUCT = ("judge", "annotation", "server", "datasets")
 
-# Modules over the limit, each with its line count when this list was written (the ceiling);
-# others were splitting these five in the same session.
-NOT_SPLIT_YET: dict[str, int] = {
-    "judge/store/tables.py": 693,
-    "server/usecases/figures.py": 758,
-}
+# Modules over the limit, each with its line count when it was listed (its ceiling): none
+# since the last five were split; a module that grows past the limit is split, not listed.
+NOT_SPLIT_YET: dict[str, int] = {}
 
 # Functions over the limit (module path, qualified name) -> lines; none today.
 LONG_FUNCTIONS_YET: dict[tuple[str, str], int] = {}

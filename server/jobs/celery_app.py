@@ -273,7 +273,7 @@ def start_worker(engine: Engine, settings: Settings, *, concurrency: int) -> Non
     watch.once()
     watch.start()
     if settings.server.warm_figures:  # pages computed ahead on a thread of their own
-        from server.usecases.figures import warmer
+        from server.usecases.warming import warmer
 
         warmer(engine, settings)
     try:

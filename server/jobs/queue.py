@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.errors import InvalidInputError, NotFoundError
 from server.jobs.running import JobCancelled, run_job
+from server.tables import Job
 from server.usecases import jobs as stored
 from server.usecases.gates import check_size
 from server.usecases.jobs import (
@@ -51,8 +52,6 @@ if TYPE_CHECKING:
     from judge.config import Settings
     from server.usecases.requests import Request
 
-Job = Any
-"""A job's row (``server.tables.Job``), which this package does not import."""
 
 __all__ = [
     "DONE",
@@ -141,7 +140,7 @@ class Worker:
         name = f"{socket.gethostname()}:{os.getpid()}"
         log.info("job worker %s: %s jobs at once", name, cfg.job_slots)
         if cfg.warm_figures:  # pages computed ahead on a thread of their own, off the slots
-            from server.usecases.figures import warmer
+            from server.usecases.warming import warmer
 
             warmer(self.engine, self.settings)
         last_beat = 0.0
@@ -168,7 +167,7 @@ class Worker:
                 thread.join(timeout=1)
             self._beat(name, stopping=True)
             if cfg.warm_figures:
-                from server.usecases.figures import close_warmer
+                from server.usecases.warming import close_warmer
 
                 close_warmer(self.engine)
 

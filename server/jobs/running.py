@@ -76,7 +76,7 @@ def run_job(engine: Engine, settings: Settings, job_id: int, *, lease_s: float =
         # Once the lease is given back: the job is over, this is for the dashboard.
         from sqlmodel import Session
 
-        from server.usecases.figures import runs_of_result, warm_after_job
+        from server.usecases.warming import runs_of_result, warm_after_job
 
         with Session(engine) as session:
             result = get_job(session, job_id).result

@@ -356,7 +356,7 @@ def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
             total=total, **({} if why is None else {"error": why}),
         )  # fmt: skip
     if finished and settings.server.warm_figures:
-        from server.usecases.figures import runs_of_result, warm_after_job
+        from server.usecases.warming import runs_of_result, warm_after_job
 
         warm_after_job(engine, settings, runs_of_result(result))
     return finished

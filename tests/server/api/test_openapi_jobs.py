@@ -28,8 +28,8 @@ from sqlmodel import Session, select
 
 from judge.errors import InvalidInputError
 from judge.store.engine import make_engine
-from judge.store.tables import Job
 from server import openapi_document
+from server.tables import Job
 from server.usecases.jobs import check_params
 from tests.server.api.test_api import Api, make_api
 from tests.support.stub_openai import StubServer

@@ -24,7 +24,8 @@ from sqlmodel import Session, col, select
 from server import create_app, usecases
 from server.tables import DashboardFigure
 from server.usecases.dashboard import default_pages, page_key, run_version
-from server.usecases.figures import Warmer, read, signing_key, version_text, warm_run
+from server.usecases.figures import read, signing_key, version_text, warm_run
+from server.usecases.warming import Warmer
 from tests.server.dashboard.helpers import sign_in
 from tests.support.two_runs import TwoRuns, import_ratings
 

@@ -27,11 +27,11 @@ from server.usecases.figures import (
     dump,
     load,
     read,
-    runs_of_result,
     signing_key,
     version_text,
     warm_run,
 )
+from server.usecases.warming import runs_of_result
 from tests.server.dashboard.conftest import LoopApp
 from tests.server.dashboard.helpers import sign_in
 from tests.support.factories import make_settings
