@@ -97,12 +97,26 @@ def serving(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> It
             folder / "fairjudge.toml", stub.base_url, db_url, server={"warm_figures": True}
         )
         with LiveServer(config, workers=1, extra=("--host", "127.0.0.1")) as server:
+            _until_watched(server.log)
             settings = load_settings(config)
             key = server.admin_key
             yield Serving(
                 server.base, key, config, settings, db_url, loop, _signed_in(server.base, key),
                 server.log,
             )  # fmt: skip
+
+
+def _until_watched(log: Path) -> None:
+    """Wait until a process watches the store, and has taken its first look: the first look
+    takes the store as it finds it (a run with nothing kept is computed when a page of it is
+    first opened, not ahead), so a write the tests make before it would not count as one
+    (server/usecases/warming.py, ``Warmer._changed``). The job worker starts beside the web
+    worker, and on a loaded machine its first look came after the first write."""
+    deadline = time.monotonic() + 120.0
+    while "watches the store for writes" not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, "no process took the store's watch within 120 s"
+        time.sleep(0.2)
+    time.sleep(1.0)  # its first look follows the election in the same pass
 
 
 def _kept_now(s: Serving, run: int) -> bool:
