@@ -248,7 +248,7 @@ def figures(
         cache.put(key, version, made)
         return made
     start = time.monotonic()
-    future = _flight(engine, settings, key, text, sign)
+    future = _flight(engine, settings, key, text, sign, fresh=fresh)
     try:
         done = future.result(timeout=wait_s)
     except FutureTimeout:
@@ -312,7 +312,7 @@ def _changed(old: tuple[Any, ...], now: tuple[Any, ...]) -> tuple[str, ...]:
 
 
 def _flight(
-    engine: Engine, settings: Settings, key: PageKey, version: str, sign: bytes
+    engine: Engine, settings: Settings, key: PageKey, version: str, sign: bytes, *, fresh: bool
 ) -> Future[Stored]:
     """The computation of ``key`` at ``version`` for this process: the one under way, or one
     started now in a process of its own (``compute_in_child``: computed and kept in the
@@ -329,7 +329,7 @@ def _flight(
                 return found  # raised once, to the request that collects it
             # It succeeded and is on its way out (its figures are kept): a load that asked
             # for them again (``?fresh=1``) gets a computation of its own.
-        future = _start(engine, settings, key, version, sign)
+        future = _start(engine, settings, key, version, sign, fresh)
         _FLIGHTS[(store, key, version)] = future
     future.add_done_callback(lambda done: _forget(store, key, version, done))
     return future
@@ -346,14 +346,14 @@ def _store(engine: Engine) -> str:
 
 
 def _start(
-    engine: Engine, settings: Settings, key: PageKey, version: str, sign: bytes
+    engine: Engine, settings: Settings, key: PageKey, version: str, sign: bytes, fresh: bool
 ) -> Future[Stored]:
     from server.usecases.figures import compute_in_child, compute_page
 
     if engine.url.get_backend_name() == "sqlite" and engine.url.database in (None, "", ":memory:"):
         return _THREADS.submit(compute_page, engine, settings, key, version, sign)
     url = engine.url.render_as_string(hide_password=False)
-    child = _submit(compute_in_child, url, settings, key, version, sign)
+    child = _submit(compute_in_child, url, settings, key, version, sign, fresh)
     out: Future[Stored] = Future()
 
     def read_back(done: Future[Any]) -> None:

@@ -303,7 +303,7 @@ def child_init() -> None:
 
 
 def compute_in_child(
-    url: str, settings: Settings, key: PageKey, version: str, sign: bytes
+    url: str, settings: Settings, key: PageKey, version: str, sign: bytes, fresh: bool = False
 ) -> tuple[datetime, float, Any]:
     """``compute_page`` in a process of its own (never the web process's interpreter, whose
     request threads would wait for the GIL): when the figures were kept and how long they
@@ -318,7 +318,7 @@ def compute_in_child(
     if engine is None:
         engine = _CHILD_ENGINES[url] = make_engine(url)
     deadline = time.monotonic() + CLAIM_WAIT_S
-    while True:
+    while not fresh:  # computed again when asked (``?fresh=1``), never the kept row read back
         with Session(engine) as session:
             found = read(session, key, version, sign)
         if found is not None:
