@@ -58,6 +58,9 @@
 21. Qualify (bench/qualify.py): ``checks qualify``'s use case on a 10,000-judgment run
     with 3 x 2,000 ratings, 1,000 bootstrap resamples: the whole qualification, read to
     stored record (target <= 5 s), and a run's standing.
+22. Prompt cache (bench/prompt_cache.py): 1,000 judgments against the stub with its prompt
+    cache on: prompt tokens, the cached ones, and the run's cost live with no cache, live with
+    the cached tokens at the cached price, and at the batch price.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -328,6 +331,12 @@ def _client_reply_bench() -> dict[str, Any]:
     return bench_client_reply()
 
 
+def _prompt_cache_bench(tmp: Path) -> dict[str, Any]:
+    from bench.prompt_cache import bench_prompt_cache
+
+    return bench_prompt_cache(tmp)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
 
@@ -358,6 +367,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "client_reply": lambda tmp: _client_reply_bench(),
     "chance": lambda tmp: bench_chance(),
     "qualify": bench_qualify,
+    "prompt_cache": lambda tmp: _prompt_cache_bench(tmp),
 }
 
 

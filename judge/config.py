@@ -93,6 +93,21 @@ class EndpointConfig(_Strict):
         description="Price of one million completion (output) tokens, in the same currency "
         "as `input_price_per_mtok` (unset = cost unknown).",
     )
+    cached_input_price_per_mtok: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Price of one million prompt tokens the provider served from its prompt "
+        "cache (the `cached_tokens` of a reply's usage), in the same currency; unset = "
+        "cached tokens cost what other prompt tokens cost.",
+    )
+    cache_min_prompt_tokens: int = Field(
+        default=1024,
+        ge=0,
+        description="The shortest prompt opening the provider's prompt cache serves (OpenAI: "
+        "1,024 tokens): a dry run counts a prompt's opening as cacheable only from this "
+        "length on. Used by estimates only; what a run paid is read from the replies.",
+    )
     requests_per_minute: int | None = Field(
         default=None,
         ge=1,

@@ -55,6 +55,9 @@ class Usage:
     completion_tokens: int
     cost: float | None
     cost_batch: float | None = None
+    cached_prompt_tokens: int = 0
+    """Of ``prompt_tokens``, those the endpoint served from its prompt cache (priced at
+    ``cached_input_price_per_mtok``)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,14 +105,16 @@ def judge_run_cost(
         func.coalesce(func.sum(col(Judgment.calls)), 0),
         func.coalesce(func.sum(col(Judgment.prompt_tokens)), 0),
         func.coalesce(func.sum(col(Judgment.completion_tokens)), 0),
+        func.coalesce(func.sum(col(Judgment.cached_prompt_tokens)), 0),
     )
     of_run = col(Judgment.judge_run_id) == judge_run_id
 
-    def usage(n: int, calls: int, prompt: int, completion: int) -> Usage:
-        cost = prices.cost(prompt, completion, batch=batch) if prices else None
+    def usage(n: int, calls: int, prompt: int, completion: int, cached: int) -> Usage:
+        prompt, completion, cached = int(prompt), int(completion), int(cached)
+        cost = prices.cost(prompt, completion, batch=batch, cached=cached) if prices else None
         return Usage(
-            int(n), int(calls), int(prompt), int(completion), cost,
-            batch_cost(prices, int(prompt), int(completion)),
+            int(n), int(calls), prompt, completion, cost,
+            batch_cost(prices, prompt, completion, cached), cached,
         )  # fmt: skip
 
     total = session.execute(sa_select(*sums).where(of_run)).one()
@@ -134,7 +139,7 @@ def judge_run_cost(
             "Cost at the endpoint's prices of the tokens the endpoint reported for the calls "
             "behind these judgments, repairs included; judgments answered from the call cache "
             "count the tokens of the call that filled it; attempts that failed before a reply "
-            "reported no tokens and count nothing. " + batch_note(prices)
+            "reported no tokens and count nothing. " + batch_note(prices) + cached_note(prices)
         )
     return RunCost(
         judge_run_id=judge_run_id,
@@ -158,6 +163,19 @@ def batch_note(prices: Prices) -> str:
     )
 
 
+def cached_note(prices: Prices) -> str:
+    """What the cached prompt tokens cost at these prices."""
+    if prices.cached_input_per_mtok is None:
+        return (
+            " Prompt tokens the endpoint served from its prompt cache cost the input price: "
+            "the endpoint sets no cached_input_price_per_mtok."
+        )
+    return (
+        f" Prompt tokens the endpoint served from its prompt cache cost "
+        f"{prices.cached_input_per_mtok:g} per million (cached_input_price_per_mtok)."
+    )
+
+
 # -- a generation or audit run's cost -------------------------------------------------------
 
 
@@ -177,6 +195,8 @@ class AnswersCost:
     cost: float | None
     cost_batch: float | None
     note: str
+    cached_prompt_tokens: int = 0
+    """Of ``prompt_tokens``, those served from the endpoint's prompt cache."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)  # recurses into ``prices``
@@ -195,14 +215,15 @@ def answers_cost(session: Session, kind: str, run_id: int, prices: Prices | None
         raise ValueError(f"kind must be 'generation' or 'audit', got {kind!r}")
     if run is None:
         raise NotFoundError(f"no {kind} run {run_id}")
-    n, prompt, completion = session.execute(
+    n, prompt, completion, cached = session.execute(
         sa_select(
             func.count(),
             func.coalesce(func.sum(col(table.prompt_tokens)), 0),
             func.coalesce(func.sum(col(table.completion_tokens)), 0),
+            func.coalesce(func.sum(col(table.cached_prompt_tokens)), 0),
         ).where(col(table.run_id) == run_id)
     ).one()
-    prompt, completion = int(prompt), int(completion)
+    prompt, completion, cached = int(prompt), int(completion), int(cached)
     if prices is None:
         note = f"No cost: endpoint {run.endpoint_name!r} has no prices; "
         note += missing_prices_message(run.endpoint_name) + "."
@@ -210,7 +231,7 @@ def answers_cost(session: Session, kind: str, run_id: int, prices: Prices | None
         note = (
             "Cost at the endpoint's prices of the tokens it reported for these answers; an "
             "answer taken from the call cache counts the tokens of the call that filled it, a "
-            "call that failed counts nothing. " + batch_note(prices)
+            "call that failed counts nothing. " + batch_note(prices) + cached_note(prices)
         )
     if getattr(run, "source", "generated") != "generated":
         note += (
@@ -226,9 +247,10 @@ def answers_cost(session: Session, kind: str, run_id: int, prices: Prices | None
         prompt_tokens=prompt,
         completion_tokens=completion,
         prices=prices,
-        cost=live_cost(prices, prompt, completion),
-        cost_batch=batch_cost(prices, prompt, completion),
+        cost=live_cost(prices, prompt, completion, cached),
+        cost_batch=batch_cost(prices, prompt, completion, cached),
         note=note,
+        cached_prompt_tokens=cached,
     )
 
 
@@ -367,9 +389,42 @@ class Estimate:
     cost_min_batch: float | None = None
     cost_typical_batch: float | None = None
     cost_max_batch: float | None = None
+    cached_prompt_tokens: int = 0
+    """At most this many of ``prompt_tokens`` could come from the provider's prompt cache:
+    each prompt's opening shared with the prompt before it, where that opening is at least
+    the endpoint's ``cache_min_prompt_tokens`` long (``cacheable_chars``)."""
+    cost_min_cached: float | None = None
+    cost_typical_cached: float | None = None
+    cost_max_cached: float | None = None
+    """The live costs with ``cached_prompt_tokens`` at the cached price (None without a
+    ``cached_input_price_per_mtok``: then they equal the live costs)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)  # recurses into ``prices``
+
+
+def _joined(messages: Messages) -> str:
+    """A prompt as one text, in the order a provider reads it (role, then content)."""
+    return "".join(f"\x00{m.get('role', '')}\x00{m.get('content') or ''}" for m in messages)
+
+
+def shared_opening(a: str, b: str) -> int:
+    """The length of the longest opening ``a`` and ``b`` share, found by halving (slice
+    comparisons run in C, so a 168,000-prompt dry run stays quick).
+
+    >>> shared_opening("rubric: ICS. answer 1", "rubric: ICS. answer 2")
+    20
+    >>> shared_opening("abc", ""), shared_opening("abc", "abd"), shared_opening("ab", "ab")
+    (0, 2, 2)
+    """
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def estimate(
@@ -402,20 +457,30 @@ def estimate(
     if not (math.isfinite(ratio.value) and ratio.value > 0):
         raise InvalidInputError(f"tokens_per_char must be a number > 0, got {ratio.value!r}")
     calls = chars = 0
+    cached_tokens, before = 0, ""
+    least = prices.cache_min_tokens if prices is not None else None
     for messages in prompts:
         calls += 1
         chars += sum(len(m.get("content") or "") for m in messages)
+        if least is not None:
+            text = _joined(messages)
+            opening = math.floor(shared_opening(before, text) * ratio.value)
+            cached_tokens += opening if opening >= max(least, 1) else 0
+            before = text
     check_amount("unknown_prompt_tokens", unknown_prompt_tokens)
     prompt_tokens = math.ceil(chars * ratio.value) + unknown_prompt_tokens
+    cached_tokens = min(cached_tokens, prompt_tokens)
     most = calls * max_tokens
     typical = None
     if completion_tokens is not None:
         typical = min(most, math.ceil(calls * completion_tokens.value))
 
-    def cost(completion: int | None, *, at_batch: bool = batch) -> float | None:
+    def cost(completion: int | None, *, at_batch: bool = batch, cached: int = 0) -> float | None:
         if prices is None or completion is None:
             return None
-        return prices.cost(prompt_tokens, completion, batch=at_batch)
+        return prices.cost(prompt_tokens, completion, batch=at_batch, cached=cached)
+
+    priced_cached = prices is not None and prices.cached_input_per_mtok is not None
 
     note = (
         f"Prompt tokens {ratio.rule}"
@@ -435,6 +500,12 @@ def estimate(
         note += "output_price_per_mtok)."
     else:
         note += " " + batch_note(prices)
+        note += (
+            f" Up to {cached_tokens:,} prompt tokens open as the prompt before them does (an "
+            f"opening of at least cache_min_prompt_tokens, {prices.cache_min_tokens:,}): a "
+            "provider's prompt cache could serve them"
+            + (" at the cached price (the *_cached costs)." if priced_cached else ".")
+        )
     return Estimate(
         calls=calls,
         prompt_chars=chars,
@@ -453,6 +524,12 @@ def estimate(
         cost_min_batch=cost(0, at_batch=True),
         cost_typical_batch=cost(typical, at_batch=True),
         cost_max_batch=cost(most, at_batch=True),
+        cached_prompt_tokens=cached_tokens,
+        cost_min_cached=cost(0, at_batch=False, cached=cached_tokens) if priced_cached else None,
+        cost_typical_cached=(
+            cost(typical, at_batch=False, cached=cached_tokens) if priced_cached else None
+        ),
+        cost_max_cached=cost(most, at_batch=False, cached=cached_tokens) if priced_cached else None,
     )
 
 

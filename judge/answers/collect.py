@@ -562,6 +562,7 @@ def _response_row(run_id: int, task: _Task, outcome: CallOutcome) -> Row:
         "error": None,
         "finish_reason": None,
         "prompt_tokens": 0,
+        "cached_prompt_tokens": 0,
         "completion_tokens": 0,
         "latency_s": 0.0,
         "created_at": utcnow(),
@@ -576,6 +577,7 @@ def _response_row(run_id: int, task: _Task, outcome: CallOutcome) -> Row:
         flag=classify_answer(done.text, done.finish_reason),
         finish_reason=done.finish_reason,
         prompt_tokens=done.prompt_tokens,
+        cached_prompt_tokens=done.cached_prompt_tokens,
         completion_tokens=done.completion_tokens,
         latency_s=done.latency_s,
     )

@@ -82,10 +82,11 @@ def cost_table(cost: AnswersCost) -> Table:
         return "unknown" if value is None else f"{value:.4f}"
 
     row = [
-        str(cost.answers), f"{cost.prompt_tokens:,}", f"{cost.completion_tokens:,}",
-        money(cost.cost), money(cost.cost_batch),
+        str(cost.answers), f"{cost.prompt_tokens:,}", f"{cost.cached_prompt_tokens:,}",
+        f"{cost.completion_tokens:,}", money(cost.cost), money(cost.cost_batch),
     ]  # fmt: skip
-    head = ["answers", "prompt tokens", "completion tokens", "cost", "cost at batch price"]
+    head = ["answers", "prompt tokens", "of them cached", "completion tokens", "cost",
+            "cost at batch price"]  # fmt: skip
     return Table(f"Tokens and cost ({cost.endpoint}, {cost.model})", head, [row], [cost.note])
 
 

@@ -359,6 +359,7 @@ def answer_row(run_id: int, task: AuditTask, outcome: CallOutcome, suite: Suite)
         "error": None,
         "finish_reason": None,
         "prompt_tokens": 0,
+        "cached_prompt_tokens": 0,
         "completion_tokens": 0,
         "latency_s": 0.0,
         "cache_key": outcome.key,
@@ -373,6 +374,7 @@ def answer_row(run_id: int, task: AuditTask, outcome: CallOutcome, suite: Suite)
         raw_text=done.text,
         finish_reason=done.finish_reason,
         prompt_tokens=done.prompt_tokens,
+        cached_prompt_tokens=done.cached_prompt_tokens,
         completion_tokens=done.completion_tokens,
         latency_s=done.latency_s,
     )

@@ -425,6 +425,7 @@ def _record(
         finish_reason=done.finish_reason if done else None,
         error=failure.reason if failure else None,
         prompt_tokens=done.prompt_tokens if done else 0,
+        cached_prompt_tokens=done.cached_prompt_tokens if done else 0,
         completion_tokens=done.completion_tokens if done else 0,
         latency_s=done.latency_s if done else 0.0,
         cache_rows=outcome.new_rows,

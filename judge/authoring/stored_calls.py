@@ -50,6 +50,7 @@ class CallRecord:
     finish_reason: str | None = None
     error: str | None = None
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
     cache_rows: list[dict[str, Any]] = field(default_factory=list)
@@ -284,6 +285,7 @@ def _call_row(
         "added_keys": [i["key"] for i in items],
         "duplicates": duplicates,
         "prompt_tokens": call.prompt_tokens,
+        "cached_prompt_tokens": call.cached_prompt_tokens,
         "completion_tokens": call.completion_tokens,
         "latency_s": call.latency_s,
         "created_at": when,

@@ -498,6 +498,7 @@ def _response_row(
         "error": None,
         "finish_reason": None,
         "prompt_tokens": 0,
+        "cached_prompt_tokens": 0,
         "completion_tokens": 0,
         "latency_s": 0.0,
         # No call was made, so no call-cache key: a hash of what identifies the answer (NUL

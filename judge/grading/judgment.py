@@ -214,6 +214,7 @@ def _row(
         "cache_key": cache_key,
         "calls": len(outcomes),
         "prompt_tokens": sum(c.prompt_tokens for c in done),
+        "cached_prompt_tokens": sum(c.cached_prompt_tokens for c in done),
         "completion_tokens": sum(c.completion_tokens for c in done),
         "latency_s": sum(c.latency_s for c in done),
         "explanation": grade.explanation,

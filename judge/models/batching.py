@@ -413,6 +413,7 @@ def _cache_row(key: str, model: str, done: Completion, now: datetime) -> CacheRo
         "text": done.text,
         "finish_reason": done.finish_reason,
         "prompt_tokens": done.prompt_tokens,
+        "cached_prompt_tokens": done.cached_prompt_tokens,
         "completion_tokens": done.completion_tokens,
         "latency_s": done.latency_s,
         "created_at": now,

@@ -117,6 +117,7 @@ def _completion(row: CacheRow) -> Completion:
         row["latency_s"],
         attempts=0,
         logprobs=row["logprobs"],
+        cached_prompt_tokens=row.get("cached_prompt_tokens", 0),
     )
 
 
@@ -234,6 +235,7 @@ def _call(
         "text": done.text,
         "finish_reason": done.finish_reason,
         "prompt_tokens": done.prompt_tokens,
+        "cached_prompt_tokens": done.cached_prompt_tokens,
         "completion_tokens": done.completion_tokens,
         "latency_s": done.latency_s,
         "created_at": utcnow(),

@@ -68,6 +68,9 @@ class Completion:
     attempts: int
     logprobs: TokenLogprobs | None = None
     """The reply's token log-probabilities; None when not asked for or none were returned."""
+    cached_prompt_tokens: int = 0
+    """Of ``prompt_tokens``, those the provider served from its prompt cache (the usage's
+    ``prompt_tokens_details.cached_tokens``; 0 when not reported)."""
 
 
 class CallFailed(Exception):
@@ -277,7 +280,8 @@ def read_completion(
 ) -> Completion | None:
     """A chat completion's JSON body read into a ``Completion`` (None: it is not one): the
     first choice's text (None when it has none) and finish reason, the usage counts (0 when
-    missing), and with ``logprobs`` the tokens' log-probabilities (``token_logprobs``).
+    missing; the cached prompt tokens at most the prompt's), and with ``logprobs`` the tokens'
+    log-probabilities (``token_logprobs``).
     Live replies and a batch's output lines are read by this one function."""
     if not isinstance(body, dict):
         return None
@@ -286,14 +290,19 @@ def read_completion(
         text = choice["message"].get("content")
         finish = choice.get("finish_reason")
         usage = body.get("usage") or {}
+        prompt = _count(usage.get("prompt_tokens"))
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
         return Completion(
             text=text if isinstance(text, str) or text is None else str(text),
             finish_reason=finish if isinstance(finish, str) else None,
-            prompt_tokens=_count(usage.get("prompt_tokens")),
+            prompt_tokens=prompt,
             completion_tokens=_count(usage.get("completion_tokens")),
             latency_s=latency_s,
             attempts=attempts,
             logprobs=token_logprobs(choice) if logprobs else None,
+            # A cached count above the prompt's is not one to price: capped at the prompt's.
+            cached_prompt_tokens=min(_count(cached), prompt),
         )
     except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         return None

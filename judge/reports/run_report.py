@@ -258,9 +258,11 @@ def _tokens(facts: RunFacts) -> dict[str, int]:
     judgments = [row.judgment for row in facts.judgments]
     return {
         "generation_prompt": sum(r.prompt_tokens or 0 for r in answers),
+        "generation_cached_prompt": sum(r.cached_prompt_tokens or 0 for r in answers),
         "generation_completion": sum(r.completion_tokens or 0 for r in answers),
         "generation_answers": len(answers),
         "judge_prompt": sum(j.prompt_tokens or 0 for j in judgments),
+        "judge_cached_prompt": sum(j.cached_prompt_tokens or 0 for j in judgments),
         "judge_completion": sum(j.completion_tokens or 0 for j in judgments),
         "judge_calls": sum(j.calls or 0 for j in judgments),
         "judgments": len(judgments),

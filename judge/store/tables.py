@@ -122,6 +122,7 @@ class ItemGenerationCall(SQLModel, table=True):
         "within_batch, raw}.",
     )
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the prompt cache
     completion_tokens: int = 0
     latency_s: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
@@ -135,6 +136,7 @@ class CallCache(SQLModel, table=True):
     text: str | None = Field(default=None, sa_column=Column(Text))
     finish_reason: str | None = None
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the prompt cache
     completion_tokens: int = 0
     latency_s: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
@@ -222,6 +224,7 @@ class Response(SQLModel, table=True):
     error: str | None = None
     finish_reason: str | None = None
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the prompt cache
     completion_tokens: int = 0
     latency_s: float = 0.0
     cache_key: str
@@ -286,6 +289,7 @@ class Judgment(SQLModel, table=True):
     model: str
     params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the prompt cache
     completion_tokens: int = 0
     latency_s: float = 0.0
     calls: int = Field(default=1, description="Model calls made: 1, or 2 after a repair.")
@@ -541,6 +545,7 @@ class AuditAnswer(SQLModel, table=True):
     error: str | None = None
     finish_reason: str | None = None
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the prompt cache
     completion_tokens: int = 0
     latency_s: float = 0.0
     cache_key: str

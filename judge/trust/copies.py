@@ -337,6 +337,7 @@ def _row(response: Any, swapped: Any, swap_in: str = LEGACY_SWAP_IN) -> dict[str
         "error": response.error,
         "finish_reason": response.finish_reason,
         "prompt_tokens": 0,
+        "cached_prompt_tokens": 0,
         "completion_tokens": 0,
         "latency_s": 0.0,
         "cache_key": "",

@@ -249,11 +249,13 @@ def cost_table(run: RunCost) -> Table:
 
     def cells(name: str, u: Usage) -> list[str]:
         return [name, str(u.judgments), str(u.calls), f"{u.prompt_tokens:,}",
-                f"{u.completion_tokens:,}", money(u.cost), money(u.cost_batch)]  # fmt: skip
+                f"{u.cached_prompt_tokens:,}", f"{u.completion_tokens:,}", money(u.cost),
+                money(u.cost_batch)]  # fmt: skip
 
     rows = [cells(name, u) for name, u in run.by_rubric.items()]
     rows.append(cells("all", run.total))
-    head = ["rubric", "judgments", "calls", "prompt tokens", "completion tokens", "cost",
+    head = ["rubric", "judgments", "calls", "prompt tokens", "of them cached",
+            "completion tokens", "cost",
             "cost at batch price"]  # fmt: skip
     return Table(f"Tokens and cost ({run.endpoint}, {run.model})", head, rows, [run.note])
 

@@ -455,8 +455,12 @@ def money(value: float | None) -> str:
 
 def cost_line(cost: dict[str, Any]) -> str:
     """One line on what a run's tokens cost, live and at the batch price, e.g. 'cost: 0.0120
-    (40 prompt + 20 completion tokens); at the batch price 0.0060'."""
-    tokens = f"{cost['prompt_tokens']:,} prompt + {cost['completion_tokens']:,} completion tokens"
+    (40 prompt + 20 completion tokens); at the batch price 0.0060'; the prompt tokens the
+    prompt cache served are said beside the prompt tokens when there are any."""
+    cached = cost.get("cached_prompt_tokens") or 0
+    tokens = f"{cost['prompt_tokens']:,} prompt"
+    tokens += f" ({cached:,} from the prompt cache)" if cached else ""
+    tokens += f" + {cost['completion_tokens']:,} completion tokens"
     if cost.get("cost") is None:
         return f"cost: unknown ({tokens}): {cost.get('note') or 'the endpoint has no prices'}"
     return f"cost: {money(cost['cost'])} ({tokens}); at the batch price {money(cost['cost_batch'])}"
@@ -491,6 +495,12 @@ def estimate_lines(e: dict[str, Any], *, batch: bool = False) -> list[str]:
         lines.append(
             f"cost at the batch price: {money(batch_cost)}{which}, at most "
             f"{money(e['cost_max_batch'])}"
+        )
+    if e.get("cost_max_cached") is not None and e.get("cached_prompt_tokens"):
+        cached = e["cost_typical_cached"] if typical is not None else e["cost_min_cached"]
+        lines.append(
+            f"cost live if the prompt cache serves the {e['cached_prompt_tokens']:,} prompt "
+            f"tokens it could: {money(cached)}{which}, at most {money(e['cost_max_cached'])}"
         )
     lines.append(e["note"])  # says which figures were measured and which assumed
     return lines

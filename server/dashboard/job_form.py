@@ -299,7 +299,13 @@ class Figure:
             if not isinstance(part, dict):
                 continue
             rows.append((f"{name}prompt tokens", f"{part.get('prompt_tokens', 0):,}"))
-            for label, suffix in (("live", ""), ("batch price", "_batch")):
+            cacheable = part.get("cached_prompt_tokens") or 0
+            if cacheable:
+                rows.append((f"{name}prompt tokens a prompt cache could serve", f"{cacheable:,}"))
+            labels = [("live", ""), ("batch price", "_batch")]
+            if part.get("cost_max_cached") is not None:
+                labels.append(("live, cache serving what it could", "_cached"))
+            for label, suffix in labels:
                 costs = [part.get(f"cost_{b}{suffix}") for b in ("min", "typical", "max")]
                 shown = " / ".join("—" if c is None else f"{c:.4g}" for c in costs)
                 rows.append((f"{name}cost {label} (min / typical / max)", shown))

@@ -147,6 +147,9 @@ class JudgmentOut(BaseModel):
     rubric_hash: str | None
     model: str
     prompt_tokens: int
+    cached_prompt_tokens: int = Field(
+        default=0, description="Of prompt_tokens, those served from the prompt cache."
+    )
     completion_tokens: int
 
 

@@ -156,7 +156,12 @@ def version_text(version: tuple[Any, ...], settings: Settings | None) -> str:
     except PackageNotFoundError:  # run from a checkout that is not installed
         ours = "unknown"
     prices = {
-        name: [e.input_price_per_mtok, e.output_price_per_mtok, e.batch_discount]
+        name: [
+            e.input_price_per_mtok,
+            e.output_price_per_mtok,
+            e.batch_discount,
+            e.cached_input_price_per_mtok,
+        ]
         for name, e in sorted((settings.endpoints if settings else {}).items())
     }
     return sha256(repr((FORMAT, ours, json.dumps(prices), version)))

@@ -357,7 +357,8 @@ def job_counts(
     (answers), the tokens they used and, with ``settings``, their cost at the run's
     endpoint's prices, live and at the batch price (null: no prices); None before the job
     knows its run."""
-    from sqlmodel import func, select
+    from sqlalchemy import select
+    from sqlmodel import col, func
 
     from judge.store.tables import (
         AuditAnswer,
@@ -383,41 +384,45 @@ def job_counts(
         run_id, runs = result["generation_run_id"], GenerationRun
     else:
         return None
-    rows = session.exec(
+    rows = session.execute(
         select(
-            column,
+            col(column),
             func.count(),
             func.coalesce(func.sum(table.prompt_tokens), 0),
             func.coalesce(func.sum(table.completion_tokens), 0),
+            func.coalesce(func.sum(table.cached_prompt_tokens), 0),
         )
         .where(run == run_id)
         .group_by(column)
     ).all()
     counts: dict[str, Any] = {
-        "by_status": {str(status): int(n) for status, n, _, _ in rows},
-        "prompt_tokens": sum(int(p) for _, _, p, _ in rows),
-        "completion_tokens": sum(int(c) for _, _, _, c in rows),
+        "by_status": {str(status): int(n) for status, n, *_ in rows},
+        "prompt_tokens": sum(int(p) for _, _, p, _, _ in rows),
+        "completion_tokens": sum(int(c) for _, _, _, c, _ in rows),
+        "cached_prompt_tokens": sum(int(c) for *_, c in rows),
     }
     held = session.get(runs, run_id)
     if settings is not None and held is not None:
         counts["cost"] = tokens_cost(
-            settings, held.endpoint_name, counts["prompt_tokens"], counts["completion_tokens"]
-        )
+            settings, held.endpoint_name, counts["prompt_tokens"], counts["completion_tokens"],
+            cached=counts["cached_prompt_tokens"],
+        )  # fmt: skip
     return counts
 
 
 def tokens_cost(
-    settings: Settings, endpoint: str, prompt_tokens: int, completion_tokens: int
+    settings: Settings, endpoint: str, prompt_tokens: int, completion_tokens: int, cached: int = 0
 ) -> dict[str, Any]:
-    """What these tokens cost at ``endpoint``'s prices as the config gives them now: live
-    (``cost``), at the batch price (``cost_batch``) and the discount between them; the costs
-    are None (unknown, never 0) without prices, and ``note`` says what to set."""
+    """What these tokens cost at ``endpoint``'s prices as the config gives them now (``cached``
+    of the prompt tokens at the cached price): live (``cost``), at the batch price
+    (``cost_batch``) and the discount between them; the costs are None (unknown, never 0)
+    without prices, and ``note`` says what to set."""
     from judge.costs import batch_cost, live_cost, missing_prices_message
 
     prices = run_prices(settings, endpoint)
     return {
-        "cost": live_cost(prices, prompt_tokens, completion_tokens),
-        "cost_batch": batch_cost(prices, prompt_tokens, completion_tokens),
+        "cost": live_cost(prices, prompt_tokens, completion_tokens, cached),
+        "cost_batch": batch_cost(prices, prompt_tokens, completion_tokens, cached),
         "batch_discount": None if prices is None else prices.batch_discount,
         "note": None if prices is not None else "cost unknown: " + missing_prices_message(endpoint),
     }
@@ -440,6 +445,7 @@ def run_cost(engine: Engine, settings: Settings, kind: str, run_id: int) -> dict
                 "kind": kind, "run_id": run_id, "endpoint": endpoint, "model": cost.model,
                 "judgments": total.judgments, "calls": total.calls,
                 "prompt_tokens": total.prompt_tokens,
+                "cached_prompt_tokens": total.cached_prompt_tokens,
                 "completion_tokens": total.completion_tokens, "cost": total.cost,
                 "cost_batch": total.cost_batch, "note": cost.note,
             }  # fmt: skip

@@ -214,6 +214,8 @@ def test_judge_run_cost_by_run_rubric_and_item(engine: Engine) -> None:
         "input_per_mtok": 2.5,
         "output_per_mtok": 10.0,
         "batch_discount": 0.4,
+        "cached_input_per_mtok": None,
+        "cache_min_tokens": 1024,
     }
     assert (payload["endpoint"], payload["model"]) == ("judge", "judge-m")
     assert "batch_discount (0.4)" in result.note
@@ -298,6 +300,8 @@ def test_estimate_by_hand() -> None:
         "input_per_mtok": 2.5,
         "output_per_mtok": 10.0,
         "batch_discount": 0.5,
+        "cached_input_per_mtok": None,
+        "cache_min_tokens": 1024,
     }
 
 

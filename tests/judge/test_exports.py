@@ -45,14 +45,14 @@ JUDGMENT_COLUMNS = [
     *("judgment_id", "judge_run", "generation_run", *ITEM_COLUMNS, "rubric", "sample_index"),
     *("position", "repeat", "status", "score", "unscored_kind", "reason", "explanation"),
     *("raw_output", "repair_output", "template_version", "prompt_hash", "rubric_version"),
-    *("rubric_hash", "model", "params", "prompt_tokens", "completion_tokens", "latency_s"),
-    *("calls", "cache_key", "created_at"),
+    *("rubric_hash", "model", "params", "prompt_tokens", "cached_prompt_tokens"),
+    *("completion_tokens", "latency_s", "calls", "cache_key", "created_at"),
     *("answer", "answer_flag", "answer_A", "answer_A_flag", "answer_B", "answer_B_flag"),
 ]
 ANSWER_COLUMNS = [
     *("response_id", "generation_run", *ITEM_COLUMNS, "part", "prompt", "answer", "flag"),
-    *("error", "finish_reason", "prompt_tokens", "completion_tokens", "latency_s"),
-    *("cache_key", "created_at"),
+    *("error", "finish_reason", "prompt_tokens", "cached_prompt_tokens", "completion_tokens"),
+    *("latency_s", "cache_key", "created_at"),
 ]
 
 
@@ -160,7 +160,8 @@ def test_judgments_and_answers_match_the_stored_rows(
             *("rubric", "sample_index", "position", "status", "score", "unscored_kind"),
             *("reason", "explanation", "raw_output", "repair_output", "model"),
             *("template_version", "prompt_hash", "rubric_version", "rubric_hash", "calls"),
-            *("prompt_tokens", "completion_tokens", "latency_s", "cache_key"),
+            *("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "latency_s"),
+            "cache_key",
         ]
         expected: dict[str, Any] = {
             **{k: j[k] for k in same},
@@ -188,7 +189,7 @@ def test_judgments_and_answers_match_the_stored_rows(
         r = responses[from_jsonl["response_id"]]
         same = [
             *("part", "prompt", "flag", "error", "finish_reason", "prompt_tokens"),
-            *("completion_tokens", "latency_s", "cache_key"),
+            *("cached_prompt_tokens", "completion_tokens", "latency_s", "cache_key"),
         ]
         expected = {
             **{k: r[k] for k in same},

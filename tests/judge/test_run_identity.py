@@ -214,9 +214,13 @@ def test_runs_stored_before_0010_resume_at_their_own_server_only(
                 "judgequalification",
             ):  # fmt: skip
                 conn.execute(sa.text(f"DROP TABLE {table}"))
-            # ... nor the run cost bound of 0016.
+            # ... nor the run cost bound of 0016, nor the cached prompt tokens of 0019.
             for table in ("generationrun", "judgerun", "auditrun"):
                 conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN max_cost"))
+            for table in (
+                "callcache", "response", "judgment", "auditanswer", "itemgenerationcall",
+            ):  # fmt: skip
+                conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN cached_prompt_tokens"))
         engine.dispose()
         resumed = run(config, "judge", str(gen["run_id"]))  # migrates to 0010 first
         assert (resumed["run_id"], resumed["tasks"], calls(a)) == (first["run_id"], 0, 6)

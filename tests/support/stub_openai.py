@@ -98,6 +98,25 @@ def score_logprobs(probabilities: dict[str, float]) -> LogprobsFactory:
     return factory
 
 
+CACHE_BLOCK = 16
+"""With ``prompt_cache``: the stub's cache serves a prompt's opening in whole blocks of this
+many tokens (OpenAI's serves 128-token blocks; smaller here, so short test prompts hit)."""
+CACHE_MIN = 64
+"""With ``prompt_cache``: the fewest tokens a served opening has (OpenAI's: 1,024)."""
+CACHE_KEPT = 64
+"""With ``prompt_cache``: the stub remembers this many earlier prompts."""
+
+
+def _opening(a: str, b: str) -> int:
+    """Characters at the start that ``a`` and ``b`` share (a loop, not FairJudge's code)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class StubState:
     def __init__(
         self,
@@ -105,11 +124,18 @@ class StubState:
         model: str = "stub-model",
         responder: Responder | None = None,
         logprobs: LogprobsFactory | None = None,
+        prompt_cache: bool = False,
     ) -> None:
         self.latency = latency
         self.model = model
         self.responder = responder
         self.logprobs = logprobs
+        # A provider's automatic prompt cache: prompt tokens are characters // 4 of the
+        # messages' contents joined by newlines, and the cached ones the longest opening shared
+        # with one of the last CACHE_KEPT prompts, in CACHE_BLOCK-token blocks, from CACHE_MIN
+        # tokens on (reported as usage.prompt_tokens_details.cached_tokens). Off: 10 tokens.
+        self.prompt_cache = prompt_cache
+        self.seen: list[str] = []
         self.lock = threading.Lock()
         self.requests = 0
         self.by_key: Counter[str] = Counter()
@@ -118,6 +144,22 @@ class StubState:
         self.in_flight = 0
         self.max_in_flight = 0
         self.starts: list[float] = []  # monotonic arrival time of every chat request
+
+    def usage(self, text: str | None) -> dict[str, Any]:
+        """The usage of a reply to a prompt of ``text`` (see ``prompt_cache``)."""
+        if not self.prompt_cache or text is None:
+            return {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        with self.lock:
+            shared = max((_opening(text, seen) for seen in self.seen), default=0)
+            self.seen = [*self.seen, text][-CACHE_KEPT:]
+        cached = shared // 4 // CACHE_BLOCK * CACHE_BLOCK
+        prompt = len(text) // 4
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": 5,
+            "total_tokens": prompt + 5,
+            "prompt_tokens_details": {"cached_tokens": cached if cached >= CACHE_MIN else 0},
+        }
 
     def count(self, key: str) -> int:
         with self.lock:
@@ -155,6 +197,7 @@ class Handler(BaseHTTPRequestHandler):
     seed = 0
     wants_logprobs = False
     counted = False  # this request is in the state's in-flight count
+    prompt_text: str | None = None  # the request's messages, joined (the usage counts them)
     protocol_version = "HTTP/1.1"
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle's algorithm and the
     # client's delayed ACK add ~40 ms to every reply, which would dwarf the latency under test.
@@ -214,6 +257,7 @@ class Handler(BaseHTTPRequestHandler):
         self.seed = int(request.get("seed") or 0)
         self.wants_logprobs = bool(request.get("logprobs"))
         text = "\n".join(m.get("content", "") for m in messages)
+        self.prompt_text = text
         is_judge = any(m.get("role") == "system" for m in messages)
         repair = sum(m.get("role") == "assistant" for m in messages) > 0
         found = MARKER.search(text)
@@ -272,7 +316,7 @@ class Handler(BaseHTTPRequestHandler):
             "created": 0,
             "model": self.server.state.model,
             "choices": [choice],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            "usage": self.server.state.usage(self.prompt_text),
         }
         self._send(200, json.dumps(body).encode())
 
@@ -460,10 +504,11 @@ class StubServer:
         model: str = "stub-model",
         responder: Responder | None = None,
         logprobs: LogprobsFactory | None = None,
+        prompt_cache: bool = False,
     ) -> None:
         self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        state = StubState(latency, model, responder, logprobs)
+        state = StubState(latency, model, responder, logprobs, prompt_cache)
         self.httpd.state = state  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -485,13 +530,14 @@ class StubServer:
         self.httpd.server_close()
 
 
-if __name__ == "__main__":  # python -m tests.support.stub_openai PORT LATENCY
+if __name__ == "__main__":  # python -m tests.support.stub_openai PORT LATENCY [cache]
     import sys
 
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8799
     latency = float(sys.argv[2]) if len(sys.argv) > 2 else 0.2
     httpd = _QuietServer(("127.0.0.1", port), Handler)
     httpd.daemon_threads = True
-    httpd.state = StubState(latency)  # type: ignore[attr-defined]
+    cache = len(sys.argv) > 3 and sys.argv[3] == "cache"
+    httpd.state = StubState(latency, prompt_cache=cache)  # type: ignore[attr-defined]
     print(f"stub serving on http://127.0.0.1:{port}/v1 with {latency}s latency", flush=True)
     httpd.serve_forever()
