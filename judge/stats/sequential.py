@@ -165,9 +165,10 @@ def drift_looks(differences: Sequence[Sequence[float]], *, alpha: float = ALPHA)
         sd = float(d.std(ddof=1))
         low, high, _ = spent_intervals(mean, sd, d.size, j, alpha=alpha)
         lo, hi = float(low), float(high)
-        note = (
-            "every pair moved by the same amount: the interval has no width" if sd == 0 else ""
-        )
+        note = ""
+        if sd == 0:
+            moved = "no pair changed" if mean == 0 else "every pair moved by the same amount"
+            note = f"{moved}: the interval has no width"
         out.append(Look(j, int(d.size), mean, lo, hi, spent, lo > 0 or hi < 0, note))
     return out
 
