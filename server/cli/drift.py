@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
     default=0.05,
     show_default=True,
-    help="The most any false alarm of the whole series may cost, however many runs follow "
-    "(split equally over the figures).",
+    help="The largest chance of any false alarm over the whole series, however many runs "
+    "follow (split equally over the figures).",
 )
 @json_option
 @click.pass_obj
