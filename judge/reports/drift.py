@@ -210,7 +210,6 @@ def _check_no_gaps(run_ids: Sequence[int], scores: Sequence[Sequence[ItemScore]]
         named = ", ".join(f"{names[p]} {p[1]}" for p in shown[:SHOWN_ITEMS])
         if len(shown) > SHOWN_ITEMS:
             named += f" and {len(shown) - SHOWN_ITEMS} more"
-
         what = (
             f"lacks {len(lacking)} anchor item x rubric pairs of judge run {run_ids[0]}"
             if lacking
