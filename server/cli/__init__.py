@@ -27,6 +27,7 @@ from server.cli import (
     dashboard,
     dataset,
     db,
+    drift,
     estimates,
     export,
     jobs,
@@ -134,6 +135,7 @@ cli.add_command(runs.runs)
 cli.add_command(report.report)
 cli.add_command(report.demo)
 cli.add_command(compare.compare)
+cli.add_command(drift.drift)
 cli.add_command(dashboard.dashboard)
 cli.add_command(ratings.ratings)
 cli.add_command(agreement.agreement)

@@ -42,8 +42,8 @@ def test_python_m_server_cli_lists_every_command() -> None:
         [*FAIRJUDGE, "--help"], capture_output=True, text=True, timeout=60, check=True
     )
     names = (
-        "agreement annotators audit campaign checks compare dashboard dataset db demo estimates "
-        "export generate "
+        "agreement annotators audit campaign checks compare dashboard dataset db demo drift "
+        "estimates export generate "
         "jobs judge keys "
         "labelstudio model ratings report responses rubrics runs serve sweep worker"
     ).split()
