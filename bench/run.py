@@ -58,6 +58,10 @@
 21. Qualify (bench/qualify.py): ``judge-audit qualify``'s use case on a 10,000-judgment run
     with 3 x 2,000 ratings, 1,000 bootstrap resamples: the whole qualification, read to
     stored record (target <= 5 s), and a run's standing.
+22. BBQ (bench/bbq.py): ``audit bbq analyze --from-file`` on the authors' 11,956 UnifiedQA
+    predictions, each of the three fields (target <= 5 s each, a whole process); ``audit bbq
+    run`` of the 11,956 prompts against the stub (200 ms, concurrency 32): ratio to the ideal,
+    beside ``judge``'s in the same run (target >= 0.9 of it).
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -84,6 +88,7 @@ from sqlmodel import Session, col, select
 from bench import wire
 from bench.agreement_route import bench_agreement_route
 from bench.audits import bench_audits
+from bench.bbq import bench_bbq_analyze, bench_bbq_run
 from bench.chance import bench_chance
 from bench.dedupe import dedupe_bench
 from bench.generate import generate_bench
@@ -358,6 +363,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "client_reply": lambda tmp: _client_reply_bench(),
     "chance": lambda tmp: bench_chance(),
     "qualify": bench_qualify,
+    "bbq": lambda tmp: {"analyze": bench_bbq_analyze(tmp), "run": bench_bbq_run(tmp)},
 }
 
 

@@ -67,7 +67,9 @@ def read_reply(text: str, options: Sequence[str], order: Sequence[int], unknown:
         letter = found.group(1).upper()
         named = match_text(said[found.end() :], shown, order.index(unknown))
         if named is not None and LETTERS[named] != letter:
-            return Reading(UNPARSED, None, f"letter {letter} but the text of option {LETTERS[named]}")
+            return Reading(
+                UNPARSED, None, f"letter {letter} but the text of option {LETTERS[named]}"
+            )
         return Reading(PARSED, {"letter": letter, "option": order[LETTERS.index(letter)]})
     picked = match_text(said, shown, order.index(unknown))
     if picked is not None:
@@ -77,7 +79,9 @@ def read_reply(text: str, options: Sequence[str], order: Sequence[int], unknown:
     return Reading(UNPARSED, None, "names no option: not a letter, an option's text or 'unknown'")
 
 
-def _scored(item_meta: Mapping[str, Any], key: str, chosen: int | None, why: str | None) -> ScoredItem:
+def _scored(
+    item_meta: Mapping[str, Any], key: str, chosen: int | None, why: str | None
+) -> ScoredItem:
     return ScoredItem(
         key=key,
         category=item_meta["category"],

@@ -207,15 +207,21 @@ def _problems(record: Any, field: str | None) -> list[str]:
         return ["not a JSON object"]
     wrong = [f"missing field {name}" for name in (*_TEXT_FIELDS, "category") if name not in record]
     wrong += [
-        f"{name} is not text" for name in _TEXT_FIELDS if name in record and not isinstance(record[name], str)
+        f"{name} is not text"
+        for name in _TEXT_FIELDS
+        if name in record and not isinstance(record[name], str)
     ]
     category = record.get("category")
     if "category" in record and category not in CATEGORIES:
         wrong.append(f"unknown category {category!r} (one of {', '.join(CATEGORIES)})")
     if record.get("context_condition") not in (AMBIGUOUS, DISAMBIGUATED):
-        wrong.append(f"context_condition must be ambig or disambig, got {record.get('context_condition')!r}")
+        wrong.append(
+            f"context_condition must be ambig or disambig, got {record.get('context_condition')!r}"
+        )
     if record.get("question_polarity") not in (NEGATIVE, NON_NEGATIVE):
-        wrong.append(f"question_polarity must be neg or nonneg, got {record.get('question_polarity')!r}")
+        wrong.append(
+            f"question_polarity must be neg or nonneg, got {record.get('question_polarity')!r}"
+        )
     label = record.get("label")
     if isinstance(label, bool) or label not in (0, 1, 2):
         wrong.append(f"label must be 0, 1 or 2, got {label!r}")
@@ -233,9 +239,10 @@ def _problems(record: Any, field: str | None) -> list[str]:
     )
     if not shaped:
         wrong.append("answer_info must give ans0-ans2 each as [name, group]")
-    elif sum(info[f"ans{k}"][1] == UNKNOWN for k in range(3)) != 1:
+    elif sum(info[f"ans{k}"][1] == UNKNOWN for k in range(3)) != 1:  # type: ignore[index]
         wrong.append("answer_info must label exactly one option unknown")
-    groups = (record.get("additional_metadata") or {}).get("stereotyped_groups")
+    extra = record.get("additional_metadata")
+    groups = extra.get("stereotyped_groups") if isinstance(extra, dict) else None
     if not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
         wrong.append("missing additional_metadata.stereotyped_groups (a list of groups)")
     if field is not None and field not in record:

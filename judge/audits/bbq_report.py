@@ -64,10 +64,17 @@ def bbq_report(result: BbqAnalysis) -> Report:
     rows = [("all", result.overall), *result.by_category.items()]
     level = round(100 * result.confidence)
     columns = [
-        "category", "accuracy ambiguous %", "accuracy disambiguated %", "s_DIS x 100",
-        "s_AMB x 100", "answered (amb / dis)", "not unknown (amb / dis)", "templates",
-        "no single target", "unread",
-    ]  # fmt: skip
+        "category",
+        "accuracy ambiguous %",
+        "accuracy disambiguated %",
+        "s_DIS x 100",
+        "s_AMB x 100",
+        "answered (amb / dis)",
+        "not unknown (amb / dis)",
+        "templates",
+        "no single target",
+        "unread",
+    ]
     notes = [
         f"[low, high]: {level} % percentile bootstrap over templates (category and "
         f"question_index; {result.resamples:,} resamples): a template's items share names "

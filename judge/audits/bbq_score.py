@@ -30,6 +30,7 @@ import warnings
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -89,9 +90,7 @@ class GroupScores:
     unread: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            k: v.to_dict() if isinstance(v, Estimate) else v for k, v in vars(self).items()
-        }
+        return {k: v.to_dict() if isinstance(v, Estimate) else v for k, v in vars(self).items()}
 
 
 @dataclass(frozen=True)
@@ -163,9 +162,14 @@ def _group(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a resample with a score undefined: nan bounds
             found = stats.bootstrap(
-                (np.arange(len(counts)),), statistic, vectorized=True, n_resamples=resamples,
-                confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed),
-            )  # fmt: skip
+                (np.arange(len(counts)),),
+                statistic,
+                vectorized=True,
+                n_resamples=resamples,
+                confidence_level=confidence,
+                method="percentile",
+                rng=np.random.default_rng(seed),
+            )
         low, high = found.confidence_interval.low, found.confidence_interval.high
     est = [Estimate(float(point[k]), float(low[k]), float(high[k])) for k in range(4)]
     return GroupScores(
@@ -199,14 +203,14 @@ def score(
         raise InvalidInputError(f"resamples must be a whole number >= 1, got {resamples!r}")
     if not 0 < confidence < 1:
         raise InvalidInputError(f"confidence must lie between 0 and 1, got {confidence!r}")
-    options = {"resamples": resamples, "confidence": confidence, "seed": seed}
+    group = partial(_group, resamples=resamples, confidence=confidence, seed=seed)
     per: dict[str, list[ScoredItem]] = defaultdict(list)
     for item in items:
         per[item.category].append(item)
     unread = [i for i in items if i.chosen is None]
     return BbqAnalysis(
-        overall=_group(items, **options),
-        by_category={c: _group(per[c], **options) for c in sorted(per)},
+        overall=group(items),
+        by_category={c: group(per[c]) for c in sorted(per)},
         no_single_target=[i.key for i in items if i.target is None],
         unread=dict(Counter(i.unread or "unread" for i in unread)),
         unread_examples=[{"item": i.key, "why": i.unread or "unread"} for i in unread[:20]],

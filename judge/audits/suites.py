@@ -17,7 +17,6 @@ from typing import Any
 
 from judge.answers.kinds import classify_answer
 from judge.audits import award, award_data, bbi, names, names_design
-from judge.audits.bbq import BbqSuite
 from judge.audits.base import (
     DRAW,
     FOLLOWUP,
@@ -29,6 +28,7 @@ from judge.audits.base import (
     StoredAnswer,
     Suite,
 )
+from judge.audits.bbq import BbqSuite
 from judge.errors import InvalidInputError
 from judge.hashing import sha256
 from judge.paths import datasets_dir

@@ -242,7 +242,9 @@ def audit() -> None:
 
 
 @audit.command("runs")
-@click.option("--suite", type=click.Choice(["award", "names", "bbi", "bbq"]), help="Only this suite.")
+@click.option(
+    "--suite", type=click.Choice(["award", "names", "bbi", "bbq"]), help="Only this suite."
+)
 @json_option
 @click.pass_obj
 def runs(ctx: Context, suite: str | None, as_json: bool) -> None:
