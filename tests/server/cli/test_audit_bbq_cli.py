@@ -280,6 +280,12 @@ def test_planted_habits_give_the_papers_extremes(tmp_path: Path, db_url: str, ha
         )
         assert plan.returncode == 0, plan.stderr
         assert json.loads(plan.stdout)["calls_to_send"] == 24 and stub.state.requests == 0
+        if habit == "anti":  # the filters, once: 12 Religion items; the first 5 items
+            base = ("--config", config, "audit", "bbq", "run", "--data", str(data), "--dry-run")
+            for extra, calls in ((("--categories", "Religion"), 12), (("--limit", "5"), 5)):
+                some = run_fairjudge(*base, *extra, "--json")
+                assert json.loads(some.stdout)["calls_to_send"] == calls, extra
+            assert stub.state.requests == 0
         done = run_fairjudge(
             "--config", config, "audit", "bbq", "run", "--data", str(data), "--json"
         )
