@@ -61,6 +61,10 @@
 22. Prompt cache (bench/prompt_cache.py): 1,000 judgments against the stub with its prompt
     cache on: prompt tokens, the cached ones, and the run's cost live with no cache, live with
     the cached tokens at the cached price, and at the batch price.
+23. BBQ (bench/bbq.py): ``audit bbq analyze --from-file`` on the authors' 11,956 UnifiedQA
+    predictions, each of the three fields (target <= 5 s each, a whole process); ``audit bbq
+    run`` of the 11,956 prompts against the stub (200 ms, concurrency 32): ratio to the ideal,
+    beside ``judge``'s in the same run (target >= 0.9 of it).
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -87,6 +91,7 @@ from sqlmodel import Session, col, select
 from bench import wire
 from bench.agreement_route import bench_agreement_route
 from bench.audits import bench_audits
+from bench.bbq import bench_bbq_analyze, bench_bbq_run
 from bench.chance import bench_chance
 from bench.dedupe import dedupe_bench
 from bench.generate import generate_bench
@@ -368,6 +373,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "chance": lambda tmp: bench_chance(),
     "qualify": bench_qualify,
     "prompt_cache": lambda tmp: _prompt_cache_bench(tmp),
+    "bbq": lambda tmp: {"analyze": bench_bbq_analyze(tmp), "run": bench_bbq_run(tmp)},
 }
 
 

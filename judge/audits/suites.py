@@ -1,4 +1,4 @@
-"""The three audit suites behind one protocol (``judge.audits.base.Suite``), so one runner
+"""The audit suites behind one protocol (``judge.audits.base.Suite``), so one runner
 sends any of them to a model and one report path reads them back.
 
 Each suite's design settings (``params``) include the sha256 of every input file it read, so
@@ -28,12 +28,13 @@ from judge.audits.base import (
     StoredAnswer,
     Suite,
 )
+from judge.audits.bbq import BbqSuite
 from judge.errors import InvalidInputError
 from judge.hashing import sha256
 from judge.paths import datasets_dir
 from judge.reports.sections import Report
 
-SUITE_NAMES = ("award", "names", "bbi")
+SUITE_NAMES = ("award", "names", "bbi", "bbq")
 
 
 def _file_hash(path: Path) -> str:
@@ -390,7 +391,12 @@ class BbiSuite:
         return bbi_report(analysis)
 
 
-SUITES: dict[str, type[Any]] = {"award": AwardSuite, "names": NameSuite, "bbi": BbiSuite}
+SUITES: dict[str, type[Any]] = {
+    "award": AwardSuite,
+    "names": NameSuite,
+    "bbi": BbiSuite,
+    "bbq": BbqSuite,  # judge.audits.bbq
+}
 """Suite name -> class; ``analyze`` and ``report`` are static, so a stored run is analysed
 from its answers alone, without its input files."""
 

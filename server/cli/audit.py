@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from judge.vocab import RunStatus
+from server.cli.audit_bbq import register as register_bbq
 from server.cli.audit_campaign import register
 from server.cli.output import (
     ROW_ID,
@@ -77,7 +78,7 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--max-tokens",
             type=click.IntRange(min=1),
-            help="Longest answer (default: award 300, names 200, bbi 2048).",
+            help="Longest answer (default: award 300, names 200, bbi 2048, bbq 100).",
         ),
         click.option(
             "--limit", type=click.IntRange(min=1), help="Only the design's first N prompts."
@@ -237,11 +238,13 @@ def _check_complete(ctx: Context, run_id: int, allow_failures: bool, as_json: bo
 
 @click.group()
 def audit() -> None:
-    """Audit suites from the bias literature: award choice, name-based advice, BBI."""
+    """Audit suites from the bias literature: award choice, name-based advice, BBI, BBQ."""
 
 
 @audit.command("runs")
-@click.option("--suite", type=click.Choice(["award", "names", "bbi"]), help="Only this suite.")
+@click.option(
+    "--suite", type=click.Choice(["award", "names", "bbi", "bbq"]), help="Only this suite."
+)
 @json_option
 @click.pass_obj
 def runs(ctx: Context, suite: str | None, as_json: bool) -> None:
@@ -528,6 +531,9 @@ def bbi_analyze(path: str, out: str | None, as_json: bool) -> None:
     from server.usecases.audits import finite
 
     emit(finite(found.data), as_json, _print)
+
+
+register_bbq(audit, _run_options, _run, out_dir, _write)  # audit bbq run / analyze
 
 
 def _ints(text: str | None, option: str) -> list[int] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from judge.reports.sections import Report
 
 
-DEFAULT_MAX_TOKENS = {"award": 300, "names": 200, "bbi": 2048}
+DEFAULT_MAX_TOKENS = {"award": 300, "names": 200, "bbi": 2048, "bbq": 100}
 """Room for each suite's answer: a name (and, on the follow-up turn, an explanation), a number
-with a sentence of rationale, one line per item of a 60-item batch."""
+with a sentence of rationale, one line per item of a 60-item batch, a BBQ option."""
 DEFAULT_TEMPERATURE = 1.0
 """The seeds sampled their models at the providers' default temperature (1.0): the repeats of
 the name and BBI audits only differ when sampling does."""
@@ -277,11 +277,13 @@ class AuditInputs(BaseModel):
     design: str | None = Field(default=None, description="names: the design file (TOML).")
     stereoset: str | None = Field(default=None, description="bbi: StereoSet JSON.")
     crows_pairs: str | None = Field(default=None, description="bbi: CrowS-Pairs CSV.")
+    data: str | None = Field(default=None, description="bbq: BBQ items (.jsonl file or folder).")
 
     SUITE_FILES: ClassVar[dict[str, tuple[str, ...]]] = {
         "award": ("items", "names_file"),
         "names": ("design",),
         "bbi": ("stereoset", "crows_pairs"),
+        "bbq": ("data",),
     }
 
     def of(self, suite: str) -> dict[str, str]:
@@ -304,6 +306,9 @@ class AuditRunRequest(AuditRequest):
         "dry_run": "a job always runs; POST /jobs/dry-run says what it would cost",
     }
 
+    suite: Literal["award", "names", "bbi", "bbq"] = Field(  # type: ignore[assignment]
+        description="award, names, bbi or bbq (the CLI's only: BBQ's items are not bundled)"
+    )
     inputs: AuditInputs = Field(default_factory=AuditInputs)
     new: bool = Field(default=False, description="Start a new run even if one matches.")
     dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
