@@ -328,6 +328,12 @@ def _client_reply_bench() -> dict[str, Any]:
     return bench_client_reply()
 
 
+def _paired_bench() -> dict[str, Any]:
+    from bench.paired import bench_paired
+
+    return bench_paired()
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
 
@@ -358,6 +364,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "client_reply": lambda tmp: _client_reply_bench(),
     "chance": lambda tmp: bench_chance(),
     "qualify": bench_qualify,
+    "paired": lambda tmp: _paired_bench(),
 }
 
 
