@@ -2,7 +2,7 @@
 ``/compare.json?paired=true`` on a real SQLite store holding two models' answers to the same
 40 S1 items, judged, with people's ratings imported for 30 items of each.
 
-Planted (tests/support/planted_judge.py's rows): people score each item ``truth`` (1-3) on
+Planted (tests/support/planted_pairs.py): people score each item ``truth`` (1-3) on
 both models' answers; the judge scores A's answer ``truth`` and B's ``truth + 1``. Derived by
 hand from that: on the S1 ICS mean (% of 5) every pair differs by +20 points for the judge
 (1 / 5 x 100), so the interval has no spread, the sign-flip test's p is 2 / 2**40 and Holm
@@ -17,12 +17,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlmodel import Session
 
 from judge.store.engine import make_engine
-from judge.store.tables import GenerationRun, Response
 from tests.server.api.test_api import Api, make_api
-from tests.support.planted_judge import add_judge_run, add_ratings, plant
+from tests.support.planted_pairs import plant_pairs
 from tests.support.stub_openai import StubServer
 
 MEAN = "S1 ICS mean (% of max)"
@@ -38,30 +36,6 @@ class TwoModels:
     truth: list[float]
 
 
-def plant_two_models(engine: Any, truth: list[float], rated: list[float]) -> tuple[int, int, int]:
-    """Judge runs A and B of two generation runs of one dataset, and a third of another."""
-    with Session(engine) as session:
-        a = plant(session, truth, {"r1": rated})
-        gen_b = GenerationRun(
-            endpoint_name="b", base_url="http://gen.example/v1", model="model-b",
-            temperature=0.0, max_tokens=64, status="finished", dataset_id=a.dataset_id,
-            template_version="gen-v1",
-        )  # fmt: skip
-        session.add(gen_b)
-        session.flush()
-        assert gen_b.id is not None
-        session.add_all(
-            Response(run_id=gen_b.id, item_id=i, part="answer", prompt="p", raw_text="b",
-                     flag="ok", cache_key=f"b{i}")
-            for i in a.item_ids
-        )  # fmt: skip
-        b = add_judge_run(session, gen_b.id, a.item_ids, [t + 1 for t in truth], model="other")
-        add_ratings(session, gen_b.id, a.item_ids, "r1", rated)
-        session.commit()
-        other = plant(session, truth[:5], {}, name="elsewhere")
-    return a.judge_run_id, b.judge_run_id, other.judge_run_id
-
-
 @pytest.fixture(scope="module")
 def two_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoModels]:
     folder = tmp_path_factory.mktemp("compare-api")
@@ -71,9 +45,9 @@ def two_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoModels]:
     with StubServer() as stub:
         api = make_api(url, stub, folder)  # migrates the store; no test calls a model
         engine = make_engine(url)
-        a, b, other = plant_two_models(engine, truth, rated)
+        runs = plant_pairs(engine, truth, rated)
         engine.dispose()
-        yield TwoModels(api, a, b, other, truth)
+        yield TwoModels(api, runs.a, runs.b, runs.other, truth)
         api.close()
 
 
