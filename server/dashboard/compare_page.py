@@ -159,8 +159,24 @@ def _heatmap(p: PairedComparison) -> Chart:
     return Chart(
         f"{p.b.label} - {p.a.label} per factor and stage metric ({UNIT}, {BOOTSTRAP}, n pairs)",
         svg,
-        ["factor", "metric", "pairs", "dropped A/B", "A", "B", "B - A", "CI low", "CI high",
-         "p", "p (Holm)", "flagged", "pass->fail", "fail->pass", "equivalent", "no worse"],  # fmt: skip
+        [
+            "factor",
+            "metric",
+            "pairs",
+            "dropped A/B",
+            "A",
+            "B",
+            "B - A",
+            "CI low",
+            "CI high",
+            "p",
+            "p (Holm)",
+            "flagged",
+            "pass->fail",
+            "fail->pass",
+            "equivalent",
+            "no worse",
+        ],  # fmt: skip
         table,
         notes=[f"Margin ±{p.margin:g} points for the equivalence verdicts (TOST)."],
     )
@@ -210,8 +226,15 @@ def _overall(p: PairedComparison) -> Chart:
         svg,
         ["metric", "B - A", "CI low", "CI high", "pairs", "pass->fail", "fail->pass"],
         [
-            [short_metric(r.metric), fmt(r.diff, 1), fmt(r.ci_low, 1), fmt(r.ci_high, 1),
-             str(r.n_pairs), str(r.pass_to_fail), str(r.fail_to_pass)]
+            [
+                short_metric(r.metric),
+                fmt(r.diff, 1),
+                fmt(r.ci_low, 1),
+                fmt(r.ci_high, 1),
+                str(r.n_pairs),
+                str(r.pass_to_fail),
+                str(r.fail_to_pass),
+            ]
             for r in rows
         ],  # fmt: skip
     )
@@ -228,7 +251,10 @@ def _corrected(p: PairedComparison) -> tuple[Chart | None, str]:
     points, table = [], []
     for r in (r for r in c.rows if r.factor == ALL):
         name = short_metric(r.metric)
-        for e, series in ((r.judge_only, "judge-only"), (r.prediction_powered, "prediction-powered")):
+        for e, series in (
+            (r.judge_only, "judge-only"),
+            (r.prediction_powered, "prediction-powered"),
+        ):
             n = f"n={r.n_pairs} pairs" if series == "judge-only" else f"n={r.n_rated} rated pairs"
             points.append(Point(f"{name} · {series}", e.value, e.ci_low, e.ci_high,
                                 n if e.value is not None else e.reason, series))  # fmt: skip

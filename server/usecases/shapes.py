@@ -3,8 +3,9 @@
 
 The adapters reach the domain only through ``server.usecases`` (the one-door import contract
 in pyproject.toml); this module is that door for plain shapes: a dataset's description, a
-response row, a generation run's listing, a stage metric's row, two runs compared pair by pair, and the errors a route turns
-into a status. It is imported by the adapters only, so the CLI does not pay for it.
+response row, a generation run's listing, a stage metric's row, two runs compared pair by
+pair, and the errors a route turns into a status. It is imported by the adapters only, so
+the CLI does not pay for it.
 """
 
 from __future__ import annotations

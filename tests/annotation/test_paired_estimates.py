@@ -23,8 +23,7 @@ from sqlmodel import Session
 
 from annotation.paired_estimates import paired_cell_estimates, paired_estimates
 from judge.metrics import item_scores
-from judge.store.tables import GenerationRun, Response
-from tests.support.planted_judge import add_judge_run, add_ratings, plant
+from tests.support.planted_pairs import plant_pairs
 
 
 def _cell(rng: np.random.Generator, n_pairs: int, n_rated: int, bias: float) -> tuple[dict, ...]:
@@ -117,34 +116,21 @@ def test_too_few_rated_pairs_are_refused_with_the_reason() -> None:
 
 def test_two_runs_in_the_store_with_ratings_on_both(engine: Engine) -> None:
     """Two models' answers to 40 items (ICS), judged; people rated 30 items of each (one
-    rater, imported). The judges see B one point above A on every item; people see B at A's
-    level. The S1 ICS mean (percent of 5) then differs by +20 points for the judges (1 / 5 x
-    100), 0 for people, and the correction gives people's 0."""
-    rng = np.random.default_rng(7)
-    truth = rng.integers(1, 4, 40).astype(float)  # 1-3, so B's judge + 1 stays on the scale
-    rated = [*truth[:30], *[float("nan")] * 10]
+    rater, imported; tests/support/planted_pairs.py). The judges see B one point above A on
+    every item; people see B at A's level. The S1 ICS mean (percent of 5) then differs by
+    +20 points for the judges (1 / 5 x 100), 0 for people, and the correction gives
+    people's 0."""
+    truth = np.random.default_rng(7).integers(1, 4, 40).astype(float).tolist()
+    runs = plant_pairs(engine, truth, [*truth[:30], *[float("nan")] * 10])
+    ids = (runs.a, runs.b)
     with Session(engine) as session:
-        a = plant(session, truth.tolist(), {"r1": rated})
-        gen_b = GenerationRun(endpoint_name="b", base_url="http://gen.example/v1", model="b",
-                              temperature=0.0, max_tokens=64, status="finished",
-                              dataset_id=a.dataset_id, template_version="gen-v1")  # fmt: skip
-        session.add(gen_b)
-        session.flush()
-        assert gen_b.id is not None
-        session.add_all(Response(run_id=gen_b.id, item_id=i, part="answer", prompt="p",
-                                 raw_text="b", flag="ok", cache_key=f"b{i}") for i in a.item_ids)  # fmt: skip
-        b = add_judge_run(session, gen_b.id, a.item_ids, (truth + 1).tolist(), model="other")
-        add_ratings(session, gen_b.id, a.item_ids, "r1", rated)
-        session.commit()
-        scores = (
-            item_scores(session, a.judge_run_id, "mean"),
-            item_scores(session, b.judge_run_id, "mean"),
-        )
-        refused = paired_estimates(session, (a.judge_run_id, b.judge_run_id), scores)
+        scores = (item_scores(session, runs.a, "mean"), item_scores(session, runs.b, "mean"))
+        refused = paired_estimates(session, ids, scores)
         assert refused is not None and not refused.usable and "assume-random" in refused.reason
-        got = paired_estimates(
-            session, (a.judge_run_id, b.judge_run_id), scores, assume_random=True
-        )
+        got = paired_estimates(session, ids, scores, assume_random=True)
+        # Run "other" judged items nobody rated: no corrected figures at all (None).
+        none_rated = paired_estimates(session, (runs.other, runs.other), (scores[0], scores[0]))
+    assert none_rated is None  # neither side's answers were rated: no corrected figures
     assert got is not None and got.usable, got
     (row,) = [r for r in got.rows if r.factor == "all" and r.metric == "S1 ICS mean (% of max)"]
     assert row.judge_only.value == pytest.approx(20.0)
