@@ -147,7 +147,8 @@ def _values(metric: StageMetric, data: RunData, factor: str) -> tuple[dict[int, 
     return judge, human
 
 
-def _refusal(a: Design, b: Design) -> str:
+def design_refusal(a: Design, b: Design) -> str:
+    """Why the two runs' ratings cannot correct the paired difference, or "" when they can."""
     for side, design in (("A", a), ("B", b)):
         if not design.usable:
             return f"run {side}: {design.reason}"
@@ -181,7 +182,7 @@ def paired_estimates(
         return None
     design_a, design_b = (run_design(session, d, assume_random, accept_unrepresentative, rules)
                           for d in data)  # fmt: skip
-    reason = _refusal(design_a, design_b)
+    reason = design_refusal(design_a, design_b)
     rows = [] if reason else _rows(data[0], data[1], alpha)
     return PairedEstimates(
         judge_runs[0], judge_runs[1], design_a.name, design_b.name, not reason, reason, alpha, rows

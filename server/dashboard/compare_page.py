@@ -119,7 +119,8 @@ def _pair(outcome: PairOutcome, label_a: str, assume_random: bool) -> PairView:
     return PairView(
         title, "", _heatmap(p), _overall(p), corrected, note,
         shape_legend(["judge-only", "prediction-powered"]) if corrected else None,
-        links, [flagged, *p.legend],
+        links, [flagged, "Holm is applied within this pair's table, not across pairs.",
+                *p.legend],
     )  # fmt: skip
 
 

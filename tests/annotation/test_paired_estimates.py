@@ -21,7 +21,8 @@ from scipy import stats
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from annotation.paired_estimates import paired_cell_estimates, paired_estimates
+from annotation.estimate_results import Design
+from annotation.paired_estimates import design_refusal, paired_cell_estimates, paired_estimates
 from judge.metrics import item_scores
 from tests.support.planted_pairs import plant_pairs
 
@@ -140,3 +141,14 @@ def test_two_runs_in_the_store_with_ratings_on_both(engine: Engine) -> None:
     assert row.prediction_powered.value == pytest.approx(0.0)
     assert row.prediction_powered.lam == 0.0
     assert (row.n_pairs, row.n_rated) == (40, 30)
+
+
+def test_a_weighted_design_is_refused_a_random_one_is_not() -> None:
+    """A pair has no inclusion probability of its own when one run's ratings were drawn with
+    unequal ones; two random campaigns leave a random sample of pairs."""
+    random = Design("random", True, "campaign a: a simple random sample", campaign="a")
+    weighted = Design("stratified", True, "campaign b", campaign="b", weights={1: 4.0})
+    refused = Design("refused", False, "no design", "no design to weight the ratings by")
+    assert design_refusal(random, random) == ""
+    assert "unequal probabilities (stratified)" in design_refusal(random, weighted)
+    assert design_refusal(refused, random) == "run A: no design to weight the ratings by"
