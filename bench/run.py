@@ -342,6 +342,12 @@ def _prompt_cache_bench(tmp: Path) -> dict[str, Any]:
     return bench_prompt_cache(tmp)
 
 
+def _paired_bench() -> dict[str, Any]:
+    from bench.paired import bench_paired
+
+    return bench_paired()
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so `finally` blocks stop the servers this bench started
 
@@ -374,6 +380,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "qualify": bench_qualify,
     "prompt_cache": lambda tmp: _prompt_cache_bench(tmp),
     "bbq": lambda tmp: {"analyze": bench_bbq_analyze(tmp), "run": bench_bbq_run(tmp)},
+    "paired": lambda tmp: _paired_bench(),
 }
 
 

@@ -93,6 +93,9 @@ API_WORDS: tuple[tuple[str, str], ...] = (
     ),
     (r"--accept-unrepresentative \(accept_unrepresentative=true\)", "accept_unrepresentative"),
     (r"lower --min-items \(min_items\)", "lower min_items"),
+    (r"add --paired", "set paired=true"),
+    (r"--paired", "paired=true"),
+    (r"--margin", "margin"),
     (r"--replace", '"replace": true'),
     (
         r"`fairjudge ratings import FILE --run (\d+)`",

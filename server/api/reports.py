@@ -10,7 +10,7 @@ from typing import Any
 from flask import Response
 
 from server import usecases
-from server.api import CSV_TABLE, HTML_PAGE, blueprint
+from server.api import CSV_TABLE, HTML_PAGE, blueprint, dump, in_api_words
 from server.db import get_session
 from server.kept.serving import JsonText, api_answer, kept_figures
 from server.schemas import (
@@ -20,6 +20,8 @@ from server.schemas import (
     DiagnosticsCsvQuery,
     DiagnosticsQuery,
     NamePath,
+    PairedCompareOut,
+    PairedCompareQuery,
     ReportCsvQuery,
     ReportOut,
     ReportQuery,
@@ -141,14 +143,22 @@ def diagnostics_csv(path: RunPath, query: DiagnosticsCsvQuery) -> Any:
 
 
 def _compare(query: CompareQuery) -> Report:
-    return usecases.compare_report(get_session(), query.judge_run)
+    return usecases.compare_report(
+        get_session(),
+        query.judge_run,
+        paired=query.paired,
+        margin=query.margin,
+        assume_random=query.assume_random,
+    )
 
 
 @bp.get("/compare.json", responses={200: ReportOut})
 def compare_json(query: CompareQuery) -> Any:
     """Judge runs side by side (``judge_run``, repeated: at least two): stage metrics per
-    factor and stage with intervals and unscored counts, and score distributions."""
-    return _compare(query).to_json()
+    factor and stage with intervals and unscored counts, and score distributions; with
+    ``paired=true`` (two runs of the same items) also ``paired``, the differences B - A
+    cell by cell, and ``paired_corrected`` where people rated both runs' answers."""
+    return in_api_words(_compare(query).to_json())
 
 
 @bp.get("/compare.html", responses={200: HTML_PAGE})
@@ -159,8 +169,24 @@ def compare_html(query: CompareQuery) -> Any:
 
 @bp.get("/compare.csv", responses={200: CSV_TABLE})
 def compare_csv(query: CompareCsvQuery) -> Any:
-    """One table of the comparison as CSV (``table``: its file name)."""
+    """One table of the comparison as CSV (``table``: its file name; paired.csv and
+    paired_corrected.csv with ``paired=true``)."""
     return _csv(_compare(query), query.table)
+
+
+@bp.get("/compare/paired.json", responses={200: PairedCompareOut})
+def compare_paired_json(query: PairedCompareQuery) -> Any:
+    """Two judge runs of the same items (``judge_run`` A, then B) pair by pair: B - A per
+    stage metric cell and rubric mean, overall and per factor, with its bootstrap interval,
+    exact test, Holm-adjusted p, flips and equivalence verdict at ``margin``, and where
+    people rated both runs' answers the differences corrected by their ratings (``fairjudge
+    compare A B --paired``'s figures). Runs of different items are a 400 with the counts."""
+    from server.usecases.comparisons import paired_comparison
+
+    got = paired_comparison(
+        get_session(), query.judge_run, margin=query.margin, assume_random=query.assume_random
+    )
+    return in_api_words(dump(PairedCompareOut, got.to_dict()))
 
 
 # -- a dataset's coverage ----------------------------------------------------------------------

@@ -53,6 +53,12 @@ def print_comparison(report: Report, console: Console | None = None) -> None:
     default=None,
     help="With --paired: the equivalence margin in percentage points (default 5).",
 )
+@click.option(
+    "--assume-random",
+    is_flag=True,
+    help="With --paired: treat imported ratings (or several campaigns') as a simple random "
+    "sample of the pairs, for the differences corrected by people's ratings.",
+)
 @json_option
 @click.pass_obj
 def compare(
@@ -61,16 +67,20 @@ def compare(
     out_dir: str | None,
     paired: bool,
     margin: float | None,
+    assume_random: bool,
     as_json: bool,
 ) -> None:
     """Compare judge runs side by side: stage metrics per factor with 95 % intervals and
     unscored counts, one column per model (or judge configuration); with --paired, two runs
-    of the same items item by item."""
+    of the same items item by item (and, where people rated both runs' answers, the
+    differences corrected by their ratings)."""
     from server.usecases import compare_report, session
     from server.usecases.rendering import write_report
 
     with session(ctx.engine()) as db:
-        report = compare_report(db, run_ids, paired=paired, margin=margin)
+        report = compare_report(
+            db, run_ids, paired=paired, margin=margin, assume_random=assume_random
+        )
     paths = write_report(report, out_dir) if out_dir else {}
     if as_json:
         data = report.to_json()

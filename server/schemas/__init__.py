@@ -8,7 +8,7 @@ dataclass such as ``judge.store.queries.JudgeRunInfo``), the response model wrap
 (``ReplyOf[JudgeRunInfo]``) instead of restating its fields, so the two cannot drift.
 
 The models live in one module per area (``base``, ``health``, ``jobs``, ``data``,
-``agreement``, ``campaigns``, ``audits``); this package re-exports them, so that
+``agreement``, ``compare``, ``campaigns``, ``audits``); this package re-exports them, so that
 ``from server.schemas import X`` is the one way the API names them."""
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from server.schemas.agreement import (
     AgreementFlagOut,
     AgreementOut,
     AgreementQuery,
-    CompareCsvQuery,
-    CompareQuery,
     CsvQuery,
     DiagnosticsCsvQuery,
     DiagnosticsQuery,
@@ -78,6 +76,12 @@ from server.schemas.campaigns import (
     GoldOut,
     GoldRowIn,
     ReviewCreate,
+)
+from server.schemas.compare import (
+    CompareCsvQuery,
+    CompareQuery,
+    PairedCompareOut,
+    PairedCompareQuery,
 )
 from server.schemas.data import (
     DatasetCreate,
@@ -191,6 +195,8 @@ __all__ = [
     "NamePath",
     "Page",
     "PageQuery",
+    "PairedCompareOut",
+    "PairedCompareQuery",
     "RatingRow",
     "RatingScopeQuery",
     "RatingsIn",

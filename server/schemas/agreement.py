@@ -3,7 +3,7 @@ between the judge and the humans."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -14,10 +14,7 @@ from pydantic import (
 
 from server.schemas.base import StaleOut, Strict
 from server.usecases.agreement import GROUP_BY, AgreementOptions, FilesAgreementRequest
-from server.usecases.requests import (
-    MAX_ID,
-    DiagnosticsRequest,
-)
+from server.usecases.requests import DiagnosticsRequest
 
 
 class RatingScopeQuery(Strict):
@@ -88,18 +85,6 @@ class DiagnosticsQuery(DiagnosticsRequest):
 
 
 class DiagnosticsCsvQuery(DiagnosticsQuery, TableQuery):
-    pass
-
-
-class CompareQuery(Strict):
-    judge_run: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
-        min_length=2,
-        max_length=20,
-        description="A judge run to compare (repeat the parameter: at least two).",
-    )
-
-
-class CompareCsvQuery(CompareQuery, TableQuery):
     pass
 
 

@@ -188,6 +188,7 @@ def compare_report(
     *,
     paired: bool = False,
     margin: float | None = None,
+    assume_random: bool = False,
 ) -> Report:
     """Several judge runs side by side: the stage metrics of each model (or judge
     configuration) per factor and stage, with intervals and unscored counts, and their score
@@ -195,7 +196,10 @@ def compare_report(
 
     With ``paired``: exactly two runs judged on the same items, and a second section of
     paired differences B - A (``judge.reports.compare_paired``) at equivalence ``margin``
-    (percentage points); runs of different items are refused with the counts."""
+    (percentage points); runs of different items are refused with the counts. Where people
+    rated both runs' answers, a third section: the differences corrected by their ratings
+    (``annotation.paired_estimates``; ``assume_random`` treats imported ratings as a simple
+    random sample)."""
     from judge.errors import InvalidInputError
     from judge.metrics import item_scores
     from judge.reports.compare import compare_section, compared_runs
@@ -203,6 +207,8 @@ def compare_report(
 
     if margin is not None and not paired:
         raise InvalidInputError("--margin is the equivalence margin of --paired: add --paired")
+    if assume_random and not paired:
+        raise InvalidInputError("--assume-random is for the corrected differences of --paired")
     distinct = list(dict.fromkeys(judge_run_ids))
     if paired and len(distinct) != 2:
         raise InvalidInputError(
@@ -211,16 +217,25 @@ def compare_report(
     runs = compared_runs(session, judge_run_ids)
     sections = [compare_section(session, runs)]
     if paired:
+        from annotation.paired_estimates import corrected_section, paired_estimates
+
         a, b = runs
+        scores = (
+            item_scores(session, a.judge_run_id, a.aggregation),
+            item_scores(session, b.judge_run_id, b.aggregation),
+        )
         sections.append(
             paired_section(
-                item_scores(session, a.judge_run_id, a.aggregation),
-                item_scores(session, b.judge_run_id, b.aggregation),
+                *scores,
                 (a.label, b.label),
                 (a.judge_run_id, b.judge_run_id),
                 margin=DEFAULT_MARGIN if margin is None else margin,
             )
         )
+        ids = (a.judge_run_id, b.judge_run_id)
+        corrected = paired_estimates(session, ids, scores, assume_random=assume_random)
+        if corrected is not None:
+            sections.append(corrected_section(corrected, (a.label, b.label)))
     labels = ", ".join(r.label for r in runs)
     return Report(
         title=f"FairJudge comparison: {labels}",
@@ -279,6 +294,7 @@ def comparison_summary(report: Report) -> tuple[list[Table], list[str]]:
     """A comparison's tables, then its legend (the by-factor table's notes: what a cell
     says) and the unscored judgments of each run; with a paired section, its table, its
     legend and which cells differ after."""
+    from annotation.paired_estimates import CORRECTED_TITLE
     from judge.reports.compare import COMPARE_TITLE
     from judge.reports.compare_paired import PAIRED_TITLE
 
@@ -290,4 +306,8 @@ def comparison_summary(report: Report) -> tuple[list[Table], list[str]]:
     if paired is not None:
         tables += paired.tables
         lines += [*paired.tables[0].notes, *paired.notes]
+    corrected = report.section(CORRECTED_TITLE)
+    if corrected is not None:
+        tables += corrected.tables
+        lines += [*(n for t in corrected.tables for n in t.notes), *corrected.notes]
     return tables, lines

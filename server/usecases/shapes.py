@@ -3,8 +3,9 @@
 
 The adapters reach the domain only through ``server.usecases`` (the one-door import contract
 in pyproject.toml); this module is that door for plain shapes: a dataset's description, a
-response row, a generation run's listing, a stage metric's row, and the errors a route turns
-into a status. It is imported by the adapters only, so the CLI does not pay for it.
+response row, a generation run's listing, a stage metric's row, two runs compared pair by
+pair, and the errors a route turns into a status. It is imported by the adapters only, so
+the CLI does not pay for it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from judge.data.responses import MAX_BATCH_ROWS, ResponseRow, ResponsesImport
 from judge.metrics import MetricRow
 from judge.runs import RunBusyError
 from judge.store.queries import GenerationRunInfo
+from server.usecases.comparisons import PairedComparison
 
 __all__ = [
     "MAX_BATCH_ROWS",
@@ -24,6 +26,7 @@ __all__ = [
     "ImportSummary",
     "LabelStudioError",
     "MetricRow",
+    "PairedComparison",
     "ResponseRow",
     "ResponsesImport",
     "RunBusyError",
