@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from judge.metrics import StageMetric
@@ -182,7 +182,7 @@ def parse_gates(text: str) -> GatesFile:
         gate = _gate(index, raw, line, lines, runs, problems)
         if gate is None:
             continue
-        if gate.name in names:
+        if "name" in raw and gate.name in names:  # JUnit tells testcases apart by name
             problems.append(
                 (gate.line_of("name"), f"{_who(gate)}: the same name as gate {names[gate.name]}")
             )
@@ -396,10 +396,11 @@ def _figure_gate(
         if kind == FIGURE
         else f"{refs[1]} - {refs[0]}: {what} ({where})"
     )
-    return Gate(
+    gate = Gate(
         index, name or default, kind, line, refs, metric=metric, factor=factor, of=of,
         low=low, high=high, require=require, margin=margin, lines=lines,
     )  # fmt: skip
+    return gate if name else replace(gate, name=f"{default} {gate.threshold()}")
 
 
 def gate_refs(gates: Sequence[Gate]) -> list[RunRef]:
