@@ -15,14 +15,21 @@ not pass: a pipeline cannot stand on a figure that is not there, so it fails wit
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from statistics import fmean
 
 from judge.errors import InvalidInputError
 from judge.metrics import ItemScore, StageMetric, figure_interval
-from judge.reports.compare_paired import PAIRED_METRICS, PairedRow, check_same_items, paired_rows
+from judge.reports.compare_paired import (
+    N_BOOTSTRAP,
+    PAIRED_METRICS,
+    PairedRow,
+    check_same_items,
+    paired_cell,
+)
 from judge.reports.gates import EVERY, FIGURE, OVERALL, PAIRED, QUALIFIED, Gate, RunRef
+from judge.stats.multiplicity import ALPHA, flags, holm
 from judge.vocab import SCALE
 
 PASS, FAIL, NO_FIGURE = "pass", "fail", "no figure"
@@ -48,28 +55,89 @@ def _units(metric: StageMetric, scores: Sequence[float]) -> list[float]:
     return [100.0 if s >= metric.threshold else 0.0 for s in scores]
 
 
-def run_figures(scores: Iterable[ItemScore]) -> dict[tuple[str, str], Figure]:
-    """(factor, metric name) -> figure, for 'all' and every factor the run has items of."""
-    cells: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    present: set[tuple[str, str, str]] = set()
-    for s in scores:
-        for factor in (OVERALL, s.factor):
-            present.add((factor, s.stage, s.rubric))
-            if s.score is not None:
-                cells[(factor, s.stage, s.rubric)].append(s.score)
-    out: dict[tuple[str, str], Figure] = {}
-    for factor, stage, rubric in sorted(present):
-        for metric in PAIRED_METRICS:
-            if (metric.stage, metric.rubric) != (stage, rubric):
-                continue
-            scored = cells.get((factor, stage, rubric), [])
+class RunFigures(Mapping[tuple[str, str], Figure]):
+    """(factor, metric name) -> figure, for 'all' and every factor the run has items of; each
+    figure is computed when first read (a gates file reads a few of a run's hundreds)."""
+
+    def __init__(self, scores: Iterable[ItemScore]) -> None:
+        present: dict[tuple[str, str, str], list[float]] = {}
+        for s in scores:
+            for factor in (OVERALL, s.factor):
+                scored = present.setdefault((factor, s.stage, s.rubric), [])
+                if s.score is not None:
+                    scored.append(s.score)
+        self._cells = {
+            (factor, metric.name): (metric, scored)
+            for (factor, stage, rubric), scored in sorted(present.items())
+            for metric in PAIRED_METRICS
+            if (metric.stage, metric.rubric) == (stage, rubric)
+        }
+        self._done: dict[tuple[str, str], Figure] = {}
+
+    def __getitem__(self, key: tuple[str, str]) -> Figure:
+        if key not in self._done:
+            metric, scored = self._cells[key]
             ci = figure_interval(metric, scored)
             value = fmean(_units(metric, scored)) if scored else None
             note = "no scored item" if value is None else ci.reason
-            out[(factor, metric.name)] = Figure(
-                factor, metric.name, value, ci.low, ci.high, len(scored), note
-            )
-    return out
+            self._done[key] = Figure(key[0], metric.name, value, ci.low, ci.high, len(scored), note)
+        return self._done[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+
+def run_figures(scores: Iterable[ItemScore]) -> RunFigures:
+    """A run's figures (``RunFigures``) from its item scores."""
+    return RunFigures(scores)
+
+
+Pairs = dict[tuple[str, StageMetric], list[tuple[float | None, float | None]]]
+
+
+def paired_cells(a: Sequence[ItemScore], b: Sequence[ItemScore]) -> Pairs:
+    """(factor, metric) -> the (A score, B score) pairs of each cell of the paired table, as
+    ``compare_paired.paired_rows`` groups them (overall first, then each factor), for runs that
+    passed ``check_same_items``."""
+    by_key = {(s.item_id, s.rubric): s for s in b}
+    cells: dict[tuple[str, str, str], list[tuple[float | None, float | None]]] = defaultdict(list)
+    for s in a:
+        other = by_key[(s.item_id, s.rubric)]
+        for factor in (OVERALL, s.factor):
+            cells[(factor, s.stage, s.rubric)].append((s.score, other.score))
+    factors = [OVERALL, *sorted({f for f, _, _ in cells} - {OVERALL})]
+    return {
+        (factor, metric): cells[(factor, metric.stage, metric.rubric)]
+        for factor in factors
+        for metric in PAIRED_METRICS
+        if cells.get((factor, metric.stage, metric.rubric))
+    }
+
+
+def paired_table(
+    cells: Pairs, wanted: set[tuple[str, str]], *, margin: float
+) -> dict[tuple[str, str], PairedRow]:
+    """The rows of the paired table (``compare_paired.paired_cell``, Holm over every cell as
+    ``paired_rows`` does) for the (factor, metric name) cells in ``wanted``: every cell is
+    tested, since Holm's correction runs over all of them, but only the wanted ones are
+    bootstrapped (the intervals are most of the table's time)."""
+    rows = [
+        paired_cell(
+            metric, factor, pairs, margin=margin,
+            n_bootstrap=N_BOOTSTRAP if (factor, metric.name) in wanted else 0,
+        )
+        for (factor, metric), pairs in cells.items()
+    ]  # fmt: skip
+    adjusted = holm([r.p_value for r in rows])
+    flagged = flags(adjusted, ALPHA)
+    return {
+        (r.factor, r.metric): replace(r, p_adjusted=None if p != p else p, flagged=f)
+        for r, p, f in zip(rows, adjusted, flagged, strict=True)
+        if (r.factor, r.metric) in wanted
+    }
 
 
 @dataclass(frozen=True)
@@ -278,7 +346,7 @@ def evaluate(
     """Every gate's result, in file order; ``figures``: each run's ``run_figures`` when
     already computed. The gates must have passed ``missing_figures``."""
     figures = figures or {i: run_figures(s) for i, s in inputs.scores.items()}
-    paired: dict[tuple[int, int, float], dict[tuple[str, str], PairedRow]] = {}
+    paired = _paired_tables(gates, inputs)
     out = []
     for gate in gates:
         ids = tuple(inputs.refs[r] for r in gate.runs)
@@ -291,16 +359,30 @@ def evaluate(
                       for f in _factors(gate, table)]  # fmt: skip
             unit = " %"
         else:
-            key = (ids[0], ids[1], gate.margin)
-            if key not in paired:
-                rows = paired_rows(inputs.scores[ids[0]], inputs.scores[ids[1]], margin=gate.margin)
-                paired[key] = {(r.factor, r.metric): r for r in rows}
-            checks = [_paired_check(gate, paired[key][(f, gate.metric.name)])
-                      for f in _factors(gate, paired[key])]  # fmt: skip
+            rows = paired[(ids[0], ids[1], gate.margin)]
+            checks = [_paired_check(gate, rows[(f, gate.metric.name)])
+                      for f in _factors(gate, rows)]  # fmt: skip
             unit = " points"
         outcome, message = _summary(gate, checks, unit)
         out.append(GateResult(gate, ids, outcome, message, checks))
     return out
+
+
+def _paired_tables(
+    gates: Sequence[Gate], inputs: GateInputs
+) -> dict[tuple[int, int, float], dict[tuple[str, str], PairedRow]]:
+    """The paired table of each (A, B, margin) the gates compare, with the cells they read."""
+    wanted: dict[tuple[int, int, float], set[tuple[str, str]]] = defaultdict(set)
+    cells: dict[tuple[int, int], Pairs] = {}
+    for gate in gates:
+        if gate.kind != PAIRED or gate.metric is None:
+            continue
+        a, b = (inputs.refs[r] for r in gate.runs)
+        if (a, b) not in cells:
+            cells[(a, b)] = paired_cells(inputs.scores[a], inputs.scores[b])
+        keys = [(f, m.name) for f, m in cells[(a, b)]]
+        wanted[(a, b, gate.margin)] |= {(f, gate.metric.name) for f in _factors(gate, keys)}
+    return {key: paired_table(cells[key[:2]], want, margin=key[2]) for key, want in wanted.items()}
 
 
 def _qualified(gate: Gate, run_id: int, standing: Mapping[str, RubricStanding]) -> GateResult:

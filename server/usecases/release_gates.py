@@ -14,16 +14,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from judge.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from sqlmodel import Session
 
+    from judge.metrics import ItemScore
     from judge.reports.gate_checks import GateResult
     from judge.reports.gates import Gate, GatesFile, RunRef, Selector
     from judge.reports.sections import Table
+    from judge.store.tables import JudgeRun
 
 
 @dataclass(frozen=True)
@@ -130,11 +132,53 @@ def resolve_runs(
     return found, problems
 
 
+class _JudgmentColumns(NamedTuple):
+    """The columns of a judgment that ``combine_item_scores`` reads."""
+
+    id: int
+    rubric: str
+    status: str
+    score: int | None
+    reason: str | None
+
+
+class _ItemColumns(NamedTuple):
+    id: int
+    key: str
+    stage: str
+    factor: str
+    scenario: str
+
+
+def run_item_scores(session: Session, run: JudgeRun) -> list[ItemScore]:
+    """``judge.metrics.item_scores`` of a run, its rows read as plain columns instead of ORM
+    objects (half the time or less on a run of thousands of judgments, and a gates file reads
+    several runs); the same rows in the same order, combined by the same function."""
+    from sqlalchemy import select as sa_select
+    from sqlmodel import col
+
+    from judge.metrics import combine_item_scores, truncated_parts
+    from judge.store.tables import Item, Judgment
+
+    rows = session.execute(
+        sa_select(
+            col(Judgment.id), col(Judgment.rubric), col(Judgment.status), col(Judgment.score),
+            col(Judgment.reason), col(Item.id), col(Item.key), col(Item.stage),
+            col(Item.factor), col(Item.scenario),
+        )
+        .join(Item)
+        .where(col(Judgment.judge_run_id) == run.id)
+        .order_by(col(Item.id), col(Judgment.rubric), col(Judgment.sample_index))
+    ).all()  # fmt: skip
+    pairs = [(_JudgmentColumns(*r[:5]), _ItemColumns(*r[5:])) for r in rows]
+    cut = truncated_parts(session, run.generation_run_id)
+    return combine_item_scores(cast(Any, pairs), run.aggregation, cut)
+
+
 def check_gates(session: Session, text: str, *, source: str) -> GatesReport:
     """Every gate of the file in ``text`` evaluated on the stored runs, or one
     ``InvalidInputError`` listing every problem of the file with its line (nothing
     evaluated)."""
-    from judge.metrics import item_scores
     from judge.reports.gate_checks import (
         GateInputs,
         RubricStanding,
@@ -155,7 +199,7 @@ def check_gates(session: Session, text: str, *, source: str) -> GatesReport:
     for run_id in sorted(set(refs.values())):
         run = session.get(JudgeRun, run_id)
         assert run is not None
-        scores[run_id] = item_scores(session, run_id, run.aggregation)
+        scores[run_id] = run_item_scores(session, run)
     standing = {
         run_id: {
             rubric: RubricStanding(rubric, s.validated, s.says)

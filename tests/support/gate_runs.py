@@ -1,6 +1,7 @@
 """Judge runs with planted scores for the release-gate tests and bench/gates.py, written as
 rows (no model): a dataset of S1 and S3 items over two factors, one generation run, and one
-judge run per score table given (ICS on the S1 items, SBAS on the S3 items).
+judge run per score table given: ICS on S1 and S4 items, TCS, PCS and ETCS on S2 items (the
+same score for the three), SBAS on S3 items.
 
 ``SCORES_A`` and ``SCORES_B`` are the two runs the gate tests derive their verdicts from by
 hand (see the test module); ``None`` leaves an item unscored.
@@ -15,7 +16,7 @@ from sqlmodel import Session
 
 from judge.store.tables import Dataset, GenerationRun, Item, JudgeRun, Judgment
 
-RUBRIC = {"S1": "ICS", "S3": "SBAS"}
+RUBRICS = {"S1": ("ICS",), "S2": ("TCS", "PCS", "ETCS"), "S3": ("SBAS",), "S4": ("ICS",)}
 Scores = Mapping[tuple[str, str], Sequence[int | None]]  # (stage, factor) -> item scores
 
 SCORES_A: Scores = {
@@ -81,17 +82,18 @@ def plant_runs(
         session.flush()
         assert run.id is not None
         for key, values in scores.items():
-            for item, score in zip(items[key], values, strict=True):
-                assert item.id is not None
-                session.add(
-                    Judgment(
-                        judge_run_id=run.id, item_id=item.id, rubric=RUBRIC[key[0]],
-                        status="scored" if score is not None else "unscored", score=score,
-                        reason=None if score is not None else "unreadable",
-                        template_version="judge-v1", prompt_hash="p", rubric_hash="r",
-                        model=judge_model, cache_key=f"g{run.id}-{item.id}",
-                    )
-                )  # fmt: skip
+            judgments = [
+                Judgment(
+                    judge_run_id=run.id, item_id=item.id, rubric=rubric,
+                    status="scored" if score is not None else "unscored", score=score,
+                    reason=None if score is not None else "unreadable",
+                    template_version="judge-v1", prompt_hash="p", rubric_hash="r",
+                    model=judge_model, cache_key=f"g{run.id}-{item.id}-{rubric}",
+                )
+                for item, score in zip(items[key], values, strict=True)
+                for rubric in RUBRICS[key[0]]
+            ]  # fmt: skip
+            session.add_all(judgments)
         ids.append(run.id)
     session.commit()
     return GateRuns(dataset.id, gen.id, ids)

@@ -8,12 +8,15 @@ JUnit XML parsed back."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
+import numpy as np
 import pytest
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 from judge.metrics import ItemScore, stage_metrics
+from judge.reports.compare_paired import paired_rows
 from judge.reports.gate_checks import (
     FAIL,
     NO_FIGURE,
@@ -23,11 +26,13 @@ from judge.reports.gate_checks import (
     RubricStanding,
     evaluate,
     missing_figures,
+    paired_cells,
+    paired_table,
     run_figures,
 )
 from judge.reports.gate_report import junit_xml
 from judge.reports.gates import metric_named, parse_gates
-from tests.support.gate_runs import RUBRIC, SCORES_A, SCORES_B, Scores
+from tests.support.gate_runs import RUBRICS, SCORES_A, SCORES_B, Scores
 
 SHARE, MEAN = "S1 ICS share>=3 (%)", "S1 ICS mean (% of max)"
 
@@ -39,10 +44,11 @@ def item_scores(scores: Scores) -> list[ItemScore]:
     item = 0
     for (stage, factor), values in scores.items():
         for value in values:
-            out.append(
-                ItemScore(item, f"k{item}", stage, factor, "s", RUBRIC[stage], value, 1,
+            out += [
+                ItemScore(item, f"k{item}", stage, factor, "s", rubric, value, 1,
                           int(value is not None), (item,), ())
-            )  # fmt: skip
+                for rubric in RUBRICS[stage]
+            ]  # fmt: skip
             item += 1
     return out
 
@@ -325,3 +331,18 @@ def test_junit_parses_back_one_testcase_per_gate() -> None:
     # The failure names the figure found (race 50 %) and the threshold (>= 60).
     assert "race_culture 50 %" in (failure.get("message") or "")
     assert ">= 60" in (failure.get("message") or "")
+
+
+def test_the_paired_table_bootstraps_only_what_gates_read_and_holds_the_same_rows() -> None:
+    # Two runs of random scores, B moved by -1, 0 or +1 per item: the cells a gate reads are
+    # exactly the rows of compare_paired.paired_rows, Holm over the whole table included.
+    rng = np.random.default_rng(3)
+    a = [replace(s, score=float(rng.integers(1, 6))) for s in A]
+    b = [replace(s, score=float(np.clip(x.score + rng.integers(-1, 2), 1, 5))) for s, x in
+         zip(B, a, strict=True)]  # fmt: skip
+    wanted = {("all", SHARE), ("race_culture", MEAN), ("gender", "S3 SBAS share>=4 (%)")}
+    rows = paired_table(paired_cells(a, b), wanted, margin=5.0)
+    full = {(r.factor, r.metric): r for r in paired_rows(a, b, margin=5.0)}
+    assert set(rows) == wanted and wanted <= set(full)
+    for key, row in rows.items():
+        assert row == full[key]

@@ -16,8 +16,11 @@ import pytest
 from sqlmodel import Session
 
 from judge.config_qualify import QualifyConfig
+from judge.metrics import item_scores
 from judge.store.engine import make_engine
+from judge.store.tables import JudgeRun
 from server.usecases.qualify import QualifyRequest, qualify
+from server.usecases.release_gates import run_item_scores
 from tests.support.cli import fairjudge
 from tests.support.factories import write_config
 from tests.support.gate_runs import SCORES_A, SCORES_B, plant_runs
@@ -33,6 +36,8 @@ class Store:
     newer: int  # a later run of another model under test
     qualified: int  # a judge run qualified for ICS
     unqualified: int  # a judge run of the same kind with no qualification
+    holes: int  # a run with an unscored item
+    url: str
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +59,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
         )
         assert done.outcome.qualified, done.record.line
         other = plant(session, judge, {}, name="other", model="another-judge")
+        holes = plant_runs(session, [{("S1", "gender"): [4, None, 2]}], name="holes", model="h")
     engine.dispose()
     return Store(
         config, folder, runs.judge_run_ids[0], runs.judge_run_ids[1], newer.judge_run_ids[0],
-        good.judge_run_id, other.judge_run_id,
+        good.judge_run_id, other.judge_run_id, holes.judge_run_ids[0], url,
     )  # fmt: skip
 
 
@@ -209,3 +215,16 @@ def test_the_unqualified_judge_of_another_model_fails_its_gate(store: Store) -> 
     assert done.returncode == 5
     (result,) = json.loads(done.stdout)["gates"]
     assert result["outcome"] == "fail" and "another configuration" in result["message"]
+
+
+def test_the_gates_read_the_same_item_scores_as_the_reports(store: Store) -> None:
+    # run_item_scores reads columns instead of ORM rows: the same scores as judge.metrics'.
+    engine = make_engine(store.url)
+    with Session(engine) as session:
+        for run_id in (store.a, store.qualified, store.holes):
+            run = session.get(JudgeRun, run_id)
+            assert run is not None
+            assert run_item_scores(session, run) == item_scores(session, run_id, run.aggregation)
+        holes = run_item_scores(session, session.get(JudgeRun, store.holes))  # type: ignore[arg-type]
+    engine.dispose()
+    assert [s.score for s in holes] == [4, None, 2]
