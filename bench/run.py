@@ -58,6 +58,8 @@
 21. Qualify (bench/qualify.py): ``judge-audit qualify``'s use case on a 10,000-judgment run
     with 3 x 2,000 ratings, 1,000 bootstrap resamples: the whole qualification, read to
     stored record (target <= 5 s), and a run's standing.
+22. Gates (bench/gates.py): ``fairjudge gate`` on a file of 50 gates over 5 judge runs, a
+    whole command with JUnit XML (target <= 2 s): wall and CPU seconds.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -86,6 +88,7 @@ from bench.agreement_route import bench_agreement_route
 from bench.audits import bench_audits
 from bench.chance import bench_chance
 from bench.dedupe import dedupe_bench
+from bench.gates import bench_gates
 from bench.generate import generate_bench
 from bench.labelstudio import bench_labelstudio
 from bench.qualify import bench_qualify
@@ -358,6 +361,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "client_reply": lambda tmp: _client_reply_bench(),
     "chance": lambda tmp: bench_chance(),
     "qualify": bench_qualify,
+    "gates": bench_gates,
 }
 
 
