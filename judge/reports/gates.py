@@ -246,18 +246,18 @@ def _who(gate_or_index: Gate | int, name: str | None = None) -> str:
     return f"gate {gate_or_index}" + (f" ({name!r})" if name else "")
 
 
-def _ref(value: Any, runs: Mapping[str, Any]) -> RunRef | str:
-    """A run reference, or the reason it is not one (a string starting with '!')."""
+def _ref(value: Any, runs: Mapping[str, Any]) -> tuple[RunRef | None, str]:
+    """A run reference and "", or None and the reason it is not one."""
     if isinstance(value, bool):
-        return f"!{value!r} is not a judge run"
+        return None, f"{value!r} is not a judge run"
     if isinstance(value, int):
-        return value if value > 0 else f"!{value} is not a judge run id"
+        return (value, "") if value > 0 else (None, f"{value} is not a judge run id")
     if isinstance(value, str) and (value in runs or value == LATEST):
-        return value
+        return value, ""
     if isinstance(value, str):
         known = ", ".join(sorted(runs)) or "none"
-        return f"!no run named {value!r} in [runs] (named: {known}; or use an id or 'latest')"
-    return f"!{value!r} is not a judge run (an id, a name from [runs] or 'latest')"
+        return None, f"no run named {value!r} in [runs] (named: {known}; or use an id or 'latest')"
+    return None, f"{value!r} is not a judge run (an id, a name from [runs] or 'latest')"
 
 
 def _number(gate: dict[str, Any], key: str, who: str, line: int, problems: list) -> float | None:
@@ -329,12 +329,13 @@ def _gate_runs(
         problems.append((at(key, line), f"{who}: compare must be two runs, [A, B] (B - A)"))
         return ()
     found = [_ref(v, runs) for v in (value if kind == PAIRED else [value])]
-    bad = [r for r in found if isinstance(r, str) and r.startswith("!")]
-    for reason in bad:
-        problems.append((at(key, line), f"{who}: {key}: {str(reason)[1:]}"))
-    if kind == PAIRED and not bad and found[0] == found[1]:
+    for _, reason in found:
+        if reason:
+            problems.append((at(key, line), f"{who}: {key}: {reason}"))
+    refs = tuple(ref for ref, _ in found if ref is not None)
+    if kind == PAIRED and len(refs) == 2 and refs[0] == refs[1]:
         problems.append((at(key, line), f"{who}: compare names the same run twice"))
-    return tuple(found)
+    return refs
 
 
 def _figure_gate(

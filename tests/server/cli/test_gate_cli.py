@@ -228,3 +228,24 @@ def test_the_gates_read_the_same_item_scores_as_the_reports(store: Store) -> Non
         holes = run_item_scores(session, session.get(JudgeRun, store.holes))  # type: ignore[arg-type]
     engine.dispose()
     assert [s.score for s in holes] == [4, None, 2]
+
+
+def test_latest_is_the_newest_judge_run_and_a_selector_must_match_one(store: Store) -> None:
+    # The newest judge run in the store is "holes" (made last): S1 gender [4, unscored, 2],
+    # ICS >= 3 on 1 of its 2 scored items = 50 %.
+    path = store.folder / "newest.toml"
+    path.write_text('[[gate]]\nrun = "latest"\nfigure = "S1 ICS>=3"\nmin = 50\nmax = 50\n')
+    done = fairjudge("--config", store.config, "gate", path, "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["runs"] == {"latest": store.holes}
+    assert data["gates"][0]["checks"][0]["number"] == pytest.approx(50.0)
+    path.write_text(
+        '[runs]\nx = { latest = true, model = "nope" }\n\n'
+        '[[gate]]\nrun = "x"\nfigure = "S1 ICS>=3"\nmin = 0\n'
+    )
+    done = fairjudge("--config", store.config, "gate", path)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[1:] == [
+        "  line 2: runs.x: no judge run is the newest judge run of model 'nope'"
+    ]
