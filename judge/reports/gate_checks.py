@@ -311,8 +311,8 @@ def _points(x: float | None) -> str:
     return "none" if x is None else f"{x:.4g}"
 
 
-def _failed(gate: Gate, c: Check, unit: str) -> str:
-    """One failing figure in words: 'race 72.1 %', 'race none (too few items ...)', or for a
+def _found(gate: Gate, c: Check, unit: str) -> str:
+    """One figure read, in words: 'race 72.1 %', 'race none (too few items ...)', or for a
     verdict 'race no (B - A -12.5 [-20.1, -4.9] points)'."""
     if c.note:  # set only when there was no number or verdict to check
         return f"{c.factor} none ({c.note})"
@@ -320,7 +320,8 @@ def _failed(gate: Gate, c: Check, unit: str) -> str:
         return f"{c.factor} {_points(c.number)}{unit}"
     interval = f" [{_points(c.low)}, {_points(c.high)}]" if c.low is not None else ""
     detail = f"; {c.detail}" if c.detail else ""
-    return f"{c.factor} no (B - A {_points(c.value)}{interval}{unit}{detail})"
+    verdict = "yes" if c.passed else "no"
+    return f"{c.factor} {verdict} (B - A {_points(c.value)}{interval}{unit}{detail})"
 
 
 def _summary(gate: Gate, checks: Sequence[Check], unit: str) -> tuple[str, str]:
@@ -330,9 +331,11 @@ def _summary(gate: Gate, checks: Sequence[Check], unit: str) -> tuple[str, str]:
     read = "verdict" if gate.require else ("value" if gate.of == "value" else f"{gate.of} bound")
     if not failing:
         if len(checks) == 1:
-            return PASS, f"{what} {read} {_points(checks[0].number)}{unit}: {gate.threshold()}"
+            return PASS, f"{what} {read}: {_found(gate, checks[0], unit)}; required " + (
+                gate.threshold()
+            )
         return PASS, f"{what} {read}: {gate.threshold()} for all {len(checks)} factors"
-    shown = "; ".join(_failed(gate, c, unit) for c in failing)
+    shown = "; ".join(_found(gate, c, unit) for c in failing)
     outcome = NO_FIGURE if all(c.note for c in failing) else FAIL
     count = f" ({len(failing)} of {len(checks)} factors)" if gate.factor == EVERY else ""
     return outcome, f"{what} {read}{count}: {shown}; required {gate.threshold()}"

@@ -21,7 +21,7 @@ from judge.reports.sections import Table
 SUITE = "fairjudge gate"
 CLASSNAME = "fairjudge.gate"
 FAILURE_TYPE = "GateFailed"
-TABLE_HEAD = ["#", "gate", "runs", "outcome", "what was found", "required"]
+TABLE_HEAD = ["#", "gate", "runs", "outcome", "found"]
 
 
 def _runs(result: GateResult) -> str:
@@ -30,8 +30,8 @@ def _runs(result: GateResult) -> str:
 
 
 def gates_table(results: Sequence[GateResult], source: str) -> Table:
-    """One line per gate: its number, name, run(s), outcome, the figure found and the
-    threshold."""
+    """One line per gate: its number, name, run(s) (B - A for a paired gate), outcome, and
+    the figure found against the threshold."""
     body = [
         [
             str(r.gate.index),
@@ -39,7 +39,6 @@ def gates_table(results: Sequence[GateResult], source: str) -> Table:
             _runs(r),
             r.outcome.upper() if not r.passed else r.outcome,
             r.message,
-            r.gate.threshold(),
         ]
         for r in results
     ]
