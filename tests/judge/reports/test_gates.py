@@ -207,6 +207,8 @@ min = -1
     assert found[0].checks[0].number == pytest.approx(30.0)
     assert found[1].checks[0].number == pytest.approx(60.0)
     assert "every pair differs by the same amount" in found[5].message
+    # A passed verdict says so with B - A: +30 points, the 95 % interval [0 or 10, 60].
+    assert found[3].message.startswith("S1 ICS>=3 verdict: race_culture yes (B - A 30 [")
 
 
 def test_qualified_gate_names_the_rubric_not_validated() -> None:
