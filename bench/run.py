@@ -65,6 +65,8 @@
     predictions, each of the three fields (target <= 5 s each, a whole process); ``audit bbq
     run`` of the 11,956 prompts against the stub (200 ms, concurrency 32): ratio to the ideal,
     beside ``judge``'s in the same run (target >= 0.9 of it).
+24. Gates (bench/gates.py): ``fairjudge gate`` on a file of 50 gates over 5 judge runs, a
+    whole command with JUnit XML (target <= 2 s): wall and CPU seconds.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -94,6 +96,7 @@ from bench.audits import bench_audits
 from bench.bbq import bench_bbq_analyze, bench_bbq_run
 from bench.chance import bench_chance
 from bench.dedupe import dedupe_bench
+from bench.gates import bench_gates
 from bench.generate import generate_bench
 from bench.labelstudio import bench_labelstudio
 from bench.qualify import bench_qualify
@@ -381,6 +384,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "prompt_cache": lambda tmp: _prompt_cache_bench(tmp),
     "bbq": lambda tmp: {"analyze": bench_bbq_analyze(tmp), "run": bench_bbq_run(tmp)},
     "paired": lambda tmp: _paired_bench(),
+    "gates": bench_gates,
 }
 
 

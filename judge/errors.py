@@ -72,3 +72,8 @@ class UnqualifiedError(FairJudgeError):
     """Figures were asked for with ``--require-qualified`` (``require_qualified=true`` over
     HTTP) and a rubric used is not validated for the judge (``fairjudge checks
     qualify``). The CLI exits with its own code (see docs/cli.md); the API answers 409."""
+
+
+class GatesFailedError(FairJudgeError):
+    """``fairjudge gate``: at least one gate of a gates file failed (the figures were
+    evaluated and reported first). The CLI exits with its own code (see docs/cli.md)."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from judge.errors import FairJudgeError, IncompleteError, UnqualifiedError
+from judge.errors import FairJudgeError, GatesFailedError, IncompleteError, UnqualifiedError
 from server.cli import (
     agreement,
     audit,
@@ -30,6 +30,7 @@ from server.cli import (
     drift,
     estimates,
     export,
+    gate,
     jobs,
     keys,
     labelstudio,
@@ -119,6 +120,7 @@ def cli(ctx: click.Context, config: str | None, database_url: str | None, debug:
       2    a usage error (unknown option, missing argument)
       3    the run ended with judgments or answers missing (see --allow-failures)
       4    --require-qualified: a rubric used is not validated for the judge (the line names it)
+      5    gate: a gate of the gates file failed (the table or JSON and JUnit XML say which)
       70   an unexpected internal error (a bug: rerun with --debug and report the traceback)
       130  interrupted (Ctrl-C or SIGTERM); finished work is stored
     """
@@ -136,6 +138,7 @@ cli.add_command(report.report)
 cli.add_command(report.demo)
 cli.add_command(compare.compare)
 cli.add_command(drift.drift)
+cli.add_command(gate.gate)
 cli.add_command(dashboard.dashboard)
 cli.add_command(ratings.ratings)
 cli.add_command(agreement.agreement)
@@ -161,6 +164,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
 EXIT_UNQUALIFIED = 4
+EXIT_GATES_FAILED = 5
 EXIT_UNEXPECTED = 70  # EX_SOFTWARE in sysexits.h
 EXIT_INTERRUPTED = 130
 
@@ -209,7 +213,7 @@ def _fail(state: Context, message: str, code: int) -> None:
 def main() -> None:
     """Console entry point, the one place that knows exit codes (see the root help): an
     error the user can fix is one line and exit 1, a run with results missing exits 3, a
-    judge not qualified under ``--require-qualified`` exits 4, an
+    judge not qualified under ``--require-qualified`` exits 4, a failed gate exits 5, an
     interrupt (Ctrl-C or SIGTERM) says that finished work is kept and exits 130, and
     anything else is one line and exit 70. Tracebacks are shown only with ``--debug``."""
     signal.signal(signal.SIGINT, _raise_interrupt)
@@ -221,6 +225,8 @@ def main() -> None:
         _fail(state, str(exc), EXIT_INCOMPLETE)
     except UnqualifiedError as exc:
         _fail(state, f"error: {exc}", EXIT_UNQUALIFIED)
+    except GatesFailedError as exc:
+        _fail(state, str(exc), EXIT_GATES_FAILED)
     except FairJudgeError as exc:
         _fail(state, f"error: {exc}", EXIT_ERROR)
     except (click.exceptions.Abort, KeyboardInterrupt):
