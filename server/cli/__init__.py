@@ -30,6 +30,7 @@ from server.cli import (
     estimates,
     export,
     jobs,
+    jury,
     keys,
     labelstudio,
     model,
@@ -117,6 +118,7 @@ cli.add_command(runs.runs)
 cli.add_command(report.report)
 cli.add_command(report.demo)
 cli.add_command(compare.compare)
+cli.add_command(jury.jury)
 cli.add_command(dashboard.dashboard)
 cli.add_command(ratings.ratings)
 cli.add_command(agreement.agreement)
