@@ -40,9 +40,7 @@ def planted(sds: list[float], n: int = 300, seed: int = 0) -> tuple[np.ndarray, 
     each judge the human score plus N(0, sd^2), rounded, on 1-5."""
     rng = np.random.default_rng(seed)
     human = rng.integers(3, 16, n) / 3.0
-    judges = np.column_stack(
-        [np.clip(np.round(human + rng.normal(0, sd, n)), 1, 5) for sd in sds]
-    )
+    judges = np.column_stack([np.clip(np.round(human + rng.normal(0, sd, n)), 1, 5) for sd in sds])
     return judges, human
 
 

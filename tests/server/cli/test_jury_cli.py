@@ -44,7 +44,9 @@ def _judge(human: np.ndarray, sd: float, seed: int, shift: float = 0.0) -> list[
     return np.clip(np.round(human + shift + rng.normal(0, sd, human.size)), 1, 5).tolist()
 
 
-def _jury(engine: Engine, judges: list[list[float | None]], raters: dict[str, list[float]]) -> list[int]:
+def _jury(
+    engine: Engine, judges: list[list[float | None]], raters: dict[str, list[float]]
+) -> list[int]:
     """The first judge planted with the ratings, the others as more runs of the same answers."""
     with Session(engine) as session:
         first = plant(session, judges[0], raters, model="judge-0")
