@@ -1,6 +1,7 @@
 """Juries (issue 44): several judge runs of the same answers combined, against people, beside
 each single judge, with the paired interval for "jury minus best judge" and the jury's cost.
-One use case for the CLI (``fairjudge jury RUN RUN...``); the statistics are
+One use case for the CLI (``fairjudge jury RUN RUN...``) and the web API (``GET
+/api/v1/juries?runs=1,2,3``); the statistics are
 ``judge.stats.jury``'s, the reading ``annotation.jury``'s.
 """
 
@@ -20,16 +21,11 @@ if TYPE_CHECKING:
     from judge.reports.sections import Table
 
 
-class JuryRequest(NumbersNotBooleans):
-    """A jury of judge runs and how it is combined and compared."""
+class JuryOptions(NumbersNotBooleans):
+    """How a jury is combined and compared (the options of ``fairjudge jury``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    runs: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
-        min_length=1,
-        max_length=20,
-        description="The judge runs of the jury (two or more, of the same answers).",
-    )
     combine: Literal["mean", "median", "majority", "learnt"] = Field(
         default="mean",
         description="How the judges' scores of an item combine: mean, median, majority (ties: "
@@ -49,6 +45,16 @@ class JuryRequest(NumbersNotBooleans):
     seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of resamples and folds.")
     human_score: Literal["mean", "median"] = Field(
         default="mean", description="How an item's human score combines its raters."
+    )
+
+
+class JuryRequest(JuryOptions):
+    """A jury of judge runs, on the ratings of ``campaigns``, and how it is combined."""
+
+    runs: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
+        min_length=1,
+        max_length=20,
+        description="The judge runs of the jury (two or more, of the same answers).",
     )
     campaigns: list[str] = Field(
         default_factory=list,
