@@ -51,7 +51,6 @@ from judge.stats.bootstrap import (
     weighted_spearman,
 )
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient, check_options
-from judge.stats.coincidence import bootstrap_alpha
 from judge.stats.pairs import LABELS, check_labels, to_categories
 
 COMBINES = ("mean", "median", "majority", "learnt")
@@ -239,24 +238,52 @@ class VersusBest:
         }
 
 
+def _interval_alpha(w: Array, x: Array, h: Array) -> Array:
+    """(B,) Krippendorff's alpha, interval level, of two coders on every unit, for each row of
+    unit weights ``w`` (B, N). With two values per unit the coincidence matrix needs no
+    building: of n = 2 sum(w) values, D_o = 2 sum w (x - h)^2 / n and D_e = 2 S / (n - 1),
+    S the values' sum of squares about their mean, so alpha = 1 - (n - 1) sum w (x - h)^2 /
+    (n S). Memory stays O(B N) however many distinct values a learnt jury's scores take
+    (the coincidence matrix would be values x values per unit)."""
+    n = 2 * w.sum(axis=1)
+    mean = (w @ (x + h)) / n
+    spread = (w * ((x - mean[:, None]) ** 2 + (h - mean[:, None]) ** 2)).sum(axis=1)
+    observed = w @ ((x - h) ** 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = 1.0 - (n - 1) * observed / (n * spread)
+    return np.asarray(np.where((n >= 4) & (spread > 0), out, np.nan))
+
+
 def pair_alpha(
     scores: ArrayLike, human: ArrayLike, *, options: BootstrapOptions = DEFAULT_OPTIONS
 ) -> Coefficient:
     """Krippendorff's alpha (interval level) of two coders per item, the scores and the human
-    score, with a percentile bootstrap interval over items (``judge.stats.coincidence``);
-    NaN with the reason when every value is the same or there are fewer than 2 items."""
+    score, with a percentile bootstrap interval over items; NaN with the reason when every
+    value is the same or there are fewer than 2 items."""
     x, h = np.asarray(scores, dtype=float), np.asarray(human, dtype=float)
-    domain = np.unique(np.concatenate([x, h]))
-    counts = np.stack([(x == v).astype(float) + (h == v) for v in domain], axis=1)
-    rng = np.random.default_rng(options.seed)
-    value, draws = bootstrap_alpha(
-        counts, domain.tolist(), level="interval", n_resamples=options.n_bootstrap, rng=rng
-    )
+    value = float(_interval_alpha(np.ones((1, x.size)), x, h)[0]) if x.size else math.nan
     if not math.isfinite(value):
         reason = "no items" if x.size == 0 else "fewer than 2 items or every value the same"
         return Coefficient.undefined(int(x.size), reason)
-    low, high = percentile_interval(draws, options.confidence) if draws.size else (math.nan,) * 2
+    low = high = math.nan
+    if options.n_bootstrap:
+        # Items with the same pair of values are one cell: a resample is a multinomial draw
+        # of the cells' counts.
+        cells, counts = np.unique(np.column_stack([x, h]), axis=0, return_counts=True)
+        p = counts / x.size
+        rng = np.random.default_rng(options.seed)
+        draws = [
+            _interval_alpha(
+                rng.multinomial(x.size, p, size=size).astype(float), cells[:, 0], cells[:, 1]
+            )
+            for size in _chunks(options.n_bootstrap)
+        ]
+        low, high = percentile_interval(np.concatenate(draws), options.confidence)
     return Coefficient(value, low, high, None, int(x.size))
+
+
+def _chunks(total: int) -> list[int]:
+    return [min(CHUNK, total - start) for start in range(0, total, CHUNK)]
 
 
 def _best(values: Array) -> Array:
@@ -320,8 +347,7 @@ def _interval(
     """Percentile interval of jury - best judge over multinomial resamples of the cells."""
     rng = np.random.default_rng(options.seed)
     n, draws = int(counts.sum()), []
-    for start in range(0, options.n_bootstrap, CHUNK):
-        size = min(CHUNK, options.n_bootstrap - start)
+    for size in _chunks(options.n_bootstrap):
         w = rng.multinomial(n, counts / n, size=size).astype(float)
         stats = statistic_draws(w, columns, human, statistic, labels=labels)
         draws.append(stats[:, 0] - _best(stats[:, 1:]))

@@ -26,6 +26,7 @@ from judge.stats.jury import (
     BETTER,
     NOT_SHOWN,
     WORSE,
+    _interval_alpha,
     combine,
     cross_fit,
     majority,
@@ -198,12 +199,21 @@ def test_three_copies_of_one_biased_judge_are_that_judge() -> None:
 
 def test_pair_alpha_equals_the_krippendorff_package() -> None:
     judges, human = planted([0.8, 0.8], n=80, seed=9)
-    jury = combine(judges, "mean")
-    got = pair_alpha(jury, human, options=BootstrapOptions(n_bootstrap=200))
-    expected = krippendorff.alpha(
-        reliability_data=np.vstack([jury, human]), level_of_measurement="interval"
-    )
-    assert got.value == pytest.approx(expected, abs=1e-9)
-    assert got.ci_low < got.value < got.ci_high
+    rng = np.random.default_rng(3)
+    # A mean of judges (13 distinct values) and a continuous score (every value distinct,
+    # as a learnt jury's), each also on a resample of the items drawn by hand.
+    for jury in (combine(judges, "mean"), np.clip(human + rng.normal(0, 0.5, 80), 1, 5)):
+        got = pair_alpha(jury, human, options=BootstrapOptions(n_bootstrap=200))
+        expected = krippendorff.alpha(
+            reliability_data=np.vstack([jury, human]), level_of_measurement="interval"
+        )
+        assert got.value == pytest.approx(expected, abs=1e-9)
+        assert got.ci_low < got.value < got.ci_high
+        idx = rng.integers(0, 80, 80)
+        weights = np.bincount(idx, minlength=80).astype(float)[None]
+        resampled = krippendorff.alpha(
+            reliability_data=np.vstack([jury[idx], human[idx]]), level_of_measurement="interval"
+        )
+        assert _interval_alpha(weights, jury, human)[0] == pytest.approx(resampled, abs=1e-9)
     constant = pair_alpha(np.full(5, 3.0), np.full(5, 3.0), options=BootstrapOptions(0))
     assert math.isnan(constant.value) and constant.undefined_reason

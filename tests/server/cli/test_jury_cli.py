@@ -137,6 +137,8 @@ def test_the_jury_costs_the_sum_of_its_runs(engine: Engine, db_url: str, tmp_pat
         ("rubrics", "judged different rubrics (ICS vs TCS)"),
         ("unrated", "has no human ratings, so no judge can be checked against people"),
         ("unscored", "no rated item of generation run"),
+        ("versions", "judged rubric ICS in different versions (run {first}: 1; run {other}: 2)"),
+        ("scale", "judge run {other}'s ICS scores lie outside the rubric's 1-5 scale (e.g. 7)"),
     ],
 )
 def test_bad_juries_are_one_line_and_exit_1(
@@ -150,12 +152,21 @@ def test_bad_juries_are_one_line_and_exit_1(
         if case == "answers":
             other = plant(session, good, raters, name="other").judge_run_id
         else:
+            scores = [None] * N if case == "unscored" else list(good)
+            if case == "scale":
+                scores[4] = 7  # stored as given: a score no 1-5 rubric has
             other = add_judge_run(
-                session, g, items, [None] * N if case == "unscored" else good, model="second",
+                session, g, items, scores, model="second",
                 rubric="TCS" if case == "rubrics" else "ICS",
             ).judge_run_id  # fmt: skip
+        if case == "versions":
+            for run, version in ((first.judge_run_id, "1"), (other, "2")):
+                session.exec(update(Judgment).where(Judgment.judge_run_id == run)  # type: ignore[call-overload]
+                             .values(rubric_version=version))  # fmt: skip
+            session.commit()
     runs = [first.judge_run_id] if case == "one" else [first.judge_run_id, other]
     done = fairjudge("--db", db_url, "jury", *map(str, runs))
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
+    says = says.format(first=first.judge_run_id, other=other)
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
