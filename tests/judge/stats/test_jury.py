@@ -20,6 +20,7 @@ import krippendorff
 import numpy as np
 import pytest
 from scipy import optimize, stats
+from sklearn.metrics import cohen_kappa_score
 
 from judge.stats.coefficient import BootstrapOptions
 from judge.stats.jury import (
@@ -167,6 +168,17 @@ def test_paired_interval_matches_a_numpy_loop(corr: str, b: int) -> None:
     expected = [scipy_fn(judges[:, k], human).statistic for k in range(3)]
     assert got.judges == pytest.approx(expected, abs=1e-10)
     assert got.jury == pytest.approx(scipy_fn(jury, human).statistic, abs=1e-10)
+
+
+def test_kappa_quadratic_puts_the_jury_on_the_nearest_level_as_sklearn_is_given_it() -> None:
+    judges, human = planted([0.8, 0.8, 0.8], n=120, seed=10)
+    jury = combine(judges, "mean")  # thirds: 2.33 -> 2, 2.67 -> 3, halves up
+    got = versus_best(jury, judges, human, statistic="kappa_quadratic",
+                      options=BootstrapOptions(n_bootstrap=0))  # fmt: skip
+    level = np.floor(jury + 0.5)
+    expected = cohen_kappa_score(level, np.floor(human + 0.5), weights="quadratic")
+    assert got.jury == pytest.approx(expected, abs=1e-12)
+    assert got.verdict == "undefined" and "no interval" in got.reason
 
 
 def test_three_independent_judges_make_a_better_jury() -> None:

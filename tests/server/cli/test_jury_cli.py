@@ -170,3 +170,20 @@ def test_bad_juries_are_one_line_and_exit_1(
     lines = done.stderr.strip().splitlines()
     says = says.format(first=first.judge_run_id, other=other)
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
+
+
+def test_three_independent_judges_make_a_jury_better_than_the_best_and_it_is_said(
+    engine: Engine, db_url: str
+) -> None:
+    # Noise sd 0.8 each, independent: their mean has noise sd 0.8 / sqrt(3) = 0.46.
+    raters, human = _planted(4)
+    judges = [_judge(human, 0.8, s) for s in (10, 11, 12)]
+    runs = [str(r) for r in _jury(engine, judges, raters)]
+    done = fairjudge("--db", db_url, "jury", *runs)
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    rhos = [stats.spearmanr(j, human).statistic for j in judges]
+    best = runs[int(np.argmax(rhos))]
+    assert f"ICS: jury (mean) agrees with people better than its best judge, run {best}" in text
+    difference = stats.spearmanr(np.mean(judges, axis=0), human).statistic - max(rhos)
+    assert f"spearman {difference:+.3f}, 95 % interval [+" in text
