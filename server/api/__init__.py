@@ -297,6 +297,7 @@ def register(app: OpenAPI) -> None:
         health,
         jobs,
         judgments,
+        juries,
         keys,
         ratings,
         reports,
@@ -321,6 +322,7 @@ def register(app: OpenAPI) -> None:
         ratings,
         estimates,
         alttest,
+        juries,
         campaigns,
         audits,
     ):

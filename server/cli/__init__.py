@@ -32,6 +32,7 @@ from server.cli import (
     export,
     gate,
     jobs,
+    jury,
     keys,
     labelstudio,
     model,
@@ -139,6 +140,7 @@ cli.add_command(report.demo)
 cli.add_command(compare.compare)
 cli.add_command(drift.drift)
 cli.add_command(gate.gate)
+cli.add_command(jury.jury)
 cli.add_command(dashboard.dashboard)
 cli.add_command(ratings.ratings)
 cli.add_command(agreement.agreement)
