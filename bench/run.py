@@ -67,6 +67,8 @@
     beside ``judge``'s in the same run (target >= 0.9 of it).
 24. Gates (bench/gates.py): ``fairjudge gate`` on a file of 50 gates over 5 judge runs, a
     whole command with JUnit XML (target <= 2 s): wall and CPU seconds.
+25. Paired (bench/paired.py): the paired table of two 10,000-judgment runs of the same items
+    with 1,000 bootstrap resamples (target <= 2 s).
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
