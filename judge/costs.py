@@ -427,6 +427,24 @@ def shared_opening(a: str, b: str) -> int:
     return low
 
 
+def _count_prompts(
+    prompts: Iterable[Messages], tokens_per_char: float, least: int | None
+) -> tuple[int, int, int]:
+    """Calls, characters, and the tokens of openings shared with the prompt before (counted
+    from ``least`` tokens on; None: not counted) of ``prompts``, read once."""
+    calls = chars = cached = 0
+    before = ""
+    for messages in prompts:
+        calls += 1
+        chars += sum(len(m.get("content") or "") for m in messages)
+        if least is not None:
+            text = _joined(messages)
+            opening = math.floor(shared_opening(before, text) * tokens_per_char)
+            cached += opening if opening >= max(least, 1) else 0
+            before = text
+    return calls, chars, cached
+
+
 def estimate(
     prompts: Iterable[Messages],
     *,
@@ -456,17 +474,8 @@ def estimate(
     ratio = tokens_per_char or ASSUMED_RATIO
     if not (math.isfinite(ratio.value) and ratio.value > 0):
         raise InvalidInputError(f"tokens_per_char must be a number > 0, got {ratio.value!r}")
-    calls = chars = 0
-    cached_tokens, before = 0, ""
     least = prices.cache_min_tokens if prices is not None else None
-    for messages in prompts:
-        calls += 1
-        chars += sum(len(m.get("content") or "") for m in messages)
-        if least is not None:
-            text = _joined(messages)
-            opening = math.floor(shared_opening(before, text) * ratio.value)
-            cached_tokens += opening if opening >= max(least, 1) else 0
-            before = text
+    calls, chars, cached_tokens = _count_prompts(prompts, ratio.value, least)
     check_amount("unknown_prompt_tokens", unknown_prompt_tokens)
     prompt_tokens = math.ceil(chars * ratio.value) + unknown_prompt_tokens
     cached_tokens = min(cached_tokens, prompt_tokens)

@@ -4,19 +4,16 @@ Flow: Dataset -> Item -> GenerationRun -> Response -> JudgeRun -> Judgment; Huma
 what annotators said about the same responses (RatingChange keeps the values an edit or a
 withdrawal replaced); Campaign and CampaignTask record which items went to Label Studio and
 with what inclusion probability; Annotator lists the people; CallCache holds every paid model
-call; RunLease says which process is working on a run. RubricRecord holds the rubrics users
-registered.
+call; RunLease says which process is working on a run; RubricRecord the rubrics users added.
 AuditRun -> AuditAnswer -> AuditLabel hold the audit suites' runs, the model's answers with
 what was read from them, and the classes judges and people gave to follow-up explanations.
-ItemGenerationCall records each call that asked a model for new items of a dataset.
-BatchJob records each batch of a run's calls sent through a provider's Batch API.
-JudgeQualification records whether a judge configuration was validated against people, per rubric.
-GenerationRun, JudgeRun and AuditRun share their common columns through RunBase (not a table);
-their ``status`` holds a ``judge.vocab.RunStatus`` value as plain text.
+ItemGenerationCall records each call that asked a model for new items of a dataset; BatchJob
+each batch of a run's calls sent through a provider's Batch API; JudgeQualification whether a
+judge configuration was validated against people, per rubric. GenerationRun, JudgeRun and
+AuditRun share their common columns through RunBase (not a table); their ``status`` holds a
+``judge.vocab.RunStatus`` value as plain text.
 
-These are the domain's tables only. The server's own (API keys, sign-ins, workers' heartbeats,
-jobs and their parts, kept dashboard figures) are in ``server/tables.py``, on the same
-``SQLModel.metadata`` and in the same migrations (``judge/store/migrations``).
+The domain's tables only: the server's own (keys, jobs, ...) are in ``server/tables.py``.
 """
 
 from __future__ import annotations
