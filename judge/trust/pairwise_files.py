@@ -150,8 +150,9 @@ def _read_shi(
     label = judge or header[-1]
     at = {c: header.index(c) for c in SHI_COLUMNS}
     records, problems = [], []
+    end = reader.line_num
     for row in reader:
-        line = reader.line_num
+        line, end = end + 1, reader.line_num  # the line the record starts on
         if len(row) != len(header):
             problems.append((line, _where(name, f"{len(row)} fields, the header has {len(header)}")))
             continue
@@ -178,8 +179,10 @@ def _read_shi(
 def _rows(text: str, fmt: str) -> Iterator[tuple[int, Any]]:
     if fmt == "csv":
         reader = csv.DictReader(io.StringIO(text, newline=""))
+        end = 1
         for row in reader:
-            yield reader.line_num, row
+            yield end + 1, row  # the line the record starts on (a field may span lines)
+            end = reader.line_num
         return
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -216,9 +219,11 @@ def _text(row: dict[str, Any], key: str) -> str:
 def _plain_record(
     row: dict[str, Any], judge: str | None, name: str, line: int
 ) -> tuple[PairRecord | None, str]:
-    unknown = sorted(k for k in row if k not in FIELDS and k is not None)
+    if None in row:
+        return None, "more fields than the header names"
+    unknown = sorted(str(k) for k in row if k not in FIELDS)
     if unknown:
-        return None, f"unknown field(s) {', '.join(map(str, unknown))}; allowed: {', '.join(FIELDS)}"
+        return None, f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(FIELDS)}"
     given = {k: _text(row, k) for k in ("judge", "question", "model_a", "model_b", "verdict")}
     missing = [k for k in ("question", "model_a", "model_b", "verdict") if not given[k]]
     if missing:

@@ -100,7 +100,8 @@ def _stored(engine: Engine, records: Sequence[PairRecord]) -> list[tuple[int, st
             r = wanted.get((key[0], key[1], key[2], key[3], key[4]))
             if r is not None:
                 imports[import_id] += 1
-                first.setdefault(import_id, r)
+                if import_id not in first or r.line < first[import_id].line:
+                    first[import_id] = r
     for import_id, n in sorted(imports.items()):
         problems.append(_at(first[import_id], (
             f"{n} of the file's judgments are already stored by import {import_id} "

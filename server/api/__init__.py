@@ -298,6 +298,7 @@ def register(app: OpenAPI) -> None:
         jobs,
         judgments,
         keys,
+        pairwise,
         ratings,
         reports,
         responses,
@@ -323,6 +324,7 @@ def register(app: OpenAPI) -> None:
         alttest,
         campaigns,
         audits,
+        pairwise,
     ):
         api.register_api(module.bp)
     app.register_api(api)

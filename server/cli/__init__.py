@@ -30,6 +30,7 @@ from server.cli import (
     estimates,
     export,
     jobs,
+    judgments,
     keys,
     labelstudio,
     model,
@@ -135,6 +136,7 @@ cli.add_command(keys.keys)
 cli.add_command(db.db)
 cli.add_command(audit.audit)
 cli.add_command(trust.judge_audit)
+cli.add_command(judgments.judgments)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 

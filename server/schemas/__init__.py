@@ -8,7 +8,7 @@ dataclass such as ``judge.store.queries.JudgeRunInfo``), the response model wrap
 (``ReplyOf[JudgeRunInfo]``) instead of restating its fields, so the two cannot drift.
 
 The models live in one module per area (``base``, ``health``, ``jobs``, ``data``,
-``agreement``, ``campaigns``, ``audits``); this package re-exports them, so that
+``agreement``, ``campaigns``, ``audits``, ``pairwise``); this package re-exports them, so that
 ``from server.schemas import X`` is the one way the API names them."""
 
 from __future__ import annotations
@@ -103,6 +103,13 @@ from server.schemas.data import (
     RubricCreate,
     RubricOut,
 )
+from server.schemas.pairwise import (
+    JudgePositionOut,
+    PairRatesOut,
+    PairwisePositionOut,
+    PairwisePositionQuery,
+    StrengthOut,
+)
 from server.schemas.health import (
     HealthOut,
     KeyCreate,
@@ -120,6 +127,11 @@ from server.schemas.jobs import (
 )
 
 __all__ = [
+    "JudgePositionOut",
+    "PairRatesOut",
+    "PairwisePositionOut",
+    "PairwisePositionQuery",
+    "StrengthOut",
     "AgreementFlagOut",
     "AgreementOut",
     "AgreementQuery",
