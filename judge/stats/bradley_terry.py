@@ -89,8 +89,9 @@ def _mm(wins: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray, int]:
     games = wins + np.swapaxes(wins, 1, 2)
     total_wins = wins.sum(axis=2)
     p = np.ones(total_wins.shape)
-    iteration = 0
-    for iteration in range(1, max_iter + 1):
+    used = 0
+    while used < max_iter:
+        used += 1
         denom = (games / (p[:, :, None] + p[:, None, :])).sum(axis=2)
         new = total_wins / denom
         new /= np.exp(np.log(new).mean(axis=1))[:, None]
@@ -99,7 +100,7 @@ def _mm(wins: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray, int]:
         if done:
             break
     theta = np.log(p)
-    return theta - theta.mean(axis=1, keepdims=True), iteration
+    return theta - theta.mean(axis=1, keepdims=True), used
 
 
 def bradley_terry(wins: np.ndarray, *, max_iter: int = MAX_ITER, tol: float = TOL) -> BTFit:

@@ -353,8 +353,8 @@ def strengths(
     first = [index[p.low] for p, _ in counted]
     second = [index[p.high] for p, _ in counted]
     score = [1.0 if o == p.low else 0.0 if o == p.high else 0.5 for p, o in counted]
-    cluster_ids: dict[tuple[str, str, str], int] = {}
-    clusters = [cluster_ids.setdefault((p.question, p.low, p.high), len(cluster_ids)) for p, _ in counted]  # fmt: skip
+    ids: dict[tuple[str, str, str], int] = {}
+    clusters = [ids.setdefault((p.question, p.low, p.high), len(ids)) for p, _ in counted]
     fit = bradley_terry(win_matrix(first, second, score, len(models)))
     if not fit.estimable:
         return None, (

@@ -154,7 +154,9 @@ def _read_shi(
     for row in reader:
         line, end = end + 1, reader.line_num  # the line the record starts on
         if len(row) != len(header):
-            problems.append((line, _where(name, f"{len(row)} fields, the header has {len(header)}")))
+            problems.append(
+                (line, _where(name, f"{len(row)} fields, the header has {len(header)}"))
+            )
             continue
         parts = row[at["cmp_index"]].split(";")
         first, second = row[at["A"]], row[at["B"]]

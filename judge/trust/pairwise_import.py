@@ -60,16 +60,19 @@ def check_records(
     """Problems across records: repeats, a missing order, models outside ``models``."""
     problems: list[tuple[int, str]] = []
     known = set(models or [])
+    names = ", ".join(sorted(known))
     seen: dict[Key, PairRecord] = {}
     for r in records:
         if known:
             for m in (r.model_first, r.model_second):
                 if m not in known:
-                    problems.append(_at(r, f"unknown model {m!r} (--models: {', '.join(sorted(known))})"))  # fmt: skip
+                    problems.append(_at(r, f"unknown model {m!r} (--models: {names})"))
         k = _key(r)
         if k in seen:
-            problems.append(_at(r, f"the same judgment as line {seen[k].line} (judge {r.judge!r}, "
-                                   f"question {r.question!r}, repetition {r.repetition})"))  # fmt: skip
+            problems.append(_at(r, (
+                f"the same judgment as line {seen[k].line} (judge {r.judge!r}, "
+                f"question {r.question!r}, repetition {r.repetition})"
+            )))  # fmt: skip
             continue
         seen[k] = r
     for k, r in seen.items():

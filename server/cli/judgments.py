@@ -167,9 +167,9 @@ def judgments_position(
     from server.usecases import session
     from server.usecases.pairwise import PositionOptions, pairwise_position
 
-    options = PositionOptions(
-        judge=judge, inconsistent=inconsistent, n_bootstrap=n_bootstrap, seed=seed
-    )  # type: ignore[arg-type]
+    options = PositionOptions.model_validate(
+        {"judge": judge, "inconsistent": inconsistent, "n_bootstrap": n_bootstrap, "seed": seed}
+    )
     with session(ctx.engine()) as s:
         result = pairwise_position(s, options)
     emit(result, as_json, _render)

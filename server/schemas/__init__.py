@@ -103,13 +103,6 @@ from server.schemas.data import (
     RubricCreate,
     RubricOut,
 )
-from server.schemas.pairwise import (
-    JudgePositionOut,
-    PairRatesOut,
-    PairwisePositionOut,
-    PairwisePositionQuery,
-    StrengthOut,
-)
 from server.schemas.health import (
     HealthOut,
     KeyCreate,
@@ -124,6 +117,13 @@ from server.schemas.jobs import (
     JobOut,
     JobPartOut,
     JobQuery,
+)
+from server.schemas.pairwise import (
+    JudgePositionOut,
+    PairRatesOut,
+    PairwisePositionOut,
+    PairwisePositionQuery,
+    StrengthOut,
 )
 
 __all__ = [

@@ -50,9 +50,7 @@ def import_judgments(
     checked whole: ``InvalidInputError`` lists every problem and nothing is stored."""
     from judge.trust.pairwise_import import import_pairwise
 
-    summary = import_pairwise(
-        engine, path, fmt, judge=judge, repetition=repetition, models=models
-    )
+    summary = import_pairwise(engine, path, fmt, judge=judge, repetition=repetition, models=models)
     return asdict(summary)
 
 

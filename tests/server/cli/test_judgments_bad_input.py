@@ -51,10 +51,14 @@ def test_every_problem_of_a_csv_is_listed_and_nothing_is_stored(tmp_path: Path) 
     assert done.returncode == 1
     err = done.stderr
     assert "nothing was stored" in err
-    assert "line 4: verdict 'maybe' is not A, B, tie, unreadable, or one of the pair's models" in err
+    assert (
+        "line 4: verdict 'maybe' is not A, B, tie, unreadable, or one of the pair's models" in err
+    )
     assert "line 5: unknown model 'zed' (--models: x, y)" in err
     assert "line 6: the same judgment as line 2" in err
-    assert "line 7: judge 'j', question 'q4', repetition 1: only the order 'x' first was given" in err
+    assert (
+        "line 7: judge 'j', question 'q4', repetition 1: only the order 'x' first was given" in err
+    )
     assert "line 8: repetition '0' is not a whole number from 1" in err
     assert "question 'q3'" in err  # one order only, besides its unknown model
     assert stored(tmp_path) == 0
