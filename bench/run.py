@@ -58,6 +58,9 @@
 21. Qualify (bench/qualify.py): ``judge-audit qualify``'s use case on a 10,000-judgment run
     with 3 x 2,000 ratings, 1,000 bootstrap resamples: the whole qualification, read to
     stored record (target <= 5 s), and a run's standing.
+22. Pairwise (bench/pairwise.py): ``fairjudge judgments import`` of Shi et al.'s 27 record
+    files (5,184 judgments) into a fresh store, a whole process (target <= 10 s), and
+    ``judgments position --json`` of the stored judges.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -88,6 +91,7 @@ from bench.chance import bench_chance
 from bench.dedupe import dedupe_bench
 from bench.generate import generate_bench
 from bench.labelstudio import bench_labelstudio
+from bench.pairwise import bench_pairwise
 from bench.qualify import bench_qualify
 from bench.server import bench_server
 from bench.stats_ppi import bench_stats_ppi
@@ -358,6 +362,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "client_reply": lambda tmp: _client_reply_bench(),
     "chance": lambda tmp: bench_chance(),
     "qualify": bench_qualify,
+    "pairwise": bench_pairwise,
 }
 
 
