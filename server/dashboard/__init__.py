@@ -4,7 +4,8 @@ Python, no front-end build step), one module per page group.
 Views (Flask): ``login`` (sign in with an API key, sign out), ``overview`` (runs and jobs,
 live), ``datasets`` (coverage heatmaps), ``judge_runs`` (a run: the answer, the grid, the
 items; its agreement with people; the judge's own checks), ``campaigns``, ``audits``,
-``jobs`` (every kind, live, and a form for any kind), ``admin`` (keys, annotators; admins
+``jobs`` (every kind, live, and a form for any kind), ``pairwise`` (imported pairwise
+judgments' position figures), ``admin`` (keys, annotators; admins
 only). What a page shows is gathered without Flask in ``pages``, ``run_page``,
 ``agreement_page``, ``checks_page``, ``datasets_page``, ``campaign_page``, ``audit_page`` and
 ``job_form``; ``charts`` draws, ``figures`` turns report figures into charts, ``cache`` keeps
@@ -45,6 +46,7 @@ from server.dashboard import (  # noqa: E402
     judge_runs,
     login,
     overview,
+    pairwise,
 )
 
 __all__ = [
@@ -58,4 +60,5 @@ __all__ = [
     "judge_runs",
     "login",
     "overview",
+    "pairwise",
 ]

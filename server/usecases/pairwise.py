@@ -57,15 +57,25 @@ def import_judgments(
 def pairwise_position(session: Session, options: PositionOptions) -> dict[str, Any]:
     """Every judge's figures (of ``options.judge`` alone when given) as JSON-ready data;
     ``NotFoundError`` when no verdict is stored (for that judge)."""
-    from judge.errors import NotFoundError
-    from judge.trust.pairwise import load_verdicts, pairwise_figures
+    found = pairwise_position_or_none(session, options)
+    if found is None:
+        from judge.errors import NotFoundError
 
-    verdicts = load_verdicts(session, options.judge)
-    if not verdicts:
         who = f" of judge {options.judge!r}" if options.judge else ""
         raise NotFoundError(
             f"no pairwise judgments{who} stored: import some with `fairjudge judgments import`"
         )
+    return found
+
+
+def pairwise_position_or_none(session: Session, options: PositionOptions) -> dict[str, Any] | None:
+    """``pairwise_position``'s figures, or None when no verdict is stored (the dashboard's
+    page then says so)."""
+    from judge.trust.pairwise import load_verdicts, pairwise_figures
+
+    verdicts = load_verdicts(session, options.judge)
+    if not verdicts:
+        return None
     result = pairwise_figures(
         verdicts, inconsistent=options.inconsistent, level=options.level,
         n_bootstrap=options.n_bootstrap, seed=options.seed,
