@@ -103,14 +103,30 @@ def read_pairwise(
         if text is None:
             continue
         name = str(file) if len(files) > 1 else ""
-        if fmt == "shi2024":
-            rep = repetition if repetition is not None else _repetition(file.name)
-            rows, found = _read_shi(text, name, judge, rep)
-        else:
-            rows, found = _read_plain(text, name, fmt, judge)
+        rep = repetition if repetition is not None else _repetition(file.name)
+        rows, found = _read_text(text, fmt, name, judge, rep)
         records += rows
         problems += found
     return ReadSource(records, problems, digest.hexdigest(), len(files))
+
+
+def read_pairwise_text(
+    text: str, fmt: str, *, judge: str | None = None, repetition: int | None = None
+) -> ReadSource:
+    """``read_pairwise`` of one file's text (a request's body): the same rules, the
+    repetition of a shi2024 text ``repetition`` or 1."""
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    records, problems = _read_text(text, fmt, "", judge, repetition or 1)
+    return ReadSource(records, problems, hashlib.sha256(text.encode()).hexdigest(), 1)
+
+
+def _read_text(
+    text: str, fmt: str, name: str, judge: str | None, repetition: int
+) -> tuple[list[PairRecord], list[tuple[int, str]]]:
+    if fmt == "shi2024":
+        return _read_shi(text, name, judge, repetition)
+    return _read_plain(text, name, fmt, judge)
 
 
 def _is_shi_record(name: str) -> bool:

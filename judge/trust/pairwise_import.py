@@ -25,7 +25,7 @@ from sqlmodel import col
 from judge.errors import InvalidInputError
 from judge.store.engine import session_scope
 from judge.store.pairwise_tables import PairwiseImport, PairwiseVerdict
-from judge.trust.pairwise_files import PairRecord, read_pairwise
+from judge.trust.pairwise_files import PairRecord, ReadSource, read_pairwise
 
 Key = tuple[str, str, str, str, int]
 
@@ -125,6 +125,18 @@ def import_pairwise(
     """Read ``path`` (``judge.trust.pairwise_files.read_pairwise``), check it whole and store
     it in one transaction; ``InvalidInputError`` lists every problem, nothing stored."""
     read = read_pairwise(path, fmt, judge=judge, repetition=repetition)
+    return store_source(engine, read, str(path), fmt, models)
+
+
+def store_source(
+    engine: Engine,
+    read: ReadSource,
+    source: str,
+    fmt: str,
+    models: Sequence[str] | None = None,
+) -> PairwiseImportSummary:
+    """Check what was read from ``source`` whole and store it in one transaction;
+    ``InvalidInputError`` lists every problem, nothing stored."""
     problems = read.problems + check_records(read.records, models)
     if not problems and not read.records:
         problems.append((0, "no judgments in the source"))
@@ -132,13 +144,11 @@ def import_pairwise(
         problems = _stored(engine, read.records)
     if problems:
         raise InvalidInputError(
-            f"{path}: {len(problems)} problem(s); nothing was stored", sorted(problems)
+            f"{source}: {len(problems)} problem(s); nothing was stored", sorted(problems)
         )
     records = read.records
     with session_scope(engine) as session:
-        batch = PairwiseImport(
-            source=str(path), format=fmt, sha256=read.sha256, records=len(records)
-        )
+        batch = PairwiseImport(source=source, format=fmt, sha256=read.sha256, records=len(records))
         session.add(batch)
         session.flush()
         assert batch.id is not None
@@ -157,7 +167,7 @@ def import_pairwise(
         import_id = batch.id
     return PairwiseImportSummary(
         import_id=import_id,
-        source=str(path),
+        source=source,
         format=fmt,
         files=read.files,
         records=len(records),

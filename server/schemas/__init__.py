@@ -121,6 +121,8 @@ from server.schemas.jobs import (
 from server.schemas.pairwise import (
     JudgePositionOut,
     PairRatesOut,
+    PairwiseImportIn,
+    PairwiseImportOut,
     PairwisePositionOut,
     PairwisePositionQuery,
     StrengthOut,
@@ -129,6 +131,8 @@ from server.schemas.pairwise import (
 __all__ = [
     "JudgePositionOut",
     "PairRatesOut",
+    "PairwiseImportIn",
+    "PairwiseImportOut",
     "PairwisePositionOut",
     "PairwisePositionQuery",
     "StrengthOut",

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.schemas.base import Strict
+from server.schemas.base import ReplyOf, Strict
 from server.usecases.pairwise import PositionOptions
+from server.usecases.shapes import PairwiseImportSummary
 
 Interval = list[float | None]
 
@@ -100,3 +101,25 @@ class PairwisePositionOut(BaseModel):
     flagged: list[str]
     notes: list[str]
     judges: list[JudgePositionOut]
+
+
+class PairwiseImportIn(Strict):
+    """One file's pairwise judgments as text (docs/pairwise.md), checked whole: every problem
+    listed and nothing stored from a bad text; judgments already stored are refused."""
+
+    format: Literal["csv", "jsonl", "shi2024"]
+    text: str = Field(min_length=1, description="The file's content.")
+    judge: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The judge's label (csv/jsonl: unless the rows name it; shi2024: replaces "
+        "the judge named by the last column).",
+    )
+    models: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None, max_length=1000, description="The models the text may name."
+    )
+
+
+class PairwiseImportOut(ReplyOf[PairwiseImportSummary]):
+    """What an import stored (``judge.trust.pairwise_import.PairwiseImportSummary``)."""

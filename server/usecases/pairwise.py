@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
+    from judge.trust.pairwise_import import PairwiseImportSummary
+
 FORMATS = ("shi2024", "csv", "jsonl")
 
 
@@ -52,6 +54,23 @@ def import_judgments(
 
     summary = import_pairwise(engine, path, fmt, judge=judge, repetition=repetition, models=models)
     return asdict(summary)
+
+
+def import_judgments_text(
+    engine: Engine,
+    text: str,
+    fmt: str,
+    *,
+    judge: str | None = None,
+    models: Sequence[str] | None = None,
+) -> PairwiseImportSummary:
+    """``import_judgments`` of a request's text (one file's content): checked whole, every
+    problem listed, nothing stored from a bad text."""
+    from judge.trust.pairwise_files import read_pairwise_text
+    from judge.trust.pairwise_import import store_source
+
+    read = read_pairwise_text(text, fmt, judge=judge)
+    return store_source(engine, read, "request body", fmt, models)
 
 
 def pairwise_position(session: Session, options: PositionOptions) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from judge.data.responses import MAX_BATCH_ROWS, ResponseRow, ResponsesImport
 from judge.metrics import MetricRow
 from judge.runs import RunBusyError
 from judge.store.queries import GenerationRunInfo
+from judge.trust.pairwise_import import PairwiseImportSummary
 
 __all__ = [
     "MAX_BATCH_ROWS",
@@ -24,6 +25,7 @@ __all__ = [
     "ImportSummary",
     "LabelStudioError",
     "MetricRow",
+    "PairwiseImportSummary",
     "ResponseRow",
     "ResponsesImport",
     "RunBusyError",

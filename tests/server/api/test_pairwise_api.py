@@ -1,13 +1,13 @@
-"""``GET /api/v1/pairwise/position`` through Flask's test client on a real SQLite store, on a
-hand-worked file of one judge, three models and two questions; the reply is read back
-through its response model, which forbids fields it does not declare."""
+"""``GET /api/v1/pairwise/position`` and ``POST /api/v1/pairwise/judgments`` through Flask's
+test client on a real SQLite store, on a hand-worked file of one judge, three models and two
+questions; each reply is read back through its response model."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from judge.store.engine import make_engine
-from server.schemas import PairwisePositionOut
+from server.schemas import PairwiseImportOut, PairwisePositionOut
 from server.usecases.pairwise import import_judgments
 from tests.server.api.test_api import make_api
 from tests.support.stub_openai import StubServer
@@ -58,5 +58,37 @@ def test_position_over_http(migrated_db_url: str, tmp_path: Path) -> None:
             missing = api.get("/api/v1/pairwise/position?judge=nobody")
             assert missing.status_code == 404
             assert "no pairwise judgments of judge 'nobody'" in missing.json["error"]["message"]
+        finally:
+            api.close()
+
+
+def test_import_over_http_refuses_a_bad_text_whole(migrated_db_url: str, tmp_path: Path) -> None:
+    text = "question,model_a,model_b,verdict\n" + "\n".join(",".join(r) for r in ROWS) + "\n"
+    with StubServer() as stub:
+        api = make_api(migrated_db_url, stub, tmp_path)
+        try:
+            # line 14: not a verdict; line 15: its other order is missing
+            bad = text + "q9,x,y,maybe\nq10,x,y,A\n"
+            reply = api.post(
+                "/api/v1/pairwise/judgments", json={"format": "csv", "text": bad, "judge": "j"}
+            )
+            assert reply.status_code == 400, reply.json
+            error = reply.json["error"]
+            assert "2 problem(s); nothing was stored" in error["message"]
+            assert any("line 14: verdict 'maybe'" in p for p in error["problems"])
+            assert any("line 15: judge 'j', question 'q10'" in p for p in error["problems"])
+            assert api.get("/api/v1/pairwise/position").status_code == 404  # nothing stored
+            body = {"format": "csv", "text": text, "judge": "j", "models": ["x", "y", "z"]}
+            done = api.post("/api/v1/pairwise/judgments", json=body)
+            assert done.status_code == 201, done.json
+            summary = PairwiseImportOut.model_validate(done.json).model_dump(mode="json")
+            assert summary == done.json
+            assert (summary["records"], summary["judges"], summary["unreadable"]) == (12, ["j"], 1)
+            again = api.post("/api/v1/pairwise/judgments", json=body)
+            assert again.status_code == 400
+            (problem,) = again.json["error"]["problems"]
+            assert "12 of the file's judgments are already stored by import 1" in problem
+            shown = api.get("/api/v1/pairwise/position?n_bootstrap=200")
+            assert shown.json["judges"][0]["position_consistency"] == 0.8
         finally:
             api.close()
