@@ -124,9 +124,17 @@ def read_pairwise_text(
 def _read_text(
     text: str, fmt: str, name: str, judge: str | None, repetition: int
 ) -> tuple[list[PairRecord], list[tuple[int, str]]]:
-    if fmt == "shi2024":
-        return _read_shi(text, name, judge, repetition)
-    return _read_plain(text, name, fmt, judge)
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        return [], [
+            (line, _where(name, "holds a NUL character (\\x00), which the store cannot keep"))
+        ]
+    try:
+        if fmt == "shi2024":
+            return _read_shi(text, name, judge, repetition)
+        return _read_plain(text, name, fmt, judge)
+    except csv.Error as exc:
+        return [], [(0, _where(name, f"not readable as {fmt} ({exc})"))]
 
 
 def _is_shi_record(name: str) -> bool:
