@@ -460,8 +460,10 @@ def pairwise_figures(
         "most frequent readable verdict (an unreadable one counts in the repetitions), "
         "averaged (the authors' computation).",
         INCONSISTENT_NOTE[inconsistent] + ".",
-        "Win rates pool the repetitions; their Wilson intervals treat each repetition's pair "
-        "as independent, so they are too narrow where repetitions agree.",
+        "Every repetition's pairs are pooled: the intervals of position consistency, "
+        "preference fairness (bootstrap over pairs) and the win rates (Wilson) treat each "
+        "repetition's pair as independent, so they are too narrow where repetitions agree; "
+        "Bradley-Terry's bootstrap resamples a comparison's repetitions together.",
         f"Flagged: inconsistent when position consistency's CI lies below {min_consistency:g}"
         "; primacy or recency when preference fairness's CI excludes 0; decided at "
         f"{flag_level:.4g} confidence (Bonferroni over two claims per judge).",
