@@ -8,7 +8,9 @@ A-tie and tie-A prefer the first position (primacy); BB, B-tie and tie-B the sec
 Position consistency (PC) and preference fairness (PF) are ``judge.trust.position``'s
 ``position_stats`` on those pairs, so they follow the paper exactly as the judge-run check
 does: a pair with an unreadable verdict is left out of PC and kept in PF's denominator, where it
-counts as neither side. Every repetition's pairs are pooled per judge. A judge is flagged as
+counts as neither side. Every repetition's pairs are pooled per judge; PC's and PF's intervals
+resample (question, model pair) clusters, a pair's repetitions together
+(``judge.stats.cluster_ratio``). A judge is flagged as
 the judge-run check flags a rubric (``flag_reasons``, tolerance 0): "inconsistent" when PC's
 CI upper bound is below ``min_consistency``, "primacy" or "recency" when PF's CI excludes 0;
 decided on intervals at the Bonferroni simultaneous confidence over the judges' claims (two
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -47,6 +49,7 @@ from sqlalchemy import select
 from sqlmodel import Session, col
 
 from judge.stats.bradley_terry import bootstrap_intervals, bradley_terry, win_matrix
+from judge.stats.cluster_ratio import ratio_intervals
 from judge.stats.multiplicity import simultaneous_confidence
 from judge.stats.tests import PairedShift
 from judge.store.pairwise_tables import PairwiseVerdict
@@ -378,6 +381,46 @@ def strengths(
     return rows, note, boot.without_estimate
 
 
+def _with_cluster_intervals(
+    point: PositionStats,
+    pairs: Sequence[Pair],
+    *,
+    levels: tuple[float, float],
+    n_bootstrap: int,
+    seed: int,
+) -> tuple[PositionStats, PositionStats]:
+    """``point`` (``position_stats``'s counts and figures) with PC's and PF's intervals from
+    a bootstrap over (question, model pair) clusters, all repetitions of a pair together, at
+    the shown level and at the flag level (the same resamples)."""
+    cluster: dict[tuple[str, str, str], int] = {}
+    rows: list[list[float]] = []
+    for p in pairs:
+        k = cluster.setdefault((p.question, p.low, p.high), len(cluster))
+        if k == len(rows):
+            rows.append([0.0, 0.0, 0.0, 0.0])  # consistent, readable, recency - primacy, pairs
+        rows[k][3] += 1
+        if p.readable:
+            # +1 recency, -1 primacy, 0 consistent: position_stats's reading of the scores
+            sign = float(np.sign(GIVEN_SCORE[p.given] - SWAPPED_SCORE[p.swapped]))
+            rows[k][0] += sign == 0
+            rows[k][1] += 1
+            rows[k][2] += sign
+    sums = np.asarray(rows, dtype=float).reshape(-1, 4)
+    found = ratio_intervals(
+        {"pc": (sums[:, 0], sums[:, 1]), "pf": (sums[:, 2], sums[:, 3])},
+        levels=list(levels), n_bootstrap=n_bootstrap if point.n >= 2 else 0, seed=seed,
+    )  # fmt: skip
+    shown, flag = (
+        replace(
+            point, level=lv, consistency_low=found["pc"][lv][0],
+            consistency_high=found["pc"][lv][1], fairness_low=found["pf"][lv][0],
+            fairness_high=found["pf"][lv][1],
+        )
+        for lv in levels
+    )  # fmt: skip
+    return shown, flag
+
+
 def judge_figures(
     judge: str,
     verdicts: Sequence[Verdict],
@@ -392,15 +435,10 @@ def judge_figures(
     """One judge's figures (see the module docstring)."""
     pairs = pairs_of(verdicts)
     given, swapped, unreadable = _scores(pairs)
-    stats = position_stats(
-        given, swapped, level=level, n_bootstrap=n_bootstrap, seed=seed, unreadable=unreadable
+    point = position_stats(given, swapped, level=level, n_bootstrap=0, unreadable=unreadable)
+    stats, judged = _with_cluster_intervals(
+        point, pairs, levels=(level, flag_level), n_bootstrap=n_bootstrap, seed=seed
     )
-    judged = stats
-    if flag_level != level:
-        judged = position_stats(
-            given, swapped, level=flag_level, n_bootstrap=n_bootstrap, seed=seed,
-            unreadable=unreadable,
-        )  # fmt: skip
     reasons = flag_reasons(judged, NO_SHIFT, 0.0, min_consistency)
     rs, prompts = repetition_stability(verdicts)
     models = sorted({m for v in verdicts for m in (v.first, v.second)})
@@ -460,10 +498,10 @@ def pairwise_figures(
         "most frequent readable verdict (an unreadable one counts in the repetitions), "
         "averaged (the authors' computation).",
         INCONSISTENT_NOTE[inconsistent] + ".",
-        "Every repetition's pairs are pooled: the intervals of position consistency, "
-        "preference fairness (bootstrap over pairs) and the win rates (Wilson) treat each "
-        "repetition's pair as independent, so they are too narrow where repetitions agree; "
-        "Bradley-Terry's bootstrap resamples a comparison's repetitions together.",
+        "Every repetition's pairs are pooled. The intervals of position consistency, "
+        "preference fairness and Bradley-Terry resample (question, model pair) clusters, a "
+        "pair's repetitions together; the win rates' Wilson intervals treat each "
+        "repetition's pair as independent, so they are too narrow where repetitions agree.",
         f"Flagged: inconsistent when position consistency's CI lies below {min_consistency:g}"
         "; primacy or recency when preference fairness's CI excludes 0; decided at "
         f"{flag_level:.4g} confidence (Bonferroni over two claims per judge).",
