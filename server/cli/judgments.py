@@ -151,6 +151,13 @@ def _render(result: dict[str, Any]) -> None:
     help="Bootstrap resamples of each interval.",
 )
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--level",
+    type=click.FloatRange(0.5, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence of the intervals shown (the flags use Bonferroni's over the judges).",
+)
 @json_option
 @click.pass_obj
 def judgments_position(
@@ -159,6 +166,7 @@ def judgments_position(
     inconsistent: str,
     n_bootstrap: int,
     seed: int,
+    level: float,
     as_json: bool,
 ) -> None:
     """Per judge: position consistency, preference fairness and repetition stability (Shi et
@@ -168,7 +176,13 @@ def judgments_position(
     from server.usecases.pairwise import PositionOptions, pairwise_position
 
     options = PositionOptions.model_validate(
-        {"judge": judge, "inconsistent": inconsistent, "n_bootstrap": n_bootstrap, "seed": seed}
+        {
+            "judge": judge,
+            "inconsistent": inconsistent,
+            "n_bootstrap": n_bootstrap,
+            "seed": seed,
+            "level": level,
+        }
     )
     with session(ctx.engine()) as s:
         result = pairwise_position(s, options)
