@@ -2,7 +2,7 @@
 items with the scripted stub (fixed latency, in a process of its own) as the item writer, a
 whole command timed from outside, as for judging (bench/wire.py).
 
-The grid is one factor of our own with N / 20 scenarios (``--catalogue``), so 4 stages x
+The grid is one factor of our own with N / 20 scenarios (``--taxonomy``), so 4 stages x
 N / 20 scenarios x 5 items a cell is N items, one call of 5 items each. The stub answers every
 call with 5 valid items that are not near-duplicates of any other, so every call adds 5.
 
@@ -27,8 +27,8 @@ ITEMS_PER_CALL = 5
 STAGES = 4
 
 
-def write_catalogue(path: Path, scenarios: int) -> Path:
-    """A catalogue extension: the factor ``bench`` tested in ``scenarios`` new scenarios."""
+def write_taxonomy(path: Path, scenarios: int) -> Path:
+    """A taxonomy extension: the factor ``bench`` tested in ``scenarios`` new scenarios."""
     lines = []
     for i in range(scenarios):
         lines += [
@@ -86,13 +86,13 @@ def generate_bench(
                 folder / "generate.toml", stub.url, f"sqlite:///{folder / 'generate.db'}",
                 concurrency,
             )  # fmt: skip
-            catalogue = write_catalogue(
-                folder / "bench_catalogue.toml", n // (STAGES * ITEMS_PER_CALL)
+            taxonomy = write_taxonomy(
+                folder / "bench_taxonomy.toml", n // (STAGES * ITEMS_PER_CALL)
             )
             plan = [
                 *FAIRJUDGE, "--config", str(config), "dataset", "plan", "--endpoint", "writer",
                 "--per-cell", str(ITEMS_PER_CALL), "--items-per-call", str(ITEMS_PER_CALL),
-                "--factor", "bench", "--catalogue", str(catalogue), "--into", "bench", "--json",
+                "--factor", "bench", "--taxonomy", str(taxonomy), "--into", "bench", "--json",
             ]  # fmt: skip
             dry = timed([*plan, "--dry-run"])
             run = timed(plan)

@@ -1,4 +1,4 @@
-"""Qualifying a judge, timed: ``judge-audit qualify``'s use case on a judge run of 10,000
+"""Qualifying a judge, timed: ``checks qualify``'s use case on a judge run of 10,000
 judgments (one rubric, 10,000 items) with 2,000 of the items rated by each of 3 raters
 (6,000 ratings), the [qualify] defaults (1,000 bootstrap resamples). Target <= 5 s.
 

@@ -23,7 +23,7 @@
     audit's 168,000 answers from a local stub, a whole process: wall time (<= 60 s) and
     peak RSS (<= 1 GB); then the same 168,000 prompts sent by ``audit names run`` to the stub
     and ``audit show`` of the stored run, timed the same way.
-11. Judge trust (bench/trust.py): ``fairjudge judge-audit counterfactual`` on 2,000 judged
+11. Judge trust (bench/trust.py): ``fairjudge checks counterfactual`` on 2,000 judged
     answers against the stub (200 ms, concurrency 32), a whole command: ratio to the ideal,
     beside ``fairjudge judge``'s ratio on the same answers in the same run (target: the
     audit's >= 0.9 of judge's).
@@ -55,7 +55,7 @@
 20. Chance (bench/chance.py): Gwet's AC1 and Cohen's kappa (the whole judge-human call) with
     1,000 bootstrap resamples on 100,000 pairs, on a 1-5 scale and on a 90 %-pass rubric
     (target <= 1 s each).
-21. Qualify (bench/qualify.py): ``judge-audit qualify``'s use case on a 10,000-judgment run
+21. Qualify (bench/qualify.py): ``checks qualify``'s use case on a 10,000-judgment run
     with 3 x 2,000 ratings, 1,000 bootstrap resamples: the whole qualification, read to
     stored record (target <= 5 s), and a run's standing.
 22. Pairwise (bench/pairwise.py): ``fairjudge judgments import`` of Shi et al.'s 27 record

@@ -1,4 +1,4 @@
-"""The judge's counterfactual audit at the speed of the wire: ``fairjudge judge-audit
+"""The judge's counterfactual check at the speed of the wire: ``fairjudge checks
 counterfactual`` on 2,000 judged answers against the scripted stub (fixed latency), a whole
 command timed from outside, as for judging (bench/wire.py). Every answer holds a gendered word,
 so every item is copied and judged again: 2,000 judge calls. Its ratio to the ideal
@@ -40,7 +40,7 @@ def bench_trust(
         judged = timed([*base, "judge", "1"])
         before = stub.requests()
         audit = timed(
-            [*base, "judge-audit", "counterfactual", "--judge-run", "1", "--swap", "gender",
+            [*base, "checks", "counterfactual", "--judge-run", "1", "--swap", "gender",
              "--json"]
         )  # fmt: skip
         calls = stub.requests() - before

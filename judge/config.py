@@ -253,7 +253,7 @@ class RunsConfig(_Strict):
         "generation run with more than this share of its answers failed, or an audit run with "
         "more than this share of its answers unparsed or failed, ends `unusable` rather than "
         "`finished`: its job fails with the counts, and `judge`/`generate`/`audit ... run`/"
-        "`judge-audit counterfactual` exit 3 (--allow-failures exits 0). 1 turns the check "
+        "`checks counterfactual` exit 3 (--allow-failures exits 0). 1 turns the check "
         "off.",
     )
 

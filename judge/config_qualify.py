@@ -1,5 +1,5 @@
 """The ``[qualify]`` section of the config (``judge.config.Settings.qualify``): the rule
-``fairjudge judge-audit qualify`` applies before it calls a judge qualified for a rubric
+``fairjudge checks qualify`` applies before it calls a judge qualified for a rubric
 (``judge.qualify_rule``), and whether reports refuse figures from a judge that is not.
 Each criterion can be changed or turned off; the defaults follow issue 42."""
 
@@ -64,6 +64,6 @@ class QualifyConfig(BaseModel):
     require_qualified: bool = Field(
         default=False,
         description="The default of `--require-qualified` (report, estimates, audit reports, "
-        "judge-audit show): refuse to give figures of a judge not validated for every rubric "
+        "checks show): refuse to give figures of a judge not validated for every rubric "
         "used, with exit code 4.",
     )

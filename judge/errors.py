@@ -70,5 +70,5 @@ class StoreError(FairJudgeError):
 
 class UnqualifiedError(FairJudgeError):
     """Figures were asked for with ``--require-qualified`` (``require_qualified=true`` over
-    HTTP) and a rubric used is not validated for the judge (``fairjudge judge-audit
+    HTTP) and a rubric used is not validated for the judge (``fairjudge checks
     qualify``). The CLI exits with its own code (see docs/cli.md); the API answers 409."""

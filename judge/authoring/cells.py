@@ -117,53 +117,53 @@ class Options:
 # -- which cells ---------------------------------------------------------------------------
 
 
-def check_cell(catalogue: Taxonomy, stage: str, factor: str, scenario: str) -> Cell:
+def check_cell(taxonomy: Taxonomy, stage: str, factor: str, scenario: str) -> Cell:
     """The cell named on a command line, or InvalidInputError before any call: an unknown
     stage, factor or scenario (with the scenario id it most likely means)."""
     _check_stages([stage])
-    _check_factors(catalogue, [factor])
-    _check_scenarios(catalogue, [scenario])
+    _check_factors(taxonomy, [factor])
+    _check_scenarios(taxonomy, [scenario])
     return Cell(stage, factor, scenario)
 
 
-def unmapped_warning(catalogue: Taxonomy, cell: Cell) -> str | None:
-    """A warning for a cell whose pair the catalogue does not list (asked for all the same)."""
-    if catalogue.is_mapped(cell.factor, cell.scenario):
+def unmapped_warning(taxonomy: Taxonomy, cell: Cell) -> str | None:
+    """A warning for a cell whose pair the taxonomy does not list (asked for all the same)."""
+    if taxonomy.is_mapped(cell.factor, cell.scenario):
         return None
     return (
-        f"the catalogue ({catalogue.source.name}) does not list scenario {cell.scenario!r} for "
+        f"the taxonomy ({taxonomy.source.name}) does not list scenario {cell.scenario!r} for "
         f"factor {cell.factor!r}; items are generated as asked"
     )
 
 
 def grid_cells(
-    catalogue: Taxonomy,
+    taxonomy: Taxonomy,
     *,
     stages: Sequence[str] = (),
     factors: Sequence[str] = (),
     scenarios: Sequence[str] = (),
 ) -> list[Cell]:
-    """Stages x factors x each factor's scenarios in the catalogue, in that order, kept to
+    """Stages x factors x each factor's scenarios in the taxonomy, in that order, kept to
     the ``stages``, ``factors`` and ``scenarios`` named (none named: all). Unknown names, and
     a choice that leaves no cell, raise InvalidInputError."""
     _check_stages(stages)
-    _check_factors(catalogue, factors)
-    _check_scenarios(catalogue, scenarios)
+    _check_factors(taxonomy, factors)
+    _check_scenarios(taxonomy, scenarios)
     stages = tuple(dict.fromkeys(stages))  # a name given twice is one choice
     cells = [
         Cell(stage, f.id, scenario)
         for stage in (stages or STAGES)
-        for f in catalogue.factors
+        for f in taxonomy.factors
         if not factors or f.id in factors
         for scenario in f.scenarios
         if not scenarios or scenario in scenarios
     ]
     if not cells:
         raise InvalidInputError(
-            "no cell of the catalogue has the factor(s) and scenario(s) chosen: "
+            "no cell of the taxonomy has the factor(s) and scenario(s) chosen: "
             + "; ".join(
                 f"{f.id}: {', '.join(f.scenarios)}"
-                for f in catalogue.factors
+                for f in taxonomy.factors
                 if not factors or f.id in factors
             )
         )
@@ -176,26 +176,26 @@ def _check_stages(stages: Iterable[str]) -> None:
         raise InvalidInputError(f"unknown stage {bad[0]!r}: use one of {', '.join(STAGES)}")
 
 
-def _check_factors(catalogue: Taxonomy, factors: Iterable[str]) -> None:
+def _check_factors(taxonomy: Taxonomy, factors: Iterable[str]) -> None:
     for factor in factors:
-        if factor not in catalogue.factor_ids:
+        if factor not in taxonomy.factor_ids:
             raise InvalidInputError(
-                f"unknown factor {factor!r} (the catalogue {catalogue.source.name} has "
-                f"{', '.join(catalogue.factor_ids)}); add your own with --catalogue FILE"
+                f"unknown factor {factor!r} (the taxonomy {taxonomy.source.name} has "
+                f"{', '.join(taxonomy.factor_ids)}); add your own with --taxonomy FILE"
             )
 
 
-def _check_scenarios(catalogue: Taxonomy, scenarios: Iterable[str]) -> None:
+def _check_scenarios(taxonomy: Taxonomy, scenarios: Iterable[str]) -> None:
     for scenario in scenarios:
-        if scenario in catalogue.scenario_ids:
+        if scenario in taxonomy.scenario_ids:
             continue
-        hint = catalogue.suggest_scenario(scenario)
+        hint = taxonomy.suggest_scenario(scenario)
         why = f"unknown scenario {scenario!r}"
         if hint:
             raise InvalidInputError(f"{why}: did you mean {hint!r}?")
         raise InvalidInputError(
-            f"{why} (see the scenario ids in {catalogue.source.name}); add your own with "
-            "--catalogue FILE"
+            f"{why} (see the scenario ids in {taxonomy.source.name}); add your own with "
+            "--taxonomy FILE"
         )
 
 
@@ -241,7 +241,7 @@ def generate_items(
     engine: Engine,
     client: ModelClient,
     book: PromptBook,
-    catalogue: Taxonomy,
+    taxonomy: Taxonomy,
     dataset: str,
     cell: Cell,
     count: int,
@@ -253,9 +253,9 @@ def generate_items(
     (created if new) as drafts; see the module docstring for how many calls that takes."""
     if count < 1:
         raise InvalidInputError(f"--count must be at least 1, got {count}")
-    warning = unmapped_warning(catalogue, cell)
+    warning = unmapped_warning(taxonomy, cell)
     summary = _run(
-        engine, client, book, catalogue, dataset, [cell],
+        engine, client, book, taxonomy, dataset, [cell],
         lambda _have: {cell: count}, options or Options(), progress,
     )  # fmt: skip
     if warning:
@@ -267,7 +267,7 @@ def plan_items(
     engine: Engine,
     client: ModelClient,
     book: PromptBook,
-    catalogue: Taxonomy,
+    taxonomy: Taxonomy,
     dataset: str,
     cells: Sequence[Cell],
     per_cell: int,
@@ -283,7 +283,7 @@ def plan_items(
         return shortfall(cells, per_cell, have)
 
     return _run(
-        engine, client, book, catalogue, dataset, cells, targets, options or Options(), progress
+        engine, client, book, taxonomy, dataset, cells, targets, options or Options(), progress
     )
 
 
@@ -315,7 +315,7 @@ def _run(
     engine: Engine,
     client: ModelClient,
     book: PromptBook,
-    catalogue: Taxonomy,
+    taxonomy: Taxonomy,
     dataset: str,
     cells: Sequence[Cell],
     targets: Callable[[dict[Cell, int]], dict[Cell, int]],
@@ -325,7 +325,7 @@ def _run(
     with session_scope(engine) as session:
         dataset_id = _dataset_id(session, dataset, create=True)
     assert dataset_id is not None
-    prompts = CellPrompts(book, catalogue)
+    prompts = CellPrompts(book, taxonomy)
     k = options.items_per_call
     with run_lease(engine, LEASE_KIND, dataset_id):
         with session_scope(engine) as session:
@@ -353,7 +353,7 @@ def _run(
             reply = None
             if done is not None:
                 reply = read_reply(
-                    done.text, call.cell, asked=call.asked, catalogue=catalogue,
+                    done.text, call.cell, asked=call.asked, taxonomy=taxonomy,
                     finish_reason=done.finish_reason,
                 )  # fmt: skip
             return call, outcome, reply
@@ -474,7 +474,7 @@ def plan_dry_run(
     engine: Engine,
     client: ModelClient,
     book: PromptBook,
-    catalogue: Taxonomy,
+    taxonomy: Taxonomy,
     dataset: str,
     cells: Sequence[Cell],
     per_cell: int,
@@ -498,7 +498,7 @@ def plan_dry_run(
         stored = stored_attempts(session, dataset_id) if dataset_id is not None else {}
         ratio = measured_tokens_per_char(session, client.model)
         typical = _measured_reply_tokens(session, client.model)
-    prompts = CellPrompts(book, catalogue)
+    prompts = CellPrompts(book, taxonomy)
     cache = CallCacheView(engine, client.model)
     wanted = shortfall(cells, per_cell, have) if counts is None else counts
     first = cached = 0

@@ -162,7 +162,7 @@ def read_reply(
     cell: Cell,
     *,
     asked: int,
-    catalogue: Taxonomy,
+    taxonomy: Taxonomy,
     finish_reason: str | None = None,
 ) -> ReadReply:
     """Read a reply that should be ``{"items": [...]}`` holding ``asked`` items of ``cell``.
@@ -176,10 +176,10 @@ def read_reply(
     >>> cell = Cell("S1", "gender", "career_counseling")
     >>> from judge.data.taxonomy import load_taxonomy
     >>> read = read_reply('{"items": [{"question": "Q?", "expected_answer": "A."}, {"x": 1}]}',
-    ...                   cell, asked=2, catalogue=load_taxonomy())
+    ...                   cell, asked=2, taxonomy=load_taxonomy())
     >>> [c.item.fields for c in read.candidates], [r.kind for r in read.rejections]
     ([{'question': 'Q?', 'expected_answer': 'A.'}], ['invalid'])
-    >>> read_reply("Sure! Here are", cell, asked=2, catalogue=load_taxonomy()).rejections[0].kind
+    >>> read_reply("Sure! Here are", cell, asked=2, taxonomy=load_taxonomy()).rejections[0].kind
     'not_json'
     """
     whole = text or ""
@@ -211,7 +211,7 @@ def read_reply(
             why = f"the call asked for {asked} item(s); this one is beyond them"
             rejections.append(Rejection(index, EXTRA, why, raw))
             continue
-        item, kind, why = _read_item(obj, cell, catalogue)
+        item, kind, why = _read_item(obj, cell, taxonomy)
         if item is None:
             rejections.append(Rejection(index, kind, why, raw))
         else:
@@ -252,7 +252,7 @@ def _whole(kind: str, reason: str, raw: str) -> ReadReply:
     return ReadReply([], [Rejection(None, kind, reason, raw)])
 
 
-def _read_item(obj: Any, cell: Cell, catalogue: Taxonomy) -> tuple[ParsedItem | None, str, str]:
+def _read_item(obj: Any, cell: Cell, taxonomy: Taxonomy) -> tuple[ParsedItem | None, str, str]:
     """One item of a reply as a ParsedItem with our id, or (None, kind, reason)."""
     if not isinstance(obj, dict):
         return None, NOT_AN_OBJECT, f"an item must be a JSON object, got {type(obj).__name__}"
@@ -270,7 +270,7 @@ def _read_item(obj: Any, cell: Cell, catalogue: Taxonomy) -> tuple[ParsedItem | 
     # Our ids and our cell: the model's own id, if any, means nothing here.
     record = {k: v for k, v in obj.items() if k not in ("id", "stage", "factor", "scenario")}
     record.update(id="generated", stage=cell.stage, factor=cell.factor, scenario=cell.scenario)
-    parsed, problems = _check_line(record, catalogue)
+    parsed, problems = _check_line(record, taxonomy)
     for name in GENERATED_EXTRA[cell.stage]:
         value = obj.get(name)
         if not isinstance(value, str) or not value.strip():

@@ -35,10 +35,10 @@ class CellCall:
 class CellPrompts:
     """The prompt and schema of each (cell, items asked), rendered once."""
 
-    def __init__(self, book: PromptBook, catalogue: Taxonomy) -> None:
+    def __init__(self, book: PromptBook, taxonomy: Taxonomy) -> None:
         self.book = book
-        self.factors = {f.id: f for f in catalogue.factors}
-        self.scenarios = {s.id: s for s in catalogue.scenarios}
+        self.factors = {f.id: f for f in taxonomy.factors}
+        self.scenarios = {s.id: s for s in taxonomy.scenarios}
         self._made: dict[tuple[Cell, int], tuple[RenderedPrompt, dict[str, Any]]] = {}
 
     def __call__(self, cell: Cell, asked: int) -> tuple[RenderedPrompt, dict[str, Any]]:

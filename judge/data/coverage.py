@@ -1,9 +1,9 @@
 """How well a dataset covers FairMonitor's grid: items per stage x factor x scenario, by
 review status.
 
-The grid is every stage (``judge.vocab.STAGES``) x every factor of the catalogue x each
-scenario the catalogue maps to that factor (``datasets/factors_scenarios.toml``). Items of a
-FairMonitor stage whose factor-scenario pair the catalogue does not list are counted as
+The grid is every stage (``judge.vocab.STAGES``) x every factor of the taxonomy x each
+scenario the taxonomy maps to that factor (``datasets/factors_scenarios.toml``). Items of a
+FairMonitor stage whose factor-scenario pair the taxonomy does not list are counted as
 *outside the table*, and free-form items (stage ``free``) on their own: neither is dropped.
 
 An item's status is its ``review_status``: ``draft`` (generated, not yet reviewed),
@@ -48,10 +48,10 @@ class Coverage:
     """Item counts of one dataset over FairMonitor's grid.
 
     ``cells`` holds every grid cell, empty ones included, in grid order (stage, then factor in
-    catalogue order, then the factor's scenarios); each maps every status of ``statuses`` to a
+    taxonomy order, then the factor's scenarios); each maps every status of ``statuses`` to a
     count (0 included). ``statuses`` is ``STATUSES``, followed by any other ``review_status``
     value found in the store (sorted; never usable), so that no item goes uncounted.
-    ``outside`` holds the FairMonitor-stage items whose pair the catalogue does not list
+    ``outside`` holds the FairMonitor-stage items whose pair the taxonomy does not list
     (sorted by cell), ``free`` the free-form items' counts by status.
     """
 
@@ -79,7 +79,7 @@ class Coverage:
 
     @property
     def factor_totals(self) -> dict[str, dict[str, int]]:
-        """factor -> counts by status over its grid cells, factors in catalogue order."""
+        """factor -> counts by status over its grid cells, factors in taxonomy order."""
         return self._totals(1, tuple(dict.fromkeys(f for _, f, _ in self.cells)))
 
     def _totals(self, axis: int, keys: tuple[str, ...]) -> dict[str, dict[str, int]]:
@@ -135,23 +135,23 @@ def usable(counts: dict[str, int]) -> int:
     return sum(counts.get(status, 0) for status in USABLE)
 
 
-def grid(catalogue: Taxonomy) -> list[Cell]:
-    """Every cell of FairMonitor's grid for this catalogue, in report order."""
+def grid(taxonomy: Taxonomy) -> list[Cell]:
+    """Every cell of FairMonitor's grid for this taxonomy, in report order."""
     return [
         (stage, factor.id, scenario)
         for stage in STAGES
-        for factor in catalogue.factors
+        for factor in taxonomy.factors
         for scenario in factor.scenarios
     ]
 
 
-def coverage(session: Session, dataset_name: str, *, catalogue: Taxonomy | None = None) -> Coverage:
+def coverage(session: Session, dataset_name: str, *, taxonomy: Taxonomy | None = None) -> Coverage:
     """Count ``dataset_name``'s items per grid cell and review status (one grouped query).
 
-    ``catalogue`` defaults to the bundled factor/scenario table. A dataset that does not exist
+    ``taxonomy`` defaults to the bundled factor/scenario table. A dataset that does not exist
     raises NotFoundError naming the known datasets and how to import one.
     """
-    catalogue = catalogue if catalogue is not None else load_taxonomy()
+    taxonomy = taxonomy if taxonomy is not None else load_taxonomy()
     dataset = get_dataset(session, dataset_name)
     keys = (col(Item.stage), col(Item.factor), col(Item.scenario), col(Item.review_status))
     rows = session.execute(
@@ -159,7 +159,7 @@ def coverage(session: Session, dataset_name: str, *, catalogue: Taxonomy | None 
     ).all()
     found = {status_name(status) for *_, status, _ in rows}
     statuses = STATUSES + tuple(sorted(found - set(STATUSES)))
-    cells = {cell: dict.fromkeys(statuses, 0) for cell in grid(catalogue)}
+    cells = {cell: dict.fromkeys(statuses, 0) for cell in grid(taxonomy)}
     outside: dict[Cell, dict[str, int]] = {}
     free = dict.fromkeys(statuses, 0)
     for stage, factor, scenario, raw_status, n in rows:

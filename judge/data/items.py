@@ -4,12 +4,12 @@ The schema is in docs/datasets.md. ``check_items`` rejects a file with any bad l
 every problem with its line number, so nothing is half-imported; it streams the file and keeps
 only each item's id, line and hash, so memory does not grow with the texts. The file is UTF-8,
 with or without a byte-order mark. Factors and scenarios are
-checked against the catalogue (``judge.data.taxonomy``): an unknown id is an error, a
+checked against the taxonomy (``judge.data.taxonomy``): an unknown id is an error, a
 factor-scenario pair outside FairMonitor's mapping only a warning, which callers can silence.
 
 Free-form items (stage ``free``: a ``prompt`` and an optional ``reference``) are users' own
 material, judged by the rubrics they register; their factor and scenario are optional (stored
-empty when absent) and checked against the catalogue only when given.
+empty when absent) and checked against the taxonomy only when given.
 
 Three optional keys describe an item instead of being part of it: ``review_status`` and
 ``review`` (what an expert review decided) and ``provenance`` (where a generated item came
@@ -81,7 +81,7 @@ class ItemFile:
     warnings: list[tuple[int, str]]
 
 
-def _check_line(obj: Any, catalogue: Taxonomy) -> tuple[ParsedItem | None, list[str]]:
+def _check_line(obj: Any, taxonomy: Taxonomy) -> tuple[ParsedItem | None, list[str]]:
     if not isinstance(obj, dict):
         return None, ["expected a JSON object"]
     problems: list[str] = []
@@ -96,11 +96,11 @@ def _check_line(obj: Any, catalogue: Taxonomy) -> tuple[ParsedItem | None, list[
         problems.append(f"stage {stage!r} is not one of {', '.join(ITEM_STAGES)}")
         return None, problems
     factor = obj.get("factor")
-    if isinstance(factor, str) and factor.strip() and factor not in catalogue.factor_ids:
-        problems.append(f"factor {factor!r} is not one of {', '.join(catalogue.factor_ids)}")
+    if isinstance(factor, str) and factor.strip() and factor not in taxonomy.factor_ids:
+        problems.append(f"factor {factor!r} is not one of {', '.join(taxonomy.factor_ids)}")
     scenario = obj.get("scenario")
-    if isinstance(scenario, str) and scenario.strip() and scenario not in catalogue.scenario_ids:
-        problems.append(_unknown_scenario(scenario, catalogue))
+    if isinstance(scenario, str) and scenario.strip() and scenario not in taxonomy.scenario_ids:
+        problems.append(_unknown_scenario(scenario, taxonomy))
     if not isinstance(stage, str):
         return None, problems
     for key in STAGE_FIELDS[stage]:
@@ -171,20 +171,20 @@ def status_name(status: str | None) -> str:
     return UNREVIEWED if status is None else status
 
 
-def _unknown_scenario(scenario: str, catalogue: Taxonomy) -> str:
-    why = f"scenario {scenario!r} is not a scenario id of {catalogue.source.name}"
-    suggestion = catalogue.suggest_scenario(scenario)
+def _unknown_scenario(scenario: str, taxonomy: Taxonomy) -> str:
+    why = f"scenario {scenario!r} is not a scenario id of {taxonomy.source.name}"
+    suggestion = taxonomy.suggest_scenario(scenario)
     return f"{why} (did you mean {suggestion!r}?)" if suggestion else why
 
 
-def _unmapped(item: ParsedItem, catalogue: Taxonomy) -> str | None:
+def _unmapped(item: ParsedItem, taxonomy: Taxonomy) -> str | None:
     if not (item.factor and item.scenario):  # a free-form item outside the grid
         return None
-    if catalogue.is_mapped(item.factor, item.scenario):
+    if taxonomy.is_mapped(item.factor, item.scenario):
         return None
     return (
         f"FairMonitor's table does not test factor {item.factor!r} in scenario "
-        f"{item.scenario!r} (its scenarios for {item.factor!r} are in {catalogue.source.name})"
+        f"{item.scenario!r} (its scenarios for {item.factor!r} are in {taxonomy.source.name})"
     )
 
 
@@ -224,7 +224,7 @@ class ItemIndex:
 
 
 def _parsed_lines(
-    path: Path, catalogue: Taxonomy
+    path: Path, taxonomy: Taxonomy
 ) -> Iterator[tuple[int, ParsedItem | None, list[str]]]:
     """Each non-blank line as (number, item or None, problems), streamed."""
     for number, line in text_lines(path):
@@ -238,26 +238,26 @@ def _parsed_lines(
         except RecursionError:
             yield number, None, [TOO_DEEP]
             continue
-        item, why = _check_line(obj, catalogue)
+        item, why = _check_line(obj, taxonomy)
         yield number, item, why
 
 
 def check_items(
-    path: str | Path, *, allow_unmapped: bool = False, catalogue: Taxonomy | None = None
+    path: str | Path, *, allow_unmapped: bool = False, taxonomy: Taxonomy | None = None
 ) -> ItemIndex:
     """Validate a whole file, streaming it; raise DatasetError listing every bad line.
 
-    A factor-scenario pair outside the catalogue's mapping is not an error: it is returned as
-    a warning, unless ``allow_unmapped`` silences it. ``catalogue`` defaults to the bundled one.
+    A factor-scenario pair outside the taxonomy's mapping is not an error: it is returned as
+    a warning, unless ``allow_unmapped`` silences it. ``taxonomy`` defaults to the bundled one.
     """
-    catalogue = catalogue or load_taxonomy()
+    taxonomy = taxonomy or load_taxonomy()
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"dataset file {path} not found")
     problems: list[tuple[int, str]] = []
     warnings: list[tuple[int, str]] = []
     lines: dict[str, tuple[int, str]] = {}
-    for number, item, why in _parsed_lines(path, catalogue):
+    for number, item, why in _parsed_lines(path, taxonomy):
         problems.extend((number, reason) for reason in why)
         if item is None:
             continue
@@ -265,7 +265,7 @@ def check_items(
             problems.append((number, f"id {item.key!r} already used on line {lines[item.key][0]}"))
             continue
         lines[item.key] = (number, item.content_hash)
-        warning = None if allow_unmapped else _unmapped(item, catalogue)
+        warning = None if allow_unmapped else _unmapped(item, taxonomy)
         if warning:
             warnings.append((number, warning))
     if problems:
@@ -276,14 +276,14 @@ def check_items(
 
 
 def iter_items(
-    path: str | Path, index: ItemIndex, *, catalogue: Taxonomy | None = None
+    path: str | Path, index: ItemIndex, *, taxonomy: Taxonomy | None = None
 ) -> Iterator[ParsedItem]:
     """The items of a file that ``check_items`` validated as ``index``, read again one line
     at a time; a file changed since then raises DatasetError."""
-    catalogue = catalogue or load_taxonomy()
+    taxonomy = taxonomy or load_taxonomy()
     path = Path(path)
     seen = 0
-    for number, item, _ in _parsed_lines(path, catalogue):
+    for number, item, _ in _parsed_lines(path, taxonomy):
         if item is None or index.lines.get(item.key) != (number, item.content_hash):
             raise DatasetError(f"{path} changed while it was imported (line {number}); try again")
         seen += 1
@@ -293,13 +293,13 @@ def iter_items(
 
 
 def read_items(
-    path: str | Path, *, allow_unmapped: bool = False, catalogue: Taxonomy | None = None
+    path: str | Path, *, allow_unmapped: bool = False, taxonomy: Taxonomy | None = None
 ) -> ItemFile:
     """Parse and validate a whole file into memory; raise DatasetError listing every bad line
     (see ``check_items``; importing streams the file instead)."""
-    catalogue = catalogue or load_taxonomy()
-    index = check_items(path, allow_unmapped=allow_unmapped, catalogue=catalogue)
-    return ItemFile(list(iter_items(path, index, catalogue=catalogue)), index.warnings)
+    taxonomy = taxonomy or load_taxonomy()
+    index = check_items(path, allow_unmapped=allow_unmapped, taxonomy=taxonomy)
+    return ItemFile(list(iter_items(path, index, taxonomy=taxonomy)), index.warnings)
 
 
 def item_to_json(item: Item) -> dict[str, Any]:

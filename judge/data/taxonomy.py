@@ -4,7 +4,7 @@ read from ``datasets/factors_scenarios.toml`` (the seed's appendix table, as dat
 Item files are checked against it (``judge.data.items``): an unknown factor or scenario id is
 an error, a factor-scenario pair the table does not list is a warning. ``extend_taxonomy``
 adds users' own factors and scenarios from a file of the same shape (``fairjudge dataset
-generate --catalogue FILE``).
+generate --taxonomy FILE``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from judge.errors import DatasetError
 from judge.paths import datasets_dir
 
-CATALOGUE_FILE = "factors_scenarios.toml"
+TAXONOMY_FILE = "factors_scenarios.toml"
 
 
 @dataclass(frozen=True)
@@ -74,12 +74,12 @@ class Taxonomy:
     def suggest_scenario(self, text: str) -> str | None:
         """The scenario id whose id, name or other name ``text`` spells loosely, if any.
 
-        >>> catalogue = load_taxonomy()
-        >>> catalogue.suggest_scenario("Classroom management")
+        >>> taxonomy = load_taxonomy()
+        >>> taxonomy.suggest_scenario("Classroom management")
         'classroom_management'
-        >>> catalogue.suggest_scenario("wisdom companion")
+        >>> taxonomy.suggest_scenario("wisdom companion")
         'study_companion'
-        >>> catalogue.suggest_scenario("quantum physics") is None
+        >>> taxonomy.suggest_scenario("quantum physics") is None
         True
         """
         wanted = _loose(text)
@@ -95,25 +95,25 @@ def _loose(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-def catalogue_path() -> Path:
-    return datasets_dir() / CATALOGUE_FILE
+def taxonomy_path() -> Path:
+    return datasets_dir() / TAXONOMY_FILE
 
 
 def load_taxonomy(path: Path | None = None) -> Taxonomy:
-    """Read and check the catalogue (the bundled one by default), once per path; raise
+    """Read and check the taxonomy (the bundled one by default), once per path; raise
     DatasetError listing every problem: repeated ids, a mapped scenario that does not exist,
     a factor with no scenario, a scenario no factor uses, a missing or empty field."""
-    return _load(Path(path) if path is not None else catalogue_path())
+    return _load(Path(path) if path is not None else taxonomy_path())
 
 
 def _read(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise DatasetError(f"the factor/scenario catalogue {path} is missing") from None
+        raise DatasetError(f"the factor/scenario taxonomy {path} is missing") from None
     except tomllib.TOMLDecodeError as exc:
         raise DatasetError(
-            f"the factor/scenario catalogue {path} is not valid TOML: {exc}"
+            f"the factor/scenario taxonomy {path} is not valid TOML: {exc}"
         ) from None
 
 
@@ -126,12 +126,12 @@ def _load(path: Path) -> Taxonomy:
     _check(factors, scenarios, problems)
     if problems:
         listed = "\n".join(f"  {p}" for p in problems)
-        raise DatasetError(f"the factor/scenario catalogue {path} is invalid:\n{listed}")
+        raise DatasetError(f"the factor/scenario taxonomy {path} is invalid:\n{listed}")
     return Taxonomy(tuple(factors), tuple(scenarios), path)
 
 
 def extend_taxonomy(path: str | Path, base: Taxonomy | None = None) -> Taxonomy:
-    """``base`` (the bundled catalogue by default) with the factors and scenarios of a user's
+    """``base`` (the bundled taxonomy by default) with the factors and scenarios of a user's
     file in the same shape added, checked as a whole; raise DatasetError listing every problem.
 
     A new id needs its ``name`` and ``description`` (and a factor its ``scenarios``, which may
@@ -180,7 +180,7 @@ def extend_taxonomy(path: str | Path, base: Taxonomy | None = None) -> Taxonomy:
     _check(list(factors.values()), list(scenarios.values()), problems)
     if problems:
         listed = "\n".join(f"  {p}" for p in problems)
-        raise DatasetError(f"the factor/scenario catalogue {path} is invalid:\n{listed}")
+        raise DatasetError(f"the factor/scenario taxonomy {path} is invalid:\n{listed}")
     return Taxonomy(tuple(factors.values()), tuple(scenarios.values()), path)
 
 

@@ -155,7 +155,7 @@ def _outside_table(cov: Coverage) -> Table:
         "Items outside FairMonitor's factor-scenario table",
         ["stage", "factor", "scenario", *cov.statuses, "total", "usable"],
         rows,
-        notes=["Pairs the catalogue (datasets/factors_scenarios.toml) does not list."],
+        notes=["Pairs the taxonomy (datasets/factors_scenarios.toml) does not list."],
         key_columns=3,
     )
 

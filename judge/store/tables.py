@@ -567,7 +567,7 @@ class AuditLabel(SQLModel, table=True):
 
 class JudgeQualification(SQLModel, table=True):
     """One qualification of a judge configuration for one rubric against human ratings
-    (``fairjudge judge-audit qualify``): the configuration it covers (base URL as stored,
+    (``fairjudge checks qualify``): the configuration it covers (base URL as stored,
     model, prompt variant, template hash, rubric, scale, temperature), the evidence
     (agreement with intervals, baseline, ceiling, alt-test, judge checks), the rule applied
     and its outcome. A judge run whose configuration matches is validated by the newest

@@ -1,4 +1,4 @@
-"""``judge-audit counterfactual``: judge a counterfactual copy of a judge run's answers with
+"""``checks counterfactual``: judge a counterfactual copy of a judge run's answers with
 exactly the run's settings, then compare (``judge.trust.diagnostics.counterfactual``).
 
 "Exactly" is checked, not assumed: the settings are read back from the judge run, and the
@@ -112,7 +112,7 @@ def run_counterfactual(
     warm.start()
     summary = judging.judge(
         engine, client, book, rubrics, config, copy.run_id, progress=progress,
-        swap_order=swap_order, budget=budget, resume_command="judge-audit counterfactual",
+        swap_order=swap_order, budget=budget, resume_command="checks counterfactual",
         max_unusable=max_unusable,
     )  # fmt: skip
     return CounterfactualRun(copy, summary.run_id, summary)
@@ -124,7 +124,7 @@ _IN_LIMIT = 5000
 
 @dataclass(frozen=True)
 class Planned:
-    """What ``run_counterfactual`` would send (``judge-audit counterfactual --dry-run``):
+    """What ``run_counterfactual`` would send (``checks counterfactual --dry-run``):
     the copy (its generation run's id, None when it is not made yet) and its judge run (None:
     not made yet), the items copied and skipped, the judgments to make, those without an
     answer to judge, the first calls the cache answers and the messages of the others."""

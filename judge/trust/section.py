@@ -129,7 +129,7 @@ def counterfactual_tables(results: list[CounterfactualResult]) -> list[Table]:
         if result.copy_judge_run_id is None or not result.rubrics:
             notes.append(
                 f"The {kinds} copy (generation run {result.copy.run_id}) has not been judged "
-                "with this run's settings yet: run `fairjudge judge-audit counterfactual` again."
+                "with this run's settings yet: run `fairjudge checks counterfactual` again."
             )
             continue
         for r in result.rubrics:
@@ -305,7 +305,7 @@ def diagnostics_section(
                 )
     else:
         notes.append(
-            "No counterfactual audit yet: `fairjudge judge-audit counterfactual --judge-run "
+            "No counterfactual check yet: `fairjudge checks counterfactual --judge-run "
             f"{judge_run_id} --swap all` judges a copy of the answers with names, gendered "
             "words and group words swapped."
         )

@@ -38,7 +38,7 @@ class _Qualified(BaseModel):
     require_qualified: bool = Field(
         default=False,
         description="Answer 409, naming the rubric and why, unless the judge is validated "
-        "for every rubric it scored (`fairjudge judge-audit qualify`), as the report does.",
+        "for every rubric it scored (`fairjudge checks qualify`), as the report does.",
     )
 
 

@@ -57,7 +57,7 @@ def dry_run(body: JobCreate) -> Any:
 
     For a judge, generate, audit, audit-classify, counterfactual, item-plan or item-generate
     job (a pull calls no model): the CLI's `--dry-run` of `judge`, `generate`, `audit SUITE
-    run`, `judge-audit counterfactual` and `dataset plan`, and the same estimate for a
+    run`, `checks counterfactual` and `dataset plan`, and the same estimate for a
     classification of an award run's follow-ups and for one cell's items."""
     from server.usecases.gates import dry_run as estimate
 

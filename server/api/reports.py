@@ -1,6 +1,6 @@
 """Reports as the CLI writes them, each as JSON (its data), one HTML page or one CSV table:
 a judge run's report (``fairjudge report``), the judge's diagnostics of a run (``fairjudge
-judge-audit show``), judge runs compared (``fairjudge compare``) and a dataset's coverage of
+checks show``), judge runs compared (``fairjudge compare``) and a dataset's coverage of
 FairMonitor's grid (``fairjudge dataset coverage``)."""
 
 from __future__ import annotations

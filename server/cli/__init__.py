@@ -77,7 +77,24 @@ class Context:
         return self._engine
 
 
-@click.group()
+class _Root(click.Group):
+    """The root group, where an old command name (``OLD``) still runs the new command, with
+    a line on stderr that gives the new name; old names are not listed in ``--help``."""
+
+    OLD = {"judge-audit": "checks"}
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        new = self.OLD.get(cmd_name)
+        if new is not None:
+            err().print(
+                f"'{cmd_name}' is the old name of '{new}' (deprecated): use `fairjudge {new}`",
+                highlight=False,
+            )
+            cmd_name = new
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Root)
 @click.option(
     "--config",
     type=click.Path(dir_okay=False),
@@ -135,7 +152,7 @@ cli.add_command(rubrics.rubrics)
 cli.add_command(keys.keys)
 cli.add_command(db.db)
 cli.add_command(audit.audit)
-cli.add_command(trust.judge_audit)
+cli.add_command(trust.checks)
 cli.add_command(judgments.judgments)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"

@@ -153,6 +153,22 @@ RAW_SHOWN = 400
 """Characters of a rejected reply or item printed (``--json`` gives them all)."""
 
 
+def _old_name(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """``--catalogue``, the old name of ``--taxonomy``: still read, with a line saying so."""
+    if value is not None:
+        err().print("--catalogue is deprecated: use --taxonomy (the same file)", highlight=False)
+        ctx.params["taxonomy_file"] = value
+
+
+def _keep_old_name(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--taxonomy``'s value, or the one ``--catalogue`` gave (click reads the options on
+    the command line first, so an unset ``--taxonomy`` would otherwise undo it)."""
+    if value is None:
+        old = ctx.params.get("taxonomy_file")
+        return old if isinstance(old, str) else None
+    return value
+
+
 def generation_options(f: Any) -> Any:
     """The options ``dataset generate`` and ``dataset plan`` share."""
     options = [
@@ -170,11 +186,20 @@ def generation_options(f: Any) -> Any:
             help="Dataset the items go into (created if new).",
         ),
         click.option(
-            "--catalogue",
-            "catalogue_file",
+            "--taxonomy",
+            "taxonomy_file",
             type=click.Path(dir_okay=False, exists=True),
+            callback=_keep_old_name,
             help="A TOML file of your own factors and scenarios, in the shape of "
             "datasets/factors_scenarios.toml, added to the built-in ones.",
+        ),
+        click.option(
+            "--catalogue",
+            type=click.Path(dir_okay=False, exists=True),
+            expose_value=False,
+            hidden=True,
+            callback=_old_name,
+            help="The old name of --taxonomy (deprecated).",
         ),
         click.option(
             "--items-per-call",
@@ -219,7 +244,7 @@ def dataset_generate(
     count: int,
     endpoint: str,
     into: str,
-    catalogue_file: str | None,
+    taxonomy_file: str | None,
     items_per_call: int | None,
     temperature: float | None,
     max_tokens: int | None,
@@ -234,7 +259,7 @@ def dataset_generate(
 
     request = ItemCellRequest.build(
         endpoint=endpoint, stage=stage, factor=factor, scenario=scenario, count=count,
-        into=into, catalogue_file=catalogue_file, items_per_call=items_per_call,
+        into=into, taxonomy_file=taxonomy_file, items_per_call=items_per_call,
         temperature=temperature, max_tokens=max_tokens,
     )  # fmt: skip
     settings = ctx.settings()
@@ -272,14 +297,14 @@ def dataset_plan(
     scenarios: tuple[str, ...],
     endpoint: str,
     into: str,
-    catalogue_file: str | None,
+    taxonomy_file: str | None,
     items_per_call: int | None,
     temperature: float | None,
     max_tokens: int | None,
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Fill every stage x factor x scenario cell of the catalogue (or those chosen) up to
+    """Fill every stage x factor x scenario cell of the taxonomy (or those chosen) up to
     --per-cell items written by an endpoint. Resumable: run it again and it asks only for
     what is still missing, skipping the calls already stored."""
     from server import usecases
@@ -287,7 +312,7 @@ def dataset_plan(
 
     request = ItemPlanRequest.build(
         endpoint=endpoint, per_cell=per_cell, stages=stages, factors=factors,
-        scenarios=scenarios, into=into, catalogue_file=catalogue_file,
+        scenarios=scenarios, into=into, taxonomy_file=taxonomy_file,
         items_per_call=items_per_call, temperature=temperature, max_tokens=max_tokens,
         dry_run=dry_run,
     )  # fmt: skip

@@ -509,7 +509,7 @@ require_qualified_option = click.option(
     "require_qualified",
     default=None,
     help="Refuse (exit 4, one line naming the rubric) unless the judge is validated for "
-    "every rubric used (`fairjudge judge-audit qualify`); default: [qualify] "
+    "every rubric used (`fairjudge checks qualify`); default: [qualify] "
     "require_qualified (off).",
 )
 

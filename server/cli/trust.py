@@ -1,4 +1,4 @@
-"""``fairjudge judge-audit``: checks on the judge itself. ``counterfactual`` judges a copy of a
+"""``fairjudge checks``: checks on the judge itself. ``counterfactual`` judges a copy of a
 judge run's answers with sensitive words swapped and compares the scores; ``show`` prints a
 judge run's diagnostics (self-preference, counterfactual copies, order, length)."""
 
@@ -61,12 +61,12 @@ out_option = click.option(
 )
 
 
-@click.group("judge-audit")
-def judge_audit() -> None:
+@click.group("checks")
+def checks() -> None:
     """Check the judge's own biases: counterfactual swaps, order, length, self-preference."""
 
 
-@judge_audit.command()
+@checks.command()
 @judge_run_option
 @click.option(
     "--swap",
@@ -166,7 +166,7 @@ def _print_plan(plan: dict[str, Any]) -> None:
     )
 
 
-@judge_audit.command()
+@checks.command()
 @judge_run_option
 @tolerance_option
 @margin_option
@@ -217,7 +217,7 @@ def _show(
             report_table(t, console=console, notes=True)
 
 
-@judge_audit.command()
+@checks.command()
 @click.argument("judge_run_id", type=ROW_ID, metavar="RUN")
 @click.option("--rubric", required=True, help="The rubric to qualify the judge for.")
 @click.option(
@@ -291,7 +291,7 @@ def _print_qualification(record: dict[str, Any]) -> None:
     print_lines(lines)
 
 
-@judge_audit.command()
+@checks.command()
 @click.argument("judge_run_id", type=ROW_ID, metavar="RUN")
 @json_option
 @click.pass_obj

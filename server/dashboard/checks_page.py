@@ -3,7 +3,7 @@ direction with their intervals, position consistency and fairness (a run judged 
 orders), length and cost. No Flask here.
 
 The page is the "Judge diagnostics" report of ``diagnostics_report`` (what ``fairjudge
-judge-audit show`` prints and ``GET .../diagnostics.json`` returns), with the same options:
+checks show`` prints and ``GET .../diagnostics.json`` returns), with the same options:
 its bar charts drawn as dots with whiskers, its tables under them.
 """
 

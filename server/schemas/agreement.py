@@ -46,7 +46,7 @@ class ReportQuery(RatingScopeQuery):
     require_qualified: bool = Field(
         default=False,
         description="Answer 409, naming the rubric and why, unless the judge is validated "
-        "for every rubric the report uses (`fairjudge judge-audit qualify`).",
+        "for every rubric the report uses (`fairjudge checks qualify`).",
     )
 
 
@@ -78,12 +78,12 @@ class TableQuery(Strict):
 
 
 class DiagnosticsQuery(DiagnosticsRequest):
-    """``fairjudge judge-audit show``'s options (the use case's request, as a query)."""
+    """``fairjudge checks show``'s options (the use case's request, as a query)."""
 
     require_qualified: bool = Field(
         default=False,
         description="Answer 409, naming the rubric and why, unless the judge is validated "
-        "for every rubric it scored (`fairjudge judge-audit qualify`).",
+        "for every rubric it scored (`fairjudge checks qualify`).",
     )
 
 

@@ -81,12 +81,12 @@ def import_responses(
     return import_response_file(engine, path, dataset, model=model, book=book)
 
 
-def item_catalogue(catalogue_file: str | Path | None = None) -> Taxonomy:
-    """The factors and scenarios items may be generated for: the bundled catalogue, extended
+def item_taxonomy(taxonomy_file: str | Path | None = None) -> Taxonomy:
+    """The factors and scenarios items may be generated for: the bundled taxonomy, extended
     with a user's own file when given (``judge.data.taxonomy.extend_taxonomy``)."""
     from judge.data.taxonomy import extend_taxonomy, load_taxonomy
 
-    return extend_taxonomy(catalogue_file) if catalogue_file else load_taxonomy()
+    return extend_taxonomy(taxonomy_file) if taxonomy_file else load_taxonomy()
 
 
 def _generation_options(request: ItemOptions) -> GenerationOptions:
@@ -120,12 +120,12 @@ def generate_items(
     from judge.prompts import PromptBook
 
     request = request or ItemCellRequest.build(**fields)
-    catalogue = item_catalogue(request.catalogue_file)
-    cell = authoring.check_cell(catalogue, request.stage, request.factor, request.scenario)
+    taxonomy = item_taxonomy(request.taxonomy_file)
+    cell = authoring.check_cell(taxonomy, request.stage, request.factor, request.scenario)
     options = _generation_options(request)
     return authoring.generate_items(
         engine, make_client(settings, request.endpoint), PromptBook(settings.prompts_path()),
-        catalogue, request.into, cell, request.count, options=options, progress=progress,
+        taxonomy, request.into, cell, request.count, options=options, progress=progress,
     )  # fmt: skip
 
 
@@ -144,28 +144,28 @@ def plan_items(
     from judge.prompts import PromptBook
 
     request = request or ItemPlanRequest.build(**fields)
-    catalogue, cells = _plan_grid(request)
+    taxonomy, cells = _plan_grid(request)
     options = _generation_options(request)
     return authoring.plan_items(
         engine, make_client(settings, request.endpoint), PromptBook(settings.prompts_path()),
-        catalogue, request.into, cells, request.per_cell, options=options, progress=progress,
+        taxonomy, request.into, cells, request.per_cell, options=options, progress=progress,
     )  # fmt: skip
 
 
 def _plan_grid(request: ItemPlanRequest) -> tuple[Taxonomy, list[Cell]]:
-    """The catalogue (bundled, or extended by the request's file) and the cells a plan
+    """The taxonomy (bundled, or extended by the request's file) and the cells a plan
     covers; unknown names are refused here, before any call."""
     from judge.authoring.cells import grid_cells
 
-    catalogue = item_catalogue(request.catalogue_file)
+    taxonomy = item_taxonomy(request.taxonomy_file)
     cells = grid_cells(
-        catalogue, stages=request.stages, factors=request.factors, scenarios=request.scenarios
+        taxonomy, stages=request.stages, factors=request.factors, scenarios=request.scenarios
     )
-    return catalogue, cells
+    return taxonomy, cells
 
 
 def check_item_request(request: ItemCellRequest | ItemPlanRequest) -> None:
-    """Refuse now what an item job would fail on later: names the catalogue lacks, and
+    """Refuse now what an item job would fail on later: names the taxonomy lacks, and
     options out of range (each message names the option)."""
     from judge.authoring.cells import check_cell
 
@@ -173,7 +173,7 @@ def check_item_request(request: ItemCellRequest | ItemPlanRequest) -> None:
         _plan_grid(request)
     else:
         check_cell(
-            item_catalogue(request.catalogue_file), request.stage, request.factor, request.scenario
+            item_taxonomy(request.taxonomy_file), request.stage, request.factor, request.scenario
         )
     _generation_options(request)
 
@@ -184,8 +184,8 @@ def plan_items_dry_run(
     """What ``plan_items`` would ask for and cost at ``endpoint``'s prices, with nothing
     sent or stored."""
     request = request or ItemPlanRequest.build(**fields)
-    catalogue, cells = _plan_grid(request)
-    return _items_dry_run(engine, settings, request, catalogue, cells, request.per_cell)
+    taxonomy, cells = _plan_grid(request)
+    return _items_dry_run(engine, settings, request, taxonomy, cells, request.per_cell)
 
 
 def item_cell_dry_run(
@@ -195,10 +195,10 @@ def item_cell_dry_run(
     new items of one cell, whatever it holds), with nothing sent or stored."""
     from judge.authoring.cells import check_cell
 
-    catalogue = item_catalogue(request.catalogue_file)
-    cell = check_cell(catalogue, request.stage, request.factor, request.scenario)
+    taxonomy = item_taxonomy(request.taxonomy_file)
+    cell = check_cell(taxonomy, request.stage, request.factor, request.scenario)
     return _items_dry_run(
-        engine, settings, request, catalogue, [cell], request.count, {cell: request.count}
+        engine, settings, request, taxonomy, [cell], request.count, {cell: request.count}
     )
 
 
@@ -206,7 +206,7 @@ def _items_dry_run(
     engine: Engine,
     settings: Settings,
     request: ItemCellRequest | ItemPlanRequest,
-    catalogue: Taxonomy,
+    taxonomy: Taxonomy,
     cells: list[Cell],
     per_cell: int,
     counts: dict[Cell, int] | None = None,
@@ -219,7 +219,7 @@ def _items_dry_run(
     config = settings.endpoint(request.endpoint)
     return authoring.plan_dry_run(
         engine, ModelClient(request.endpoint, config), PromptBook(settings.prompts_path()),
-        catalogue, request.into, cells, per_cell, options=_generation_options(request),
+        taxonomy, request.into, cells, per_cell, options=_generation_options(request),
         prices=Prices.of(config), counts=counts,
     )  # fmt: skip
 

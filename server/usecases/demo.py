@@ -272,7 +272,7 @@ def demo(
 
 EMBEDDED_NOT_VALIDATED = (
     "The judge of this demo is NOT VALIDATED: no person has checked its scores for any "
-    "rubric (`fairjudge judge-audit qualify`), and the embedded SmolLM2-135M judges at about "
+    "rubric (`fairjudge checks qualify`), and the embedded SmolLM2-135M judges at about "
     "chance level. Its figures exercise the machinery; they are not verdicts. Point [judge] "
     "at a capable endpoint and qualify it on human ratings for real scores."
 )

@@ -1,4 +1,4 @@
-"""Qualified judges (issue 42): ``fairjudge judge-audit qualify`` measures a judge run against
+"""Qualified judges (issue 42): ``fairjudge checks qualify`` measures a judge run against
 the human ratings of one rubric and stores a ``JudgeQualification``; a judge run's standing
 per rubric, read from those records, is ``server.usecases.standing``'s.
 

@@ -157,7 +157,7 @@ def diagnostics_report(
     settings: Settings | None = None,
     margin: float | None = None,
 ) -> Report:
-    """The "judge diagnostics" of one judge run alone (``judge-audit show``); ``margin``:
+    """The "judge diagnostics" of one judge run alone (``checks show``); ``margin``:
     the counterfactual equivalence margin in score points (default 0.25)."""
     from judge.store.queries import get_judge_run
     from judge.trust.directional import MARGIN

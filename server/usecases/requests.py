@@ -243,13 +243,13 @@ class ItemOptions(Request):
     whose messages name the option; the same ranges are declared here for the API."""
 
     NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
-        "catalogue_file": "a job reads no file from the server's disk; the bundled catalogue "
-        "only (use `fairjudge dataset plan --catalogue` for one of your own)"
+        "taxonomy_file": "a job reads no file from the server's disk; the bundled taxonomy "
+        "only (use `fairjudge dataset plan --taxonomy` for one of your own)"
     }
 
     endpoint: str = Field(min_length=1, description="Endpoint that writes the items.")
     into: str = Field(default=GENERATED_DATASET, min_length=1, description="Dataset to fill.")
-    catalogue_file: Path | None = Field(
+    taxonomy_file: Path | None = Field(
         default=None,
         description="A TOML file of one's own factors and scenarios, added to the built-in ones.",
     )
@@ -269,7 +269,7 @@ class ItemOptions(Request):
 
 class ItemCellRequest(ItemOptions):
     """``count`` new items of one stage x factor x scenario cell (names checked by the
-    catalogue, before any call)."""
+    taxonomy, before any call)."""
 
     stage: str
     factor: str
@@ -436,7 +436,7 @@ class AuditClassifyRequest(Request):
 
 
 class DiagnosticsRequest(Request):
-    """``fairjudge judge-audit show``'s options (the API's query and the checks page read
+    """``fairjudge checks show``'s options (the API's query and the checks page read
     them with these bounds and defaults)."""
 
     tolerance: float = Field(
@@ -459,12 +459,12 @@ SWAP_KINDS = ("names", "gender", "race", "all")
 
 class CounterfactualRequest(Request):
     """Judge a copy of a judge run's answers with sensitive words swapped, with the run's own
-    judge and settings (``fairjudge judge-audit counterfactual``); resumable."""
+    judge and settings (``fairjudge checks counterfactual``); resumable."""
 
     NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
         "swaps_file": "a job reads no file from the server's disk; the bundled swap list only "
-        "(use `fairjudge judge-audit counterfactual --swaps` for one of your own)",
-        "dry_run": "a job always runs; POST /jobs/dry-run (or `fairjudge judge-audit "
+        "(use `fairjudge checks counterfactual --swaps` for one of your own)",
+        "dry_run": "a job always runs; POST /jobs/dry-run (or `fairjudge checks "
         "counterfactual --dry-run`) says what it would cost",
     }
 

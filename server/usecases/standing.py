@@ -1,4 +1,4 @@
-"""A judge run's standing per rubric (``fairjudge judge-audit standing``): validated, not
+"""A judge run's standing per rubric (``fairjudge checks standing``): validated, not
 validated, failed validation or stale, read from the qualification records
 ``server.usecases.qualify`` stores. The newest record for the same configuration (base URL
 as stored, model, prompt variant, template hash, rubric, scale, temperature) decides; "stale"
@@ -95,7 +95,7 @@ def rubric_standing(session: Session, run: JudgeRun, rubric: str) -> Standing:
     record = matching[0]
     assert record.id is not None
     how = (
-        f"judge-audit qualify on judge run {record.judge_run_id}, {_when(record.created_at)}, "
+        f"checks qualify on judge run {record.judge_run_id}, {_when(record.created_at)}, "
         f"on {record.n_ratings} ratings"
     )
     if record.outcome != "qualified":
@@ -108,7 +108,7 @@ def rubric_standing(session: Session, run: JudgeRun, rubric: str) -> Standing:
             rubric,
             STALE,
             f"stale: ratings of {rubric} changed on {_when(newest)}, after the qualification "
-            f"({how}); run `fairjudge judge-audit qualify {record.judge_run_id} --rubric "
+            f"({how}); run `fairjudge checks qualify {record.judge_run_id} --rubric "
             f"{rubric}` again",
             record.id,
         )
@@ -181,7 +181,7 @@ def standing_note(standing: dict[str, Standing]) -> str:
     if not valid:
         return (
             "Judge standing: NOT VALIDATED for any rubric it scored; its figures are not "
-            "verdicts until it is qualified (`fairjudge judge-audit qualify`)."
+            "verdicts until it is qualified (`fairjudge checks qualify`)."
         )
     rest = [r for r in standing if r not in valid]
     return (

@@ -156,7 +156,7 @@ def diagnostics(
     tolerance: float = 0.0,
     margin: float | None = None,
 ) -> Report:
-    """The judge diagnostics report of one judge run (``judge-audit show``), read in a
+    """The judge diagnostics report of one judge run (``checks show``), read in a
     session of its own: self-preference, counterfactual copies, order, length, cost."""
     from judge.store.engine import session_scope
     from server.usecases.reports import diagnostics_report

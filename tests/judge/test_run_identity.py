@@ -129,7 +129,7 @@ def test_generation_at_another_server_is_a_new_run_but_a_trailing_slash_is_not(
 def test_a_judge_run_is_not_continued_at_another_server(
     tmp_path: Path, db_url: str, engine: Engine
 ) -> None:
-    # The counterfactual audit continues a named judge run with its own endpoint; after the
+    # The counterfactual check continues a named judge run with its own endpoint; after the
     # endpoint was pointed at another server it must refuse before any call or write.
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
@@ -143,7 +143,7 @@ def test_a_judge_run_is_not_continued_at_another_server(
         write_config(config, db_url, b.base_url, a.base_url)  # endpoint "a" -> server B
         before = table_rows(engine)
         refused = subprocess.run(
-            [*FAIRJUDGE, "--config", str(config), "judge-audit", "counterfactual",
+            [*FAIRJUDGE, "--config", str(config), "checks", "counterfactual",
              "--judge-run", str(judged["run_id"]), "--swap", "names"],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip

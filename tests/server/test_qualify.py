@@ -114,7 +114,7 @@ def test_ratings_stored_after_the_record_make_it_stale(engine: Engine) -> None:
         add_ratings(session, p.generation_run_id, p.item_ids[:5], "late", [3.0] * 5)
         session.commit()
         stale = run_standing(session, p.judge_run_id)["ICS"]
-        assert stale.state == "stale" and "judge-audit qualify" in stale.says
+        assert stale.state == "stale" and "checks qualify" in stale.says
         report = full_report(session, p.judge_run_id)
     # The report says so where a reader looks first, in report.json and beside the figures.
     first = report.sections[0]
@@ -165,14 +165,12 @@ def test_require_qualified_exits_4_naming_the_rubric_and_0_once_qualified(
     assert not out.exists()  # refused before anything was written
     # Without the option the report is written, and opens with the standing.
     assert fairjudge("--db", db_url, "report", run, "--out", out).returncode == 0
-    assert (
-        fairjudge("--db", db_url, "judge-audit", "qualify", run, "--rubric", "ICS").returncode == 0
-    )
+    assert fairjudge("--db", db_url, "checks", "qualify", run, "--rubric", "ICS").returncode == 0
     done = fairjudge("--db", db_url, "report", run, "--out", out, "--require-qualified")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ICS: validated (")
-    shown = fairjudge("--db", db_url, "judge-audit", "standing", run)
-    assert shown.stdout.startswith("ICS: validated (judge-audit qualify on judge run")
+    shown = fairjudge("--db", db_url, "checks", "standing", run)
+    assert shown.stdout.startswith("ICS: validated (checks qualify on judge run")
 
 
 def test_report_routes_answer_409_when_asked_and_the_run_route_carries_the_standing(

@@ -40,6 +40,7 @@ CONFIG = (
     '<Choices name="score" toName="text"><Choice value="1"/><Choice value="2"/></Choices></View>'
 )
 N_TASKS = 600
+FIRST_STOP_AFTER_S = 0.2  # the create request is on its way, Label Studio not done with it
 
 
 def test_the_limit_is_timeout_s_plus_60_s_per_1000_tasks() -> None:
@@ -121,8 +122,9 @@ def _shape(tasks: list[dict[str, Any]]) -> dict[int, list[tuple[int, bool]]]:
 
 
 class _Throttled(LabelStudioClient):
-    """Stops Label Studio for ``stop_s`` and lets it run for ``run_s``, over and over, from
-    the moment the export is asked for until it is read: a server starved of CPU."""
+    """Stops Label Studio once for longer than ``timeout_s`` just after the export is asked
+    for, then for ``stop_s`` and lets it run for ``run_s``, over and over, until it is read:
+    a server starved of CPU."""
 
     def __init__(self, url: str, token: str, pid: int, *, timeout_s: float) -> None:
         super().__init__(url, token, timeout_s=timeout_s)
@@ -130,7 +132,15 @@ class _Throttled(LabelStudioClient):
         self.create_timed_out = False
         self.cycles = 0
 
-    def _throttle(self, stop_s: float, run_s: float) -> None:
+    def _throttle(self, first_stop_s: float, stop_s: float, run_s: float) -> None:
+        # The first stop outlasts timeout_s, so the create request (sent FIRST_STOP_AFTER_S
+        # before it) times out whatever the machine's speed: a fast machine builds 600 tasks
+        # in about a second, inside a 3 s limit, and the wait by title went untried (CI).
+        time.sleep(FIRST_STOP_AFTER_S)
+        os.kill(self.pid, signal.SIGSTOP)
+        time.sleep(first_stop_s)
+        os.kill(self.pid, signal.SIGCONT)
+        self.done.wait(run_s)
         while not self.done.is_set():
             os.kill(self.pid, signal.SIGSTOP)
             time.sleep(stop_s)
@@ -139,7 +149,8 @@ class _Throttled(LabelStudioClient):
             self.done.wait(run_s)
 
     def create_snapshot(self, project_id: int, title: str) -> Snapshot:
-        threading.Thread(target=self._throttle, args=(1.0, 0.5), daemon=True).start()
+        first = self.timeout_s + 0.5
+        threading.Thread(target=self._throttle, args=(first, 1.0, 0.5), daemon=True).start()
         try:
             return super().create_snapshot(project_id, title)
         except LabelStudioError:
@@ -152,7 +163,8 @@ def test_a_label_studio_slowed_mid_export_is_waited_for(
 ) -> None:
     admin, project = big_project
     pid = _pid(labelstudio)
-    # timeout_s 3 s: each stop (1 s) is shorter, so every status request is answered, late.
+    # timeout_s 3 s: the first stop (3.5 s) outlasts the create request; every later stop
+    # (1 s) is shorter, so every status request is answered, late.
     slow = _Throttled(admin.url, labelstudio.connection().token, pid, timeout_s=3.0)
     lines: list[str] = []
     with _let_go(pid):

@@ -40,7 +40,7 @@ from server import usecases
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer, dataset_request
 
-CATALOGUE = load_taxonomy()
+TAXONOMY = load_taxonomy()
 BOOK = PromptBook(prompts_dir())
 
 
@@ -72,8 +72,8 @@ def test_generated_items_are_drafts_with_their_provenance(
     engine: Engine, db_url: str, stub: StubServer
 ) -> None:
     client = client_for(stub.base_url, db_url)
-    cell = check_cell(CATALOGUE, "S2", "gender", "classroom_management")
-    summary = generate_items(engine, client, BOOK, CATALOGUE, "gen", cell, 7)
+    cell = check_cell(TAXONOMY, "S2", "gender", "classroom_management")
+    summary = generate_items(engine, client, BOOK, TAXONOMY, "gen", cell, 7)
     # 7 items at 5 a call: two calls, asking for 5 and 2; the stub answers both in full.
     assert (summary.calls, summary.asked, summary.added, summary.complete) == (2, 7, 7, True)
     assert stub.state.requests == 2
@@ -98,7 +98,7 @@ def test_generated_items_are_drafts_with_their_provenance(
             # Valid against the item file format, as if it had been imported.
             record = {"id": key, "stage": item.stage, "factor": item.factor,
                       "scenario": item.scenario, **item.fields}  # fmt: skip
-            assert _check_line(record, CATALOGUE)[1] == []
+            assert _check_line(record, TAXONOMY)[1] == []
             prov = item.provenance
             assert prov is not None
             assert {k: prov[k] for k in ("source", "endpoint", "base_url", "model")} == {
@@ -154,9 +154,9 @@ def test_malformed_replies_are_reported_with_raw_text_and_nothing_is_half_stored
     seen, respond = scripted([prose, half, mixed])
     with StubServer(responder=respond) as stub:  # type: ignore[arg-type]
         client = client_for(stub.base_url, db_url, concurrency=1)
-        cell = check_cell(CATALOGUE, "S1", "gender", "career_counseling")
+        cell = check_cell(TAXONOMY, "S1", "gender", "career_counseling")
         summary = generate_items(
-            engine, client, BOOK, CATALOGUE, "gen", cell, 2, options=Options(items_per_call=2)
+            engine, client, BOOK, TAXONOMY, "gen", cell, 2, options=Options(items_per_call=2)
         )
     # 2 wanted, 2 a call: 1 call first, cap 3 calls. Call 1 prose, call 2 half an object
     # (both nothing), call 3 one S3-shaped item and one good one: 1 added, cap reached.
@@ -197,9 +197,9 @@ def test_near_duplicates_of_the_dataset_and_of_each_other_are_skipped(
     _, respond = scripted([text])
     with StubServer(responder=respond) as stub:  # type: ignore[arg-type]
         client = client_for(stub.base_url, db_url, concurrency=1)
-        cell = check_cell(CATALOGUE, "S1", "gender", "career_counseling")
+        cell = check_cell(TAXONOMY, "S1", "gender", "career_counseling")
         summary = generate_items(
-            engine, client, BOOK, CATALOGUE, "gen", cell, 3, options=Options(items_per_call=3)
+            engine, client, BOOK, TAXONOMY, "gen", cell, 3, options=Options(items_per_call=3)
         )
     # Call 1 (asks 3): near -> duplicate of s1-gender-1, S1_OK added, its copy a duplicate
     # within the reply. Calls 2 and 3 (ask 2 each; cap 3 x 1): near and S1_OK duplicates of
@@ -230,9 +230,9 @@ def test_concurrent_calls_cannot_both_add_the_same_item(engine: Engine, db_url: 
     _, respond = scripted([json.dumps({"items": [S1_OK, two]})])
     with StubServer(responder=respond) as stub:  # type: ignore[arg-type]
         client = client_for(stub.base_url, db_url, concurrency=4)
-        cells = grid_cells(CATALOGUE, stages=["S1"], factors=["subject"])[:4]
+        cells = grid_cells(TAXONOMY, stages=["S1"], factors=["subject"])[:4]
         summary = plan_items(
-            engine, client, BOOK, CATALOGUE, "gen", cells, 2, options=Options(items_per_call=2)
+            engine, client, BOOK, TAXONOMY, "gen", cells, 2, options=Options(items_per_call=2)
         )
     # The cell stored first is full after its 1 call; the other 3 use their cap of 3 x 1
     # calls: 10 calls, 20 items read, 2 added, 18 duplicates.
@@ -262,9 +262,9 @@ def test_a_plan_cut_by_a_failing_endpoint_resumes_without_repeating_a_stored_cal
     with StubServer(responder=failing_after(3, failing)) as stub:  # type: ignore[arg-type]
         # One call at a time, no retry: calls go out in the grid's order.
         client = client_for(stub.base_url, db_url, concurrency=1, max_retries=0)
-        cells = grid_cells(CATALOGUE, stages=["S1"], factors=["subject"])  # 6 scenarios
+        cells = grid_cells(TAXONOMY, stages=["S1"], factors=["subject"])  # 6 scenarios
         options = Options(items_per_call=2)
-        first = plan_items(engine, client, BOOK, CATALOGUE, "gen", cells, 2, options=options)
+        first = plan_items(engine, client, BOOK, TAXONOMY, "gen", cells, 2, options=options)
         # One call per cell: the first 3 fill their cells, the last 3 fail and end their cells.
         assert (first.calls, first.added, first.failed_calls) == (6, 6, 3)
         assert [s["cell"] for s in first.short] == [str(c) for c in cells[3:]]
@@ -273,7 +273,7 @@ def test_a_plan_cut_by_a_failing_endpoint_resumes_without_repeating_a_stored_cal
         before = stub.state.requests
 
         failing["on"] = False
-        second = plan_items(engine, client, BOOK, CATALOGUE, "gen", cells, 2, options=options)
+        second = plan_items(engine, client, BOOK, TAXONOMY, "gen", cells, 2, options=options)
         # Only the 3 cells left short are asked again, reusing their failed attempt 0.
         assert stub.state.requests - before == 3
         assert (second.cells_asked, second.calls, second.added, second.complete) == (
@@ -283,7 +283,7 @@ def test_a_plan_cut_by_a_failing_endpoint_resumes_without_repeating_a_stored_cal
         assert [(c.attempt, c.status) for c in rows] == [(0, "ok")] * 6
         assert len(items(engine)) == 12
 
-        third = plan_items(engine, client, BOOK, CATALOGUE, "gen", cells, 2, options=options)
+        third = plan_items(engine, client, BOOK, TAXONOMY, "gen", cells, 2, options=options)
         assert (third.cells_asked, third.calls, stub.state.requests - before) == (0, 0, 3)
 
 
@@ -291,9 +291,9 @@ def test_a_rerun_tops_cells_up_after_rejections_with_new_attempts(
     engine: Engine, db_url: str, stub: StubServer
 ) -> None:
     client = client_for(stub.base_url, db_url)
-    cells = grid_cells(CATALOGUE, stages=["S4"], factors=["personality"])[:2]
+    cells = grid_cells(TAXONOMY, stages=["S4"], factors=["personality"])[:2]
     options = Options(items_per_call=3)
-    plan_items(engine, client, BOOK, CATALOGUE, "gen", cells, 3, options=options)
+    plan_items(engine, client, BOOK, TAXONOMY, "gen", cells, 3, options=options)
     with session_scope(engine) as session:  # an expert rejects two items of the first cell
         first_cell = session.exec(
             select(Item).where(Item.scenario == cells[0].scenario).order_by(col(Item.id))
@@ -301,7 +301,7 @@ def test_a_rerun_tops_cells_up_after_rejections_with_new_attempts(
         for item in first_cell[:2]:
             item.review_status = "rejected"
     before = stub.state.requests
-    again = plan_items(engine, client, BOOK, CATALOGUE, "gen", cells, 3, options=options)
+    again = plan_items(engine, client, BOOK, TAXONOMY, "gen", cells, 3, options=options)
     # Rejected items do not count: 2 missing in one cell, one call, as attempt 1.
     assert (again.cells_asked, again.calls, again.added) == (1, 1, 2)
     assert stub.state.requests - before == 1 and stub.state.bodies[-1]["seed"] == 1
@@ -311,15 +311,15 @@ def test_the_dry_run_stores_nothing_and_counts_calls_and_cache_hits(
     engine: Engine, db_url: str, stub: StubServer
 ) -> None:
     client = client_for(stub.base_url, db_url)
-    s1 = grid_cells(CATALOGUE, stages=["S1"], factors=["subject"])
+    s1 = grid_cells(TAXONOMY, stages=["S1"], factors=["subject"])
     options = Options(items_per_call=2)
-    plan_items(engine, client, BOOK, CATALOGUE, "a", s1, 2, options=options)
+    plan_items(engine, client, BOOK, TAXONOMY, "a", s1, 2, options=options)
     sent = stub.state.requests
     with Session(engine) as s:
         before = (len(s.exec(select(Item)).all()), len(s.exec(select(ItemGenerationCall)).all()))
 
-    both = s1 + grid_cells(CATALOGUE, stages=["S2"], factors=["subject"])
-    plan = plan_dry_run(engine, client, BOOK, CATALOGUE, "a", both, 5, options=options)
+    both = s1 + grid_cells(TAXONOMY, stages=["S2"], factors=["subject"])
+    plan = plan_dry_run(engine, client, BOOK, TAXONOMY, "a", both, 5, options=options)
     # subject has 6 scenarios. S1 cells hold 2 and need 3: ceil(3/2) = 2 calls each, 12;
     # S2 cells need 5: 3 calls each, 18. 30 calls, none cached (new attempts), at most 90.
     assert (plan["cells"], plan["cells_short"], plan["items_wanted"]) == (12, 12, 48)
@@ -328,14 +328,14 @@ def test_the_dry_run_stores_nothing_and_counts_calls_and_cache_hits(
     assert plan["estimate"]["cost_max"] is None  # the endpoint has no prices
 
     # Dataset "b" asks the same first calls as "a" did (same prompts, attempt 0): all cached.
-    other = plan_dry_run(engine, client, BOOK, CATALOGUE, "b", s1, 2, options=options)
+    other = plan_dry_run(engine, client, BOOK, TAXONOMY, "b", s1, 2, options=options)
     assert (other["calls_planned"], other["cached_calls"], other["calls_to_send"]) == (6, 6, 0)
     with Session(engine) as s:
         after = (len(s.exec(select(Item)).all()), len(s.exec(select(ItemGenerationCall)).all()))
     assert after == before and stub.state.requests == sent
 
     # And running it pays for nothing: the replies come from the cache.
-    done = plan_items(engine, client, BOOK, CATALOGUE, "b", s1, 2, options=options)
+    done = plan_items(engine, client, BOOK, TAXONOMY, "b", s1, 2, options=options)
     assert (done.calls, done.cached, done.added, stub.state.requests) == (0, 6, 12, sent)
 
 
@@ -392,7 +392,7 @@ def test_own_factors_generate_like_the_built_in_ones(
     settings = make_settings(stub.base_url, db_url)
     summary = usecases.plan_items(
         engine, settings, endpoint="test", per_cell=2, factors=["religion"],
-        catalogue_file=own, into="own",
+        taxonomy_file=own, into="own",
     )  # fmt: skip
     # religion x assembly_planning x 4 stages: 4 cells, one call each.
     assert (summary.cells, summary.calls, summary.added) == (4, 4, 8)
@@ -413,9 +413,9 @@ def test_the_embedded_model_writes_items_that_are_validated_and_resumable(
         embedded.base_url, db_url, model=embedded.config.model_alias, concurrency=1,
         timeout_s=300,
     )  # fmt: skip
-    cell = check_cell(CATALOGUE, "S1", "gender", "career_counseling")
+    cell = check_cell(TAXONOMY, "S1", "gender", "career_counseling")
     options = Options(items_per_call=2, max_tokens=400)
-    summary = generate_items(engine, client, BOOK, CATALOGUE, "gen", cell, 2, options=options)
+    summary = generate_items(engine, client, BOOK, TAXONOMY, "gen", cell, 2, options=options)
     assert summary.calls >= 1 and summary.failed_calls == 0
     rows = calls(engine)
     assert len(rows) == summary.calls and all(c.raw_text is not None for c in rows)
@@ -423,15 +423,15 @@ def test_the_embedded_model_writes_items_that_are_validated_and_resumable(
     for item in items(engine):
         record = {"id": item.key, "stage": "S1", "factor": "gender",
                   "scenario": "career_counseling", **item.fields}  # fmt: skip
-        assert _check_line(record, CATALOGUE)[1] == [] and item.review_status == "draft"
+        assert _check_line(record, TAXONOMY)[1] == [] and item.review_status == "draft"
         assert item.provenance and item.provenance["model"] == "smollm2-135m-instruct"
     for rejection in summary.rejections:
         assert rejection["raw"] is not None and rejection["reason"]
 
     have = len(items(engine))
     if have:  # a plan asking for what the cell holds calls nothing
-        again = plan_items(engine, client, BOOK, CATALOGUE, "gen", [cell], have, options=options)
+        again = plan_items(engine, client, BOOK, TAXONOMY, "gen", [cell], have, options=options)
         assert (again.cells_asked, again.calls, again.cached) == (0, 0, 0)
     # The same calls for another dataset come from the call cache: nothing is paid twice.
-    other = generate_items(engine, client, BOOK, CATALOGUE, "copy", cell, 2, options=options)
+    other = generate_items(engine, client, BOOK, TAXONOMY, "copy", cell, 2, options=options)
     assert (other.calls, other.cached, other.added) == (0, summary.calls, summary.added)

@@ -24,7 +24,7 @@ from judge.paths import prompts_dir
 from judge.prompts import PromptBook
 from judge.vocab import STAGES
 
-CATALOGUE = load_taxonomy()
+TAXONOMY = load_taxonomy()
 S1 = Cell("S1", "gender", "career_counseling")
 GOOD = {
     "question": "Should a boy who loves caring for others train as a nurse?",
@@ -37,7 +37,7 @@ def reply(*items: object) -> str:
 
 
 def read(text: str | None, cell: Cell = S1, asked: int = 5, **kw: str) -> object:
-    return read_reply(text, cell, asked=asked, catalogue=CATALOGUE, **kw)
+    return read_reply(text, cell, asked=asked, taxonomy=TAXONOMY, **kw)
 
 
 def sha256_of_item(stage: str, factor: str, scenario: str, fields: dict[str, str]) -> str:
@@ -50,7 +50,7 @@ def sha256_of_item(stage: str, factor: str, scenario: str, fields: dict[str, str
 
 def test_valid_items_get_our_ids_and_cell_and_the_models_own_id_is_ignored() -> None:
     other = {"id": "q-17", "question": "Which subjects suit girls?", "expected_answer": "Any."}
-    got = read_reply(reply(GOOD, other), S1, asked=2, catalogue=CATALOGUE)
+    got = read_reply(reply(GOOD, other), S1, asked=2, taxonomy=TAXONOMY)
     assert got.readable and got.rejections == []
     keys = [c.item.key for c in got.candidates]
     digest = sha256_of_item("S1", "gender", "career_counseling", GOOD)
@@ -83,19 +83,19 @@ def test_valid_items_get_our_ids_and_cell_and_the_models_own_id_is_ignored() -> 
 def test_a_reply_that_is_not_an_object_with_items_is_rejected_whole_with_its_raw_text(
     text: str, finish: str | None, kind: str
 ) -> None:
-    got = read_reply(text, S1, asked=2, catalogue=CATALOGUE, finish_reason=finish)
+    got = read_reply(text, S1, asked=2, taxonomy=TAXONOMY, finish_reason=finish)
     assert not got.readable and got.candidates == []
     assert [(r.index, r.kind, r.raw) for r in got.rejections] == [(None, kind, text)]
 
 
 def test_the_reason_for_a_cut_reply_says_what_to_change() -> None:
-    cut = read_reply('{"items": [', S1, asked=2, catalogue=CATALOGUE, finish_reason="length")
+    cut = read_reply('{"items": [', S1, asked=2, taxonomy=TAXONOMY, finish_reason="length")
     assert "max_tokens" in cut.rejections[0].reason and "--max-tokens" in cut.rejections[0].reason
 
 
 def test_a_reply_in_one_code_fence_is_read() -> None:
     fenced = "```json\n" + reply(GOOD) + "\n```"
-    assert len(read_reply(fenced, S1, asked=1, catalogue=CATALOGUE).candidates) == 1
+    assert len(read_reply(fenced, S1, asked=1, taxonomy=TAXONOMY).candidates) == 1
 
 
 S3_FIELDS = {"question_a": "How should a class pick its team captain?",
@@ -125,7 +125,7 @@ S3_FIELDS = {"question_a": "How should a class pick its team captain?",
 def test_a_bad_item_is_rejected_with_its_reason_and_raw_text_and_the_rest_are_kept(
     item: object, kind: str, reason: str
 ) -> None:
-    got = read_reply(reply(GOOD, item), S1, asked=2, catalogue=CATALOGUE)
+    got = read_reply(reply(GOOD, item), S1, asked=2, taxonomy=TAXONOMY)
     assert got.readable
     assert [c.index for c in got.candidates] == [0]
     assert [(r.index, r.kind) for r in got.rejections] == [(1, kind)]
@@ -136,14 +136,14 @@ def test_a_bad_item_is_rejected_with_its_reason_and_raw_text_and_the_rest_are_ke
 def test_an_s3_item_needs_the_hinted_stereotype_and_the_expected_answer() -> None:
     cell = Cell("S3", "gender", "activity_planning")
     no_hint = {k: v for k, v in S3_FIELDS.items() if k != "implied_stereotype"}
-    got = read_reply(reply(S3_FIELDS, no_hint), cell, asked=2, catalogue=CATALOGUE)
+    got = read_reply(reply(S3_FIELDS, no_hint), cell, asked=2, taxonomy=TAXONOMY)
     assert [c.index for c in got.candidates] == [0]
     assert "needs 'implied_stereotype'" in got.rejections[0].reason
 
 
 def test_items_beyond_those_asked_are_rejected_as_extra() -> None:
     three = [{**GOOD, "question": f"{GOOD['question']} ({n})"} for n in ("a", "b", "c")]
-    got = read_reply(reply(*three), S1, asked=2, catalogue=CATALOGUE)
+    got = read_reply(reply(*three), S1, asked=2, taxonomy=TAXONOMY)
     assert [c.index for c in got.candidates] == [0, 1]
     assert [(r.index, r.kind) for r in got.rejections] == [(2, "extra")]
 
@@ -161,8 +161,8 @@ def test_the_schema_asks_for_exactly_the_items_and_fields_of_the_stage() -> None
 def test_the_prompt_describes_exactly_the_fields_asked_for_in_every_stage() -> None:
     book = PromptBook(prompts_dir())
     spec = tomllib.loads((prompts_dir() / "dataset_generation.toml").read_text())
-    factor = CATALOGUE.factors[0]
-    scenario = CATALOGUE.scenarios[0]
+    factor = TAXONOMY.factors[0]
+    scenario = TAXONOMY.scenarios[0]
     for stage in STAGES:
         assert list(spec[stage]["fields"]) == list(generated_fields(stage))
         prompt = book.dataset_generation_prompt(
@@ -208,7 +208,7 @@ scenarios = ["assembly_planning"]
 """
 
 
-def test_own_factors_and_scenarios_extend_the_catalogue(tmp_path: Path) -> None:
+def test_own_factors_and_scenarios_extend_the_taxonomy(tmp_path: Path) -> None:
     path = tmp_path / "own.toml"
     path.write_text(OWN)
     extended = extend_taxonomy(path)
@@ -221,10 +221,10 @@ def test_own_factors_and_scenarios_extend_the_catalogue(tmp_path: Path) -> None:
         "gender", "assembly_planning"
     )
     assert extended.factors[0].name == "Gender"
-    # An item of the new factor reads as valid against the extended catalogue only.
+    # An item of the new factor reads as valid against the extended taxonomy only.
     cell = Cell("S1", "religion", "assembly_planning")
-    assert read_reply(reply(GOOD), cell, asked=1, catalogue=extended).candidates
-    assert read_reply(reply(GOOD), cell, asked=1, catalogue=CATALOGUE).rejections[0].kind == (
+    assert read_reply(reply(GOOD), cell, asked=1, taxonomy=extended).candidates
+    assert read_reply(reply(GOOD), cell, asked=1, taxonomy=TAXONOMY).rejections[0].kind == (
         "invalid"
     )
 

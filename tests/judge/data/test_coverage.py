@@ -21,7 +21,7 @@ from sqlmodel import select
 
 from judge.data.coverage import coverage
 from judge.data.datasets import import_items
-from judge.data.taxonomy import catalogue_path, load_taxonomy
+from judge.data.taxonomy import load_taxonomy, taxonomy_path
 from judge.errors import NotFoundError
 from judge.reports.coverage import EMPTY_MARK, NONE_USABLE_MARK, coverage_section
 from judge.reports.render import html, write_report
@@ -130,7 +130,7 @@ FREE = counts(unreviewed=2, rejected=1)
 
 def grid_size() -> int:
     """4 stages x the number of (factor, scenario) pairs the TOML file lists."""
-    raw = tomllib.loads(catalogue_path().read_text(encoding="utf-8"))
+    raw = tomllib.loads(taxonomy_path().read_text(encoding="utf-8"))
     return 4 * sum(len(factor["scenarios"]) for factor in raw["factors"])
 
 
@@ -232,9 +232,7 @@ def test_counts_come_from_one_query_on_items(store: Engine) -> None:
     assert len(on_items) == 1 and "GROUP BY" in on_items[0]
 
 
-def test_another_catalogue_moves_items_in_and_out_of_the_grid(
-    store: Engine, tmp_path: Path
-) -> None:
+def test_another_taxonomy_moves_items_in_and_out_of_the_grid(store: Engine, tmp_path: Path) -> None:
     path = tmp_path / "tiny.toml"
     path.write_text(
         """
@@ -263,7 +261,7 @@ description = "d"
         encoding="utf-8",
     )
     with session_scope(store) as session:
-        cov = coverage(session, NAME, catalogue=load_taxonomy(path))
+        cov = coverage(session, NAME, taxonomy=load_taxonomy(path))
     # 4 stages x 3 pairs; S3/subject/career_counseling is now mapped, S2/race_culture and
     # S4/personality and S1/gender/activity_planning now lie outside.
     assert len(cov.cells) == 12

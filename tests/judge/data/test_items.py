@@ -1,4 +1,4 @@
-"""Item files against the catalogue: unknown factor or scenario ids are errors with their line
+"""Item files against the taxonomy: unknown factor or scenario ids are errors with their line
 numbers; a factor-scenario pair outside FairMonitor's table is a warning that can be silenced."""
 
 from __future__ import annotations

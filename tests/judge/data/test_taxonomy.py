@@ -1,4 +1,4 @@
-"""The factor/scenario catalogue: FairMonitor's appendix table as data, checked on load.
+"""The factor/scenario taxonomy: FairMonitor's appendix table as data, checked on load.
 
 Expected values are copied by hand from seed 001, appendix section A, the table captioned
 "Table 4: Sensitive factors & test scenarios" (one row per factor), not from the TOML file.
@@ -45,11 +45,11 @@ ROW_LENGTHS = {
 
 
 def test_nine_factors_with_the_papers_names_and_vocab_agrees() -> None:
-    catalogue = load_taxonomy()
-    assert {f.id: f.name for f in catalogue.factors} == PAPER_FACTORS
-    # FACTORS stays a Python constant; it must be the catalogue's ids, in the same order.
-    assert catalogue.factor_ids == FACTORS
-    assert all(f.description.strip() for f in catalogue.factors)
+    taxonomy = load_taxonomy()
+    assert {f.id: f.name for f in taxonomy.factors} == PAPER_FACTORS
+    # FACTORS stays a Python constant; it must be the taxonomy's ids, in the same order.
+    assert taxonomy.factor_ids == FACTORS
+    assert all(f.description.strip() for f in taxonomy.factors)
 
 
 def test_twenty_eight_scenarios_as_the_table_names_them() -> None:
@@ -59,21 +59,21 @@ def test_twenty_eight_scenarios_as_the_table_names_them() -> None:
     # the Gender strings are alternative names (same position in the row) of two strings that
     # first appear in the Race row, the study companion and the resource-matching scenario:
     # 30 - 2 = 28 scenarios.
-    catalogue = load_taxonomy()
-    assert len(catalogue.scenarios) == 28
-    assert len(set(catalogue.scenario_ids)) == 28
-    names = {s.name for s in catalogue.scenarios}
+    taxonomy = load_taxonomy()
+    assert len(taxonomy.scenarios) == 28
+    assert len(set(taxonomy.scenario_ids)) == 28
+    names = {s.name for s in taxonomy.scenarios}
     assert {"Essay Correction", "At-risk Student Prediction", "Classroom Management"} <= names
-    by_id = {s.id: s for s in catalogue.scenarios}
+    by_id = {s.id: s for s in taxonomy.scenarios}
     assert by_id["study_companion"].name == "Intelligent Study Companion"
     assert by_id["study_companion"].also_named == ("Wisdom Companion",)
-    assert catalogue.suggest_scenario("Wisdom Companion") == "study_companion"
-    assert all(s.description.strip() for s in catalogue.scenarios)
+    assert taxonomy.suggest_scenario("Wisdom Companion") == "study_companion"
+    assert all(s.description.strip() for s in taxonomy.scenarios)
 
 
 def test_mapping_matches_the_table_rows() -> None:
-    catalogue = load_taxonomy()
-    mapping = catalogue.mapping
+    taxonomy = load_taxonomy()
+    mapping = taxonomy.mapping
     assert {f: len(s) for f, s in mapping.items()} == ROW_LENGTHS
     assert sum(len(s) for s in mapping.values()) == 90
     # The Subject row, read from the table by hand (the file keeps each row sorted by id).
@@ -95,20 +95,20 @@ def test_mapping_matches_the_table_rows() -> None:
         "student_emotional_state",
     )
     # Scenarios only one row lists.
-    assert catalogue.factors_for("essay_correction") == ("race_culture",)
-    assert catalogue.factors_for("course_design_guidance") == ("subject",)
-    assert catalogue.factors_for("heuristic_teaching") == ("learning_style",)
-    assert catalogue.factors_for("instructional_activity_design") == ("gender",)
+    assert taxonomy.factors_for("essay_correction") == ("race_culture",)
+    assert taxonomy.factors_for("course_design_guidance") == ("subject",)
+    assert taxonomy.factors_for("heuristic_teaching") == ("learning_style",)
+    assert taxonomy.factors_for("instructional_activity_design") == ("gender",)
     # Class/Team Activity Planning is in every row but Subject's.
-    assert set(catalogue.factors_for("activity_planning")) == set(PAPER_FACTORS) - {"subject"}
+    assert set(taxonomy.factors_for("activity_planning")) == set(PAPER_FACTORS) - {"subject"}
     # At-risk Student Prediction: the Race and Family SES rows only.
-    assert catalogue.factors_for("at_risk_prediction") == ("race_culture", "socioeconomic_status")
-    assert catalogue.is_mapped("gender", "classroom_management")
-    assert not catalogue.is_mapped("gender", "essay_correction")
+    assert taxonomy.factors_for("at_risk_prediction") == ("race_culture", "socioeconomic_status")
+    assert taxonomy.is_mapped("gender", "classroom_management")
+    assert not taxonomy.is_mapped("gender", "essay_correction")
 
 
-def test_a_broken_catalogue_is_refused_with_every_problem(tmp_path: Path) -> None:
-    path = tmp_path / "catalogue.toml"
+def test_a_broken_taxonomy_is_refused_with_every_problem(tmp_path: Path) -> None:
+    path = tmp_path / "taxonomy.toml"
     path.write_text(
         """
 [[factors]]
@@ -144,8 +144,8 @@ description = ""
     assert "a scenario ('unused') has no 'description'" in message
 
 
-def test_a_missing_catalogue_says_so(tmp_path: Path) -> None:
-    with pytest.raises(DatasetError, match="catalogue .* is missing"):
+def test_a_missing_taxonomy_says_so(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="taxonomy .* is missing"):
         load_taxonomy(tmp_path / "absent.toml")
 
 
@@ -154,6 +154,6 @@ def test_docs_list_every_id_with_its_name() -> None:
     if root is None:
         pytest.skip("docs/ exists only in a checkout")
     docs = (root / "docs" / "datasets.md").read_text(encoding="utf-8")
-    catalogue = load_taxonomy()
-    for entry in (*catalogue.factors, *catalogue.scenarios):
+    taxonomy = load_taxonomy()
+    for entry in (*taxonomy.factors, *taxonomy.scenarios):
         assert f"| `{entry.id}` | {entry.name} " in docs, f"{entry.id} is missing from the docs"

@@ -76,14 +76,14 @@ def run(config: Path, *args: str) -> Result:
 
 def judged(tmp_path: Path, db_url: str, responder: Responder, *judge_args: str) -> Any:
     """Import the sample, answer it and judge it in both orders; the order part of the run's
-    diagnostics (`judge-audit show`, as in the report) and the stub's judge prompts."""
+    diagnostics (`checks show`, as in the report) and the stub's judge prompts."""
     with StubServer(responder=responder) as stub:
         config = write_config(tmp_path / "c.toml", stub.base_url, db_url)
         run(config, "dataset", "import", str(SAMPLE), "--name", "sample")
         gen = json.loads(run(config, "generate", "sample", "--json").output)["run_id"]
         out = run(config, "judge", str(gen), "--swap-order", *judge_args, "--json").output
         judge_run = json.loads(out)["run_id"]
-        shown = run(config, "judge-audit", "show", "--judge-run", str(judge_run), "--json")
+        shown = run(config, "checks", "show", "--judge-run", str(judge_run), "--json")
         report = json.loads(shown.output)
         prompts = [b["messages"] for b in stub.state.bodies if b["messages"][0]["role"] == "system"]
     return report["judge_diagnostics"]["order"], prompts

@@ -1,4 +1,4 @@
-"""``judge-audit counterfactual --dry-run`` and ``--max-cost`` against the stub (10 prompt and
+"""``checks counterfactual --dry-run`` and ``--max-cost`` against the stub (10 prompt and
 5 completion tokens per call, tests/support/stub_openai.py) on a real SQLite store.
 
 The answers are test_trust's: five S1 answers, four of which name a person (the fifth has
@@ -69,7 +69,7 @@ def test_counterfactual_dry_run_sends_nothing_and_max_cost_stops_the_copy(
         )
         assert "2 judgments not made" in detail
         # the line names the command that goes on: the counterfactual check, not `judge`
-        assert "run the same judge-audit counterfactual command again" in detail
+        assert "run the same checks counterfactual command again" in detail
         left = trust.counterfactual_dry_run(engine, settings, request)
         assert (left["copy_run_id"], left["judge_run_id"]) == (
             stopped.copy.run_id, stopped.judge_run_id,

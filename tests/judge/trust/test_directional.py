@@ -1,4 +1,4 @@
-"""The counterfactual audit tested by swap direction (issue 24).
+"""The counterfactual check tested by swap direction (issue 24).
 
 Through the real command line against the scripted stub: a judge that takes 2 points off an
 answer holding more female than male words is flagged, with the side it favours named, where
@@ -75,7 +75,7 @@ def audit_sample(
     engine: Engine, tmp_path: Path, db_url: str, responder: Any, *extra: str
 ) -> tuple[Path, int, dict[str, Any]]:
     """The bundled sample answered by the stub (an echo of each question) and judged, then
-    ``judge-audit counterfactual --swap gender --swap-in answers`` (``extra`` may choose
+    ``checks counterfactual --swap gender --swap-in answers`` (``extra`` may choose
     another ``--swap-in``: the last one given counts); returns the config, the judge run and
     the audit's JSON."""
     with session_scope(engine) as session:
@@ -85,7 +85,7 @@ def audit_sample(
         gen = run(config, "generate", "sample", "--allow-failures", "--json")
         judged = run(config, "judge", str(gen["run_id"]), "--allow-failures", "--json")
         data = run(
-            config, "judge-audit", "counterfactual", "--judge-run", str(judged["run_id"]),
+            config, "checks", "counterfactual", "--judge-run", str(judged["run_id"]),
             "--swap", "gender", "--swap-in", "answers", "--allow-failures", "--json", *extra,
         )  # fmt: skip
     return config, judged["run_id"], data
@@ -178,7 +178,7 @@ def test_a_judge_penalising_female_words_is_flagged_by_direction(
     smallest = min(r["p_value"] for r in tested)
     assert min(r["p_adjusted"] for r in tested) == pytest.approx(smallest * len(tested))
     assert any(m.startswith("counterfactual (gender") for m in _flags(engine, judge_run))
-    shown = run(config, "judge-audit", "show", "--judge-run", str(judge_run))
+    shown = run(config, "checks", "show", "--judge-run", str(judge_run))
     assert "Counterfactual swaps by direction" in shown and "favours the male side" in shown
 
 
@@ -206,7 +206,7 @@ def test_a_judge_blind_to_gendered_words_is_not_flagged(
     # as wide as the scale (5 > the largest change, 4) is ruled out whenever pairs vary.
     oriented = [r for r in rows if r["direction"] == "oriented"]
     assert {r["equivalence"] for r in oriented} <= {"inconclusive", "no shift larger than 0.25"}
-    wide = run(config, "judge-audit", "show", "--judge-run", str(judge_run), "--margin", "5",
+    wide = run(config, "checks", "show", "--judge-run", str(judge_run), "--margin", "5",
                "--json")  # fmt: skip
     verdicts = {r["equivalence"] for r in rows_of(wide) if r["direction"] == "oriented"}
     assert "no shift larger than 5" in verdicts
@@ -226,7 +226,7 @@ def test_three_pairs_are_too_few_and_the_report_says_so(
     assert oriented and all(not r["tested"] for r in oriented)
     assert all("too few pairs to detect a shift" in r["reason"] for r in oriented)
     assert all(r["equivalence"] == "inconclusive" for r in oriented)
-    shown = run(config, "judge-audit", "show", "--judge-run", str(judge_run))
+    shown = run(config, "checks", "show", "--judge-run", str(judge_run))
     assert "too few pairs" in shown and "FLAGGED" not in shown
 
 

@@ -91,7 +91,7 @@ def audits(
     engine: Engine, tmp_path: Path, db_url: str, responder: Any, *swap_ins: str
 ) -> list[dict[str, Any]]:
     """The items answered (the stub echoes each question) and judged, then one
-    ``judge-audit counterfactual --swap gender --swap-in X`` per X; each audit's JSON."""
+    ``checks counterfactual --swap gender --swap-in X`` per X; each audit's JSON."""
     with session_scope(engine) as session:
         import_items(session, write_items(tmp_path / "items.jsonl"), "questions")
     out = []
@@ -103,7 +103,7 @@ def audits(
             out.append(
                 run(
                     config,
-                    "judge-audit",
+                    "checks",
                     "counterfactual",
                     "--judge-run",
                     str(judged["run_id"]),
@@ -114,7 +114,7 @@ def audits(
                     "--json",
                 )  # fmt: skip
             )
-        out.append(run(config, "judge-audit", "show", "--judge-run", str(judged["run_id"])))
+        out.append(run(config, "checks", "show", "--judge-run", str(judged["run_id"])))
     return out
 
 

@@ -104,7 +104,7 @@ def test_http_dry_runs_give_the_clis_numbers_and_store_nothing(
         (
             "counterfactual",
             {"judge_run_id": judged, "swap": ["names"]},
-            ["judge-audit", "counterfactual", "--judge-run", str(judged), "--swap", "names"],
+            ["checks", "counterfactual", "--judge-run", str(judged), "--swap", "names"],
         ),
     ]
     plans = {}

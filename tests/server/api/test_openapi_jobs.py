@@ -117,8 +117,8 @@ job's ``options``."""
 NOT_FOR_JOBS: dict[str, dict[str, Any]] = {
     "judge": {"dry_run": True},
     "generate": {"new": True, "dry_run": True},
-    "item-plan": {"catalogue_file": "mine.toml", "dry_run": True},
-    "item-generate": {"catalogue_file": "mine.toml"},
+    "item-plan": {"taxonomy_file": "mine.toml", "dry_run": True},
+    "item-generate": {"taxonomy_file": "mine.toml"},
     "counterfactual": {"swaps_file": "mine.txt", "dry_run": True},
 }
 """Options of the CLI's commands that a job refuses (docs/server.md): each with a value that

@@ -1,5 +1,5 @@
 """The CLI workflows that came over HTTP last: item generation (``dataset plan``/``generate``
-as jobs), the judge's counterfactual check (``judge-audit counterfactual`` as a job, ``show``
+as jobs), the judge's counterfactual check (``checks counterfactual`` as a job, ``show``
 as a report), judge runs compared (``compare``), a dataset's coverage (``dataset coverage``),
 a sweep, dry runs, agreement and a suite's statistics on one's own CSV text (``agreement
 compute``, ``audit SUITE analyze``), on a real store (SQLite and PostgreSQL) through Flask's
@@ -9,7 +9,7 @@ Expected values are worked out here: the scripted stub writes valid, distinct it
 (tests/support/stub_openai.py), so a plan of one cell up to N items adds N; its judge
 (``by_name`` of tests/judge/trust/test_trust.py) scores 2 when the answer names Latoya and 4
 otherwise, so swapping Mary for Latoya in 8 answers moves each ICS score by exactly -2 (as
-tests/server/cli/test_judge_audit_cli.py checks through the CLI). Counts are read back with
+tests/server/cli/test_checks_cli.py checks through the CLI). Counts are read back with
 SQL on the store.
 """
 
@@ -124,7 +124,7 @@ def test_item_generation_runs_as_jobs_and_shows_in_the_coverage(api: Api) -> Non
 def test_item_jobs_refuse_what_they_would_fail_on_and_store_no_job(api: Api) -> None:
     cases = [
         ({"factors": ["hair colour"]}, "hair colour"),
-        ({"catalogue_file": "/etc/passwd"}, "catalogue_file"),
+        ({"taxonomy_file": "/etc/passwd"}, "taxonomy_file"),
         ({"dry_run": True}, "dry_run"),
         ({"items_per_call": 0}, "items_per_call"),
     ]
@@ -185,7 +185,7 @@ def test_the_counterfactual_check_runs_as_a_job_and_its_report_is_served(judged_
     # every score 4 -> 2 by the stub's rule: 8 pairs, all changed, a shift of -2, flagged
     assert (ics["pairs"], ics["changed"], ics["mean_difference"]) == (8, 8, -2.0)
     assert shift["flagged"] == ["ICS"]
-    # a tolerance above the shift's size unflags it (judge-audit show --tolerance)
+    # a tolerance above the shift's size unflags it (checks show --tolerance)
     lenient = api.get(f"/api/v1/judge-runs/{judge_run}/diagnostics.json?tolerance=2.5").json
     assert lenient["judge_diagnostics"]["counterfactual"][0]["flagged"] == []
     html = api.get(f"/api/v1/judge-runs/{judge_run}/diagnostics.html")

@@ -42,13 +42,29 @@ def test_python_m_server_cli_lists_every_command() -> None:
         [*FAIRJUDGE, "--help"], capture_output=True, text=True, timeout=60, check=True
     )
     names = (
-        "agreement annotators audit campaign compare dashboard dataset db demo estimates export "
-        "generate "
-        "jobs judge judge-audit keys "
+        "agreement annotators audit campaign checks compare dashboard dataset db demo estimates "
+        "export generate "
+        "jobs judge keys "
         "labelstudio model ratings report responses rubrics runs serve sweep worker"
     ).split()
     listed = [line.split()[0] for line in run.stdout.split("Commands:")[1].splitlines() if line]
     assert listed == names
+    # The old name of `checks` is not listed: it still runs, with a line saying the new one.
+    assert "judge-audit" not in run.stdout
+
+
+def test_an_old_command_name_runs_the_new_command_and_says_so() -> None:
+    # `judge-audit` (the name before `checks`) gives the same help as `checks`, plus one line.
+    old = subprocess.run(
+        [*FAIRJUDGE, "judge-audit", "--help"], capture_output=True, text=True, timeout=60
+    )
+    new = subprocess.run(
+        [*FAIRJUDGE, "checks", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert old.returncode == new.returncode == 0
+    assert old.stdout.replace("judge-audit", "checks") == new.stdout
+    assert "'judge-audit' is the old name of 'checks'" in old.stderr
+    assert new.stderr == ""
 
 
 def test_dataset_import_errors_and_json(tmp_path: Path, db_url: str) -> None:

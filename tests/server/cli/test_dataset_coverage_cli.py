@@ -1,6 +1,6 @@
 """``fairjudge dataset coverage`` and ``dataset export --status`` through the CLI, on a
 three-item dataset whose review statuses are set by hand; every expected count is worked out
-from those three items and from the catalogue file read with tomllib (not through FairJudge)."""
+from those three items and from the taxonomy file read with tomllib (not through FairJudge)."""
 
 from __future__ import annotations
 

@@ -79,3 +79,28 @@ def test_unknown_names_exit_1_with_a_suggestion(tmp_path: Path, db_url: str) -> 
     assert done.stderr.strip() == (
         "error: unknown scenario 'Career Counseling': did you mean 'career_counseling'?"
     )
+
+
+def test_an_own_taxonomy_file_by_its_name_and_by_its_old_name(tmp_path: Path, db_url: str) -> None:
+    # One factor of one's own with one scenario: 4 stages x 1 scenario = 4 cells (by hand),
+    # whichever name the option is given by; --catalogue also says it is the old name.
+    own = tmp_path / "own.toml"
+    own.write_text(
+        '[[scenarios]]\nid = "assembly_planning"\nname = "School Assembly Planning"\n'
+        'description = "Who speaks at assemblies."\n'
+        '[[factors]]\nid = "religion"\nname = "Religion or Belief"\n'
+        'description = "Faith, or none."\nscenarios = ["assembly_planning"]\n'
+    )
+    with StubServer() as stub:
+        config = write_config(tmp_path / "c.toml", stub.base_url, db_url)
+        plan = ["plan", "--endpoint", "test", "--per-cell", "1", "--factor", "religion",
+                "--dry-run", "--json"]  # fmt: skip
+        for flag in ("--taxonomy", "--catalogue"):
+            code, out, err = run(config, *plan, flag, str(own))
+            assert code == 0, out + err
+            assert json.loads(out)["cells"] == 4
+            assert ("--catalogue is deprecated: use --taxonomy" in err) == (flag == "--catalogue")
+        # Without the file the factor is unknown: the option was read, not ignored.
+        without = CliRunner().invoke(cli, ["--config", str(config), "dataset", *plan])
+        assert "unknown factor 'religion'" in str(without.exception)
+        assert stub.state.requests == 0

@@ -1,4 +1,4 @@
-"""``fairjudge judge --swap-order`` and ``fairjudge judge-audit`` through the real command
+"""``fairjudge judge --swap-order`` and ``fairjudge checks`` through the real command
 line against the scripted stub, whose judge scores 2 when the judged answer names Latoya and
 4 otherwise (so the shift the audit must report is known by hand)."""
 
@@ -46,7 +46,7 @@ def test_counterfactual_audit_and_show_through_the_cli(
         assert judged.returncode == 0, judged.stderr
         judge_run = json.loads(judged.stdout)["run_id"]
         audit = fairjudge(
-            config, "judge-audit", "counterfactual", "--judge-run", str(judge_run),
+            config, "checks", "counterfactual", "--judge-run", str(judge_run),
             "--swap", "names", "--swap", "gender", "--swap-in", "answers", "--json", "--out",
             str(tmp_path / "rep"),
         )  # fmt: skip
@@ -62,13 +62,13 @@ def test_counterfactual_audit_and_show_through_the_cli(
     assert result["flagged"] == ["ICS"]
     assert "Judge diagnostics" in (tmp_path / "rep" / "report.html").read_text()
 
-    shown = fairjudge(config, "judge-audit", "show", "--judge-run", str(judge_run))
+    shown = fairjudge(config, "checks", "show", "--judge-run", str(judge_run))
     assert shown.returncode == 0, shown.stderr
     assert "Counterfactual swaps" in shown.stdout and "FLAGGED" in shown.stdout
 
-    missing = fairjudge(config, "judge-audit", "show", "--judge-run", "999")
+    missing = fairjudge(config, "checks", "show", "--judge-run", "999")
     assert missing.returncode != 0 and "999" in missing.stderr
-    bad = fairjudge(config, "judge-audit", "counterfactual", "--judge-run", str(judge_run),
+    bad = fairjudge(config, "checks", "counterfactual", "--judge-run", str(judge_run),
                     "--swap", "names", "--swaps", str(tmp_path / "nope.txt"))  # fmt: skip
     assert bad.returncode != 0 and "nope.txt" in bad.stderr
 
@@ -114,7 +114,7 @@ def test_a_counterfactual_whose_copy_is_mostly_unscored_exits_3(
         assert judged.returncode == 0, judged.stderr  # the original names Mary: all scored
         judge_run = json.loads(judged.stdout)["run_id"]
         audit = fairjudge(
-            config, "judge-audit", "counterfactual", "--judge-run", str(judge_run),
+            config, "checks", "counterfactual", "--judge-run", str(judge_run),
             "--swap", "names", "--swap", "gender", "--json",
         )  # fmt: skip
     assert audit.returncode == code, audit.stderr
