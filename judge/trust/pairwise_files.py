@@ -118,12 +118,24 @@ def read_pairwise_text(
     if fmt not in FORMATS:
         raise InvalidInputError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
     records, problems = _read_text(text, fmt, "", judge, repetition or 1)
-    return ReadSource(records, problems, hashlib.sha256(text.encode()).hexdigest(), 1)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return ReadSource(records, problems, digest, 1)
 
 
 def _read_text(
     text: str, fmt: str, name: str, judge: str | None, repetition: int
 ) -> tuple[list[PairRecord], list[tuple[int, str]]]:
+    try:
+        (judge or "").encode("utf-8")
+    except UnicodeEncodeError:
+        return [], [
+            (0, _where(name, "the judge's label holds a character that is not Unicode text"))
+        ]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate, which JSON's \\ud800 can carry
+        line = text.count("\n", 0, exc.start) + 1
+        return [], [(line, _where(name, "holds a character that is not Unicode text"))]
     if "\x00" in text:
         line = text.count("\n", 0, text.index("\x00")) + 1
         return [], [

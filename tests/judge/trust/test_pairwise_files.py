@@ -52,3 +52,12 @@ def test_plain_verdicts_and_nul_characters() -> None:
     ]
     nul = read_pairwise_text("question,model_a,model_b,verdict\nq,x,y,A\x00\n", "csv", judge="j")
     assert nul.records == [] and nul.problems[0][0] == 2 and "NUL" in nul.problems[0][1]
+
+
+def test_a_lone_surrogate_is_a_problem_not_a_crash() -> None:
+    # JSON can carry "\\ud800" (half of a UTF-16 pair), which no store can keep as text
+    text = "question,model_a,model_b,verdict\nq,x,y,A\nq\ud800,y,x,B\n"
+    read = read_pairwise_text(text, "csv", judge="j")
+    assert read.records == [] and read.problems == [
+        (3, "holds a character that is not Unicode text")
+    ]
