@@ -1,17 +1,21 @@
 """The dashboard's pairwise page: "none imported yet" on an empty store, then, once a file is
 imported (the store changed, so the kept figures are computed again), each judge's figures as
-the API gives them, on the hand-worked file of tests/server/api/test_pairwise_api.py."""
+the API gives them, on the hand-worked file of tests/server/api/test_pairwise_api.py; and an
+import leaves a judge run's version (its pages' kept figures) alone."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from sqlmodel import Session
+
 from judge.store.engine import make_engine
 from server import create_app
 from server.auth import create_key
+from server.usecases.dashboard import run_version, store_version
 from server.usecases.pairwise import import_judgments
 from tests.server.api.test_pairwise_api import ROWS
-from tests.server.dashboard.helpers import Key, api_get, fields, sign_in
+from tests.server.dashboard.helpers import Key, Store, api_get, fields, sign_in
 from tests.support.factories import make_settings
 
 
@@ -44,3 +48,18 @@ def test_the_page_before_and_after_an_import(migrated_db_url: str, tmp_path: Pat
         assert "kept apart" in apart.text
     finally:
         engine.dispose()
+
+
+def test_an_import_changes_the_store_not_a_judge_runs_version(store: Store, tmp_path: Path) -> None:
+    # a judge run's pages read no pairwise row, so their kept figures stay current; the
+    # pairwise page's key (the store's version) does change
+    with Session(store.engine) as session:
+        run_before = run_version(session, store.judge_run_id)
+        store_before = store_version(session)
+    path = tmp_path / "mine.csv"
+    lines = ["question,model_a,model_b,verdict"] + [",".join(r) for r in ROWS]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    import_judgments(store.engine, path, "csv", judge="version-check")
+    with Session(store.engine) as session:
+        assert run_version(session, store.judge_run_id) == run_before
+        assert store_version(session) != store_before
