@@ -274,6 +274,12 @@ def _plain_record(
     first, second = given["model_a"], given["model_b"]
     if first == second:
         return None, f"model_a and model_b are the same model ({first!r})"
+    reserved = [m for m in (first, second) if m.lower() in WORDS]
+    if reserved:
+        return (
+            None,
+            f"a model may not be named {reserved[0]!r}: A, B, tie and unreadable are verdicts",
+        )
     if max(len(label), len(first), len(second), len(given["question"])) > MAX_LABEL:
         return None, f"a label is longer than {MAX_LABEL} characters"
     said = given["verdict"]

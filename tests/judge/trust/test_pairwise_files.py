@@ -50,6 +50,10 @@ def test_plain_verdicts_and_nul_characters() -> None:
     assert read.problems == [
         (4, "verdict 'C' is not A, B, tie, unreadable, or one of the pair's models ('x', 'y')")
     ]
+    named = read_pairwise_text("question,model_a,model_b,verdict\nq,Tie,y,A\n", "csv", judge="j")
+    assert named.problems == [
+        (2, "a model may not be named 'Tie': A, B, tie and unreadable are verdicts")
+    ]
     nul = read_pairwise_text("question,model_a,model_b,verdict\nq,x,y,A\x00\n", "csv", judge="j")
     assert nul.records == [] and nul.problems[0][0] == 2 and "NUL" in nul.problems[0][1]
 
