@@ -69,6 +69,9 @@
     whole command with JUnit XML (target <= 2 s): wall and CPU seconds.
 25. Paired (bench/paired.py): the paired table of two 10,000-judgment runs of the same items
     with 1,000 bootstrap resamples (target <= 2 s).
+26. Pairwise (bench/pairwise.py): ``fairjudge judgments import`` of Shi et al.'s 27 record
+    files (5,184 judgments) into a fresh store, a whole process (target <= 10 s), and
+    ``judgments position --json`` of the stored judges.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -101,6 +104,7 @@ from bench.dedupe import dedupe_bench
 from bench.gates import bench_gates
 from bench.generate import generate_bench
 from bench.labelstudio import bench_labelstudio
+from bench.pairwise import bench_pairwise
 from bench.qualify import bench_qualify
 from bench.server import bench_server
 from bench.stats_ppi import bench_stats_ppi
@@ -387,6 +391,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "bbq": lambda tmp: {"analyze": bench_bbq_analyze(tmp), "run": bench_bbq_run(tmp)},
     "paired": lambda tmp: _paired_bench(),
     "gates": bench_gates,
+    "pairwise": bench_pairwise,
 }
 
 

@@ -33,7 +33,7 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine
 
 from judge.errors import SchemaError, StoreError
-from judge.store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+from judge.store import pairwise_tables, tables  # noqa: F401  (registers the tables)
 
 if TYPE_CHECKING:  # Alembic is imported only to migrate: it adds ~0.2 s to a process start.
     from alembic.config import Config

@@ -299,6 +299,7 @@ def register(app: OpenAPI) -> None:
         judgments,
         juries,
         keys,
+        pairwise,
         ratings,
         reports,
         responses,
@@ -325,6 +326,7 @@ def register(app: OpenAPI) -> None:
         juries,
         campaigns,
         audits,
+        pairwise,
     ):
         api.register_api(module.bp)
     app.register_api(api)

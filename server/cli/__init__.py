@@ -32,6 +32,7 @@ from server.cli import (
     export,
     gate,
     jobs,
+    judgments,
     jury,
     keys,
     labelstudio,
@@ -159,6 +160,7 @@ cli.add_command(keys.keys)
 cli.add_command(db.db)
 cli.add_command(audit.audit)
 cli.add_command(trust.checks)
+cli.add_command(judgments.judgments)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 

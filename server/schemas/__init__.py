@@ -8,8 +8,8 @@ dataclass such as ``judge.store.queries.JudgeRunInfo``), the response model wrap
 (``ReplyOf[JudgeRunInfo]``) instead of restating its fields, so the two cannot drift.
 
 The models live in one module per area (``base``, ``health``, ``jobs``, ``data``,
-``agreement``, ``compare``, ``campaigns``, ``audits``); this package re-exports them, so that
-``from server.schemas import X`` is the one way the API names them."""
+``agreement``, ``compare``, ``campaigns``, ``audits``, ``pairwise``); this package re-exports
+them, so that ``from server.schemas import X`` is the one way the API names them."""
 
 from __future__ import annotations
 
@@ -122,8 +122,24 @@ from server.schemas.jobs import (
     JobPartOut,
     JobQuery,
 )
+from server.schemas.pairwise import (
+    JudgePositionOut,
+    PairRatesOut,
+    PairwiseImportIn,
+    PairwiseImportOut,
+    PairwisePositionOut,
+    PairwisePositionQuery,
+    StrengthOut,
+)
 
 __all__ = [
+    "JudgePositionOut",
+    "PairRatesOut",
+    "PairwiseImportIn",
+    "PairwiseImportOut",
+    "PairwisePositionOut",
+    "PairwisePositionQuery",
+    "StrengthOut",
     "AgreementFlagOut",
     "AgreementOut",
     "AgreementQuery",

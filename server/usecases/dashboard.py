@@ -430,8 +430,12 @@ def store_version(session: Session) -> tuple[Any, ...]:
     return tuple(str(v) for v in version)
 
 
-NOT_READ_BY_RUNS = frozenset({"auditrun", "auditanswer", "auditlabel", "itemgenerationcall"})
-"""Tables no judge run's page reads (audits and item writing have pages of their own)."""
+NOT_READ_BY_RUNS = frozenset(
+    {"auditrun", "auditanswer", "auditlabel", "itemgenerationcall", "pairwiseimport",
+     "pairwiseverdict"}
+)  # fmt: skip
+"""Tables no judge run's page reads (audits, item writing and imported pairwise judgments
+have pages of their own)."""
 
 
 def _fingerprint(session: Session, table: Any, where: Any) -> list[Any]:

@@ -16,6 +16,7 @@ from judge.data.responses import MAX_BATCH_ROWS, ResponseRow, ResponsesImport
 from judge.metrics import MetricRow
 from judge.runs import RunBusyError
 from judge.store.queries import GenerationRunInfo
+from judge.trust.pairwise_import import PairwiseImportSummary
 from server.usecases.comparisons import PairedComparison
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "LabelStudioError",
     "MetricRow",
     "PairedComparison",
+    "PairwiseImportSummary",
     "ResponseRow",
     "ResponsesImport",
     "RunBusyError",

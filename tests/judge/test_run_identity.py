@@ -208,13 +208,13 @@ def test_runs_stored_before_0010_resume_at_their_own_server_only(
             # Tables a later revision adds are not there at 0009 either (0012: dashboard
             # sessions and worker heartbeats; 0013: job parts; 0014: batch jobs; 0015:
             # dashboard figures); the upgrade makes them again.
-            # 0018: judge qualifications.
+            # 0018: judge qualifications; 0019: imported pairwise judgments.
             for table in (
                 "websession", "workerbeat", "jobpart", "batchjob", "dashboardfigure",
-                "judgequalification",
+                "judgequalification", "pairwiseverdict", "pairwiseimport",
             ):  # fmt: skip
                 conn.execute(sa.text(f"DROP TABLE {table}"))
-            # ... nor the run cost bound of 0016, nor the cached prompt tokens of 0019.
+            # ... nor the run cost bound of 0016, nor the cached prompt tokens of 0020.
             for table in ("generationrun", "judgerun", "auditrun"):
                 conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN max_cost"))
             for table in (

@@ -27,7 +27,7 @@ from sqlmodel.sql.sqltypes import AutoString
 # that autogenerate compares the whole database. This script is Alembic's, loaded from its path
 # (no package imports it), the one place that names both.
 import server.tables  # noqa: F401
-from judge.store import tables  # noqa: F401
+from judge.store import pairwise_tables, tables  # noqa: F401
 
 config = context.config
 

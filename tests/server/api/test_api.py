@@ -129,8 +129,9 @@ def test_the_openapi_document_lists_every_route(api: Api) -> None:
     # annotators x 2), audits 13 (with a suite's analysis of posted CSV, the follow-up
     # campaign and its pull, the follow-up classes' corrected estimates), estimates 3
     # (corrected figures, their transport across models, the rating plan), alt-test 2 (a
-    # stored run's, files), juries 1.
-    assert len(served) == 71
+    # stored run's, files), juries 1,
+    # pairwise 2 (an import of judgments sent as text, their position figures).
+    assert len(served) == 73
     assert api.client.get("/api/v1/docs/swagger").status_code == 200  # browsable docs
 
 
