@@ -37,6 +37,12 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from judge.errors import InvalidInputError
+from server.usecases.transport import (
+    JudgeTransport,
+    Transport,
+    batch_refuses_max_cost,
+    transport_help,
+)
 
 if TYPE_CHECKING:
     from judge.config import Settings
@@ -115,12 +121,20 @@ class Request(NumbersNotBooleans):
         return self.model_dump(mode="json", exclude_none=True, exclude=set(self.NOT_FOR_JOBS))
 
     def job_problems(self) -> list[str]:
-        """The fields set here that a job may not carry."""
-        return [
+        """The fields set here that a job may not carry (and a transport through the Batch
+        API, which a job does not run yet)."""
+        problems = [
             f"{name}: {why}"
             for name, why in self.NOT_FOR_JOBS.items()
             if getattr(self, name) != type(self).model_fields[name].default
         ]
+        transport = getattr(self, "transport", None)
+        if isinstance(transport, Transport) and transport.batch:
+            problems.append(
+                "transport: a job runs its calls live; send them through the Batch API from "
+                "the CLI (`--batch`)"
+            )
+        return problems
 
 
 def apply_overrides(settings: Settings, request: Request) -> Settings:
@@ -189,6 +203,11 @@ class JudgeRequest(Request):
         "without them).",
     )
     dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
+    transport: JudgeTransport | None = Field(default=None, description=transport_help)
+
+    @model_validator(mode="after")
+    def _batch_and_budget(self) -> JudgeRequest:
+        return batch_refuses_max_cost(self, "judge")
 
 
 class GenerateRequest(Request):
@@ -228,6 +247,11 @@ class GenerateRequest(Request):
         description="Stop before spending more, at the endpoint's prices (refused without them).",
     )
     dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
+    transport: Transport | None = Field(default=None, description=transport_help)
+
+    @model_validator(mode="after")
+    def _batch_and_budget(self) -> GenerateRequest:
+        return batch_refuses_max_cost(self, "generate")
 
 
 # -- items a model writes -------------------------------------------------------------------
@@ -399,6 +423,11 @@ class AuditRequest(Request):
         allow_inf_nan=False,
         description="Stop before spending more, at the endpoint's prices (refused without them).",
     )
+    transport: Transport | None = Field(default=None, description=transport_help)
+
+    @model_validator(mode="after")
+    def _batch_and_budget(self) -> AuditRequest:
+        return batch_refuses_max_cost(self, "audit")
 
     @field_validator("options")
     @classmethod
