@@ -264,21 +264,32 @@ def generate(
         )
         summary = with_waiting(summary, len(tasks), len(tasks) - len(ready))
         if part is None:
-            stopped = None
-            if budget is not None and budget.exhausted:
-                not_made = summary.flags.get(NOT_MADE, 0)
-                made = _paid(engine, run_id)
-                planned = made + not_made
-                stopped = budget_stop_detail(budget, made, planned, "answers", "generate")
-            stage = partial(
-                _final_status, left_out=left_out, stopped=stopped, max_unusable=max_unusable
-            )
-
-            def final(session: Session, run: GenerationRun) -> Outcome:
-                return transport.outcome(*stage(session, run), "answers")
-
-            finish_run(engine, GenerationRun, run_id, final)
+            _finish(engine, summary, budget, transport, left_out, max_unusable)
     return summary
+
+
+def _finish(
+    engine: Engine,
+    summary: RunSummary,
+    budget: Budget | None,
+    transport: Transport,
+    left_out: str | None,
+    max_unusable: float,
+) -> None:
+    """Store how a whole run stands after its pass: with the budget's stop line when it
+    stopped the pass, and the transport's when rows wait for a batch still running."""
+    stopped = None
+    if budget is not None and budget.exhausted:
+        not_made = summary.flags.get(NOT_MADE, 0)
+        made = _paid(engine, summary.run_id)
+        planned = made + not_made
+        stopped = budget_stop_detail(budget, made, planned, "answers", "generate")
+    stage = partial(_final_status, left_out=left_out, stopped=stopped, max_unusable=max_unusable)
+
+    def final(session: Session, run: GenerationRun) -> Outcome:
+        return transport.outcome(*stage(session, run), "answers")
+
+    finish_run(engine, GenerationRun, summary.run_id, final)
 
 
 def failed_answers(engine: Engine, run_id: int) -> list[Unanswered]:

@@ -203,37 +203,8 @@ def run_audit(
     gate: BudgetGate | None = None  # set under the run's lease, below
 
     def store(tasks: list[AuditTask], purpose: str) -> RunSummary:
-        """One turn: its calls through the transport, then its rows stored."""
-        sent = transport.open(
-            engine, client, BatchOwner(KIND, run_id, purpose),
-            lambda: [batch_call(client, t.messages, sample_index=t.sample_index,
-                                temperature=temperature, max_tokens=max_tokens) for t in tasks],
-            progress=progress,
-        )  # fmt: skip
-        ready = sent.ready(tasks)
-
-        def work(task: AuditTask) -> tuple[Row | None, list[CallOutcome]]:
-            outcome = cached_complete(
-                sent.client, sent.cache, task.messages, sample_index=task.sample_index,
-                temperature=temperature, max_tokens=max_tokens, gate=gate,
-            )  # fmt: skip
-            if outcome.refused:  # the budget: no call, no row (asked on a rerun)
-                return None, []
-            sent.count([outcome])
-            row = answer_row(run_id, task, outcome, suite)
-            return sent.keep_raw_line(row, outcome), [outcome]
-
-        summary = store_results(
-            engine,
-            AuditAnswer.__table__,  # type: ignore[attr-defined]
-            run_id,
-            ready,
-            work,
-            concurrency=client.config.concurrency,
-            label="status",
-            progress=transport.store_progress(progress),
-        )
-        return with_waiting(summary, len(tasks), len(tasks) - len(ready))
+        turn = _Turn(engine, client, suite, run_id, temperature, max_tokens, gate)
+        return turn.store(tasks, transport, purpose, progress)
 
     with run_lease(engine, KIND, run_id):
         # The run's bound, kept across reruns, read only once the lease is held: a second
@@ -268,6 +239,61 @@ def run_audit(
 
         finish_run(engine, AuditRun, run_id, outcome)
     return AuditSummary(run_id, main, followup)
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """One turn of an audit run's pass: the run, how it samples, the budget's gate."""
+
+    engine: Engine
+    client: ModelClient
+    suite: Suite
+    run_id: int
+    temperature: float
+    max_tokens: int
+    gate: BudgetGate | None
+
+    def store(
+        self,
+        tasks: list[AuditTask],
+        transport: Transport,
+        purpose: str,
+        progress: Progress | None,
+    ) -> RunSummary:
+        """The turn's calls through the transport, then its rows stored (those left
+        waiting for a batch still running counted not made)."""
+        engine, client, run_id = self.engine, self.client, self.run_id
+        sampling: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        sent = transport.open(
+            engine, client, BatchOwner(KIND, run_id, purpose),
+            lambda: [batch_call(client, t.messages, sample_index=t.sample_index, **sampling)
+                     for t in tasks],
+            progress=progress,
+        )  # fmt: skip
+        ready = sent.ready(tasks)
+
+        def work(task: AuditTask) -> tuple[Row | None, list[CallOutcome]]:
+            outcome = cached_complete(
+                sent.client, sent.cache, task.messages, sample_index=task.sample_index,
+                gate=self.gate, **sampling,
+            )  # fmt: skip
+            if outcome.refused:  # the budget: no call, no row (asked on a rerun)
+                return None, []
+            sent.count([outcome])
+            row = answer_row(run_id, task, outcome, self.suite)
+            return sent.keep_raw_line(row, outcome), [outcome]
+
+        summary = store_results(
+            engine,
+            AuditAnswer.__table__,  # type: ignore[attr-defined]
+            run_id,
+            ready,
+            work,
+            concurrency=client.config.concurrency,
+            label="status",
+            progress=transport.store_progress(progress),
+        )
+        return with_waiting(summary, len(tasks), len(tasks) - len(ready))
 
 
 def failed_calls(engine: Engine, run_id: int) -> list[Unanswered]:
