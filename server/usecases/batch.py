@@ -8,12 +8,18 @@ command, by the same runner, its calls sent as batches at the batch price (docs/
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from judge.errors import InvalidInputError
 from judge.models.batch_options import BatchOptions
 from judge.progress import Progress
-from server.usecases.requests import AuditRequest, GenerateRequest, JudgeRequest, Request
+from server.usecases.requests import (
+    AuditRequest,
+    GenerateRequest,
+    JudgeRequest,
+    Request,
+    apply_overrides,
+)
 from server.usecases.transport import JudgeTransport, Transport, check_batch_endpoint
 
 __all__ = [
@@ -21,6 +27,7 @@ __all__ = [
     "audit_batch",
     "batch_summary_lines",
     "check_batch_endpoint",
+    "check_job_transport",
     "generate_batch",
     "judge_batch",
     "run_batch_summary_lines",
@@ -58,6 +65,32 @@ def with_transport(
             fields["repairs"] = repairs or "live"
         given = kind.model_validate(fields)
     return type(request).build(**{**dict(request), "transport": given})
+
+
+def check_job_transport(settings: Settings, kind: str, params: dict[str, Any]) -> None:
+    """Refuse, before it is queued, a job through the Batch API that could not run so: on
+    the Celery workers (a job that waits for its batches off the slots runs on the server's
+    own worker), or on an endpoint not set up for it (``check_batch_endpoint``)."""
+    from judge.errors import InvalidInputError
+    from server.usecases.jobs import job_request
+
+    transport = params.get("transport")
+    if not (isinstance(transport, dict) and transport.get("mode") == "batch"):
+        return
+    if settings.workers.broker_url:
+        raise InvalidInputError(
+            "transport: a job through the Batch API runs on the server's own worker, not on "
+            "the Celery workers ([workers] broker_url); run it with `fairjudge judge --batch` "
+            "(or generate, audit SUITE run), or queue it live"
+        )
+    request = job_request(kind, params)
+    chosen = apply_overrides(settings, request)
+    endpoint = getattr(request, "endpoint", None)
+    if kind == "judge":
+        endpoint = chosen.judge.endpoint
+    elif kind == "generate":
+        endpoint = chosen.generation.endpoint
+    check_batch_endpoint(settings, endpoint or settings.generation.endpoint)
 
 
 def _account(transport: object) -> BatchTransport:

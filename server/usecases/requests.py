@@ -121,20 +121,12 @@ class Request(NumbersNotBooleans):
         return self.model_dump(mode="json", exclude_none=True, exclude=set(self.NOT_FOR_JOBS))
 
     def job_problems(self) -> list[str]:
-        """The fields set here that a job may not carry (and a transport through the Batch
-        API, which a job does not run yet)."""
-        problems = [
+        """The fields set here that a job may not carry."""
+        return [
             f"{name}: {why}"
             for name, why in self.NOT_FOR_JOBS.items()
             if getattr(self, name) != type(self).model_fields[name].default
         ]
-        transport = getattr(self, "transport", None)
-        if isinstance(transport, Transport) and transport.batch:
-            problems.append(
-                "transport: a job runs its calls live; send them through the Batch API from "
-                "the CLI (`--batch`)"
-            )
-        return problems
 
 
 def apply_overrides(settings: Settings, request: Request) -> Settings:

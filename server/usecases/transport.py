@@ -91,8 +91,10 @@ def batch_refuses_max_cost(request: Any, command: str) -> Any:
 
 
 transport_help = (
-    "How the calls reach the model (default: live). A job refuses mode 'batch' for now: "
-    "run it from the CLI with --batch."
+    "How the calls reach the model (default: live). A job with mode 'batch' submits its "
+    "batches, goes back to the queue without holding a worker slot while the provider works "
+    "(looking again every poll_s seconds; it never waits in a slot, whatever wait says), and "
+    "shows the batches' state in its result; the server's own worker runs it (not Celery's)."
 )
 
 
@@ -128,3 +130,14 @@ def call_transport(settings: Settings, endpoint: str, transport: Transport | Non
     repairs = transport.repairs if isinstance(transport, JudgeTransport) else "live"
     api = BatchApi(endpoint, settings.endpoint(endpoint))
     return BatchTransport(api, options_of(transport), repairs=repairs)
+
+
+def transport_choices(settings: Settings) -> list[tuple[str, str]]:
+    """What a job form offers for ``transport``: live, and batch where an endpoint of the
+    config offers the Batch API (``batch = true``) and jobs run on the server's own worker
+    (not the Celery workers')."""
+    offered = [("live", "live")]
+    batch = [name for name, e in sorted(settings.endpoints.items()) if e.batch]
+    if batch and not settings.workers.broker_url:
+        offered.append(("batch", f"batch (the Batch API at the batch price: {', '.join(batch)})"))
+    return offered

@@ -1,0 +1,183 @@
+"""A judge job whose ``transport`` is batch, queued as ``POST /api/v1/jobs`` queues it: it
+submits its batch, goes back to the queue with a "not before" time instead of waiting in a
+worker's slot, shows its batches' state in its result, and after ``kill -9`` of its worker
+at each step of the batch's life is taken up again and ends with exactly one judgment per
+item x rubric, the batch uploaded and created once (the stub counts both).
+
+The worker is a real subprocess (tests/support/batch_job.py, ``run_job`` as the server's
+worker calls it); the stub holds its reply at the chosen step until the process is dead,
+so the kill lands exactly there (as tests/judge/grading/test_batch_kills.py does for the
+CLI)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from judge.config import Settings, load_settings
+from judge.store.engine import make_engine
+from judge.store.tables import BatchJob
+from server import usecases
+from server.jobs.queue import submit
+from server.jobs.running import run_job
+from server.queries import runnable_job_ids
+from server.tables import Job
+from tests.support import stores
+from tests.support.batch_runs import judgments_by_key, write_batch_config
+from tests.support.stub_batch import BatchScript, BatchStub
+
+ROOT = Path(__file__).resolve().parents[3]
+LIMIT = 24
+JUDGMENTS = 36  # 18 S1 items x ICS + 6 S2 items x (TCS, PCS, ETCS), as in test_batch_kills.py
+POLL_S = 0.05
+
+# (step the stub holds, before or after doing it, the batch job's state the kill leaves)
+KILLS = [
+    ("create", "before", "uploaded"),  # the file's id written down, no batch yet
+    ("poll", "before", "submitted"),  # the batch's id written down, being looked at
+    ("download", "after", "submitted"),  # the output read at the provider, never stored
+]
+
+
+@pytest.fixture
+def store(sample_template: Path, tmp_path: Path) -> Iterator[tuple[Engine, str]]:
+    url = stores.copy_store(sample_template, tmp_path / "jobs.db")
+    engine = make_engine(url)
+    yield engine, url
+    engine.dispose()
+
+
+def _queue(engine: Engine, settings: Settings, gen: int) -> int:
+    """A judge job of ``gen`` through the Batch API, queued as the job API queues it."""
+    params = {"generation_run_id": gen, "transport": {"mode": "batch", "poll_s": POLL_S}}
+    job = submit(engine, "judge", params, created_by="test", settings=settings)
+    assert job.id is not None
+    return job.id
+
+
+def _job(engine: Engine, job_id: int) -> Job:
+    with Session(engine) as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        session.expunge(job)
+        return job
+
+
+def _until_due(engine: Engine, job_id: int) -> None:
+    """Wait until the job's "not before" has passed."""
+    due = _job(engine, job_id).not_before or 0.0
+    time.sleep(max(0.0, due - time.time()) + 0.01)
+
+
+def _worker(config: Path, job_id: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.batch_job", str(config), "-"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write(f"{job_id}\n".encode())
+    proc.stdin.flush()
+    return proc
+
+
+def _kill_at_the_held_step(stub: BatchStub, engine: Engine, config: Path, job_id: int) -> None:
+    """Workers take the job, one after another as it comes due, until one reaches the step
+    the stub holds: that one is SIGKILLed there."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        proc = _worker(config, job_id)
+        while proc.poll() is None and not stub.state.held.wait(0.01):
+            pass
+        if stub.state.held.is_set():
+            proc.kill()  # SIGKILL: no cleanup of any kind runs
+            proc.communicate(timeout=30)
+            stub.release()
+            return
+        out, err = proc.communicate()
+        assert out.decode().split() == ["waiting"], err.decode()[-2000:]
+        _until_due(engine, job_id)
+    pytest.fail("no worker reached the held step")
+
+
+def _run_to_the_end(engine: Engine, settings: Settings, job_id: int) -> list[str]:
+    """This process's worker takes the job each time it comes due, until it ends."""
+    seen: list[str] = []
+    for _ in range(200):
+        status = run_job(engine, settings, job_id)
+        seen.append(status)
+        if status != "waiting":
+            return seen
+        _until_due(engine, job_id)
+    pytest.fail(f"the job never ended: {seen[-5:]}")
+
+
+@pytest.mark.parametrize(("step", "when", "left"), KILLS)
+def test_a_queued_batch_job_killed_at_a_step_resumes_and_never_sends_twice(
+    tmp_path: Path, store: tuple[Engine, str], step: str, when: str, left: str
+) -> None:
+    engine, url = store
+    with BatchStub(BatchScript(window_s=0.1)) as stub:
+        config = write_batch_config(tmp_path / "batch.toml", stub.base_url, url)
+        settings = load_settings(config)
+        gen = usecases.generate(engine, settings, stores.SAMPLE_DATASET, limit=LIMIT).run_id
+        job_id = _queue(engine, settings, gen)
+        stub.hold(step, when)
+        _kill_at_the_held_step(stub, engine, config, job_id)
+        with Session(engine) as session:
+            assert [j.state for j in session.exec(select(BatchJob)).all()] == [left]
+
+        seen = _run_to_the_end(engine, settings, job_id)
+        assert (stub.state.uploads, stub.state.creations) == (1, 1)  # one batch, sent once
+    assert seen[-1] == "finished"
+    job = _job(engine, job_id)
+    assert job.status == "finished" and job.not_before is None
+    run_id = job.result["judge_run_id"]
+    rows = judgments_by_key(engine, run_id)
+    # 36 = 18 S1 items x 1 rubric + 6 S2 items x 3 rubrics (the sample's first 24 items).
+    assert len(rows) == JUDGMENTS and {j.status for j in rows.values()} == {"scored"}
+    batches = job.result["batch"]["batches"]
+    assert [(b["status"], b["calls"], b["answered"]) for b in batches] == [
+        ("completed", JUDGMENTS, JUDGMENTS)
+    ]
+    with Session(engine) as session:
+        jobs = session.exec(select(BatchJob)).all()
+    assert [(j.state, j.calls, j.answered) for j in jobs] == [("collected", JUDGMENTS, JUDGMENTS)]
+
+
+def test_a_batch_job_waits_in_the_queue_not_in_a_slot_and_shows_its_batch(
+    tmp_path: Path, store: tuple[Engine, str]
+) -> None:
+    engine, url = store
+    # A window far longer than the test: the batch is still running at every look.
+    with BatchStub(BatchScript(window_s=600)) as stub:
+        config = write_batch_config(tmp_path / "batch.toml", stub.base_url, url)
+        settings = load_settings(config)
+        gen = usecases.generate(engine, settings, stores.SAMPLE_DATASET, limit=LIMIT).run_id
+        job_id = _queue(engine, settings, gen)
+        live = submit(engine, "judge", {"generation_run_id": gen}, settings=settings)
+
+        before = time.time()
+        assert run_job(engine, settings, job_id) == "waiting"
+        job = _job(engine, job_id)
+        # Back in the queue, due POLL_S after its look, its batch's state in its result.
+        assert job.status == "queued" and job.not_before is not None
+        assert before + POLL_S <= job.not_before <= time.time() + POLL_S
+        (batch,) = job.result["batch"]["batches"]
+        assert batch["status"] == "in_progress" and batch["calls"] == JUDGMENTS
+        assert job.result["batch"]["pending"] == JUDGMENTS
+        # Not due: a worker's look at the queue skips it, and takes the live job queued
+        # after it; once due, it is taken again.
+        with Session(engine) as session:
+            assert runnable_job_ids(session, now=job.not_before - 0.001) == [live.id]
+            assert runnable_job_ids(session, now=job.not_before) == [job_id, live.id]
+        # Its second look finds the same batch: nothing is uploaded or created again.
+        _until_due(engine, job_id)
+        assert run_job(engine, settings, job_id) == "waiting"
+        assert (stub.state.uploads, stub.state.creations) == (1, 1)
