@@ -117,11 +117,16 @@ def check_batch_use(options: dict[str, Any], *, dry_run: bool, max_cost: float |
     """Refuse, as usage errors, options that contradict each other: the --batch tuning
     options without --batch, --max-cost with --batch, --queue with --dry-run or --batch."""
     if options.get("queue"):
+        why = {
+            "--dry-run": "a job always runs",
+            "--batch": "the CLI queues live jobs; queue one through the Batch API with POST "
+            '/api/v1/jobs or the dashboard\'s job form (transport {"mode": "batch"})',
+        }
         for name, given in (("--dry-run", dry_run), ("--batch", options.get("batch"))):
             if given:
                 raise click.UsageError(
-                    f"--queue cannot be used with {name}: a job runs the request as a live "
-                    f"run on a worker; drop {name}, or run it here without --queue"
+                    f"--queue cannot be used with {name}: {why[name]}; drop {name}, or run "
+                    "it here without --queue"
                 )
     if options.get("batch"):
         if max_cost is not None:
