@@ -301,3 +301,34 @@ def test_a_transport_refuses_batch_tuning_when_live_and_a_cost_bound_when_batch(
     assert kept.to_params()["transport"] == {
         "mode": "batch", "retry_live": False, "wait": False, "poll_s": 30.0, "repairs": "batch"
     }  # fmt: skip
+
+
+def test_a_batch_audit_job_stores_every_prompt_answered_through_one_batch(
+    tmp_path: Path, store: tuple[Engine, str]
+) -> None:
+    from judge.store.tables import AuditAnswer
+
+    engine, url = store
+    with BatchStub(BatchScript(window_s=0.05)) as stub:
+        settings = batch_settings(stub.base_url, url)
+        params = {"suite": "names", "options": {"repeats": 1}, "limit": 5,
+                  "transport": {"mode": "batch", "poll_s": POLL_S}}  # fmt: skip
+        job = submit(engine, "audit", params, settings=settings)
+        assert job.id is not None
+        seen = _run_to_the_end(engine, settings, job.id)
+        assert (stub.state.uploads, stub.state.creations, stub.state.live_chat) == (1, 1, 0)
+    # The stub's replies hold no amount, so the names audit reads none of them: the run is
+    # unusable and the job ends failed saying so, as a live job on the same replies ends.
+    ended = _job(engine, job.id)
+    assert seen[-1] == "failed" and "is unusable: 5 of 5 answers unreadable" in (ended.error or "")
+    result = ended.result
+    assert result is not None
+    with Session(engine) as session:
+        rows = session.exec(
+            select(AuditAnswer).where(AuditAnswer.run_id == result["audit_run_id"])
+        ).all()
+    # limit 5: the design's first five prompts, one answer each (the names audit has no
+    # second turn), every one answered by the batch (read, not a failed call).
+    assert [r.status for r in rows] == ["unparsed"] * 5
+    (batch,) = result["batch"]["batches"]
+    assert (batch["status"], batch["calls"], batch["answered"]) == ("completed", 5, 5)
