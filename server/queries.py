@@ -59,14 +59,18 @@ def clear_waiting_note(session: Session, job_id: int) -> None:
     )
 
 
-def runnable_job_ids(session: Session, *, limit: int = 100) -> list[int]:
-    """Queued and running jobs, oldest first, at most ``limit``."""
-    rows = session.exec(
-        select(Job.id)
-        .where(col(Job.status).in_(("queued", "running")))
-        .order_by(col(Job.id))
-        .limit(limit)
-    ).all()
+def runnable_job_ids(session: Session, *, limit: int = 100, now: float | None = None) -> list[int]:
+    """Queued and running jobs, oldest first, at most ``limit``; with ``now`` (seconds since
+    the epoch), not the queued ones whose ``not_before`` is still to come (waiting for their
+    batches at the provider)."""
+    query = select(Job.id).where(col(Job.status).in_(("queued", "running")))
+    if now is not None:
+        query = query.where(
+            (col(Job.status) != "queued")
+            | col(Job.not_before).is_(None)
+            | (col(Job.not_before) <= now)
+        )
+    rows = session.exec(query.order_by(col(Job.id)).limit(limit)).all()
     return [int(r) for r in rows if r is not None]
 
 

@@ -85,6 +85,11 @@ class Job(SQLModel, table=True):
     lease_expires_at: float | None = Field(
         default=None, description="Seconds since the epoch; the worker's heartbeat renews it."
     )
+    not_before: float | None = Field(
+        default=None,
+        description="Seconds since the epoch before which no worker takes the queued job (one "
+        "waiting for its batches at the provider); None: at once.",
+    )
     created_by: str | None = Field(default=None, description="The API key's name.")
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None

@@ -22,15 +22,24 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, col, select
 
 from judge.answers.kinds import classify_answer
+from judge.answers.selection import answers_per_item as answers_per_item
+from judge.answers.selection import (
+    asked,
+    check_selection,
+    chosen,
+    left_out_detail,
+)
 from judge.budgets import Budget, BudgetGate, budget_stop_detail, paid_calls, run_budget
 from judge.data.items import DRAFT, status_name
 from judge.endpoint_url import same_server
-from judge.errors import InvalidInputError, NotFoundError
+from judge.errors import InvalidInputError
+from judge.models.batching import BatchOwner, batch_call
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.models.transport import LIVE, Transport, Unanswered, with_waiting
 from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
@@ -50,6 +59,8 @@ from judge.store.lifecycle import get_or_create_run as get_or_create
 from judge.store.queries import dataset_items, get_dataset
 from judge.store.tables import GenerationRun, Item, Response, utcnow
 from judge.vocab import STAGE_PARTS, RunStatus
+
+KIND = GenerationRun.run_kind
 
 
 def get_or_create_run(
@@ -138,11 +149,11 @@ def open_generation_run(
     on_run: Callable[[int], None] | None,
 ) -> int:
     """The generation run for these settings, found or created and committed, after the
-    selection is checked (``_check_selection``); ``on_run`` hears its id. Every door to a
+    selection is checked (``check_selection``); ``on_run`` hears its id. Every door to a
     generation run (live or through the Batch API) starts here."""
 
     def get(session: Session) -> GenerationRun:
-        _check_selection(session, dataset_name, accepted_only, include_drafts)
+        check_selection(session, dataset_name, accepted_only, include_drafts)
         return get_or_create_run(
             session,
             dataset_name,
@@ -177,6 +188,7 @@ def generate(
     budget: Budget | None = None,
     threads: int | None = None,
     max_unusable: float = UNUSABLE_SHARE,
+    transport: Transport = LIVE,
 ) -> RunSummary:
     """Create (or resume) the generation run for these settings and ask for every missing or
     failed answer, storing each as it arrives (``on_run`` hears the run's id first). With a
@@ -191,7 +203,19 @@ def generate(
     Items are chosen by review status (module docstring): drafts and rejected items are left
     out unless ``include_drafts`` adds the drafts; ``accepted_only`` asks only for items an
     expert review accepted. The run's ``status_detail`` says how many were left out.
-    ``max_unusable``: the share of failed answers above which the run ends ``unusable``."""
+    ``max_unusable``: the share of failed answers above which the run ends ``unusable``.
+
+    ``transport``: how the calls reach the model (``judge.models.transport``). Through a
+    ``BatchTransport`` they go out as batches, each line named by the call's cache key, and
+    every answer is stored from the call cache with the live row; a call no batch answered
+    is a failed answer with the batch's reason (and its output line when that could not be
+    read), so the same command sends exactly those again. ``progress`` then hears the
+    batches' calls; without ``options.wait`` answers still in a running batch are not made
+    and the run ends ``incomplete`` saying so. (No budget or part with a batch: its cost is
+    known only once it is done.)"""
+    batch = transport.mode == "batch"
+    if batch and (budget is not None or part is not None):
+        raise ValueError("a run through the Batch API takes no budget and no part")
     run_id = open_generation_run(
         engine, client, book, dataset_name, temperature=temperature, max_tokens=max_tokens,
         accepted_only=accepted_only, include_drafts=include_drafts, new=new, on_run=on_run,
@@ -200,7 +224,7 @@ def generate(
     with run_lease(engine, kind, run_id):
         with session_scope(engine) as session:
             run = start_run(session, GenerationRun, run_id)
-            if budget is not None or run.max_cost is not None:  # the run's bound, kept
+            if not batch and (budget is not None or run.max_cost is not None):  # kept bound
                 prices = Prices.of(client.config)
                 spent = paid_calls(session, "generation", run_id).cost(prices)
                 budget = run_budget(run, budget, prices, spent, split=part is not None)
@@ -208,47 +232,77 @@ def generate(
                 session, run, book, dataset_name, limit, accepted_only, include_drafts,
                 only=None if part is None else part.item_ids,
             )  # fmt: skip
-        cache = CallCacheView(engine, client.model)
+        params: dict[str, Any] = {
+            "sample_index": 0, "temperature": run.temperature, "max_tokens": run.max_tokens
+        }  # fmt: skip
+        sent = transport.open(
+            engine, client, BatchOwner(KIND, run_id),
+            lambda: [batch_call(client, task.messages, **params) for task in tasks],
+            progress=progress,
+        )  # fmt: skip
+        ready = sent.ready(tasks)
         gate = BudgetGate(budget) if budget is not None else None
 
         def work(task: _Task) -> tuple[Row | None, list[CallOutcome]]:
-            outcome = cached_complete(
-                client,
-                cache,
-                task.messages,
-                sample_index=0,
-                temperature=run.temperature,
-                max_tokens=run.max_tokens,
-                gate=gate,
-            )
+            outcome = cached_complete(sent.client, sent.cache, task.messages, gate=gate, **params)
             if outcome.refused:  # the budget: no call, no row (asked again on a rerun)
                 return None, []
-            return _response_row(run_id, task, outcome), [outcome]
+            sent.count([outcome])
+            return sent.keep_raw_line(_response_row(run_id, task, outcome), outcome), [outcome]
 
         summary = store_results(
             engine,
             Response.__table__,  # type: ignore[attr-defined]
             run_id,
-            tasks,
+            ready,
             work,
             concurrency=threads or client.config.concurrency,
             label="flag",
-            progress=progress,
+            progress=transport.store_progress(progress),
             run_column="run_id",
             items=None if part is None else part.item_ids,
         )
+        summary = with_waiting(summary, len(tasks), len(tasks) - len(ready))
         if part is None:
-            stopped = None
-            if budget is not None and budget.exhausted:
-                not_made = summary.flags.get(NOT_MADE, 0)
-                made = _paid(engine, run_id)
-                planned = made + not_made
-                stopped = budget_stop_detail(budget, made, planned, "answers", "generate")
-            final = partial(
-                _final_status, left_out=left_out, stopped=stopped, max_unusable=max_unusable
-            )
-            finish_run(engine, GenerationRun, run_id, final)
+            _finish(engine, summary, budget, transport, left_out, max_unusable)
     return summary
+
+
+def _finish(
+    engine: Engine,
+    summary: RunSummary,
+    budget: Budget | None,
+    transport: Transport,
+    left_out: str | None,
+    max_unusable: float,
+) -> None:
+    """Store how a whole run stands after its pass: with the budget's stop line when it
+    stopped the pass, and the transport's when rows wait for a batch still running."""
+    stopped = None
+    if budget is not None and budget.exhausted:
+        not_made = summary.flags.get(NOT_MADE, 0)
+        made = _paid(engine, summary.run_id)
+        planned = made + not_made
+        stopped = budget_stop_detail(budget, made, planned, "answers", "generate")
+    stage = partial(_final_status, left_out=left_out, stopped=stopped, max_unusable=max_unusable)
+
+    def final(session: Session, run: GenerationRun) -> Outcome:
+        return transport.outcome(*stage(session, run), "answers")
+
+    finish_run(engine, GenerationRun, summary.run_id, final)
+
+
+def failed_answers(engine: Engine, run_id: int) -> list[Unanswered]:
+    """The run's failed answers (flag ``error``) by item key and part, with why (what a
+    command through the Batch API lists as left without an answer)."""
+    with Session(engine) as session:
+        rows = session.exec(
+            select(Item.key, Response.part, Response.error)
+            .join(Item, col(Item.id) == col(Response.item_id))
+            .where(col(Response.run_id) == run_id, col(Response.flag) == "error")
+            .order_by(col(Item.key), col(Response.part))
+        ).all()
+    return [Unanswered({"item": key, "part": part}, error or "") for key, part, error in rows]
 
 
 @dataclass(frozen=True)
@@ -281,7 +335,7 @@ def plan_answers(
     anything: the same checks (a selection with no item, a run that these options would
     mix) and the same plan, read only."""
     with session_scope(engine) as session:
-        _check_selection(session, dataset_name, accepted_only, include_drafts)
+        check_selection(session, dataset_name, accepted_only, include_drafts)
         found = None
         if not new:
             found = find_run(
@@ -338,113 +392,6 @@ def finish_generation_run(
     return finish_run(engine, GenerationRun, run_id, final)
 
 
-def asked(status: str | None, *, accepted_only: bool, include_drafts: bool) -> bool:
-    """Whether an item with this review status is asked (see the module docstring)."""
-    if accepted_only:
-        return status == "accepted"
-    if status == DRAFT:
-        return include_drafts
-    return status != "rejected"
-
-
-def left_out_detail(counts: Mapping[str, int], *, accepted_only: bool) -> str | None:
-    """The status line's words for items left out, by review status name.
-
-    >>> left_out_detail({"draft": 2, "rejected": 1}, accepted_only=False).split(":")[0]
-    '3 item(s) left out by review status (2 draft, 1 rejected)'
-    >>> left_out_detail({"unreviewed": 4}, accepted_only=True)
-    '4 item(s) left out by --accepted-only (4 unreviewed)'
-    """
-    total = sum(counts.values())
-    if not total:
-        return None
-    each = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()))
-    if accepted_only:
-        return f"{total} item(s) left out by --accepted-only ({each})"
-    why = []
-    if counts.get(DRAFT):
-        why.append("drafts are asked only with --include-drafts")
-    if counts.get("rejected"):
-        why.append("rejected items never")
-    return f"{total} item(s) left out by review status ({each}): {', '.join(why)}"
-
-
-def _check_selection(
-    session: Session, dataset_name: str, accepted_only: bool, include_drafts: bool
-) -> None:
-    """Refuse contradictory options and a selection with no item, before any run exists."""
-    if accepted_only and include_drafts:
-        raise InvalidInputError(
-            "accepted_only and include_drafts contradict each other (--accepted-only asks "
-            "only accepted items); give one of them"
-        )
-    dataset = get_dataset(session, dataset_name)
-    counts: dict[str | None, int] = {
-        status: n
-        for status, n in session.exec(
-            select(Item.review_status, func.count())
-            .where(Item.dataset_id == dataset.id)
-            .group_by(col(Item.review_status))
-        )
-    }
-    rule = {"accepted_only": accepted_only, "include_drafts": include_drafts}
-    if any(asked(status, **rule) for status in counts):
-        return
-    if accepted_only:
-        raise NotFoundError(
-            f"dataset {dataset_name!r} has no item an expert review accepted; see "
-            "`fairjudge campaign review` (or drop --accepted-only)"
-        )
-    raise NotFoundError(
-        f"dataset {dataset_name!r} has no item to ask: "
-        + ", ".join(f"{n} {name}" for name, n in sorted(_named(counts).items()))
-        + f". Review the drafts (`fairjudge campaign review --dataset {dataset_name} "
-        "--drafts`), or give --include-drafts to ask them unreviewed"
-    )
-
-
-def _named(counts: Mapping[str | None, int]) -> dict[str, int]:
-    return {status_name(s): n for s, n in counts.items()}
-
-
-def _chosen(
-    session: Session,
-    dataset_name: str,
-    limit: int | None,
-    accepted_only: bool,
-    include_drafts: bool,
-) -> tuple[list[Item], dict[int, str]]:
-    """The items a run asks (by review status, then ``limit``), and those left out (item
-    id -> its review status's name)."""
-    rule = {"accepted_only": accepted_only, "include_drafts": include_drafts}
-    items, left_out = [], {}
-    for item in dataset_items(session, dataset_name):
-        assert item.id is not None
-        if asked(item.review_status, **rule):
-            items.append(item)
-        else:
-            left_out[item.id] = status_name(item.review_status)
-    if not items:  # reviewed since _check_selection looked
-        raise NotFoundError(f"dataset {dataset_name!r} has no item these options ask")
-    return items[:limit], left_out
-
-
-def answers_per_item(
-    engine: Engine,
-    dataset_name: str,
-    *,
-    limit: int | None = None,
-    accepted_only: bool = False,
-    include_drafts: bool = False,
-) -> dict[int, int]:
-    """The answers each asked item holds when the run is done (one per part of its
-    stage), chosen as ``generate`` chooses them (a split job's parts know their whole work
-    before they start); items left out hold none."""
-    with session_scope(engine) as session:
-        items, _ = _chosen(session, dataset_name, limit, accepted_only, include_drafts)
-        return {int(item.id or 0): len(STAGE_PARTS[item.stage]) for item in items}
-
-
 def _plan(
     session: Session,
     run: GenerationRun,
@@ -461,7 +408,7 @@ def _plan(
     the run, after ``limit``), and the words for
     the items left out by review status; failed answers are deleted and asked again (left
     in place when ``readonly``, for a dry run, whose ``run`` may be one not stored yet)."""
-    items, left_out = _chosen(session, dataset_name, limit, accepted_only, include_drafts)
+    items, left_out = chosen(session, dataset_name, limit, accepted_only, include_drafts)
     done: dict[tuple[int, str], Response] = {}
     if run.id is not None:  # a run not stored yet (a dry run's) has no answers
         done = {

@@ -50,8 +50,10 @@ from judge.budgets import Budget, BudgetGate, budget_stop_detail, paid_calls, ru
 from judge.endpoint_url import identity_url
 from judge.errors import NotFoundError
 from judge.hashing import content_hash
+from judge.models.batching import BatchOwner, batch_call
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.models.transport import LIVE, Transport, Unanswered, with_waiting
 from judge.prices import Prices
 from judge.progress import Progress
 from judge.runs import (
@@ -68,6 +70,10 @@ from judge.store.lifecycle import Outcome, commit_run, finish_run
 from judge.store.lifecycle import get_or_create_run as get_or_create
 from judge.store.tables import AuditAnswer, AuditRun, CallCache, utcnow
 from judge.vocab import RunStatus
+
+KIND = AuditRun.run_kind
+FOLLOWUP_PURPOSE = "followup"
+"""The ``batchjob.purpose`` of the second turn's batches."""
 
 
 def config_hash(suite: Suite, client: ModelClient, *, temperature: float, max_tokens: int) -> str:
@@ -168,6 +174,7 @@ def run_audit(
     on_run: Callable[[int], None] | None = None,
     budget: Budget | None = None,
     max_unusable: float = UNUSABLE_SHARE,
+    transport: Transport = LIVE,
 ) -> AuditSummary:
     """Create (or resume) the audit run for these settings and send every prompt of the
     design not yet answered (``limit``: only the design's first ``limit`` prompts), then the
@@ -175,70 +182,54 @@ def run_audit(
     ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run stops
     cleanly, ``incomplete``, every answer that came back stored, and a rerun goes on.
     ``max_unusable``: the share of unreadable answers (``final_status``) above which the
-    run ends ``unusable`` (``[runs] max_unusable_share``)."""
+    run ends ``unusable`` (``[runs] max_unusable_share``).
+
+    ``transport``: how the calls reach the model (``judge.models.transport``). Through a
+    ``BatchTransport`` each turn's prompts go out as batches (the second turn's, purpose
+    ``FOLLOWUP_PURPOSE``, once the first answers are stored: it needs them in its
+    conversation) and each answer is stored from the call cache with the live row; a call
+    no batch answered is a failed call with the batch's reason (and its output line when
+    that could not be read). ``progress`` then hears each turn's batches; without
+    ``options.wait`` prompts still in a running batch are not made, the run ends
+    ``incomplete`` saying so, and their follow-ups go out with the command that collects
+    them. (No budget with a batch: its cost is known only once it is done.)"""
+    batch = transport.mode == "batch"
+    if batch and budget is not None:
+        raise ValueError("a run through the Batch API takes no budget")
     run_id = open_audit_run(
         engine, suite, client, temperature=temperature, max_tokens=max_tokens, new=new,
         on_run=on_run,
     )  # fmt: skip
-    cache = CallCacheView(engine, client.model)
     gate: BudgetGate | None = None  # set under the run's lease, below
 
-    def work(task: AuditTask) -> tuple[Row | None, list[CallOutcome]]:
-        outcome = cached_complete(
-            client,
-            cache,
-            task.messages,
-            sample_index=task.sample_index,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            gate=gate,
-        )
-        if outcome.refused:  # the budget: no call, no row (asked on a rerun)
-            return None, []
-        return answer_row(run_id, task, outcome, suite), [outcome]
+    def store(tasks: list[AuditTask], purpose: str) -> RunSummary:
+        turn = _Turn(engine, client, suite, run_id, temperature, max_tokens, gate)
+        return turn.store(tasks, transport, purpose, progress)
 
-    def store(tasks: list[AuditTask]) -> RunSummary:
-        return store_results(
-            engine,
-            AuditAnswer.__table__,  # type: ignore[attr-defined]
-            run_id,
-            tasks,
-            work,
-            concurrency=client.config.concurrency,
-            label="status",
-            progress=progress,
-        )
-
-    with run_lease(engine, AuditRun.run_kind, run_id):
+    with run_lease(engine, KIND, run_id):
         # The run's bound, kept across reruns, read only once the lease is held: a second
         # process could change it (or spend against it) until then.
         with session_scope(engine) as session:
             run = session.get(AuditRun, run_id)
-            if run is not None and (budget is not None or run.max_cost is not None):
+            if not batch and run is not None and (budget is not None or run.max_cost is not None):
                 prices = Prices.of(client.config)
                 spent = paid_calls(session, "audit", run_id).cost(prices)
                 budget = run_budget(run, budget, prices, spent)
         gate = BudgetGate(budget) if budget is not None else None
-        main = store(
-            main_tasks(
-                engine,
-                run_id,
-                suite,
-                client,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                limit=limit,
-            )  # fmt: skip
-        )
+        first = main_tasks(
+            engine, run_id, suite, client, temperature=temperature, max_tokens=max_tokens,
+            limit=limit,
+        )  # fmt: skip
+        main = store(first, "first")
         followup = None
         if budget is None or not budget.exhausted:  # else each would only be refused
             wanted = followup_tasks(engine, run_id, suite)
-            followup = store(wanted) if wanted else None
+            followup = store(wanted, FOLLOWUP_PURPOSE) if wanted else None
 
         def outcome(session: Session, run: AuditRun) -> Outcome:
             status, detail = final_status(session, run, max_unusable=max_unusable)
             if budget is None or not budget.exhausted:
-                return status, detail
+                return transport.outcome(status, detail, "answers")
             not_made = main.flags.get(NOT_MADE, 0)
             if followup is not None:
                 not_made += followup.flags.get(NOT_MADE, 0)
@@ -248,6 +239,73 @@ def run_audit(
 
         finish_run(engine, AuditRun, run_id, outcome)
     return AuditSummary(run_id, main, followup)
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """One turn of an audit run's pass: the run, how it samples, the budget's gate."""
+
+    engine: Engine
+    client: ModelClient
+    suite: Suite
+    run_id: int
+    temperature: float
+    max_tokens: int
+    gate: BudgetGate | None
+
+    def store(
+        self,
+        tasks: list[AuditTask],
+        transport: Transport,
+        purpose: str,
+        progress: Progress | None,
+    ) -> RunSummary:
+        """The turn's calls through the transport, then its rows stored (those left
+        waiting for a batch still running counted not made)."""
+        engine, client, run_id = self.engine, self.client, self.run_id
+        sampling: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        sent = transport.open(
+            engine, client, BatchOwner(KIND, run_id, purpose),
+            lambda: [batch_call(client, t.messages, sample_index=t.sample_index, **sampling)
+                     for t in tasks],
+            progress=progress,
+        )  # fmt: skip
+        ready = sent.ready(tasks)
+
+        def work(task: AuditTask) -> tuple[Row | None, list[CallOutcome]]:
+            outcome = cached_complete(
+                sent.client, sent.cache, task.messages, sample_index=task.sample_index,
+                gate=self.gate, **sampling,
+            )  # fmt: skip
+            if outcome.refused:  # the budget: no call, no row (asked on a rerun)
+                return None, []
+            sent.count([outcome])
+            row = answer_row(run_id, task, outcome, self.suite)
+            return sent.keep_raw_line(row, outcome), [outcome]
+
+        summary = store_results(
+            engine,
+            AuditAnswer.__table__,  # type: ignore[attr-defined]
+            run_id,
+            ready,
+            work,
+            concurrency=client.config.concurrency,
+            label="status",
+            progress=transport.store_progress(progress),
+        )
+        return with_waiting(summary, len(tasks), len(tasks) - len(ready))
+
+
+def failed_calls(engine: Engine, run_id: int) -> list[Unanswered]:
+    """The run's failed calls (status ``error``) by prompt key and turn, with why (what a
+    command through the Batch API lists as left without an answer)."""
+    with Session(engine) as session:
+        rows = session.exec(
+            select(AuditAnswer.key, AuditAnswer.turn, AuditAnswer.error)
+            .where(col(AuditAnswer.run_id) == run_id, col(AuditAnswer.status) == ERROR)
+            .order_by(col(AuditAnswer.key), col(AuditAnswer.turn))
+        ).all()
+    return [Unanswered({"prompt": key, "turn": turn}, error or "") for key, turn, error in rows]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from sqlmodel import Session, col, select
 from judge.budgets import Budget, BudgetGate, budget_stop_detail, paid_calls, run_budget
 from judge.config import JudgeConfig
 from judge.errors import InvalidInputError
+from judge.grading.batch_calls import judge_through_batches
 from judge.grading.identity import (
     get_or_create_judge_run,
     judge_config_hash,
@@ -46,6 +47,7 @@ from judge.grading.parsing import UnscoredKind
 from judge.grading.rubrics import Rubric, RubricSet
 from judge.models.cache import CallCacheView, CallOutcome, call_key
 from judge.models.client import ModelClient
+from judge.models.transport import LIVE, BatchTransport, Transport
 from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
@@ -143,6 +145,7 @@ def judge(
     resume_command: str = "judge",
     threads: int | None = None,
     max_unusable: float = UNUSABLE_SHARE,
+    transport: Transport = LIVE,
 ) -> RunSummary:
     """Create (or resume) the judge run for these settings and make every missing judgment;
     with a ``budget`` (``--max-cost``) no call goes out once the next could pass it: the run
@@ -158,7 +161,14 @@ def judge(
     command a budget's stop line tells the user to run again. ``threads``: calls this process
     keeps in flight (default: the endpoint's ``concurrency``, which stays the quota).
     ``max_unusable``: the share of unscored judgments above which the run ends ``unusable``
-    (``[runs] max_unusable_share``)."""
+    (``[runs] max_unusable_share``). ``transport``: how the calls reach the model
+    (``judge.models.transport``); through a ``BatchTransport`` the first calls (and, if it
+    says so, the repairs) go out as batches (``judge.grading.batch_calls``), ``progress``
+    hears the batches, and judgments still waiting for a running batch are not made (the
+    run ends ``incomplete`` saying so); no budget or part with a batch."""
+    batch = isinstance(transport, BatchTransport)
+    if batch and (budget is not None or part is not None):
+        raise ValueError("a run through the Batch API takes no budget and no part")
     run_id = open_judge_run(
         engine, client, book, rubrics, config, generation_run_id,
         swap_order=swap_order, on_run=on_run,
@@ -167,34 +177,22 @@ def judge(
     with run_lease(engine, kind, run_id):
         with session_scope(engine) as session:
             jrun = start_run(session, JudgeRun, run_id)
-            if budget is not None or jrun.max_cost is not None:  # the run's bound, kept
+            if not batch and (budget is not None or jrun.max_cost is not None):  # kept bound
                 prices = Prices.of(client.config)
                 spent = paid_calls(session, "judge", run_id).cost(prices)
                 budget = run_budget(jrun, budget, prices, spent, split=part is not None)
             tasks = _plan(session, jrun, rubrics, items=None if part is None else part.item_ids)
-        cache = CallCacheView(engine, client.model)
-        gate = BudgetGate(budget) if budget is not None else None
-
-        def work(task: JudgeTask) -> tuple[Row | None, list[CallOutcome]]:
-            return judge_one(task, client, cache, book, jrun, gate)
-
-        summary = store_results(
-            engine,
-            Judgment.__table__,  # type: ignore[attr-defined]
-            run_id,
-            tasks,
-            work,
-            concurrency=threads or client.config.concurrency,
-            label="status",
-            progress=progress,
-            run_column="judge_run_id",
-            items=None if part is None else part.item_ids,
-        )
+        if isinstance(transport, BatchTransport):
+            summary = judge_through_batches(engine, client, book, jrun, tasks, transport, progress)
+        else:
+            summary = _judge_live(
+                engine, client, book, jrun, tasks, budget, progress, part, threads
+            )
 
         def outcome(session: Session, run: JudgeRun) -> Outcome:
             status, detail = _final_status(session, run, max_unusable=max_unusable)
             if budget is None or not budget.exhausted:
-                return status, detail
+                return transport.outcome(status, detail, "judgments")
             made = paid_calls(session, "judge", run_id).results
             not_made = summary.flags.get(NOT_MADE, 0)
             stopped = budget_stop_detail(budget, made, made + not_made, "judgments", resume_command)
@@ -203,6 +201,39 @@ def judge(
         if part is None:
             finish_run(engine, JudgeRun, run_id, outcome)
     return summary
+
+
+def _judge_live(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    jrun: JudgeRun,
+    tasks: list[JudgeTask],
+    budget: Budget | None,
+    progress: Progress | None,
+    part: RunPart | None,
+    threads: int | None,
+) -> RunSummary:
+    """Make the planned judgments with live calls (under ``budget``, when given)."""
+    assert jrun.id is not None
+    cache = CallCacheView(engine, client.model)
+    gate = BudgetGate(budget) if budget is not None else None
+
+    def work(task: JudgeTask) -> tuple[Row | None, list[CallOutcome]]:
+        return judge_one(task, client, cache, book, jrun, gate)
+
+    return store_results(
+        engine,
+        Judgment.__table__,  # type: ignore[attr-defined]
+        jrun.id,
+        tasks,
+        work,
+        concurrency=threads or client.config.concurrency,
+        label="status",
+        progress=progress,
+        run_column="judge_run_id",
+        items=None if part is None else part.item_ids,
+    )
 
 
 def finish_judge_run(

@@ -132,7 +132,7 @@ def repair_request(
 ) -> tuple[str, list[dict[str, str]]]:
     """Why a first reply is being repaired, and the messages of its repair call: the judge
     prompt, the reply, and the request to fix it (one place, so that a repair sent later in
-    a batch, ``judge.grading.batched``, is the same call with the same cache key)."""
+    a batch, ``judge.grading.batch_calls``, is the same call with the same cache key)."""
     why = grade.reason
     if first.finish_reason == "length":
         why += " (the reply was cut off at max_tokens)"

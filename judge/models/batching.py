@@ -25,7 +25,7 @@ job is polled and collected. Only calls that no job covers go into a new batch. 
 of a batch are sent once, and a rerun after a batch that expired or failed lines sends only
 the calls that got no answer.
 
-``judge.models.batch_pass`` builds a stage's pass on this (the stand-in client and cache its
+``judge.models.transport`` builds a stage's pass on this (the stand-in client and cache its
 live pass runs with, and the command's result). How a command uses the Batch API (whether
 it waits, how often it looks, whether failed calls go live) is one ``BatchOptions`` value
 (``judge.models.batch_options``).

@@ -36,7 +36,8 @@ from server.cli.runs import (
     batch_options,
     check_batch_run,
     check_batch_use,
-    chosen_batch_options,
+    chosen_transport,
+    is_batch,
     queue_request,
 )
 
@@ -123,7 +124,11 @@ def _run(
     }
     check_batch_use(batching, dry_run=common["dry_run"], max_cost=common["max_cost"])
     request = audits.AuditRunRequest.build(
-        suite=suite, options=options, inputs=inputs or {}, **common
+        suite=suite,
+        options=options,
+        inputs=inputs or {},
+        transport=chosen_transport(batching),
+        **common,
     )
     settings = ctx.settings()
     if batching["queue"]:
@@ -132,7 +137,7 @@ def _run(
         queue_request(ctx, settings, "audit", request, as_json)
         return
     engine = ctx.engine(settings)
-    batch = bool(batching["batch"])
+    batch = is_batch(request)
     if request.dry_run:
         if batch:  # refused now, as the run would be
             from server.usecases.batch import check_batch_endpoint
@@ -143,7 +148,7 @@ def _run(
              lambda p: _print_plan(p, batch=batch))  # fmt: skip
         return
     if batch:
-        _run_batch(ctx, suite, request, batching, out_path, allow_failures, as_json)
+        _run_batch(ctx, suite, request, out_path, allow_failures, as_json)
         return
     with progress_bar(f"audit {suite}", as_json) as bar:
         summary = audits.audit(engine, settings, request, progress=bar)
@@ -155,7 +160,6 @@ def _run_batch(
     ctx: Context,
     suite: str,
     request: Any,
-    batching: dict[str, Any],
     out_path: str | None,
     allow_failures: bool,
     as_json: bool,
@@ -170,7 +174,6 @@ def _run_batch(
             ctx.engine(settings),
             settings,
             request,
-            options=chosen_batch_options(batching),
             progress=bar,
         )
     if not as_json:

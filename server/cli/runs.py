@@ -13,7 +13,7 @@ request to the job queue instead of running it here (``server.jobs.queue.submit`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
     from judge.config import Settings
     from server.cli import Context
-    from server.usecases.batch import BatchOptions
     from server.usecases.requests import Request
+    from server.usecases.transport import Transport
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -117,11 +117,16 @@ def check_batch_use(options: dict[str, Any], *, dry_run: bool, max_cost: float |
     """Refuse, as usage errors, options that contradict each other: the --batch tuning
     options without --batch, --max-cost with --batch, --queue with --dry-run or --batch."""
     if options.get("queue"):
+        why = {
+            "--dry-run": "a job always runs",
+            "--batch": "the CLI queues live jobs; queue one through the Batch API with POST "
+            '/api/v1/jobs or the dashboard\'s job form (transport {"mode": "batch"})',
+        }
         for name, given in (("--dry-run", dry_run), ("--batch", options.get("batch"))):
             if given:
                 raise click.UsageError(
-                    f"--queue cannot be used with {name}: a job runs the request as a live "
-                    f"run on a worker; drop {name}, or run it here without --queue"
+                    f"--queue cannot be used with {name}: {why[name]}; drop {name}, or run "
+                    "it here without --queue"
                 )
     if options.get("batch"):
         if max_cost is not None:
@@ -141,16 +146,30 @@ def check_batch_use(options: dict[str, Any], *, dry_run: bool, max_cost: float |
         raise click.UsageError(f"{', '.join(given)} only apply with --batch")
 
 
-def chosen_batch_options(options: dict[str, Any]) -> BatchOptions:
-    """The ``BatchOptions`` the --batch tuning options given (``--retry-live``,
-    ``--no-wait``, ``--poll-every``) ask for; an option not given keeps its default."""
-    from server.usecases.batch import BatchOptions
+def chosen_transport(options: dict[str, Any], *, judge: bool = False) -> Transport | None:
+    """The request's ``transport`` that --batch and its tuning options ask for
+    (``--retry-live``, ``--no-wait``, ``--poll-every``; ``judge``: ``--batch-repairs`` too);
+    None without --batch (live). An option not given keeps its default."""
+    from server.usecases.transport import JudgeTransport, Transport
 
-    chosen = BatchOptions(
-        retry_live=bool(options.get("retry_live")), wait=not options.get("no_wait")
-    )
-    poll = options.get("poll_every")
-    return chosen if poll is None else replace(chosen, poll_s=poll)
+    if not options.get("batch"):
+        return None
+    fields: dict[str, Any] = {
+        "mode": "batch",
+        "retry_live": bool(options.get("retry_live")),
+        "wait": not options.get("no_wait"),
+    }
+    if options.get("poll_every") is not None:
+        fields["poll_s"] = options["poll_every"]
+    if judge and options.get("batch_repairs"):
+        fields["repairs"] = options["batch_repairs"]
+    return (JudgeTransport if judge else Transport).model_validate(fields)
+
+
+def is_batch(request: Any) -> bool:
+    """Whether the request's calls go through the Batch API."""
+    transport = getattr(request, "transport", None)
+    return transport is not None and transport.batch
 
 
 def queue_request(
@@ -269,6 +288,7 @@ def generate(
         "dataset": dataset_name, "endpoint": endpoint, "temperature": temperature,
         "max_tokens": max_tokens, "limit": limit, "accepted_only": accepted_only,
         "include_drafts": include_drafts, "new": new, "max_cost": max_cost, "dry_run": dry_run,
+        "transport": chosen_transport(batching),
     }  # fmt: skip
     # The config is loaded with the overrides first, so a bad value is blamed on its option.
     settings = ctx.settings(**GenerateRequest.overrides_of(fields))
@@ -277,7 +297,7 @@ def generate(
         queue_request(ctx, settings, "generate", request, as_json)
         return
     engine = ctx.engine(settings)
-    batch = bool(batching["batch"])
+    batch = is_batch(request)
     if request.dry_run:
         if batch:  # refused now, as the run would be
             check_batch_endpoint(settings, settings.generation.endpoint)
@@ -285,7 +305,7 @@ def generate(
         emit(plan, as_json, lambda p: _print_answers_plan(p, batch=batch))
         return
     if batch:
-        _generate_batch(engine, settings, request, batching, allow_failures, as_json)
+        _generate_batch(engine, settings, request, allow_failures, as_json)
         return
     with progress_bar("generating", as_json) as bar:
         summary = usecases.generate(engine, settings, request, progress=bar)
@@ -300,19 +320,12 @@ def generate(
 
 
 def _generate_batch(
-    engine: Engine,
-    settings: Settings,
-    request: Any,
-    batching: dict[str, Any],
-    allow_failures: bool,
-    as_json: bool,
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
 ) -> None:
     from server.usecases.batch import generate_batch, run_batch_summary_lines
 
     with progress_bar("batch", as_json) as bar:
-        result = generate_batch(
-            engine, settings, request, options=chosen_batch_options(batching), progress=bar
-        )
+        result = generate_batch(engine, settings, request, progress=bar)
     emit(
         result.to_json(),
         as_json,
@@ -403,7 +416,7 @@ def judge(
         "generation_run_id": run_id, "endpoint": endpoint, "prompt_variant": prompt_variant,
         "temperature": temperature, "samples": samples, "aggregation": aggregation,
         "rubric_set": rubric_set, "swap_order": swap_order or None, "max_cost": max_cost,
-        "dry_run": dry_run,
+        "dry_run": dry_run, "transport": chosen_transport(batching, judge=True),
     }  # fmt: skip
     # The config is loaded with the overrides first, so a bad value is blamed on its option.
     settings = ctx.settings(**JudgeRequest.overrides_of(fields))
@@ -412,7 +425,7 @@ def judge(
         queue_request(ctx, settings, "judge", request, as_json)
         return
     engine = ctx.engine(settings)
-    batch = bool(batching["batch"])
+    batch = is_batch(request)
     if request.dry_run:
         if batch:  # refused now, as the run would be
             check_batch_endpoint(settings, settings.judge.endpoint)
@@ -420,7 +433,7 @@ def judge(
         emit(plan, as_json, lambda p: _print_plan(p, batch=batch))
         return
     if batch:
-        _judge_batch(engine, settings, request, batching, allow_failures, as_json)
+        _judge_batch(engine, settings, request, allow_failures, as_json)
         return
     with progress_bar("judging", as_json) as bar:
         summary = usecases.judge(engine, settings, request, progress=bar)
@@ -434,20 +447,12 @@ def judge(
 
 
 def _judge_batch(
-    engine: Engine,
-    settings: Settings,
-    request: Any,
-    batching: dict[str, Any],
-    allow_failures: bool,
-    as_json: bool,
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
 ) -> None:
     from server.usecases.batch import batch_summary_lines, judge_batch
 
     with progress_bar("batch", as_json) as bar:
-        result = judge_batch(
-            engine, settings, request, repairs=batching["batch_repairs"] or "live",
-            options=chosen_batch_options(batching), progress=bar,
-        )  # fmt: skip
+        result = judge_batch(engine, settings, request, progress=bar)
     emit(
         result.to_json(), as_json, lambda _: print_lines(batch_summary_lines(result, status=False))
     )

@@ -122,6 +122,9 @@ def describe(
     if origin is Literal:
         options = [(str(v), str(v)) for v in typing.get_args(annotation)]
         return FormField(name, "select", required, about, value, blank + options)
+    if _modes(annotation):  # a choice carried as a model (the transport): a select of modes
+        offered = choices[name]() if name in choices else [(m, m) for m in _modes(annotation)]
+        return FormField(name, "select", required, about, value, blank + offered)
     if name in choices:
         found = choices[name]()
         return FormField(
@@ -163,6 +166,16 @@ def describe(
             name, "json", required, about + " A JSON object.", value or "", placeholder="{}"
         )
     return FormField(name, "text", required, about, value, placeholder=placeholder)
+
+
+def _modes(annotation: Any) -> list[str]:
+    """The modes of a request field that is a model with a ``mode`` choice (the transport:
+    live or batch), posted as the mode alone; [] for any other field."""
+    fields = getattr(annotation, "model_fields", None)
+    mode = fields.get("mode") if isinstance(fields, dict) else None
+    if mode is None or typing.get_origin(mode.annotation) is not Literal:
+        return []
+    return [str(v) for v in typing.get_args(mode.annotation)]
 
 
 def job_fields(kind: str) -> dict[str, FieldInfo]:
@@ -244,6 +257,8 @@ def parse(kind: str, form: Mapping[str, Any], choices: Mapping[str, Choices]) ->
                 problems.append(
                     f"{name}: choose one" if f.widget == "select" else f"{name}: fill it in"
                 )
+        elif _modes(_bare(info.annotation)[0]):
+            given[name] = {"mode": text}
         elif f.widget == "number" or (f.widget == "select" and f.integer):
             number = _number(name, text, f.integer, problems)
             if number is not None:

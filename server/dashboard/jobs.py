@@ -18,6 +18,7 @@ from server.db import get_session
 from server.errors import status_for
 from server.jobs import queue
 from server.usecases.job_view import JobWork, job_detail, job_work
+from server.usecases.transport import transport_choices
 
 
 def choices() -> dict[str, job_form.Choices]:
@@ -52,6 +53,7 @@ def choices() -> dict[str, job_form.Choices]:
             (str(r["id"]), f"{r['id']}: award on {r['model']} ({r['status']})")
             for r in audits.list_runs(session, "award")
         ],
+        "transport": lambda: transport_choices(settings()),
     }
 
 

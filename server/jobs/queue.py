@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from judge.errors import InvalidInputError, NotFoundError
 from server.jobs.running import JobCancelled, run_job
+from server.queries import runnable_job_ids
 from server.tables import Job
 from server.usecases import jobs as stored
+from server.usecases.batch import check_job_transport
 from server.usecases.gates import check_size
 from server.usecases.jobs import (
     BEAT_EVERY_S,
@@ -95,6 +97,8 @@ def submit(
     covering its calls. Where ``[workers] broker_url`` is set the job is handed to the
     Celery workers; else the server's own worker finds it in the store."""
     checked = check_params(kind, params)
+    if settings is not None:
+        check_job_transport(settings, kind, checked)
     if gated and settings is not None:
         check_size(engine, settings, kind, checked, confirmed_calls=confirmed_calls, ask=ask)
     job = store_job(engine, kind, checked, created_by=created_by, settings=settings)
@@ -186,7 +190,8 @@ class Worker:
 
         try:
             with Session(self.engine) as session:
-                ids = runnable(session)
+                # not the jobs waiting for their batches at the provider (``not_before``)
+                ids = runnable_job_ids(session, limit=100, now=time.time())
         except Exception:  # a busy or restarting database: look again next poll
             log.warning("could not read the job queue:\n%s", traceback.format_exc())
             return

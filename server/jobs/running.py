@@ -13,7 +13,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from judge.errors import FairJudgeError
-from server.jobs.tasks import run_task
+from server.jobs.tasks import BatchWaiting, run_task
 from server.usecases import jobs as stored
 from server.usecases.jobs import (
     RunBusyError,
@@ -104,6 +104,13 @@ def _run_held(engine: Engine, settings: Settings, job_id: int) -> str:
             # Waiting is not an attempt: the count stays where it was.
             set_job(engine, job_id, status="queued", error=f"waiting: {exc}")
             return "queued"
+        except BatchWaiting as waiting:  # its batches run at the provider: off the slot
+            reporter.count()
+            set_job(
+                engine, job_id, status="queued", result=waiting.result, error=None,
+                not_before=time.time() + waiting.after_s,
+            )  # fmt: skip
+            return "waiting"
         except BaseException:
             reporter.count()  # the work began and ended in an error: that was an attempt
             raise
@@ -121,5 +128,8 @@ def _run_held(engine: Engine, settings: Settings, job_id: int) -> str:
         return "failed"
     status, why = stored.ending(engine, result)  # "failed" for a run mostly unscored
     said = {} if why is None else {"error": why}  # a finished job keeps its resumed note
-    set_job(engine, job_id, now=("finished_at",), status=status, result=result, **said)
+    set_job(
+        engine, job_id, now=("finished_at",), status=status, result=result, not_before=None,
+        **said,
+    )  # fmt: skip
     return status

@@ -38,10 +38,74 @@ if TYPE_CHECKING:
 
     from judge.config import Settings
 
-__all__ = ["SUITE_OPTIONS", "TASKS", "AuditParams", "JobKind", "Task", "run_task"]
+__all__ = [
+    "SUITE_OPTIONS",
+    "TASKS",
+    "AuditParams",
+    "BatchWaiting",
+    "JobKind",
+    "Task",
+    "run_task",
+]
 
 Note = Callable[[dict[str, Any]], None]
 """Records part of a running job's result (its run's id) before the job ends."""
+
+
+class BatchWaiting(Exception):  # noqa: N818 (a signal, not an error)
+    """A job whose calls went through the Batch API and whose batches still run at the
+    provider: it goes back to the queue with ``result`` (its run and its batches' state)
+    and no worker takes it again before ``after_s`` seconds (``server.jobs.running``)."""
+
+    def __init__(self, result: dict[str, Any], after_s: float) -> None:
+        super().__init__(f"waiting {after_s:g} s for batches still running")
+        self.result, self.after_s = result, after_s
+
+
+def _through_batches(
+    engine: Engine,
+    settings: Settings,
+    r: JudgeRequest | GenerateRequest | AuditRequest,
+    progress: Progress,
+    note: Note,
+) -> dict[str, Any]:
+    """A judge, generate or audit job whose ``transport`` is batch: one look at its batches
+    (submitted the first time), never waiting in the worker's slot: while some still run at
+    the provider it raises ``BatchWaiting`` to be taken up again after ``poll_s``; once all
+    are collected, its result. Run again after any kill, it takes up the same batches
+    (``judge.models.batching`` records each step before it is taken)."""
+    from server.usecases import batch
+
+    assert r.transport is not None
+    transport = r.transport.model_copy(update={"wait": False})  # a job never waits in its slot
+    request = type(r).build(**{**dict(r), "transport": transport})
+    result: Any
+    if isinstance(request, JudgeRequest):
+        key = "judge_run_id"
+        result = batch.judge_batch(
+            engine, settings, request, progress=progress,
+            on_run=lambda run_id: note({key: run_id}),
+        )  # fmt: skip
+    elif isinstance(request, GenerateRequest):
+        key = "generation_run_id"
+        result = batch.generate_batch(
+            engine, settings, request, progress=progress,
+            on_run=lambda run_id: note({key: run_id}),
+        )  # fmt: skip
+    else:
+        key = "audit_run_id"
+        result = batch.audit_batch(
+            engine, settings, request, progress=progress,
+            on_run=lambda run_id: note({key: run_id}),
+        )  # fmt: skip
+    done = {key: result.run_id, "batch": result.to_json()}
+    if result.pending:
+        raise BatchWaiting(done, r.transport.poll_s)
+    return done
+
+
+def _is_batch(r: JudgeRequest | GenerateRequest | AuditRequest) -> bool:
+    return r.transport is not None and r.transport.batch
 
 
 # The requests under the names the job API's schemas know them by.
@@ -75,6 +139,8 @@ def _judge(
 ) -> dict[str, Any]:
     from server import usecases
 
+    if _is_batch(r):
+        return _through_batches(engine, settings, r, progress, note)
     _ensure_embedded(apply_overrides(settings, r).judge.endpoint, settings)
     summary = usecases.judge(
         engine, settings, r, progress=progress, on_run=lambda run_id: note({"judge_run_id": run_id})
@@ -87,6 +153,8 @@ def _generate(
 ) -> dict[str, Any]:
     from server import usecases
 
+    if _is_batch(r):
+        return _through_batches(engine, settings, r, progress, note)
     _ensure_embedded(apply_overrides(settings, r).generation.endpoint, settings)
     summary = usecases.generate(
         engine,
@@ -116,6 +184,8 @@ def _audit(
 ) -> dict[str, Any]:
     from server.usecases import audits
 
+    if _is_batch(p):
+        return _through_batches(engine, settings, p, progress, note)
     _ensure_embedded(p.endpoint or settings.generation.endpoint, settings)
     summary = audits.audit(
         engine, settings, p, progress=progress, on_run=lambda run_id: note({"audit_run_id": run_id})

@@ -234,6 +234,12 @@ class JobOut(BaseModel):
     attempts: int
     cancel_requested: bool
     worker: str | None = Field(default=None, description="host:pid of the worker on it.")
+    not_before: float | None = Field(
+        default=None,
+        description="Seconds since the epoch before which no worker takes the queued job: one "
+        "whose batches run at the provider (transport mode batch) waits so, off the worker "
+        "slots, its batches' state under ``result.batch``; null: at once.",
+    )
     created_by: str | None
     created_at: datetime
     started_at: datetime | None

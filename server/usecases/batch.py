@@ -1,19 +1,38 @@
 """Runs through a provider's Batch API (``--batch`` of ``fairjudge judge``, ``generate`` and
-``audit SUITE run``): the same run as a live command, its calls sent as batches at the batch
-price (docs/judging.md, "The Batch API"). A caller tunes a command with one ``BatchOptions``
-value (``judge.models.batch_options``, taken from here by the interfaces)."""
+``audit SUITE run``, or a request whose ``transport`` is ``batch``): the same run as a live
+command, by the same runner, its calls sent as batches at the batch price (docs/judging.md,
+"The Batch API"). A caller tunes a command with the request's ``transport``
+(``server.usecases.transport``) or, as before, one ``BatchOptions`` value
+(``judge.models.batch_options``, taken from here by the interfaces)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from judge.errors import ConfigError, InvalidInputError
+from judge.errors import InvalidInputError
 from judge.models.batch_options import BatchOptions
 from judge.progress import Progress
-from server.usecases.context import make_client
-from server.usecases.requests import AuditRequest, GenerateRequest, JudgeRequest, apply_overrides
-from server.usecases.rubrics import rubrics
+from server.usecases.requests import (
+    AuditRequest,
+    GenerateRequest,
+    JudgeRequest,
+    Request,
+    apply_overrides,
+)
+from server.usecases.transport import JudgeTransport, Transport, check_batch_endpoint
+
+__all__ = [
+    "BatchOptions",
+    "audit_batch",
+    "batch_summary_lines",
+    "check_batch_endpoint",
+    "check_job_transport",
+    "generate_batch",
+    "judge_batch",
+    "run_batch_summary_lines",
+    "with_transport",
+]
 
 # The stages and the model client (openai) are imported inside the function, as in
 # server/usecases/runs.py, so commands that only read the store start fast.
@@ -21,29 +40,64 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from judge.config import Settings
-    from judge.grading.batched import BatchJudgeResult
-    from judge.models.batch_pass import BatchRunResult
+    from judge.grading.batch_calls import BatchJudgeResult
+    from judge.models.transport import BatchRunResult, BatchTransport
+
+R = TypeVar("R", bound=Request)
 
 
-def check_batch_endpoint(settings: Settings, endpoint: str) -> None:
-    """Refuse, in one line naming the setting, an endpoint not marked as offering the Batch
-    API."""
-    if not settings.endpoint(endpoint).batch:
-        raise ConfigError(
-            f"endpoint {endpoint!r} is not set up for the Batch API: set `batch = true` under "
-            f"[endpoints.{endpoint}] in the config (only for a provider that serves /v1/files "
-            "and /v1/batches), or judge without --batch"
-        )
+def with_transport(
+    request: R, options: BatchOptions | None, repairs: Literal["live", "batch"] | None = None
+) -> R:
+    """``request`` sent through the Batch API: its own ``transport`` when that is batch, else
+    one made of ``options`` (and ``repairs``, for a judge request); refused with a
+    ``max_cost`` (a batch's cost is known only once it is done) or a ``poll_s`` not above 0,
+    before anything is sent."""
+    kind = JudgeTransport if isinstance(request, JudgeRequest) else Transport
+    given = getattr(request, "transport", None)
+    if given is None or not given.batch or options is not None or repairs is not None:
+        chosen = options or BatchOptions()
+        if chosen.poll_s <= 0:
+            raise InvalidInputError(f"poll_s must be above 0, got {chosen.poll_s!r}")
+        fields = {"mode": "batch", "retry_live": chosen.retry_live, "wait": chosen.wait,
+                  "poll_s": chosen.poll_s}  # fmt: skip
+        if kind is JudgeTransport:
+            fields["repairs"] = repairs or "live"
+        given = kind.model_validate(fields)
+    return type(request).build(**{**dict(request), "transport": given})
 
 
-def _check_request(max_cost: float | None, options: BatchOptions, command: str) -> None:
-    if max_cost is not None:
+def check_job_transport(settings: Settings, kind: str, params: dict[str, Any]) -> None:
+    """Refuse, before it is queued, a job through the Batch API that could not run so: on
+    the Celery workers (a job that waits for its batches off the slots runs on the server's
+    own worker), or on an endpoint not set up for it (``check_batch_endpoint``)."""
+    from judge.errors import InvalidInputError
+    from server.usecases.jobs import job_request
+
+    transport = params.get("transport")
+    if not (isinstance(transport, dict) and transport.get("mode") == "batch"):
+        return
+    if settings.workers.broker_url:
         raise InvalidInputError(
-            "--max-cost cannot be used with --batch (a batch's cost is known only when it "
-            f"is done); estimate it with --dry-run --batch, or {command} live"
+            "transport: a job through the Batch API runs on the server's own worker, not on "
+            "the Celery workers ([workers] broker_url); run it with `fairjudge judge --batch` "
+            "(or generate, audit SUITE run), or queue it live"
         )
-    if options.poll_s <= 0:
-        raise InvalidInputError(f"poll_s must be above 0, got {options.poll_s!r}")
+    request = job_request(kind, params)
+    chosen = apply_overrides(settings, request)
+    endpoint = getattr(request, "endpoint", None)
+    if kind == "judge":
+        endpoint = chosen.judge.endpoint
+    elif kind == "generate":
+        endpoint = chosen.generation.endpoint
+    check_batch_endpoint(settings, endpoint or settings.generation.endpoint)
+
+
+def _account(transport: object) -> BatchTransport:
+    from judge.models.transport import BatchTransport
+
+    assert isinstance(transport, BatchTransport)
+    return transport
 
 
 def judge_batch(
@@ -53,8 +107,8 @@ def judge_batch(
     *,
     rubric_set: str | None = None,
     swap_order: bool = False,
-    repairs: Literal["live", "batch"] = "live",
-    options: BatchOptions = BatchOptions(),
+    repairs: Literal["live", "batch"] | None = None,
+    options: BatchOptions | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> BatchJudgeResult:
@@ -65,42 +119,24 @@ def judge_batch(
     get their repair call "live" (the default) or in a follow-up "batch". ``options``: how
     the Batch API is used (``BatchOptions``: whether calls a batch did not answer go live in
     the same command, whether to wait for the batches, how often to look at them; a
-    ``poll_s`` not above 0 is refused). ``progress`` hears (finished, total) calls of the
-    running batches."""
+    ``poll_s`` not above 0 is refused); both default to the request's ``transport``.
+    ``progress`` hears (finished, total) calls of the running batches."""
     from judge.costs import Prices
-    from judge.grading import batched
-    from judge.models.batch import BatchApi
-    from judge.prompts import PromptBook
-    from judge.store.engine import session_scope
-    from judge.store.queries import get_generation_run
+    from judge.grading.batch_calls import judge_result
+    from server.usecases.runs import judge_with, run_status
 
     if isinstance(request, int):
         request = JudgeRequest.build(
             generation_run_id=request, rubric_set=rubric_set, swap_order=swap_order
         )
-    _check_request(request.max_cost, options, "judge")
-    settings = apply_overrides(settings, request)
-    name = settings.judge.endpoint
-    check_batch_endpoint(settings, name)
-    with session_scope(engine) as session:
-        get_generation_run(session, request.generation_run_id)  # missing: fails before a call
-        chosen = rubrics(settings, session, rubric_set=request.rubric_set)
-    endpoint = settings.endpoint(name)
-    return batched.judge_batch(
-        engine,
-        make_client(settings, name),
-        BatchApi(name, endpoint),
-        PromptBook(settings.prompts_path()),
-        chosen,
-        settings.judge,
-        request.generation_run_id,
-        swap_order=bool(request.swap_order),
-        repairs=repairs,
-        options=options,
-        prices=Prices.of(endpoint),
-        progress=progress,
-        on_run=on_run,
-        max_unusable=settings.runs.max_unusable_share,
+    request = with_transport(request, options, repairs)
+    summary, settings, transport = judge_with(
+        engine, settings, request, progress=progress, on_run=on_run
+    )
+    status, detail = run_status(engine, "judge", summary.run_id)
+    prices = Prices.of(settings.endpoint(settings.judge.endpoint))
+    return judge_result(
+        engine, summary, _account(transport), prices=prices, status=status, status_detail=detail
     )
 
 
@@ -109,7 +145,7 @@ def generate_batch(
     settings: Settings,
     request: GenerateRequest | str,
     *,
-    options: BatchOptions = BatchOptions(),
+    options: BatchOptions | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> BatchRunResult:
@@ -118,40 +154,22 @@ def generate_batch(
     an earlier command left running). ``request``: as for ``runs.generate`` (or only the
     dataset's name); ``max_cost`` is refused. ``options`` and ``progress``: as for
     ``judge_batch``."""
-    from judge.answers import batched
+    from judge.answers.collect import KIND, failed_answers
     from judge.costs import Prices
-    from judge.models.batch import BatchApi
-    from judge.prompts import PromptBook
-    from judge.store.engine import session_scope
-    from judge.store.queries import get_dataset
+    from server.usecases.runs import generate_with, run_status
 
     if isinstance(request, str):
         request = GenerateRequest.build(dataset=request)
-    _check_request(request.max_cost, options, "generate")
-    settings = apply_overrides(settings, request)
-    cfg = settings.generation
-    check_batch_endpoint(settings, cfg.endpoint)
-    with session_scope(engine) as session:
-        get_dataset(session, request.dataset)  # missing: fails before a call
-    endpoint = settings.endpoint(cfg.endpoint)
-    return batched.generate_batch(
-        engine,
-        make_client(settings, cfg.endpoint),
-        BatchApi(cfg.endpoint, endpoint),
-        PromptBook(settings.prompts_path()),
-        request.dataset,
-        temperature=cfg.temperature,
-        max_tokens=cfg.max_tokens,
-        limit=request.limit,
-        accepted_only=request.accepted_only,
-        include_drafts=request.include_drafts,
-        new=request.new,
-        options=options,
-        prices=Prices.of(endpoint),
-        progress=progress,
-        on_run=on_run,
-        max_unusable=settings.runs.max_unusable_share,
+    request = with_transport(request, options)
+    summary, settings, transport = generate_with(
+        engine, settings, request, progress=progress, on_run=on_run
     )
+    status, detail = run_status(engine, "generation", summary.run_id)
+    return _account(transport).result(
+        KIND, summary, missing=failed_answers(engine, summary.run_id),
+        prices=Prices.of(settings.endpoint(settings.generation.endpoint)), status=status,
+        detail=detail,
+    )  # fmt: skip
 
 
 def audit_batch(
@@ -159,7 +177,7 @@ def audit_batch(
     settings: Settings,
     request: AuditRequest,
     *,
-    options: BatchOptions = BatchOptions(),
+    options: BatchOptions | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> BatchRunResult:
@@ -169,36 +187,55 @@ def audit_batch(
     the first answers are in. ``request``: as for ``audits.audit`` (an ``AuditRunRequest``
     may add input files and ``new``); ``max_cost`` is refused. ``options`` and
     ``progress``: as for ``judge_batch``."""
-    from judge.audits import batched
+    from judge.audits import runner
     from judge.audits.suites import make_suite
     from judge.costs import Prices
-    from judge.models.batch import BatchApi
+    from judge.runs import RunSummary
     from server.usecases.audits import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, AuditRunRequest
+    from server.usecases.context import make_client
+    from server.usecases.transport import call_transport
 
-    _check_request(request.max_cost, options, "audit")
+    request = with_transport(request, options)
     files: dict[str, str] = {}
     new = False
     if isinstance(request, AuditRunRequest):
         files, new = request.inputs.of(request.suite), request.new
     name = request.endpoint or settings.generation.endpoint
-    check_batch_endpoint(settings, name)
+    transport = _account(call_transport(settings, name, request.transport))
     suite = make_suite(request.suite, **{**request.options, **files})
-    endpoint = settings.endpoint(name)
-    return batched.run_audit_batch(
+    done = runner.run_audit(
         engine,
         make_client(settings, name),
-        BatchApi(name, endpoint),
         suite,
         temperature=DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
         max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS[suite.name],
         limit=request.limit,
         new=new,
-        options=options,
-        prices=Prices.of(endpoint),
         progress=progress,
         on_run=on_run,
         max_unusable=settings.runs.max_unusable_share,
+        transport=transport,
     )
+    turns = [done.main, *([done.followup] if done.followup is not None else [])]
+    flags: dict[str, int] = {}
+    for turn in turns:
+        for flag, n in turn.flags.items():
+            flags[flag] = flags.get(flag, 0) + n
+    summary = RunSummary(done.run_id, sum(t.tasks for t in turns), 0, 0, 0, flags)
+    status, detail = _audit_status(engine, done.run_id)
+    return transport.result(
+        runner.KIND, summary, missing=runner.failed_calls(engine, done.run_id),
+        prices=Prices.of(settings.endpoint(name)), status=status, detail=detail,
+    )  # fmt: skip
+
+
+def _audit_status(engine: Engine, run_id: int) -> tuple[str, str | None]:
+    from judge.audits.runner import get_run
+    from judge.store.engine import session_scope
+
+    with session_scope(engine) as session:
+        run = get_run(session, run_id)
+        return str(run.status), run.status_detail
 
 
 def batch_summary_lines(

@@ -37,6 +37,12 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from judge.errors import InvalidInputError
+from server.usecases.transport import (
+    JudgeTransport,
+    Transport,
+    batch_refuses_max_cost,
+    transport_help,
+)
 
 if TYPE_CHECKING:
     from judge.config import Settings
@@ -189,6 +195,11 @@ class JudgeRequest(Request):
         "without them).",
     )
     dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
+    transport: JudgeTransport | None = Field(default=None, description=transport_help)
+
+    @model_validator(mode="after")
+    def _batch_and_budget(self) -> JudgeRequest:
+        return batch_refuses_max_cost(self, "judge")
 
 
 class GenerateRequest(Request):
@@ -228,6 +239,11 @@ class GenerateRequest(Request):
         description="Stop before spending more, at the endpoint's prices (refused without them).",
     )
     dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
+    transport: Transport | None = Field(default=None, description=transport_help)
+
+    @model_validator(mode="after")
+    def _batch_and_budget(self) -> GenerateRequest:
+        return batch_refuses_max_cost(self, "generate")
 
 
 # -- items a model writes -------------------------------------------------------------------
@@ -399,6 +415,11 @@ class AuditRequest(Request):
         allow_inf_nan=False,
         description="Stop before spending more, at the endpoint's prices (refused without them).",
     )
+    transport: Transport | None = Field(default=None, description=transport_help)
+
+    @model_validator(mode="after")
+    def _batch_and_budget(self) -> AuditRequest:
+        return batch_refuses_max_cost(self, "audit")
 
     @field_validator("options")
     @classmethod

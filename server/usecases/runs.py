@@ -10,6 +10,7 @@ from judge.progress import Progress
 from server.usecases.context import make_client, run_prices
 from server.usecases.requests import GenerateRequest, JudgeRequest, apply_overrides
 from server.usecases.rubrics import rubrics
+from server.usecases.transport import call_transport
 
 # Only what every command needs is imported here. The stages, the model client (openai), the
 # reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from judge.config import Settings
+    from judge.models.transport import Transport as CallTransport
     from judge.runs import RunPart, RunSummary
     from judge.store.queries import GenerationRunInfo, JudgeRunInfo, RunListing
 
@@ -45,17 +47,37 @@ def generate(
     keywords. ``max_cost``: stop before spending more, at the endpoint's prices (refused
     before any call without them). ``part``: only these items, for a run split between
     workers (``server.usecases.parts``)."""
+    request = _generate_request(request, limit, accepted_only, include_drafts, new, max_cost)
+    summary, _, _ = generate_with(
+        engine, settings, request, progress=progress, on_run=on_run, part=part, threads=threads
+    )
+    return summary
+
+
+def generate_with(
+    engine: Engine,
+    settings: Settings,
+    request: GenerateRequest,
+    *,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+    part: RunPart | None = None,
+    threads: int | None = None,
+) -> tuple[RunSummary, Settings, CallTransport]:
+    """``generate`` with the calls sent as ``request.transport`` says (live, or through the
+    endpoint's Batch API): the pass's summary, the settings it ran with (the request's
+    overrides applied) and the transport, whose account a batch command reports."""
     from judge.answers import collect
     from judge.costs import Prices, make_budget
     from judge.prompts import PromptBook
 
-    request = _generate_request(request, limit, accepted_only, include_drafts, new, max_cost)
     settings = apply_overrides(settings, request)
     cfg = settings.generation
+    transport = call_transport(settings, cfg.endpoint, request.transport)
     # refused before any call when the endpoint has no prices
     prices = Prices.of(settings.endpoint(cfg.endpoint))
     budget = make_budget(request.max_cost, prices, cfg.endpoint)
-    return collect.generate(
+    summary = collect.generate(
         engine,
         make_client(settings, cfg.endpoint),
         PromptBook(settings.prompts_path()),
@@ -72,7 +94,9 @@ def generate(
         threads=threads,
         budget=budget,
         max_unusable=settings.runs.max_unusable_share,
+        transport=transport,
     )
+    return summary, settings, transport
 
 
 def _generate_request(
@@ -167,23 +191,43 @@ def judge(
     before spending more, at the judge endpoint's prices (refused without them). ``on_run``
     hears the judge run's id before any call. ``part``: only these items, for a run split
     between workers (``server.usecases.parts``)."""
+    request = _judge_request(request, rubric_set, swap_order, max_cost)
+    summary, _, _ = judge_with(
+        engine, settings, request, progress=progress, on_run=on_run, part=part, threads=threads
+    )
+    return summary
+
+
+def judge_with(
+    engine: Engine,
+    settings: Settings,
+    request: JudgeRequest,
+    *,
+    progress: Progress | None = None,
+    on_run: Callable[[int], None] | None = None,
+    part: RunPart | None = None,
+    threads: int | None = None,
+) -> tuple[RunSummary, Settings, CallTransport]:
+    """``judge`` with the calls sent as ``request.transport`` says (live, or through the
+    judge endpoint's Batch API): the pass's summary, the settings it ran with and the
+    transport, whose account a batch command reports."""
     from judge.costs import Prices, make_budget
     from judge.grading import judging
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
     from judge.store.queries import get_generation_run
 
-    request = _judge_request(request, rubric_set, swap_order, max_cost)
     settings = apply_overrides(settings, request)
+    name = settings.judge.endpoint
+    transport = call_transport(settings, name, request.transport)
     with session_scope(engine) as session:
         get_generation_run(session, request.generation_run_id)  # missing: fails before a call
         chosen = rubrics(settings, session, rubric_set=request.rubric_set)
     # refused before any call when the endpoint has no prices
-    name = settings.judge.endpoint
     budget = make_budget(request.max_cost, Prices.of(settings.endpoint(name)), name)
-    return judging.judge(
+    summary = judging.judge(
         engine,
-        make_client(settings, settings.judge.endpoint),
+        make_client(settings, name),
         PromptBook(settings.prompts_path()),
         chosen,
         settings.judge,
@@ -195,7 +239,9 @@ def judge(
         part=part,
         threads=threads,
         max_unusable=settings.runs.max_unusable_share,
+        transport=transport,
     )
+    return summary, settings, transport
 
 
 def judge_dry_run(

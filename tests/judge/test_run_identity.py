@@ -214,9 +214,11 @@ def test_runs_stored_before_0010_resume_at_their_own_server_only(
                 "judgequalification", "pairwiseverdict", "pairwiseimport",
             ):  # fmt: skip
                 conn.execute(sa.text(f"DROP TABLE {table}"))
-            # ... nor the run cost bound of 0016, nor the cached prompt tokens of 0020.
+            # ... nor the run cost bound of 0016, a job's not_before of 0020, nor the cached
+            # prompt tokens of 0021.
             for table in ("generationrun", "judgerun", "auditrun"):
                 conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN max_cost"))
+            conn.execute(sa.text("ALTER TABLE job DROP COLUMN not_before"))
             for table in (
                 "callcache", "response", "judgment", "auditanswer", "itemgenerationcall",
             ):  # fmt: skip

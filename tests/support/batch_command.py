@@ -16,7 +16,7 @@ from server.usecases.context import open_store
 
 
 def main(argv: list[str]) -> int:
-    import judge.grading.batched  # noqa: F401  (imported before the run's id is read)
+    import judge.grading.judging  # noqa: F401  (imported before the run's id is read)
 
     run_id = int(sys.stdin.readline() if argv[1] == "-" else argv[1])
     settings = load_settings(argv[0])

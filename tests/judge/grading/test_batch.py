@@ -17,9 +17,9 @@ from sqlmodel import Session, select
 from judge.config import Settings
 from judge.data.datasets import import_items
 from judge.errors import ConfigError, InvalidInputError
-from judge.grading.batched import Repairs
 from judge.grading.rubrics import load_rubrics
 from judge.models.batch_options import BatchOptions
+from judge.models.transport import Repairs
 from judge.prompts import PromptBook
 from judge.store.engine import make_engine, session_scope
 from judge.store.queries import responses_by_item

@@ -20,6 +20,7 @@ from judge.config import EndpointConfig, Settings, load_settings
 from judge.data.datasets import import_items
 from judge.models.batch import BatchApi, BatchState
 from judge.models.batch_options import BatchOptions
+from judge.models.transport import BatchTransport
 from judge.store.engine import make_engine, session_scope
 from judge.store.tables import BatchJob
 from server import usecases
@@ -180,7 +181,7 @@ class DyingApi(BatchApi):
 def test_a_batch_whose_command_died_right_after_a_step_is_resumed_and_never_sent_twice(
     tmp_path: Path, store: tuple[Engine, str], step: str, left: str
 ) -> None:
-    from judge.grading import batched
+    from judge.grading import judging
     from judge.grading.rubrics import load_rubrics
     from judge.models.client import ModelClient
     from judge.prompts import PromptBook
@@ -191,10 +192,12 @@ def test_a_batch_whose_command_died_right_after_a_step_is_resumed_and_never_sent
         def dies(settings: Settings, gen: int) -> None:
             endpoint = settings.endpoint("test")
             with pytest.raises(Died):
-                batched.judge_batch(
-                    engine, ModelClient("test", endpoint), DyingApi("test", endpoint, step),
-                    PromptBook(settings.prompts_path()), load_rubrics(settings.prompts_path()),
-                    settings.judge, gen, options=BatchOptions(poll_s=0.02),
+                judging.judge(
+                    engine, ModelClient("test", endpoint), PromptBook(settings.prompts_path()),
+                    load_rubrics(settings.prompts_path()), settings.judge, gen,
+                    transport=BatchTransport(
+                        DyingApi("test", endpoint, step), BatchOptions(poll_s=0.02)
+                    ),
                 )  # fmt: skip
 
         return dies

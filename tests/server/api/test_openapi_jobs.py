@@ -45,6 +45,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "rubric_set": "fairmonitor",
         "swap_order": True,
         "max_cost": 1.5,
+        "transport": {"mode": "live"},
     },
     "generate": {
         "dataset": "sample",
@@ -55,6 +56,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "accepted_only": True,
         "include_drafts": True,
         "max_cost": 2.0,
+        "transport": {"mode": "live"},
     },
     "pull": {"campaign": "first"},
     "audit": {
@@ -65,6 +67,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "max_tokens": 300,
         "limit": 10,
         "max_cost": 1.0,
+        "transport": {"mode": "live"},
     },
     "audit-classify": {"run_id": 4, "endpoint": "stub"},
     "item-plan": {

@@ -1,8 +1,16 @@
-"""A stage's pass over its calls through the Batch API, on ``judge.models.batching``: the
-calls sent and collected (``batch_pass``), the client and call cache the stage's ordinary
-live pass then runs with, the live calls it makes (``LiveTally``), how the run stands while
-batches still run (``waiting_outcome``), and what a generation or audit command reports
-(``BatchRunResult``; a judge command reports ``judge.grading.batched.BatchJudgeResult``).
+"""How a stage's calls reach the model: the transport of a run (``LIVE``: one HTTP call
+each, through the stage's own client; ``BatchTransport``: through the endpoint's Batch API,
+on ``judge.models.batching``, at the batch price).
+
+Each stage keeps one runner (``judge.answers.collect.generate``, ``judge.grading.judging.judge``,
+``judge.audits.runner.run_audit``) that owns the run's bookkeeping: it opens the run, holds
+its lease, plans the calls, stores the rows and ends the run. The transport only sends:
+``open`` gives the runner a ``CallPass`` (the client and call cache its pass runs with, the
+tasks ready to store, and what to add to a failed row), and ``outcome`` says how the run
+stands when batches still run. A ``BatchTransport`` is made for one command and keeps its
+account (the batches, their tokens, the calls made live, the rows left waiting), from which
+the command's result is read (``BatchRunResult``; a judge command reports
+``judge.grading.batch_calls.BatchJudgeResult``).
 """
 
 from __future__ import annotations
@@ -10,8 +18,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypeVar
 
 from sqlalchemy.engine import Engine
 
@@ -30,6 +38,7 @@ from judge.models.batching import (
 from judge.models.cache import CallCacheView, CallOutcome
 from judge.models.client import ModelClient
 from judge.progress import Progress
+from judge.store.lifecycle import Outcome
 from judge.vocab import RunStatus
 
 
@@ -80,20 +89,82 @@ class Prices(Protocol):
         ...
 
 
-@dataclass
-class BatchPass:
-    """A stage's calls after their batches: what the batches did (``got``), the client the
-    stage's live pass uses in their place (``BatchAnswers``), the call cache with their
-    answers read in, and the tally of the calls that pass makes live."""
+T = TypeVar("T")
 
-    got: Collected
-    client: BatchAnswers
-    cache: CallCacheView
-    tally: LiveTally
+NOT_MADE = "not_made"
+"""``judge.runs.NOT_MADE`` (that module sits above this layer): the rows a pass did not make."""
 
-    def waiting(self, key: str) -> bool:
-        """Whether the call is in a batch still running (only when not waiting)."""
-        return key in self.got.pending
+
+class Summary(Protocol):
+    """What this layer reads of ``judge.runs.RunSummary``."""
+
+    @property
+    def run_id(self) -> int: ...
+
+    @property
+    def tasks(self) -> int: ...
+
+    @property
+    def flags(self) -> dict[str, int]: ...
+
+
+S = TypeVar("S", bound=Summary)
+
+Repairs = Literal["live", "batch"]
+"""Where a judge reply that needs a repair gets its repair call through a Batch transport:
+live at once, or in a follow-up batch."""
+
+
+class CallPass:
+    """What a stage's pass over its calls runs with: the client that makes a call and the
+    call cache in front of it. This one is the live pass: every task is ready, every call
+    goes to the stage's client, and a failed row is kept as it is."""
+
+    def __init__(self, client: ModelClient, cache: CallCacheView) -> None:
+        self.client = client
+        self.cache = cache
+
+    def ready(self, tasks: Sequence[T]) -> list[T]:
+        """The tasks whose rows can be stored now (live: all of them)."""
+        return list(tasks)
+
+    def count(self, outcomes: list[CallOutcome]) -> None:
+        """Hear a task's calls (a Batch pass counts those it made live)."""
+
+    def keep_raw_line(
+        self, row: dict[str, Any], outcome: CallOutcome, column: str = "error"
+    ) -> dict[str, Any]:
+        """A failed call's row as it will be stored (live: unchanged)."""
+        return row
+
+
+class BatchPass(CallPass):
+    """A stage's calls after their batches: the client the stage's pass uses in their place
+    (``BatchAnswers``), the call cache with their answers read in, the calls (in the order
+    of the tasks they were made for), and the transport whose account it adds to."""
+
+    def __init__(
+        self,
+        transport: BatchTransport,
+        got: Collected,
+        client: BatchAnswers,
+        cache: CallCacheView,
+        calls: Sequence[BatchCall],
+    ) -> None:
+        super().__init__(client, cache)
+        self.transport = transport
+        self.got = got
+        self.calls = calls
+
+    def ready(self, tasks: Sequence[T]) -> list[T]:
+        """The tasks whose call is not in a batch still running (only when not waiting);
+        the others are counted as left waiting for the next command."""
+        kept = [t for t, c in zip(tasks, self.calls, strict=True) if c.key not in self.got.pending]
+        self.transport.waiting += len(tasks) - len(kept)
+        return kept
+
+    def count(self, outcomes: list[CallOutcome]) -> None:
+        self.transport.tally.add(outcomes)
 
     def keep_raw_line(
         self, row: dict[str, Any], outcome: CallOutcome, column: str = "error"
@@ -105,16 +176,109 @@ class BatchPass:
             row[column] = f"{row[column]}; the line as it came: {raw}"
         return row
 
-    def absorb(self, later: BatchPass) -> None:
-        """Count a later pass of the same command (a second turn) in this one's result:
-        its batches, answers, failures and live calls."""
-        merge(self.got, later.got)
-        self.tally.add_counts(later.tally)
+
+Calls = Callable[[], Sequence[BatchCall]]
+"""The batch form of a pass's calls, one per task in order (built only by a Batch transport)."""
+
+
+class LiveTransport:
+    """Every call live, through the stage's own client (the default)."""
+
+    mode: Literal["live", "batch"] = "live"
+
+    def open(
+        self,
+        engine: Engine,
+        client: ModelClient,
+        owner: BatchOwner,
+        calls: Calls,
+        *,
+        progress: Progress | None = None,
+    ) -> CallPass:
+        """The live pass: the stage's client and its call cache (``calls`` is not read)."""
+        return CallPass(client, CallCacheView(engine, client.model))
+
+    def store_progress(self, progress: Progress | None) -> Progress | None:
+        """Who hears the rows stored (live: the caller's ``progress``)."""
+        return progress
+
+    def outcome(self, status: RunStatus, detail: str | None, what: str) -> Outcome:
+        """How the run stands (live: as the stage says)."""
+        return status, detail
+
+
+LIVE = LiveTransport()
+"""The live transport (it holds nothing, so one serves every run)."""
+
+
+@dataclass(eq=False)
+class BatchTransport:
+    """A command's calls through the endpoint's Batch API (``api``), used as ``options``
+    say; ``repairs``: where a judge's repair calls go. Made for one command: it keeps the
+    command's account (``account``: the batches and their tokens, ``tally``: the calls made
+    live, ``waiting``: rows left for a batch still running)."""
+
+    api: BatchApi
+    options: BatchOptions = BatchOptions()
+    repairs: Repairs = "live"
+    sleep: Callable[[float], None] = time.sleep
+    account: Collected = field(default_factory=Collected)
+    tally: LiveTally = field(default_factory=lambda: LiveTally())
+    waiting: int = 0
+    mode: Literal["live", "batch"] = "batch"
+
+    def __post_init__(self) -> None:
+        if self.repairs not in ("live", "batch"):
+            raise ValueError(f"repairs must be 'live' or 'batch', got {self.repairs!r}")
+
+    def send(
+        self,
+        engine: Engine,
+        owner: BatchOwner,
+        calls: Sequence[BatchCall],
+        progress: Progress | None = None,
+    ) -> Collected:
+        """``send_batches`` for ``owner``'s calls, added to this command's account."""
+        got = send_batches(
+            engine, self.api, owner, calls, options=self.options, progress=progress,
+            sleep=self.sleep,
+        )  # fmt: skip
+        merge(self.account, got)
+        return got
+
+    def open(
+        self,
+        engine: Engine,
+        client: ModelClient,
+        owner: BatchOwner,
+        calls: Calls,
+        *,
+        progress: Progress | None = None,
+    ) -> BatchPass:
+        """The pass of a stage whose every call is a first call (no repairs): ``calls`` sent
+        and collected; the calls a batch failed may go out live when
+        ``options.retry_live``, any other call not answered by a batch is failed with why
+        (``BatchAnswers``)."""
+        built = list(calls())
+        got = self.send(engine, owner, built, progress)
+        retry = self.options.retry_live
+        answers = BatchAnswers(client, got.failed, live=lambda key: retry and key in got.failed)
+        cache = CallCacheView(engine, client.model)
+        preload(engine, cache, [call.key for call in built])
+        return BatchPass(self, got, answers, cache, built)
+
+    def store_progress(self, progress: Progress | None) -> Progress | None:
+        """Who hears the rows stored: nobody (``progress`` heard the batches)."""
+        return None
+
+    def outcome(self, status: RunStatus, detail: str | None, what: str) -> Outcome:
+        """How the run stands while rows wait for batches still running (``waiting_outcome``)."""
+        return waiting_outcome(status, detail, self.waiting, what, self.account.batches)
 
     def cost(self, prices: Prices | None) -> float | None:
         """What this command paid: the batches' answers at the batch price, the live calls
         at the full price (None without prices)."""
-        got, live = self.got, self.tally
+        got, live = self.account, self.tally
         return pass_cost(
             prices,
             (got.prompt_tokens, got.completion_tokens),
@@ -124,26 +288,24 @@ class BatchPass:
     def result(
         self,
         kind: str,
-        run_id: int,
+        summary: Summary,
         *,
-        tasks: int,
-        flags: dict[str, int],
         missing: list[Unanswered],
-        pending: int,
         prices: Prices | None,
         status: str,
         detail: str | None,
     ) -> BatchRunResult:
-        """The command's result (``BatchRunResult``) from this pass and the run's ending."""
-        got, live = self.got, self.tally
+        """The command's result (``BatchRunResult``) from this account and the run's pass
+        (``summary``: every task planned, those left waiting counted ``not_made``)."""
+        got, live = self.account, self.tally
         return BatchRunResult(
             kind=kind,
-            run_id=run_id,
-            tasks=tasks,
-            flags=flags,
+            run_id=summary.run_id,
+            tasks=summary.tasks,
+            flags=dict(summary.flags),
             batches=got.batches,
             missing=missing,
-            pending=pending,
+            pending=self.waiting,
             batch_prompt_tokens=got.prompt_tokens,
             batch_completion_tokens=got.completion_tokens,
             live_calls=live.calls,
@@ -156,27 +318,18 @@ class BatchPass:
         )
 
 
-def batch_pass(
-    engine: Engine,
-    client: ModelClient,
-    api: BatchApi,
-    owner: BatchOwner,
-    calls: Sequence[BatchCall],
-    *,
-    options: BatchOptions = BatchOptions(),
-    progress: Progress | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-) -> BatchPass:
-    """``send_batches`` for a stage whose every call is a first call (no repairs): the
-    calls a batch failed may go out live when ``options.retry_live``, any other call not
-    answered by a batch is failed with why (``BatchAnswers``)."""
-    got = send_batches(engine, api, owner, calls, options=options, progress=progress, sleep=sleep)
-    answers = BatchAnswers(
-        client, got.failed, live=lambda key: options.retry_live and key in got.failed
-    )
-    cache = CallCacheView(engine, client.model)
-    preload(engine, cache, [call.key for call in calls])
-    return BatchPass(got, answers, cache, LiveTally())
+Transport = LiveTransport | BatchTransport
+"""How a run's calls reach the model."""
+
+
+def with_waiting(summary: S, tasks: int, waiting: int) -> S:
+    """A pass's summary over all ``tasks`` it planned, the ``waiting`` ones (their calls in
+    a batch still running) counted ``not_made``."""
+    if not waiting:
+        return summary
+    flags = dict(summary.flags)
+    flags[NOT_MADE] = flags.get(NOT_MADE, 0) + waiting
+    return replace(summary, tasks=tasks, flags=flags)  # type: ignore[type-var]
 
 
 def waiting_outcome(

@@ -1,14 +1,14 @@
-"""Judge runs through a provider's Batch API (``fairjudge judge RUN --batch``).
+"""A judge run's calls through a ``BatchTransport`` (``fairjudge judge RUN --batch``): the
+part of sending that is the judge's own; the run itself (identity, lease, plan, final status)
+is ``judging.judge``'s, as for a live run.
 
-The run is the same judge run a live command makes (same identity, lease, plan and tables):
-only how its first calls reach the model differs. They go out as batches
-(``judge.models.batching``), each line named by the call's cache key; once a batch ends its
-answers are in the call cache, and the live pass (``judgment.judge_one``) then stores every
-judgment from the cache, with the same parsing, repair and unscored rules as a live run. A
-call that a batch did not answer (an error line, an unreadable or missing line, an expired or
-failed batch) becomes a ``call_failed`` judgment with the batch's reason (and the raw line
-when there was one), so the run ends ``incomplete`` and the same command sends exactly those
-calls again, in a new batch.
+The first calls go out as batches (``judge.models.batching``), each line named by the call's
+cache key; once a batch ends its answers are in the call cache, and the live pass
+(``judgment.judge_one``) then stores every judgment from the cache, with the same parsing,
+repair and unscored rules as a live run. A call that a batch did not answer (an error line,
+an unreadable or missing line, an expired or failed batch) becomes a ``call_failed``
+judgment with the batch's reason (and the raw line when there was one), so the run ends
+``incomplete`` and the same command sends exactly those calls again, in a new batch.
 
 A reply that needs a repair gets its repair call live by default; with ``repairs="batch"``
 the repairs go out in a follow-up batch (so a run pays no live price at all, and waits for
@@ -18,30 +18,16 @@ command.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from judge.config import JudgeConfig
-from judge.grading.judging import _final_status, _plan, open_judge_run
 from judge.grading.judgment import JudgeTask, call_params, judge_one, repair_request
 from judge.grading.parsing import Unscored, UnscoredKind, parse_grade
-from judge.grading.rubrics import RubricSet
-from judge.models.batch import BatchApi
-from judge.models.batch_options import BatchOptions
-from judge.models.batch_pass import (
-    LiveTally,
-    batch_cost_note,
-    merge,
-    pass_cost,
-    pass_json,
-    waiting_outcome,
-)
 from judge.models.batching import (
     BatchAnswers,
     BatchCall,
@@ -51,27 +37,20 @@ from judge.models.batching import (
     batch_call,
     failed_raw,
     preload,
-    send_batches,
 )
 from judge.models.cache import CallCacheView, CallGate, CallOutcome
 from judge.models.client import Completion, ModelClient
+from judge.models.transport import (
+    BatchTransport,
+    batch_cost_note,
+    merge,
+    pass_json,
+)
 from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook, RenderedPrompt
-from judge.runs import (
-    NOT_MADE,
-    UNUSABLE_SHARE,
-    ResultWriter,
-    Row,
-    RunSummary,
-    run_lease,
-    store_results,
-)
-from judge.store.engine import session_scope
-from judge.store.lifecycle import Outcome, finish_run, start_run
+from judge.runs import NOT_MADE, ResultWriter, Row, RunSummary, store_results
 from judge.store.tables import Item, JudgeRun, Judgment
-
-Repairs = Literal["live", "batch"]
 
 
 @dataclass(frozen=True)
@@ -140,76 +119,51 @@ class BatchJudgeResult:
         return batch_cost_note(discount, "the judge endpoint")
 
 
-def judge_batch(
+def judge_result(
     engine: Engine,
-    client: ModelClient,
-    api: BatchApi,
-    book: PromptBook,
-    rubrics: RubricSet,
-    config: JudgeConfig,
-    generation_run_id: int,
+    summary: RunSummary,
+    transport: BatchTransport,
     *,
-    swap_order: bool = False,
-    repairs: Repairs = "live",
-    options: BatchOptions = BatchOptions(),
-    prices: Prices | None = None,
-    progress: Progress | None = None,
-    on_run: Callable[[int], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    max_unusable: float = UNUSABLE_SHARE,
+    prices: Prices | None,
+    status: str,
+    status_detail: str | None,
 ) -> BatchJudgeResult:
-    """Create (or resume) the judge run for these settings, as ``judging.judge`` does, and
-    make its missing judgments with their first calls sent as batches (``options``: how the
-    Batch API is used; ``repairs``: where repair calls go, as the module says).
-    ``progress`` hears the batches' (finished, total) calls while they run. Without
-    ``options.wait``, batches still running are left for the next command: their judgments
-    are not made (``pending``) and the run ends ``incomplete`` saying so. ``max_unusable``:
-    the share of unscored judgments above which the run ends ``unusable`` (``[runs]
-    max_unusable_share``)."""
-    if repairs not in ("live", "batch"):
-        raise ValueError(f"repairs must be 'live' or 'batch', got {repairs!r}")
-    run_id = open_judge_run(
-        engine, client, book, rubrics, config, generation_run_id,
-        swap_order=swap_order, on_run=on_run,
-    )  # fmt: skip
-    with run_lease(engine, JudgeRun.run_kind, run_id):
-        with session_scope(engine) as session:
-            jrun = start_run(session, JudgeRun, run_id)
-            tasks = _plan(session, jrun, rubrics)
-        prompts = [_prompt(task, book, jrun) for task in tasks]
-        sent = _send(
-            engine, client, api, book, jrun, tasks, prompts, repairs, options, progress, sleep
-        )
-        summary, tally = _make_judgments(
-            engine, client, book, jrun, tasks, prompts, sent, repairs, options
-        )
-        waiting = summary.flags.get(NOT_MADE, 0)
-
-        def outcome(session: Session, run: JudgeRun) -> Outcome:
-            status, detail = _final_status(session, run, max_unusable=max_unusable)
-            return waiting_outcome(status, detail, waiting, "judgments", sent.got.batches)
-
-        status, detail = finish_run(engine, JudgeRun, run_id, outcome)
-    got = sent.got
+    """What a ``--batch`` judge command did, from its pass (``summary``), its transport's
+    account and how the run stands."""
+    got, tally = transport.account, transport.tally
     return BatchJudgeResult(
         summary=summary,
         batches=got.batches,
-        missing=missing_calls(engine, run_id),
-        pending=waiting,
+        missing=missing_calls(engine, summary.run_id),
+        pending=transport.waiting,
         batch_prompt_tokens=got.prompt_tokens,
         batch_completion_tokens=got.completion_tokens,
         live_calls=tally.calls,
         live_prompt_tokens=tally.prompt_tokens,
         live_completion_tokens=tally.completion_tokens,
         prices=prices,
-        cost=pass_cost(
-            prices,
-            (got.prompt_tokens, got.completion_tokens),
-            (tally.prompt_tokens, tally.completion_tokens),
-        ),
-        status=status.value,
-        status_detail=detail,
+        cost=transport.cost(prices),
+        status=status,
+        status_detail=status_detail,
     )
+
+
+def judge_through_batches(
+    engine: Engine,
+    client: ModelClient,
+    book: PromptBook,
+    jrun: JudgeRun,
+    tasks: list[JudgeTask],
+    transport: BatchTransport,
+    progress: Progress | None,
+) -> RunSummary:
+    """Make the planned judgments of ``jrun`` with their first calls sent as batches (and,
+    with ``transport.repairs == "batch"``, their repairs in a follow-up batch), as the module
+    says: the pass's summary, the tasks still waiting for a batch counted not made (and on
+    ``transport.waiting``). ``progress`` hears the batches' (finished, total) calls."""
+    prompts = [_prompt(task, book, jrun) for task in tasks]
+    sent = _send(engine, client, book, jrun, tasks, prompts, transport, progress)
+    return _make_judgments(engine, client, book, jrun, tasks, prompts, sent, transport)
 
 
 @dataclass(frozen=True)
@@ -225,15 +179,12 @@ class _Sent:
 def _send(
     engine: Engine,
     client: ModelClient,
-    api: BatchApi,
     book: PromptBook,
     jrun: JudgeRun,
     tasks: list[JudgeTask],
     prompts: list[RenderedPrompt | None],
-    repairs: Repairs,
-    options: BatchOptions,
+    transport: BatchTransport,
     progress: Progress | None,
-    sleep: Callable[[float], None],
 ) -> _Sent:
     """Send every task's first call as batches (resuming the run's open ones), then, with
     ``repairs="batch"``, the repair calls the answers need as batches of their own."""
@@ -243,20 +194,24 @@ def _send(
         None if prompt is None else batch_call(client, prompt.messages, **call_params(task, jrun))
         for task, prompt in zip(tasks, prompts, strict=True)
     ]
-    owner = BatchOwner(JudgeRun.run_kind, run_id)
-    got = send_batches(
-        engine, api, owner, _known(firsts), options=options, progress=progress, sleep=sleep
-    )
+    got = transport.send(engine, BatchOwner(JudgeRun.run_kind, run_id), _known(firsts), progress)
     repair_keys: dict[int, str] = {}
-    if repairs == "batch":
+    if transport.repairs == "batch":
         calls = _repair_calls(engine, tasks, prompts, firsts, got, client, book, jrun)
         repair_keys = {i: call.key for i, call in calls.items()}
-        more = send_batches(
-            engine, api, BatchOwner(JudgeRun.run_kind, run_id, "repair"),
-            list(calls.values()), options=options, progress=progress, sleep=sleep,
-        )  # fmt: skip
-        merge(got, more)
+        owner = BatchOwner(JudgeRun.run_kind, run_id, "repair")
+        more = transport.send(engine, owner, list(calls.values()), progress)
+        got = _merged(got, more)
     return _Sent(firsts, got, repair_keys)
+
+
+def _merged(first: Collected, more: Collected) -> Collected:
+    """Both sends' answers, failures and calls still waiting (the command's account holds
+    both already)."""
+    both = Collected()
+    merge(both, first)
+    merge(both, more)
+    return both
 
 
 def _make_judgments(
@@ -267,11 +222,11 @@ def _make_judgments(
     tasks: list[JudgeTask],
     prompts: list[RenderedPrompt | None],
     sent: _Sent,
-    repairs: Repairs,
-    options: BatchOptions,
-) -> tuple[RunSummary, LiveTally]:
+    transport: BatchTransport,
+) -> RunSummary:
     """Make and store the judgments whose calls are answered (tasks still waiting for a
-    batch are counted not made); the run's summary and the live calls' tally."""
+    batch are counted not made); the run's summary (the live calls on the transport's
+    tally)."""
     assert jrun.id is not None
     run_id = jrun.id
     firsts, got, repair_keys = sent.firsts, sent.got, sent.repair_keys
@@ -279,13 +234,13 @@ def _make_judgments(
 
     def live(key: str) -> bool:
         if key in got.failed:
-            return options.retry_live
-        return key not in first_keys and repairs == "live"
+            return transport.options.retry_live
+        return key not in first_keys and transport.repairs == "live"
 
     answers = BatchAnswers(client, got.failed, live=live)
     cache = CallCacheView(engine, client.model)
     preload(engine, cache, [c.key for c in firsts if c] + list(repair_keys.values()))
-    tally = LiveTally()
+    tally = transport.tally
 
     def judged(index: int, gate: CallGate | None) -> tuple[Row | None, list[CallOutcome]]:
         task, prompt = tasks[index], prompts[index]
@@ -325,7 +280,8 @@ def _make_judgments(
     flags = Counter(second.flags) + first_pass
     if len(ready) < len(tasks):
         flags[NOT_MADE] += len(tasks) - len(ready)
-    summary = RunSummary(
+    transport.waiting += len(tasks) - len(ready)
+    return RunSummary(
         run_id,
         len(tasks),
         second.model_calls,
@@ -333,7 +289,6 @@ def _make_judgments(
         second.http_attempts,
         dict(flags),
     )
-    return summary, tally
 
 
 STORE_CHUNK = 1000

@@ -5,8 +5,8 @@ calls: of a call's prompt tokens, those the provider served from its prompt cach
 ``usage.prompt_tokens_details.cached_tokens``), priced at the endpoint's
 ``cached_input_price_per_mtok``. Every existing row gets 0: nothing was counted as cached.
 
-Revision ID: 0020
-Revises: 0019
+Revision ID: 0021
+Revises: 0020
 Create Date: 2026-12-03
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0020"
-down_revision = "0019"
+revision = "0021"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 
