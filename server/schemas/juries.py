@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from judge.errors import InvalidInputError
 from server.schemas.agreement import RatingScopeQuery
 from server.usecases.juries import JuryOptions
 from server.usecases.requests import MAX_ID
@@ -24,17 +25,15 @@ class JuryQuery(RatingScopeQuery, JuryOptions):
         "runs of the same answers, at most 20.",
     )
 
-    @field_validator("runs")
-    @classmethod
-    def _ids_within_range(cls, value: str) -> str:
-        for part in value.split(","):
-            if not 1 <= int(part) <= MAX_ID:
-                raise ValueError(f"each run id must be between 1 and {MAX_ID}, got {part}")
-        return value
-
     @property
     def run_ids(self) -> list[int]:
-        return [int(part) for part in self.runs.split(",")]
+        """The run ids; InvalidInputError (a 400: the query matches its document, the ids do
+        not name runs that can exist) for one outside 1..MAX_ID."""
+        ids = [int(part) for part in self.runs.split(",")]
+        bad = [i for i in ids if not 1 <= i <= MAX_ID]
+        if bad:
+            raise InvalidInputError(f"each run id must be between 1 and {MAX_ID}, got {bad[0]}")
+        return ids
 
 
 class _Out(BaseModel):

@@ -22,9 +22,10 @@ class Transport(BaseModel):
     """How a run's calls reach the model: ``live`` (one call each, the default) or ``batch``
     (through the endpoint's Batch API, at the batch price: the endpoint needs ``batch =
     true``; docs/judging.md, "The Batch API"). The other fields tune a batch and are
-    refused with ``live``."""
+    refused with ``live``. Read strictly (a ``retry_live`` of 1 or "yes" is refused, not
+    taken for true), since an API body reaches it as it was sent."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     mode: Literal["live", "batch"] = Field(
         default="live", description="live: one call each; batch: the endpoint's Batch API."

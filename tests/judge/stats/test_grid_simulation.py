@@ -8,8 +8,6 @@ every simulated run at once), ``holm`` over the grid, ``flags`` at ``GRID_ALPHA`
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from judge.metrics import GRID_ALPHA
@@ -51,7 +49,6 @@ def _grid_p(scores: np.ndarray) -> np.ndarray:
 
 
 def test_null_grid_keeps_the_family_wise_error_and_a_planted_cell_is_found() -> None:
-    start = time.perf_counter()
     rng = np.random.default_rng(20260242)
     null_p = _grid_p(_scores(rng, planted=False))
     planted_p = _grid_p(_scores(rng, planted=True))
@@ -70,4 +67,3 @@ def test_null_grid_keeps_the_family_wise_error_and_a_planted_cell_is_found() -> 
     assert power >= 0.8, f"planted cell found in {power:.3f} of runs"
     # The other 35 cells are null in the planted runs too: flags there stay rare.
     assert planted_flags[:, 1:].any(axis=1).mean() <= 0.05
-    assert time.perf_counter() - start < 10

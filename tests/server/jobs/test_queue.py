@@ -102,6 +102,7 @@ def test_a_judge_job_runs_to_the_end(engine: Engine, stub: StubServer, db_url: s
         "by_status": {"scored": S1_ITEMS},
         "prompt_tokens": sum(j.prompt_tokens for j in rows),  # summed here, row by row
         "completion_tokens": sum(j.completion_tokens for j in rows),
+        "cached_prompt_tokens": sum(j.cached_prompt_tokens for j in rows),
     }
     assert counts["prompt_tokens"] > 0
 
