@@ -68,7 +68,7 @@ def parse_pair_verdict(raw: str | None) -> PairReading:
     fenced = _FENCED.match(text)
     if fenced:
         text = fenced.group(1).strip()
-    if text.startswith("{"):
+    if text.startswith(("{", "[")):
         return _from_json(text)
     lines = [line for line in text.splitlines() if line.strip()]
     found = _LINE.fullmatch(lines[-1])

@@ -130,7 +130,8 @@ def judge_label(
         "templates": book.pair_version,
     }
     digest = sha256(json.dumps(settings, sort_keys=True))
-    return f"{client.model} [{crit.name} {digest[:8]}]"
+    # No brackets: a label is printed in tables whose markup would read "[...]" as a style.
+    return f"{client.model}/{crit.name}/{digest[:8]}"
 
 
 def _answers(session: Session, run_id: int) -> dict[tuple[int, str], str | None]:

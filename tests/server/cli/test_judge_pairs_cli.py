@@ -158,12 +158,17 @@ def test_planted_pairwise_judges_through_the_cli(
 
     # stored verdicts equal the verdicts the stub sent, counted from its request bodies
     counts = stored(store)
-    assert counts[judge_blind] == Counter(verdict_of(blind_rule(b["messages"])) for b in blind_bodies)
+    assert counts[judge_blind] == Counter(
+        verdict_of(blind_rule(b["messages"])) for b in blind_bodies
+    )
     assert counts[judge_first] == Counter({"A": questions * 2})
     # item 0's prose is kept raw as unreadable, never a verdict: 3 pairs x 2 orders x 2 reps
     assert counts[judge_blind]["unreadable"] == 12
     with sqlite3.connect(store) as conn:
-        raws = {r for (r,) in conn.execute("SELECT raw FROM pairwiseverdict WHERE verdict = 'unreadable'")}
+        raws = {
+            r
+            for (r,) in conn.execute("SELECT raw FROM pairwiseverdict WHERE verdict = 'unreadable'")
+        }
     assert raws == {PROSE}
 
     shown_out = fairjudge(config, "judgments", "position", "--json", "--bootstrap", "200")
@@ -195,3 +200,53 @@ def test_planted_pairwise_judges_through_the_cli(
     assert (wins, row["ties"], losses, row["unreadable"]) == (4, 2, 4, 2)
     # three models: Bradley-Terry strengths for each of them
     assert blind["bradley_terry"] is not None and len(blind["bradley_terry"]) == 3
+
+
+def test_failed_calls_are_not_verdicts_and_a_rerun_retries_exactly_them(
+    tmp_path: Path, db_url: str, engine: Engine
+) -> None:
+    store = Path(str(engine.url.database))
+    good, mid, _ = (str(r) for r in _runs(engine))
+    failing = {"on": True}
+
+    def flaky(messages: list[dict[str, str]]) -> str | int:
+        # item 1's calls fail with HTTP 500 (the config allows 1 retry) while "on"
+        if failing["on"] and shown(messages)[0][0] == 1:
+            return 500
+        return blind_rule(messages)
+
+    with StubServer(responder=flaky) as stub:
+        config = write_config(tmp_path / "f.toml", stub.base_url, db_url)
+        done = fairjudge(config, "judge-pairs", good, mid)
+        # exit 3 (incomplete): item 1's two orders failed for good and were not stored
+        assert done.returncode == 3, done.stderr
+        assert "2 call(s) failed for good and were not stored" in done.stderr
+        with sqlite3.connect(store) as conn:
+            (n,) = conn.execute("SELECT count(*) FROM pairwiseverdict").fetchone()
+        assert n == 6 * 2 - 2
+        sent = len(stub.state.bodies)
+        failing["on"] = False
+        again = fairjudge(config, "judge-pairs", good, mid, "--json")
+        assert again.returncode == 0, again.stderr
+        new = stub.state.bodies[sent:]
+        # only item 1's two orders were asked again, each once
+        assert sorted(shown(b["messages"])[0][0] for b in new) == [1, 1]
+    with sqlite3.connect(store) as conn:
+        (n,) = conn.execute("SELECT count(*) FROM pairwiseverdict").fetchone()
+    assert n == 12
+
+
+def test_bad_input_is_one_line_before_any_call(tmp_path: Path, db_url: str, engine: Engine) -> None:
+    good, _, _ = (str(r) for r in _runs(engine))
+    with StubServer(responder=blind_rule) as stub:
+        config = write_config(tmp_path / "f.toml", stub.base_url, db_url)
+        one = fairjudge(config, "judge-pairs", good)
+        assert one.returncode == 1 and "two generation runs or more" in one.stderr
+        twice = fairjudge(config, "judge-pairs", good, good)
+        assert twice.returncode == 1 and "each once" in twice.stderr
+        nope = fairjudge(config, "judge-pairs", good, "999")
+        assert nope.returncode == 1 and "no generation run 999" in nope.stderr
+        crit = fairjudge(config, "judge-pairs", good, "2", "--criterion", "vibes")
+        assert crit.returncode == 1
+        assert "no pairwise criterion 'vibes'; known: fairness, overall" in crit.stderr
+        assert stub.state.bodies == []
