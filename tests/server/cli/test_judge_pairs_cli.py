@@ -19,6 +19,7 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy.engine import Engine
 from sqlmodel import select
@@ -27,6 +28,7 @@ from judge.data.datasets import import_items
 from judge.data.responses import import_responses
 from judge.store.engine import session_scope
 from judge.store.tables import Item
+from tests.server.api.test_api import make_api
 from tests.support.cli import Done
 from tests.support.cli import fairjudge as run_fairjudge
 from tests.support.factories import SAMPLE, write_config
@@ -201,6 +203,17 @@ def test_planted_pairwise_judges_through_the_cli(
     # three models: Bradley-Terry strengths for each of them
     assert blind["bradley_terry"] is not None and len(blind["bradley_terry"]) == 3
 
+    # the API serves the same figures for the judge, unchanged (its label has a "/")
+    with StubServer() as stub:
+        api = make_api(db_url, stub, tmp_path)
+        try:
+            reply = api.get(f"/api/v1/pairwise/position?judge={quote(judge_first)}&n_bootstrap=200")
+            assert reply.status_code == 200, reply.json
+            (j,) = reply.json["judges"]
+            assert (j["pairs"], j["primacy_preferring"], j["flagged"]) == (16, 16, True)
+        finally:
+            api.close()
+
 
 def test_failed_calls_are_not_verdicts_and_a_rerun_retries_exactly_them(
     tmp_path: Path, db_url: str, engine: Engine
@@ -250,3 +263,29 @@ def test_bad_input_is_one_line_before_any_call(tmp_path: Path, db_url: str, engi
         assert crit.returncode == 1
         assert "no pairwise criterion 'vibes'; known: fairness, overall" in crit.stderr
         assert stub.state.bodies == []
+
+
+def test_max_cost_holds_calls_back(tmp_path: Path, db_url: str, engine: Engine) -> None:
+    good, mid, _ = (str(r) for r in _runs(engine))
+    with StubServer(responder=blind_rule) as stub:
+        config = write_config(tmp_path / "f.toml", stub.base_url, db_url)
+        # no prices: refused before any call, the line says what to set
+        priceless = fairjudge(config, "judge-pairs", good, mid, "--max-cost", "1")
+        assert priceless.returncode == 1 and "input_price_per_mtok" in priceless.stderr
+        text = config.read_text().replace(
+            "max_backoff_s = 0.1\n",
+            "max_backoff_s = 0.1\ninput_price_per_mtok = 1.0\noutput_price_per_mtok = 2.0\n",
+        )
+        config.write_text(text)
+        # a bound of 0: any call could pass it, so none goes out; exit 3, nothing stored
+        held = fairjudge(config, "judge-pairs", good, mid, "--max-cost", "0")
+        assert held.returncode == 3 and "--max-cost 0.0 reached" in held.stderr
+        assert stub.state.bodies == []
+        done = fairjudge(config, "judge-pairs", good, mid, "--json")
+        assert done.returncode == 0, done.stderr
+        (p,) = json.loads(done.stdout)["passes"]
+        assert p["model_calls"] == 12 == len(stub.state.bodies)
+        # the stub reports 10 prompt and 5 completion tokens a call (tests/support/stub_openai):
+        # 12 calls at 1 and 2 per million tokens: (120 * 1 + 60 * 2) / 1e6
+        assert p["cost"]["prompt_tokens"] == 120 and p["cost"]["completion_tokens"] == 60
+        assert abs(p["cost"]["cost"] - 240 / 1e6) < 1e-15
