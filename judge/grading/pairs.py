@@ -200,12 +200,14 @@ def plan_pairs(
                 missing.append(question)
                 continue
             asked = book.generation_prompt(item.stage, part, item.fields).messages[0]["content"]
+            # each order rendered once: its repetitions differ only by their seed
+            orders = [
+                (first, second, book.pair_prompt(crit, asked, x, y).messages)
+                for first, second, x, y in ((label_a, label_b, a, b), (label_b, label_a, b, a))
+            ]
             for rep in range(1, repeats + 1):
-                for first, second, x, y in ((label_a, label_b, a, b), (label_b, label_a, b, a)):
-                    prompt = book.pair_prompt(crit, asked, x, y)
-                    tasks.append(
-                        PairTask(question, item.stage, rep, first, second, prompt.messages)
-                    )
+                for first, second, messages in orders:
+                    tasks.append(PairTask(question, item.stage, rep, first, second, messages))
     return PairPlan(
         judge, digest, source, None if found is None else found.id, tasks, missing, done
     )
