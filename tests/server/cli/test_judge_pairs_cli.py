@@ -26,6 +26,7 @@ from sqlmodel import select
 
 from judge.data.datasets import import_items
 from judge.data.responses import import_responses
+from judge.runs import run_lease
 from judge.store.engine import session_scope
 from judge.store.tables import Item
 from tests.server.api.test_api import make_api
@@ -239,6 +240,11 @@ def test_failed_calls_are_not_verdicts_and_a_rerun_retries_exactly_them(
         assert n == 6 * 2 - 2
         sent = len(stub.state.bodies)
         failing["on"] = False
+        # while another holder has the run's lease, the command is refused before any call
+        with run_lease(engine, "pairwise", 1):
+            busy = fairjudge(config, "judge-pairs", good, mid)
+        assert busy.returncode == 1 and "pairwise run 1 is being run by process" in busy.stderr
+        assert len(stub.state.bodies) == sent
         again = fairjudge(config, "judge-pairs", good, mid, "--json")
         assert again.returncode == 0, again.stderr
         new = stub.state.bodies[sent:]
