@@ -54,7 +54,8 @@ def _print_done(result: dict[str, Any]) -> None:
                 f"missing or empty: {shown}"
             )
     lines.append(
-        f'judge {result["judge"]}: `fairjudge judgments position --judge "{result["judge"]}"`'
+        f"judge {result['judge']}; its figures over every run it judged follow (again: "
+        f"`fairjudge judgments position --judge {result['judge']}`)"
     )
     print_lines(lines)
 
@@ -88,6 +89,14 @@ def _print_done(result: dict[str, Any]) -> None:
     help="Only say how many calls, tokens and how much money the command would take; send "
     "and store nothing.",
 )
+@click.option(
+    "--inconsistent",
+    type=click.Choice(["tie", "apart"]),
+    default="tie",
+    show_default=True,
+    help="In the figures printed after the run: an inconsistent pair counted as a tie, or kept "
+    "apart (as `judgments position --inconsistent`).",
+)
 @json_option
 @click.pass_obj
 def judge_pairs(
@@ -97,6 +106,7 @@ def judge_pairs(
     repeats: int,
     max_cost: float | None,
     dry_run: bool,
+    inconsistent: str,
     as_json: bool,
 ) -> None:
     """Compare the answers of generation runs to the same items with the judge endpoint: for
@@ -105,8 +115,14 @@ def judge_pairs(
     figures with `fairjudge judgments position`. Exits 3 when calls failed or --max-cost
     stopped it (a rerun goes on)."""
     from judge.errors import IncompleteError
+    from server.cli.judgments import render_figures
+    from server.usecases import session
+    from server.usecases.pairwise import (
+        PositionOptions,
+        judge_pairs_dry_run,
+        pairwise_position_or_none,
+    )
     from server.usecases.pairwise import judge_pairs as run
-    from server.usecases.pairwise import judge_pairs_dry_run
 
     settings = ctx.settings()
     engine = ctx.engine(settings)
@@ -117,7 +133,18 @@ def judge_pairs(
     with progress_bar("judging pairs", as_json) as bar:
         result = run(engine, settings, runs, criterion=criterion, repeats=repeats,
                      max_cost=max_cost, progress=bar)  # fmt: skip
-    emit(result, as_json, _print_done)
+    with session(engine) as s:
+        options = PositionOptions.model_validate(
+            {"judge": result["judge"], "inconsistent": inconsistent}
+        )
+        result["figures"] = pairwise_position_or_none(s, options)
+
+    def render(r: dict[str, Any]) -> None:
+        _print_done(r)
+        if r["figures"] is not None:
+            render_figures(r["figures"])
+
+    emit(result, as_json, render)
     failed = sum(len(p["calls_failed"]) for p in result["passes"])
     if result["passes"][-1]["budget_stopped"]:
         raise IncompleteError(

@@ -156,6 +156,9 @@ def test_planted_pairwise_judges_through_the_cli(
         assert done.returncode == 0, done.stderr
         first_bodies = list(stub.state.bodies)
         judge_first = json.loads(done.stdout)["judge"]
+        # the command ends with its judge's figures: every pair primacy, flagged
+        (fig,) = json.loads(done.stdout)["figures"]["judges"]
+        assert (fig["judge"], fig["primacy_preferring"], fig["flagged"]) == (judge_first, 16, True)
         assert len(first_bodies) == questions * 2
     assert judge_blind != judge_first  # another server is another judge
 
