@@ -298,3 +298,8 @@ def test_max_cost_holds_calls_back(tmp_path: Path, db_url: str, engine: Engine) 
         # 12 calls at 1 and 2 per million tokens: (120 * 1 + 60 * 2) / 1e6
         assert p["cost"]["prompt_tokens"] == 120 and p["cost"]["completion_tokens"] == 60
         assert abs(p["cost"]["cost"] - 240 / 1e6) < 1e-15
+        # a second repetition asks only it: 6 questions x 2 orders, each with seed 1 (rep 2)
+        more = fairjudge(config, "judge-pairs", good, mid, "--repeats", "2")
+        assert more.returncode == 0, more.stderr
+        new = stub.state.bodies[12:]
+        assert len(new) == 12 and {b.get("seed") for b in new} == {1}
