@@ -72,6 +72,8 @@
 26. Pairwise (bench/pairwise.py): ``fairjudge judgments import`` of Shi et al.'s 27 record
     files (5,184 judgments) into a fresh store, a whole process (target <= 10 s), and
     ``judgments position --json`` of the stored judges.
+27. Judge pairs (bench/judge_pairs.py): ``fairjudge judge-pairs`` against the stub (200 ms,
+    concurrency 16): ratio to the ideal beside ``judge``'s with as many calls; the rerun.
 
 Results are printed as they come and written to bench/results/latest.json. ``python -m
 bench.run wire rerun`` runs only the named parts.
@@ -103,6 +105,7 @@ from bench.chance import bench_chance
 from bench.dedupe import dedupe_bench
 from bench.gates import bench_gates
 from bench.generate import generate_bench
+from bench.judge_pairs import bench_judge_pairs
 from bench.labelstudio import bench_labelstudio
 from bench.pairwise import bench_pairwise
 from bench.qualify import bench_qualify
@@ -392,6 +395,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "paired": lambda tmp: _paired_bench(),
     "gates": bench_gates,
     "pairwise": bench_pairwise,
+    "judge_pairs": bench_judge_pairs,
 }
 
 

@@ -41,6 +41,8 @@ ALL_FILES = (
 )
 RUBRIC_FILES = ("judge_rubric_system.j2", "judge_rubric_user.j2", "judge_rubric_repair.j2")
 FOLLOWUP_FILES = ("audit_followup_system.j2", "audit_followup_user.j2")
+PAIR_FILES = ("judge_pair_criteria.toml", "judge_pair_system.j2", "judge_pair_user.j2")
+"""Pairwise judging (``judge.grading.pairs``): its criteria and its two templates."""
 DATASET_GENERATION_FILES = (
     "dataset_generation.toml",
     "dataset_generation_system.j2",
@@ -145,6 +147,14 @@ class PromptBook:
         )
         self._datagen_system = env.from_string(datagen["dataset_generation_system.j2"])
         self._datagen_user = env.from_string(datagen["dataset_generation_user.j2"])
+        pair = {n: self._rubric_file(n) for n in PAIR_FILES}
+        self.pair_criteria: dict[str, Any] = tomllib.loads(pair["judge_pair_criteria.toml"])
+        self.pair_version = (
+            f"judge-pair-v{self.pair_criteria.get('version', 0)}"
+            f"+{sha256(''.join(pair.values()))[:10]}"
+        )
+        self._pair_system = env.from_string(pair["judge_pair_system.j2"])
+        self._pair_user = env.from_string(pair["judge_pair_user.j2"])
 
     def _rubric_file(self, name: str) -> str:
         """A template added after the first release (registered rubrics, audit follow-ups,
@@ -191,6 +201,17 @@ class PromptBook:
             {"role": "user", "content": user.strip()},
         ]
         return RenderedPrompt(messages, self.template_version(rubric), messages_hash(messages))
+
+    def pair_prompt(self, criterion: Any, question: str, first: str, second: str) -> RenderedPrompt:
+        """The judge messages that compare two answers to one question (``first`` shown as
+        ANSWER A) by a pairwise ``criterion`` (its ``title`` and ``criterion`` text)."""
+        texts = [fence("QUESTION", question), fence("ANSWER A", first), fence("ANSWER B", second)]
+        user = self._pair_user.render(criterion=criterion, texts=texts)
+        messages = [
+            {"role": "system", "content": self._pair_system.render().strip()},
+            {"role": "user", "content": user.strip()},
+        ]
+        return RenderedPrompt(messages, self.pair_version, messages_hash(messages))
 
     def followup_class_prompt(
         self, *, winner: str, other: str, total: int, items: int, explanation: str

@@ -2,10 +2,11 @@
 answers to one question, in one order, said which was better (A: the one shown first, B: the
 one shown second), a tie, or nothing readable.
 
-They live in their own module rather than ``tables.py`` because no stage of FairJudge's own
-pipeline writes them: a published study's records have no dataset, generation run or judge
-run behind them, only labels (judge, question, models). They sit on the same
-``SQLModel.metadata`` and are created by the same migrations (revision 0019);
+They live in their own module rather than ``tables.py`` because a published study's records
+have no dataset, generation run or judge run behind them, only labels (judge, question,
+models). FairJudge's own judge writes them too (``fairjudge judge-pairs``,
+``judge.grading.pairs``): one import per pairwise judge run, format ``judge-pairs``.
+They sit on the same ``SQLModel.metadata`` and are created by the same migrations (revision 0019);
 ``judge/store/engine.py`` registers them beside ``tables.py``.
 
 ``PairwiseImport`` is one imported file (or folder of files); ``PairwiseVerdict`` one judge's

@@ -32,6 +32,7 @@ from server.cli import (
     export,
     gate,
     jobs,
+    judge_pairs,
     judgments,
     jury,
     keys,
@@ -161,6 +162,7 @@ cli.add_command(db.db)
 cli.add_command(audit.audit)
 cli.add_command(trust.checks)
 cli.add_command(judgments.judgments)
+cli.add_command(judge_pairs.judge_pairs)
 
 INTERRUPTED = "interrupted: finished work is stored; run the same command again to resume"
 

@@ -87,7 +87,8 @@ def _ci(value: float | None, ci: list[float | None], fmt: str) -> str:
     return text if low is None or high is None else f"{text} [{low:{fmt}}, {high:{fmt}}]"
 
 
-def _render(result: dict[str, Any]) -> None:
+def render_figures(result: dict[str, Any]) -> None:
+    """The position figures of ``judgments position`` for people (also after ``judge-pairs``)."""
     pct = int(round(result["level"] * 100))
     head = [
         "judge", "pairs", f"position consistency [{pct} % CI]",
@@ -186,4 +187,4 @@ def judgments_position(
     )
     with session(ctx.engine()) as s:
         result = pairwise_position(s, options)
-    emit(result, as_json, _render)
+    emit(result, as_json, render_figures)

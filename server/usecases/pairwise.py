@@ -4,6 +4,7 @@ stability, win rates and Bradley-Terry strengths per judge (``fairjudge judgment
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
+    from judge.config import Settings
+    from judge.progress import Progress
     from judge.trust.pairwise_import import PairwiseImportSummary
 
 FORMATS = ("shi2024", "csv", "jsonl")
@@ -100,3 +103,110 @@ def pairwise_position_or_none(session: Session, options: PositionOptions) -> dic
         n_bootstrap=options.n_bootstrap, seed=options.seed,
     )  # fmt: skip
     return result.to_json()
+
+
+def _pair_setup(settings: Settings, session: Session, runs: Sequence[int]) -> tuple[Any, Any]:
+    """The judge endpoint's client (no /models check) and the prompt book; two runs at least,
+    none named twice."""
+    from judge.errors import InvalidInputError
+    from judge.models.client import ModelClient
+    from judge.prompts import PromptBook
+
+    if len(runs) < 2 or len(set(runs)) != len(runs):
+        raise InvalidInputError(
+            f"judge-pairs needs two generation runs or more, each once; got {list(runs)}"
+        )
+    name = settings.judge.endpoint
+    return ModelClient(name, settings.endpoint(name)), PromptBook(settings.prompts_path())
+
+
+def judge_pairs_dry_run(
+    engine: Engine, settings: Settings, runs: Sequence[int], *, criterion: str, repeats: int
+) -> dict[str, Any]:
+    """What ``judge_pairs`` would send for each pair of ``runs`` and cost, with nothing sent
+    or stored: verdicts to get, first calls the cache answers, an estimate of the rest."""
+    from judge.costs import Prices, estimate, measured_completion_tokens, measured_tokens_per_char
+    from judge.grading.pairs import cached_share, plan_pairs
+    from judge.store.engine import session_scope
+
+    pairs = []
+    to_send: list[Any] = []
+    with session_scope(engine) as s:
+        client, book = _pair_setup(settings, s, runs)
+        ratio = measured_tokens_per_char(s, client.model)
+        typical = measured_completion_tokens(s, client.model)
+        for a, b in itertools.combinations(runs, 2):
+            plan = plan_pairs(s, client, book, settings.judge, a, b,
+                              criterion=criterion, repeats=repeats)  # fmt: skip
+            todo = plan.todo
+            hits, sends = cached_share(engine, client, settings.judge, todo)
+            to_send += sends
+            pairs.append({
+                "runs": [a, b], "pairwise_run_id": plan.run_id, "judge": plan.judge,
+                "verdicts_to_get": len(todo), "cached_calls": hits, "calls_to_send": len(sends),
+                "questions_missing_an_answer": len(plan.missing),
+            })  # fmt: skip
+    guess = estimate(
+        to_send, max_tokens=settings.judge.max_tokens, prices=Prices.of(client.config),
+        tokens_per_char=ratio, completion_tokens=typical, repairs=False,
+    )  # fmt: skip
+    return {"endpoint": client.name, "model": client.model, "pairs": pairs,
+            "estimate": guess.to_json()}  # fmt: skip
+
+
+def judge_pairs(
+    engine: Engine,
+    settings: Settings,
+    runs: Sequence[int],
+    *,
+    criterion: str,
+    repeats: int,
+    max_cost: float | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Judge each pair of ``runs`` pairwise with the judge endpoint (resumable, cached); one
+    pairwise judge run per pair, every verdict in the pairwise tables. Returns each pass's
+    summary and cost, and the judge's label (``judgments position --judge LABEL``).
+    ``max_cost``: one bound over the whole command, at the judge endpoint's prices (refused
+    before any call without them)."""
+    from judge.costs import Prices, make_budget
+    from judge.grading.pairs import judge_pairs as run_pairs
+    from judge.grading.pairs import pairs_cost, plan_pairs
+    from judge.store.engine import session_scope
+    from server.usecases.context import make_client
+
+    with session_scope(engine) as s:
+        _, book = _pair_setup(settings, s, runs)
+        for r in runs:
+            from judge.store.queries import get_generation_run
+
+            get_generation_run(s, r)  # a missing run fails before any call
+    name = settings.judge.endpoint
+    prices = Prices.of(settings.endpoint(name))
+    budget = make_budget(max_cost, prices, name)
+    client = make_client(settings, name)
+    passes = []
+    for a, b in itertools.combinations(runs, 2):
+        done = run_pairs(engine, client, book, settings.judge, a, b, criterion=criterion,
+                         repeats=repeats, budget=budget, progress=progress)  # fmt: skip
+        with session_scope(engine) as s:
+            plan = plan_pairs(s, client, book, settings.judge, a, b,
+                              criterion=criterion, repeats=repeats)  # fmt: skip
+            cost = pairs_cost(s, client, settings.judge, plan)
+        money = (
+            None
+            if prices is None
+            else prices.cost(
+                cost.prompt_tokens, cost.completion_tokens, cached=cost.cached_prompt_tokens
+            )
+        )
+        passes.append({
+            "runs": [a, b], **asdict(done.summary), "judge": done.judge,
+            "questions_missing_an_answer": done.missing, "calls_failed": done.failed,
+            "budget_stopped": done.budget_stopped,
+            "cost": {**asdict(cost), "cost": money,
+                     "note": None if prices is not None else f"endpoint {name!r} has no prices"},
+        })  # fmt: skip
+        if done.budget_stopped:
+            break
+    return {"judge": passes[0]["judge"], "passes": passes}
