@@ -44,7 +44,7 @@ def test_python_m_server_cli_lists_every_command() -> None:
     names = (
         "agreement annotators audit campaign checks compare dashboard dataset db demo drift "
         "estimates export gate generate "
-        "jobs judge judgments jury keys "
+        "jobs judge judge-pairs judgments jury keys "
         "labelstudio model ratings report responses rubrics runs serve sweep worker"
     ).split()
     listed = [line.split()[0] for line in run.stdout.split("Commands:")[1].splitlines() if line]
