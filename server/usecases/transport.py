@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from judge.errors import ConfigError
+from judge.errors import ConfigError, InvalidInputError
 from judge.models.batch_options import POLL_S, BatchOptions
 
 if TYPE_CHECKING:
@@ -63,7 +63,11 @@ class Transport(BaseModel):
                 if name != "mode" and getattr(self, name) != field.default
             ]
             if tuned:
-                raise ValueError(f"{', '.join(tuned)} only apply with mode 'batch'")
+                # InvalidInputError, not ValueError: pydantic passes it on, so the API answers
+                # a 400 (the body matches its document; the combination is what is wrong).
+                raise InvalidInputError(
+                    f"transport: {', '.join(tuned)} only apply with mode 'batch'"
+                )
         return self
 
     @property
@@ -84,7 +88,7 @@ class JudgeTransport(Transport):
 def batch_refuses_max_cost(request: Any, command: str) -> Any:
     transport = request.transport
     if transport is not None and transport.batch and request.max_cost is not None:
-        raise ValueError(
+        raise InvalidInputError(
             "--max-cost cannot be used with --batch (a batch's cost is known only when it "
             f"is done); estimate it with --dry-run --batch, or {command} live"
         )
