@@ -115,8 +115,9 @@ def jury_page(
     from server.usecases.juries import JuryRequest
 
     distinct = list(dict.fromkeys(picked))
-    page = JuryPage(_choices(session, distinct), distinct, combine, statistic,
-                    "Pick two or more judge runs of the same answers.", [], [], "", [], "")  # fmt: skip
+    pick = "Pick two or more judge runs of the same answers."
+    page = JuryPage(_choices(session, distinct), distinct, combine, statistic, pick, [], [], "",
+                    [], "")  # fmt: skip
     if len(distinct) < 2:
         return page
     request = JuryRequest(runs=distinct, combine=combine, statistic=statistic)  # type: ignore[arg-type]

@@ -119,7 +119,10 @@ def test_the_jury_page_shows_the_commands_numbers(pages: Pages) -> None:
     assert versus[:5] == [f"{v['difference']:.3f}", f"{v['ci_low']:.3f}", f"{v['ci_high']:.3f}",
                           str(v["n"]), v["verdict"]]  # fmt: skip
     # Noise sd sqrt(0.09 + 8) / 3 = 0.95 for the mean against 0.3 for the good judge.
-    assert v["verdict"] == "worse" and "worse" in fields(reply.text, "section", "Rubric ICS")["verdict"]
+    assert (
+        v["verdict"] == "worse"
+        and "worse" in fields(reply.text, "section", "Rubric ICS")["verdict"]
+    )
     assert [r[2] for r in found["cost"][1:]] == ["unknown"] * 3  # no prices configured
     assert f"/api/v1/juries?runs={runs[0]}%2C{runs[1]}%2C{runs[2]}" in reply.text
 
