@@ -3,12 +3,14 @@ which is what ``fairjudge drift --json`` prints (``judge.reports.drift.DriftSeri
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from judge.errors import NotFoundError
 from server.schemas.base import Strict
 from server.usecases.requests import MAX_ID
 
-RUNS = r"^[0-9]{1,19}(,[0-9]{1,19}){0,199}$"
+RUNS = r"^[1-9][0-9]{0,9}(,[1-9][0-9]{0,9}){0,199}$"
+"""Run ids from 1, at most ten digits: one past the largest id is a 404 (no such run)."""
 
 
 class DriftQuery(Strict):
@@ -16,7 +18,7 @@ class DriftQuery(Strict):
 
     runs: str = Field(
         pattern=RUNS,
-        max_length=4000,
+        max_length=2200,
         description="The judge runs of the series in release order, comma-separated (e.g. "
         "1,2,3): one judge configuration on the same anchor items, at most 200 runs.",
     )
@@ -37,17 +39,17 @@ class DriftQuery(Strict):
         "equally over the figures).",
     )
 
-    @field_validator("runs")
-    @classmethod
-    def _ids_within_range(cls, value: str) -> str:
-        for part in value.split(","):
-            if not 1 <= int(part) <= MAX_ID:
-                raise ValueError(f"each run id must be between 1 and {MAX_ID}, got {part}")
-        return value
-
     @property
     def run_ids(self) -> list[int]:
-        return [int(part) for part in self.runs.split(",")]
+        """The ids; NotFoundError for one past the largest a row can have (no such run)."""
+        ids = [int(part) for part in self.runs.split(",")]
+        beyond = [str(i) for i in ids if i > MAX_ID]
+        if beyond:
+            raise NotFoundError(
+                f"no judge run {', '.join(beyond)} (ids run from 1 to {MAX_ID}); see GET "
+                "/api/v1/judge-runs"
+            )
+        return ids
 
 
 class _Out(BaseModel):

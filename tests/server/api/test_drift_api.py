@@ -88,7 +88,9 @@ def test_bad_series_are_400_404_or_422(env: Env) -> None:
         assert reply.status_code == 400, (query, reply.json)
         error = reply.json["error"]
         assert says in error["message"] and "\n" not in error["message"], query
-    assert env.get(f"runs={s[0]},99999").status_code == 404
+    for query in (f"runs={s[0]},99999", f"runs={s[0]},2147483648"):  # 2**31: past any id
+        reply = env.get(query)
+        assert reply.status_code == 404 and "no judge run" in reply.json["error"]["message"]
     for query in ("", "runs=1,x", "runs=0,1", "runs=1,2&alpha=1", "runs=1,2&baseline=0",
-                  "runs=1,99999999999"):  # fmt: skip
+                  "runs=1,99999999999", "runs=1,2&other=3"):  # fmt: skip
         assert env.get(query).status_code == 422, query
