@@ -25,7 +25,10 @@ from sqlmodel import Field, SQLModel
 
 from judge.store.tables import utcnow
 
-__all__ = ["ApiKey", "DashboardFigure", "Job", "JobPart", "WebSession", "WorkerBeat", "utcnow"]
+__all__ = [
+    "ApiKey", "DashboardFigure", "GateVerdict", "Job", "JobPart", "WebSession", "WorkerBeat",
+    "utcnow",
+]  # fmt: skip
 
 
 class ApiKey(SQLModel, table=True):
@@ -130,3 +133,21 @@ class DashboardFigure(SQLModel, table=True):
     computed_at: datetime = Field(default_factory=utcnow)
     seconds: float = Field(description="How long computing them took.")
     data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class GateVerdict(SQLModel, table=True):
+    """One evaluation of a release gates file by ``fairjudge gate``: a CI artefact, kept
+    under a name (the file's path, or ``--record NAME``) so the API and the dashboard show
+    each name's last verdict. ``result`` is the whole verdict as ``fairjudge gate --json``
+    prints it (every gate's outcome, figure and threshold); no stage of the domain reads it.
+    A file that could not be evaluated (a problem in it) leaves no row."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, description="What the verdict is kept under.")
+    source: str = Field(description="The gates file as the command was given it.")
+    passed: bool
+    n_gates: int
+    n_failed: int
+    seconds: float = Field(description="How long the evaluation took.")
+    evaluated_at: datetime = Field(default_factory=utcnow)
+    result: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))

@@ -24,20 +24,44 @@ if TYPE_CHECKING:
     help="Also write JUnit XML here: one testcase per gate, a failure naming the figure "
     "found and the threshold.",
 )
+@click.option(
+    "--record",
+    "record",
+    metavar="NAME",
+    help="Keep the verdict under NAME (default: GATES_FILE as given), for `GET /api/v1/gates` "
+    "and the dashboard's gates page, which show each name's last verdict.",
+)
+@click.option(
+    "--no-record",
+    is_flag=True,
+    help="Keep nothing: only print (and write --junit). A bad file is never kept.",
+)
 @json_option
 @click.pass_obj
-def gate(ctx: Context, gates_file: str, junit_path: str | None, as_json: bool) -> None:
+def gate(
+    ctx: Context,
+    gates_file: str,
+    junit_path: str | None,
+    record: str | None,
+    no_record: bool,
+    as_json: bool,
+) -> None:
     """Check the gates of GATES_FILE (TOML, docs/gates.md) on stored judge runs: thresholds
     on a run's figures or their interval bounds, on paired differences B - A, and on the
     judge's qualification. Prints a pass/fail table with the figures and exits 5 when any
-    gate fails; a bad file (every problem listed with its line) exits 1, nothing evaluated."""
-    from judge.errors import GatesFailedError
+    gate fails; a bad file (every problem listed with its line) exits 1, nothing evaluated.
+    Each verdict is kept in the store under --record (default GATES_FILE) unless --no-record."""
+    from judge.errors import GatesFailedError, InvalidInputError
     from server.usecases import session
-    from server.usecases.release_gates import check_gates, read_gates_file
+    from server.usecases.release_gates import check_gates, read_gates_file, record_verdict
 
+    if record is not None and no_record:
+        raise InvalidInputError("--record and --no-record: give one of them, not both")
     text = read_gates_file(gates_file)
     with session(ctx.engine()) as db:
         verdict = check_gates(db, text, source=gates_file)
+        if not no_record:
+            record_verdict(db, verdict, gates_file if record is None else record)
     if junit_path:
         with writing(junit_path):
             Path(junit_path).write_text(verdict.junit(), encoding="utf-8")

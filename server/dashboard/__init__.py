@@ -4,13 +4,14 @@ Python, no front-end build step), one module per page group.
 Views (Flask): ``login`` (sign in with an API key, sign out), ``overview`` (runs and jobs,
 live), ``datasets`` (coverage heatmaps), ``judge_runs`` (a run: the answer, the grid, the
 items; its agreement with people; the judge's own checks), ``comparisons`` (judge runs side by
-side and pair by pair), ``campaigns``, ``audits``, ``jobs`` (every kind, live, and a form for
+side and pair by pair), ``watch`` (a jury of runs, a drift series, the release gates' last
+verdicts), ``campaigns``, ``audits``, ``jobs`` (every kind, live, and a form for
 any kind), ``pairwise`` (imported pairwise judgments' position figures), ``admin`` (keys,
 annotators; admins only). What a page shows is gathered without Flask in ``pages``,
-``run_page``, ``agreement_page``, ``checks_page``, ``compare_page``, ``datasets_page``,
-``campaign_page``, ``audit_page`` and ``job_form``; ``charts`` draws, ``figures`` turns report
-figures into charts, ``cache`` keeps figures while the store is unchanged, ``access`` owns the
-signed-in state.
+``run_page``, ``agreement_page``, ``checks_page``, ``compare_page``, ``jury_page``,
+``drift_page``, ``datasets_page``, ``campaign_page``, ``audit_page`` and ``job_form``;
+``charts`` draws, ``figures`` turns report figures into charts, ``cache`` keeps figures while
+the store is unchanged, ``access`` owns the signed-in state.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from server.dashboard import (  # noqa: E402
     login,
     overview,
     pairwise,
+    watch,
 )
 
 __all__ = [
@@ -64,4 +66,5 @@ __all__ = [
     "login",
     "overview",
     "pairwise",
+    "watch",
 ]

@@ -7,12 +7,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from judge.errors import InvalidInputError
+from judge.errors import NotFoundError
 from server.schemas.agreement import RatingScopeQuery
 from server.usecases.juries import JuryOptions
 from server.usecases.requests import MAX_ID
 
-RUNS = r"^[0-9]{1,19}(,[0-9]{1,19}){0,19}$"
+RUNS = r"^[1-9][0-9]{0,9}(,[1-9][0-9]{0,9}){0,19}$"
+"""Run ids from 1, at most ten digits: one past the largest id is a 404 (no such run)."""
 
 
 class JuryQuery(RatingScopeQuery, JuryOptions):
@@ -20,19 +21,22 @@ class JuryQuery(RatingScopeQuery, JuryOptions):
 
     runs: str = Field(
         pattern=RUNS,
-        max_length=400,
+        max_length=220,
         description="The judge runs of the jury, comma-separated (e.g. 1,2,3): two or more "
         "runs of the same answers, at most 20.",
     )
 
     @property
     def run_ids(self) -> list[int]:
-        """The run ids; InvalidInputError (a 400: the query matches its document, the ids do
-        not name runs that can exist) for one outside 1..MAX_ID."""
+        """The ids; NotFoundError for one past the largest a row can have (no such run): a
+        schema-valid id is never a 422."""
         ids = [int(part) for part in self.runs.split(",")]
-        bad = [i for i in ids if not 1 <= i <= MAX_ID]
-        if bad:
-            raise InvalidInputError(f"each run id must be between 1 and {MAX_ID}, got {bad[0]}")
+        beyond = [str(i) for i in ids if i > MAX_ID]
+        if beyond:
+            raise NotFoundError(
+                f"no judge run {', '.join(beyond)} (ids run from 1 to {MAX_ID}); see GET "
+                "/api/v1/judge-runs"
+            )
         return ids
 
 

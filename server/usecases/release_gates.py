@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from judge.reports.gates import Gate, GatesFile, RunRef, Selector
     from judge.reports.sections import Table
     from judge.store.tables import JudgeRun
+    from server.tables import GateVerdict
 
 
 @dataclass(frozen=True)
@@ -223,3 +224,42 @@ def check_gates(session: Session, text: str, *, source: str) -> GatesReport:
 def check_gates_file(session: Session, path: str | Path) -> GatesReport:
     """``check_gates`` on the file at ``path``."""
     return check_gates(session, read_gates_file(path), source=str(path))
+
+
+def record_verdict(session: Session, report: GatesReport, name: str) -> int:
+    """Keep ``report`` under ``name`` (``server.tables.GateVerdict``) in the caller's session;
+    its row id. The API and the dashboard show each name's newest."""
+    from server.tables import GateVerdict
+
+    if not name.strip():
+        raise InvalidInputError("--record: give a name to keep the verdict under")
+    row = GateVerdict(
+        name=name, source=report.source, passed=report.passed, n_gates=len(report.results),
+        n_failed=len(report.failed), seconds=report.seconds, result=report.to_json(),
+    )  # fmt: skip
+    session.add(row)
+    session.flush()
+    assert row.id is not None
+    return row.id
+
+
+def last_verdicts(session: Session, *, name: str | None = None) -> list[GateVerdict]:
+    """The newest verdict kept under each name (only ``name``'s when given), newest first;
+    NotFoundError when ``name`` has none."""
+    from sqlalchemy import func
+    from sqlmodel import col, select
+
+    from judge.errors import NotFoundError
+    from server.tables import GateVerdict
+
+    newest = select(func.max(GateVerdict.id)).group_by(col(GateVerdict.name))
+    if name is not None:
+        newest = newest.where(GateVerdict.name == name)
+    rows = session.exec(
+        select(GateVerdict)
+        .where(col(GateVerdict.id).in_(newest))
+        .order_by(col(GateVerdict.id).desc())
+    ).all()
+    if name is not None and not rows:
+        raise NotFoundError(f"no gates verdict is kept under {name!r}; see GET /api/v1/gates")
+    return list(rows)

@@ -208,10 +208,10 @@ def test_runs_stored_before_0010_resume_at_their_own_server_only(
             # Tables a later revision adds are not there at 0009 either (0012: dashboard
             # sessions and worker heartbeats; 0013: job parts; 0014: batch jobs; 0015:
             # dashboard figures); the upgrade makes them again.
-            # 0018: judge qualifications; 0019: imported pairwise judgments.
+            # 0018: judge qualifications; 0019: imported pairwise judgments; 0022: gates' verdicts.
             for table in (
                 "websession", "workerbeat", "jobpart", "batchjob", "dashboardfigure",
-                "judgequalification", "pairwiseverdict", "pairwiseimport",
+                "judgequalification", "pairwiseverdict", "pairwiseimport", "gateverdict",
             ):  # fmt: skip
                 conn.execute(sa.text(f"DROP TABLE {table}"))
             # ... nor the run cost bound of 0016, a job's not_before of 0020, nor the cached

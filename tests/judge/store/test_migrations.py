@@ -240,12 +240,12 @@ def test_old_database_is_upgraded_with_rows_kept_and_filled_in(
     # item-generation-call table, 0012 the empty web-session and worker-heartbeat tables,
     # 0013 the empty job-part table, 0014 the empty batch-job table, 0015 the empty
     # dashboard-figure table, 0018 the empty judge-qualification table, 0019 the empty
-    # pairwise-import and pairwise-verdict tables)
+    # pairwise-import and pairwise-verdict tables, 0022 the empty gate-verdict table)
     new_tables = ("runlease", "campaign", "campaigntask", "annotator", "ratingchange")
     new_tables += ("rubric", "apikey", "job", "auditrun", "auditanswer", "auditlabel")
     new_tables += ("itemgenerationcall", "websession", "workerbeat", "jobpart", "batchjob")
     new_tables += ("dashboardfigure", "judgequalification")
-    new_tables += ("pairwiseimport", "pairwiseverdict")
+    new_tables += ("pairwiseimport", "pairwiseverdict", "gateverdict")
     assert row_counts(engine) == {**counts, **dict.fromkeys(new_tables, 0)}
     with Session(engine) as session:
         judgments = session.exec(
