@@ -61,7 +61,16 @@ def test_every_page_is_reached_from_the_navigation(loop_app: LoopApp, member_cli
     nav = re.search(r'<nav aria-label="Pages">(.*?)</nav>', page, re.S)
     assert nav is not None
     linked = re.findall(r'href="([^"]+)"', nav.group(1))
-    assert linked == ["/", "/datasets", "/campaigns", "/audits", "/pairwise", "/jobs", "/jobs/new"]
+    assert linked == [
+        "/",
+        "/datasets",
+        "/campaigns",
+        "/audits",
+        "/pairwise",
+        "/gates",
+        "/jobs",
+        "/jobs/new",
+    ]
     run = loop_app.loop.judge_run_id
     for path in (f"/judge-runs/{run}", f"/judge-runs/{run}/agreement", f"/judge-runs/{run}/checks"):
         assert f'href="{path}"' in page, path
