@@ -30,7 +30,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
@@ -38,6 +37,11 @@ from tenacity.wait import wait_random_exponential
 from judge.config import EndpointConfig
 from judge.errors import EndpointError
 from judge.models.limiter import Limiter, QuotaUnavailable, local_limiter
+
+try:  # the response class openai sends with: httpx2's from openai 3 on, else httpx's
+    from httpx2 import Response as HttpResponse
+except ImportError:  # pragma: no cover - openai 1 and 2
+    from httpx import Response as HttpResponse  # type: ignore[assignment]
 
 RETRYABLE = (
     openai.RateLimitError,
@@ -238,7 +242,7 @@ class ModelClient:
             with self.limiter.hold(self.config):
                 queued += time.perf_counter() - asked
                 attempts += 1
-                return self._client.post("/chat/completions", body=kwargs, cast_to=httpx.Response)
+                return self._client.post("/chat/completions", body=kwargs, cast_to=HttpResponse)
 
         retrying = Retrying(
             retry=retry_if_exception(_is_retryable),
