@@ -208,19 +208,28 @@ class _Stopped(Exception):
 
 class _Slots:
     """At most ``n`` calls started and not yet committed: a worker takes a slot before its
-    call, the calling thread gives it back after the result's commit."""
+    call, the calling thread gives it back after the result's commit.
+
+    The free slots are tokens in a ``SimpleQueue`` (C code) rather than a
+    ``threading.Semaphore``, whose Python-level condition variable cost the calling thread
+    about 0.1 ms per result given back at concurrency 32 (docs/performance.md)."""
 
     def __init__(self, n: int) -> None:
-        self._free = threading.Semaphore(n)
+        self._free: SimpleQueue[None] = SimpleQueue()
+        self.give_back(n)
         self.stopped = threading.Event()
 
     def take(self) -> None:
-        while not self._free.acquire(timeout=0.1):
-            if self.stopped.is_set():
-                raise _Stopped
+        while True:
+            try:
+                return self._free.get(timeout=0.1)
+            except Empty:
+                if self.stopped.is_set():
+                    raise _Stopped from None
 
     def give_back(self, n: int = 1) -> None:
-        self._free.release(n)
+        for _ in range(n):
+            self._free.put(None)
 
 
 def store_results(

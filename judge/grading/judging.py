@@ -394,11 +394,14 @@ def _slots(
         select(Item.id, Item.stage).where(col(Item.id).in_(answered.distinct()))
     ).all()
     slots: list[tuple[int, str, int]] = []
+    by_stage: dict[str, tuple[str, ...]] = {}  # for_stage once per stage, not per item
     for item_id, stage in stages:
         assert item_id is not None
         if items is not None and item_id not in items:
             continue
-        for name in rubrics.for_stage(stage):
+        if stage not in by_stage:
+            by_stage[stage] = rubrics.for_stage(stage)
+        for name in by_stage[stage]:
             count = jrun.samples * (2 if _both_orders(jrun, rubrics[name]) else 1)
             slots.extend((item_id, name, sample) for sample in range(count))
     return slots

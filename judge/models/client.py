@@ -4,14 +4,15 @@ It decides what is worth retrying (429, 5xx, timeouts, dropped connections; Retr
 honoured) and what is not (bad key, unknown model, a request the server rejects). The
 ``openai`` client's own retries are switched off so the count here is the true count.
 
-A completion is requested with the client's ``post`` on the chat completions route (openai's
-way to call a route with a body of one's own: its errors, timeouts and headers stay
-openai's) and its reply is read as plain JSON (``read_completion``, which a batch's output
-lines go through too). The body we send is plain JSON already, so the typed
-``chat.completions.create`` would only add its parameter transformation: 1.6 ms of CPU per
-call against 2.8 ms on the 2-core machine we measure on; building openai's
-``ChatCompletion`` from the reply cost 0.25-0.4 ms more (``python -m bench.client_reply``;
-both in docs/performance.md).
+A completion is posted on the chat completions route by ``ModelClient._post`` through
+openai's own HTTP client, with the URL and headers openai would send, and any failure raised
+as the exception openai raises for it (its classes, messages and bodies), so retries and
+errors read exactly as with openai's ``post``, at 0.3 ms less CPU a call. Its reply is read
+as plain JSON (``read_completion``, which a batch's output lines go through too). The body
+we send is plain JSON already, so the typed ``chat.completions.create`` would only add its
+parameter transformation: 1.6 ms of CPU per call against 2.8 ms on the 2-core machine we
+measure on; building openai's ``ChatCompletion`` from the reply cost 0.25-0.4 ms more
+(``python -m bench.client_reply``; both in docs/performance.md).
 
 Asked with ``top_logprobs``, a completion also carries the log-probability of each generated
 token and of its most likely alternatives (OpenAI's ``logprobs.content``), kept as plain JSON
@@ -25,12 +26,14 @@ backoff or a Retry-After would otherwise keep a slot that other workers could us
 
 from __future__ import annotations
 
+import json
 import math
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
@@ -116,12 +119,26 @@ class ModelClient:
         self.name = name
         self.config = config
         self.limiter = limiter if limiter is not None else local_limiter()
+        # One connection pool (openai's default client: its limits, redirects) for both
+        # openai's own calls (/models) and the completions posted by ``_post``.
+        self._http = openai.DefaultHttpxClient(timeout=config.timeout_s)
         self._client = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key(),
             timeout=config.timeout_s,
             max_retries=0,
+            http_client=self._http,
         )
+        # What openai's ``post`` would send, worked out once instead of per call: the route's
+        # URL and its headers (key, user agent and platform, retry count 0 as with
+        # ``max_retries=0``, read timeout).
+        self._url = str(self._client.base_url).rstrip("/") + "/chat/completions"
+        self._headers = {
+            **{k: v for k, v in self._client.default_headers.items() if isinstance(v, str)},
+            **self._client.auth_headers,
+            "x-stainless-retry-count": "0",
+            "x-stainless-read-timeout": str(config.timeout_s),
+        }
         self._backoff = wait_random_exponential(multiplier=0.5, max=config.max_backoff_s)
 
     @property
@@ -167,6 +184,27 @@ class ModelClient:
         if asked is not None:  # the server's wish wins over our own backoff schedule
             return min(max(asked, 0.0), MAX_RETRY_AFTER_S)
         return float(self._backoff(state))
+
+    def _post(self, body: dict[str, Any]) -> httpx2.Response:
+        """POST one completion body, raising what openai's ``post`` raises for the same
+        reply: ``APITimeoutError``, ``APIConnectionError``, or for a 4xx/5xx the
+        ``APIStatusError`` subclass openai makes from that response (same class, message
+        and body). openai's own request path (options copied, headers rebuilt, the reply
+        wrapped and unwrapped) cost 0.3 ms of CPU a call over the HTTP request itself
+        (docs/performance.md); the body is JSON already, serialised as openai does."""
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        request = self._http.build_request(
+            "POST", self._url, headers=self._headers, content=content
+        )
+        try:
+            response = self._http.send(request)
+        except httpx2.TimeoutException as err:
+            raise openai.APITimeoutError(request=request) from err
+        except (httpx2.RequestError, ssl.SSLError) as err:
+            raise openai.APIConnectionError(request=request) from err
+        if response.is_error:
+            raise self._client._make_status_error_from_response(response) from None
+        return response
 
     def response_format(self, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         if schema is None or self.config.structured_output == "none":
@@ -238,7 +276,7 @@ class ModelClient:
             with self.limiter.hold(self.config):
                 queued += time.perf_counter() - asked
                 attempts += 1
-                return self._client.post("/chat/completions", body=kwargs, cast_to=httpx.Response)
+                return self._post(kwargs)
 
         retrying = Retrying(
             retry=retry_if_exception(_is_retryable),
