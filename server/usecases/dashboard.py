@@ -432,10 +432,10 @@ def store_version(session: Session) -> tuple[Any, ...]:
 
 NOT_READ_BY_RUNS = frozenset(
     {"auditrun", "auditanswer", "auditlabel", "itemgenerationcall", "pairwiseimport",
-     "pairwiseverdict"}
+     "pairwiseverdict", "gateverdict"}
 )  # fmt: skip
-"""Tables no judge run's page reads (audits, item writing and imported pairwise judgments
-have pages of their own)."""
+"""Tables no judge run's page reads (audits, item writing, imported pairwise judgments and
+the release gates' verdicts have pages of their own)."""
 
 
 def _fingerprint(session: Session, table: Any, where: Any) -> list[Any]:
@@ -468,6 +468,7 @@ def run_version(session: Session, judge_run_id: int) -> tuple[Any, ...]:
     from sqlmodel import SQLModel, col
 
     import judge.store.tables as t
+    import server.tables  # noqa: F401  (every table on the metadata, whatever ran before)
 
     jrun = session.get(t.JudgeRun, judge_run_id)
     if jrun is None:
