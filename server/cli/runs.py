@@ -13,7 +13,7 @@ request to the job queue instead of running it here (``server.jobs.queue.submit`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -100,8 +100,9 @@ def batch_options(*, repairs: bool = False) -> Callable[[F], F]:
             is_flag=True,
             help="Queue the same request as a job instead of running it here: the Celery "
             "workers run it when [workers] broker_url is set, else the server's own worker "
-            "(`fairjudge serve`). Prints the job's id; follow it with `fairjudge jobs show "
-            "ID`.",
+            "(`fairjudge serve`); with --batch always the server's own worker, which waits for "
+            "the batches without holding a slot. Prints the job's id; follow it with "
+            "`fairjudge jobs show ID`.",
         ),
     ]
 
@@ -115,19 +116,14 @@ def batch_options(*, repairs: bool = False) -> Callable[[F], F]:
 
 def check_batch_use(options: dict[str, Any], *, dry_run: bool, max_cost: float | None) -> None:
     """Refuse, as usage errors, options that contradict each other: the --batch tuning
-    options without --batch, --max-cost with --batch, --queue with --dry-run or --batch."""
-    if options.get("queue"):
-        why = {
-            "--dry-run": "a job always runs",
-            "--batch": "the CLI queues live jobs; queue one through the Batch API with POST "
-            '/api/v1/jobs or the dashboard\'s job form (transport {"mode": "batch"})',
-        }
-        for name, given in (("--dry-run", dry_run), ("--batch", options.get("batch"))):
-            if given:
-                raise click.UsageError(
-                    f"--queue cannot be used with {name}: {why[name]}; drop {name}, or run "
-                    "it here without --queue"
-                )
+    options without --batch, --max-cost with --batch, --queue with --dry-run. --queue with
+    --batch queues a job whose calls go through the Batch API (the server's own worker runs
+    it and waits for its batches off the slots, as a job from the API or the dashboard)."""
+    if options.get("queue") and dry_run:
+        raise click.UsageError(
+            "--queue cannot be used with --dry-run: a job always runs; drop --dry-run, or "
+            "run it here without --queue"
+        )
     if options.get("batch"):
         if max_cost is not None:
             raise click.UsageError(
@@ -186,7 +182,8 @@ def queue_request(
     job = submit(
         ctx.engine(settings), kind, request.to_params(), created_by="cli", settings=settings
     )
-    runs_on = "celery" if uses_celery(settings) else "server"
+    # a job through the Batch API runs on the server's worker (Celery is refused by submit)
+    runs_on = "celery" if uses_celery(settings) and not is_batch(request) else "server"
     where = (
         "the Celery workers ([workers] broker_url) run it"
         if runs_on == "celery"
@@ -233,6 +230,46 @@ def check_batch_run(
     console.print(Text(line), soft_wrap=True)
 
 
+Mode = Callable[["Engine", "Settings", Any, bool, bool], None]
+"""How a command runs its request here: (engine, settings, request, allow_failures, as_json)."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What ``generate`` and ``judge`` do differently on the one path they share
+    (``_run_stage``): the request they build, the job kind they queue, and how each of the
+    request's three ways to run (a dry run, through the Batch API, live) is shown."""
+
+    job: str
+    request: Callable[[], type[Request]]
+    modes: dict[str, Mode]
+
+
+def _run_stage(
+    ctx: Context,
+    stage: Stage,
+    fields: dict[str, Any],
+    batching: dict[str, Any],
+    allow_failures: bool,
+    as_json: bool,
+) -> None:
+    """Build the stage's request from the options and run it the way the request says
+    (``dry_run``, ``transport``), or queue it (``--queue``: where it runs is the command's
+    choice, not the request's). The request carries its settings overrides; the use case
+    applies them (``apply_overrides``). The config is loaded with the same overrides only
+    so that a bad value is blamed on its option (``--temperature 5: must be <= 2``)."""
+    check_batch_use(batching, dry_run=fields["dry_run"], max_cost=fields["max_cost"])
+    kind = stage.request()
+    settings = ctx.settings(**kind.overrides_of(fields))
+    request = kind.build(**fields)
+    if batching["queue"]:
+        queue_request(ctx, settings, stage.job, request, as_json)
+        return
+    dry_run: bool = getattr(request, "dry_run", False)
+    mode = "dry_run" if dry_run else "batch" if is_batch(request) else "live"
+    stage.modes[mode](ctx.engine(settings), settings, request, allow_failures, as_json)
+
+
 @click.command()
 @click.argument("dataset_name", metavar="DATASET")
 @click.option("--endpoint", help="Endpoint under test (default: [generation] endpoint).")
@@ -277,38 +314,35 @@ def generate(
     Drafts and rejected items are left out (see docs/datasets.md); the run's status line
     says how many. --batch sends them through the Batch API; --queue queues them as a
     job."""
-    from server import usecases
-    from server.usecases.batch import check_batch_endpoint
-    from server.usecases.requests import GenerateRequest
-    from server.usecases.runs import generate_dry_run, run_cost, summary_line
-
-    check_batch_use(batching, dry_run=dry_run, max_cost=max_cost)
-
     fields = {
         "dataset": dataset_name, "endpoint": endpoint, "temperature": temperature,
         "max_tokens": max_tokens, "limit": limit, "accepted_only": accepted_only,
         "include_drafts": include_drafts, "new": new, "max_cost": max_cost, "dry_run": dry_run,
         "transport": chosen_transport(batching),
     }  # fmt: skip
-    # The config is loaded with the overrides first, so a bad value is blamed on its option.
-    settings = ctx.settings(**GenerateRequest.overrides_of(fields))
-    request = GenerateRequest.build(**fields)
-    if batching["queue"]:
-        queue_request(ctx, settings, "generate", request, as_json)
-        return
-    engine = ctx.engine(settings)
+    _run_stage(ctx, GENERATE, fields, batching, allow_failures, as_json)
+
+
+def _generate_dry_run(
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+) -> None:
+    from server.usecases.batch import check_batch_endpoint
+    from server.usecases.runs import generate_dry_run
+
     batch = is_batch(request)
-    if request.dry_run:
-        if batch:  # refused now, as the run would be
-            check_batch_endpoint(settings, settings.generation.endpoint)
-        plan = _applies(generate_dry_run(engine, settings, request), batch)
-        emit(plan, as_json, lambda p: _print_answers_plan(p, batch=batch))
-        return
-    if batch:
-        _generate_batch(engine, settings, request, allow_failures, as_json)
-        return
+    if batch:  # refused now, as the run would be
+        check_batch_endpoint(settings, settings.generation.endpoint)
+    plan = _applies(generate_dry_run(engine, settings, request), batch)
+    emit(plan, as_json, lambda p: _print_answers_plan(p, batch=batch))
+
+
+def _generate_live(
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+) -> None:
+    from server.usecases.runs import generate, run_cost, summary_line
+
     with progress_bar("generating", as_json) as bar:
-        summary = usecases.generate(engine, settings, request, progress=bar)
+        summary = generate(engine, settings, request, progress=bar)
     cost = run_cost(engine, settings, "generation", summary.run_id)
     emit(
         {**asdict(summary), "cost": cost},
@@ -405,38 +439,35 @@ def judge(
     """Score a generation run's answers with the FairMonitor rubrics, or with --rubrics
     (resumable). --batch sends the judge calls through the Batch API; --queue queues the
     request as a job."""
-    from server import usecases
-    from server.usecases.batch import check_batch_endpoint
-    from server.usecases.requests import JudgeRequest
-    from server.usecases.runs import run_cost, summary_line
-
-    check_batch_use(batching, dry_run=dry_run, max_cost=max_cost)
-
     fields = {
         "generation_run_id": run_id, "endpoint": endpoint, "prompt_variant": prompt_variant,
         "temperature": temperature, "samples": samples, "aggregation": aggregation,
         "rubric_set": rubric_set, "swap_order": swap_order or None, "max_cost": max_cost,
         "dry_run": dry_run, "transport": chosen_transport(batching, judge=True),
     }  # fmt: skip
-    # The config is loaded with the overrides first, so a bad value is blamed on its option.
-    settings = ctx.settings(**JudgeRequest.overrides_of(fields))
-    request = JudgeRequest.build(**fields)
-    if batching["queue"]:
-        queue_request(ctx, settings, "judge", request, as_json)
-        return
-    engine = ctx.engine(settings)
+    _run_stage(ctx, JUDGE, fields, batching, allow_failures, as_json)
+
+
+def _judge_dry_run(
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+) -> None:
+    from server.usecases.batch import check_batch_endpoint
+    from server.usecases.runs import judge_dry_run
+
     batch = is_batch(request)
-    if request.dry_run:
-        if batch:  # refused now, as the run would be
-            check_batch_endpoint(settings, settings.judge.endpoint)
-        plan = _applies(usecases.judge_dry_run(engine, settings, request), batch)
-        emit(plan, as_json, lambda p: _print_plan(p, batch=batch))
-        return
-    if batch:
-        _judge_batch(engine, settings, request, allow_failures, as_json)
-        return
+    if batch:  # refused now, as the run would be
+        check_batch_endpoint(settings, settings.judge.endpoint)
+    plan = _applies(judge_dry_run(engine, settings, request), batch)
+    emit(plan, as_json, lambda p: _print_plan(p, batch=batch))
+
+
+def _judge_live(
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+) -> None:
+    from server.usecases.runs import judge, run_cost, summary_line
+
     with progress_bar("judging", as_json) as bar:
-        summary = usecases.judge(engine, settings, request, progress=bar)
+        summary = judge(engine, settings, request, progress=bar)
     cost = run_cost(engine, settings, "judge", summary.run_id)
     emit(
         {**asdict(summary), "cost": cost},
@@ -510,6 +541,28 @@ def _check_complete(
     if not allow_failures:
         raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
     (err() if as_json else out()).print(Text(line), soft_wrap=True)
+
+
+def _generate_request() -> type[Request]:
+    from server.usecases.requests import GenerateRequest
+
+    return GenerateRequest
+
+
+def _judge_request() -> type[Request]:
+    from server.usecases.requests import JudgeRequest
+
+    return JudgeRequest
+
+
+GENERATE = Stage(
+    "generate",
+    _generate_request,
+    {"dry_run": _generate_dry_run, "batch": _generate_batch, "live": _generate_live},
+)
+JUDGE = Stage(
+    "judge", _judge_request, {"dry_run": _judge_dry_run, "batch": _judge_batch, "live": _judge_live}
+)
 
 
 @click.command()

@@ -100,6 +100,7 @@ def sweep(
 
     from judge.stats.coefficient import BootstrapOptions
     from server.usecases import session
+    from server.usecases.requests import SweepRequest
     from server.usecases.sweeps import (
         has_ratings,
         layout,
@@ -108,12 +109,17 @@ def sweep(
         sweep_reliability,
     )
 
-    settings = ctx.settings(**{"judge.endpoint": endpoint, "judge.samples": samples})
+    fields = {
+        "generation_run_id": run_id, "temperatures": temperatures, "prompt_variants": variants,
+        "samples": samples, "endpoint": endpoint,
+    }  # fmt: skip
+    # The config is loaded with the overrides only so that a bad value is blamed on its
+    # option; each configuration's judge request applies them (server.usecases.sweeps).
+    settings = ctx.settings(**SweepRequest.overrides_of(fields))
+    request = SweepRequest.build(**fields)
     engine = ctx.engine(settings)
     with _bars(as_json) as progress_for:
-        result = run_sweep(
-            engine, settings, run_id, temperatures, variants, progress_for=progress_for
-        )
+        result = run_sweep(engine, settings, request, progress_for=progress_for)
     data: dict[str, Any] = result.to_dict()
     table = None
     with session(engine) as db:

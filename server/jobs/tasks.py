@@ -249,8 +249,7 @@ def _sweep(
 ) -> dict[str, Any]:
     from server.usecases.sweeps import run_sweep
 
-    chosen = apply_overrides(settings, r)
-    _ensure_embedded(chosen.judge.endpoint, settings)
+    _ensure_embedded(apply_overrides(settings, r).judge.endpoint, settings)
     configs = len(r.temperatures) * len(r.prompt_variants)
     started: list[int] = []  # one entry per configuration begun; run_sweep goes in order
 
@@ -264,10 +263,8 @@ def _sweep(
 
         return report
 
-    result = run_sweep(
-        engine, chosen, r.generation_run_id, r.temperatures, r.prompt_variants,
-        progress_for=progress_for,
-    )  # fmt: skip
+    # the request's overrides are applied by each configuration's judge request
+    result = run_sweep(engine, settings, r, progress_for=progress_for)
     return {"judge_run_ids": result.judge_run_ids, "sweep": result.to_dict()}
 
 

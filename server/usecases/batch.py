@@ -103,10 +103,8 @@ def _account(transport: object) -> BatchTransport:
 def judge_batch(
     engine: Engine,
     settings: Settings,
-    request: JudgeRequest | int,
+    request: JudgeRequest,
     *,
-    rubric_set: str | None = None,
-    swap_order: bool = False,
     repairs: Literal["live", "batch"] | None = None,
     options: BatchOptions | None = None,
     progress: Progress | None = None,
@@ -123,12 +121,9 @@ def judge_batch(
     ``progress`` hears (finished, total) calls of the running batches."""
     from judge.costs import Prices
     from judge.grading.batch_calls import judge_result
-    from server.usecases.runs import judge_with, run_status
+    from server.usecases.runs import judge_with, run_status, typed
 
-    if isinstance(request, int):
-        request = JudgeRequest.build(
-            generation_run_id=request, rubric_set=rubric_set, swap_order=swap_order
-        )
+    typed(request, JudgeRequest)
     request = with_transport(request, options, repairs)
     summary, settings, transport = judge_with(
         engine, settings, request, progress=progress, on_run=on_run
@@ -143,7 +138,7 @@ def judge_batch(
 def generate_batch(
     engine: Engine,
     settings: Settings,
-    request: GenerateRequest | str,
+    request: GenerateRequest,
     *,
     options: BatchOptions | None = None,
     progress: Progress | None = None,
@@ -151,15 +146,14 @@ def generate_batch(
 ) -> BatchRunResult:
     """Ask the model under test for a dataset's answers with the calls sent through its
     endpoint's Batch API (resumes the generation run with the same settings, and any batch
-    an earlier command left running). ``request``: as for ``runs.generate`` (or only the
-    dataset's name); ``max_cost`` is refused. ``options`` and ``progress``: as for
+    an earlier command left running). ``request``: as for ``runs.generate``; ``max_cost``
+    is refused. ``options`` and ``progress``: as for
     ``judge_batch``."""
     from judge.answers.collect import KIND, failed_answers
     from judge.costs import Prices
-    from server.usecases.runs import generate_with, run_status
+    from server.usecases.runs import generate_with, run_status, typed
 
-    if isinstance(request, str):
-        request = GenerateRequest.build(dataset=request)
+    typed(request, GenerateRequest)
     request = with_transport(request, options)
     summary, settings, transport = generate_with(
         engine, settings, request, progress=progress, on_run=on_run

@@ -15,6 +15,7 @@ from judge.progress import Progress
 from server.usecases.context import open_store
 from server.usecases.datasets import import_dataset
 from server.usecases.reports import full_report
+from server.usecases.requests import GenerateRequest, JudgeRequest
 from server.usecases.rubrics import rubrics
 from server.usecases.runs import generate, judge, summary_line
 
@@ -247,14 +248,18 @@ def demo(
             gen = generate(
                 engine,
                 settings,
-                imported.dataset,
-                limit=limit,
+                GenerateRequest.build(dataset=imported.dataset, limit=limit),
                 progress=hooks.progress("generating"),
             )
             said.append(summary_line("generation", gen))
         judgments = _judgments_planned(engine, settings, gen.run_id)
         with steps.step("judge", f"judging the answers: {judgments:,} judgments") as said:
-            jud = judge(engine, settings, gen.run_id, progress=hooks.progress("judging"))
+            jud = judge(
+                engine,
+                settings,
+                JudgeRequest.build(generation_run_id=gen.run_id),
+                progress=hooks.progress("judging"),
+            )
             said.append(summary_line("judge", jud))
         with steps.step("report", f"writing the report to {out_dir}") as said:
             with session_scope(engine) as session:

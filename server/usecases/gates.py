@@ -230,26 +230,15 @@ def _sweep_size(engine: Engine, settings: Settings, params: Mapping[str, Any]) -
     """A sweep judges its run once per temperature x prompt variant, each a judge run of its
     own: the sum of those judge runs' dry runs."""
     from server.usecases.jobs import job_request
-    from server.usecases.requests import JudgeRequest, SweepRequest, apply_overrides
+    from server.usecases.requests import SweepRequest
     from server.usecases.runs import judge_dry_run
-    from server.usecases.sweeps import sweep_configs
+    from server.usecases.sweeps import judge_requests
 
     request = job_request("sweep", params)
     assert isinstance(request, SweepRequest)
-    base = apply_overrides(settings, request)
     parts = [
-        JobSize.of(
-            judge_dry_run(
-                engine,
-                base,
-                JudgeRequest(
-                    generation_run_id=request.generation_run_id,
-                    temperature=config.temperature,
-                    prompt_variant=config.prompt_variant,  # type: ignore[arg-type]
-                ),
-            )
-        )
-        for config in sweep_configs(request.temperatures, request.prompt_variants)
+        JobSize.of(judge_dry_run(engine, settings, judged))
+        for _, judged in judge_requests(request)
     ]
     costs = [p.cost_max for p in parts]
     batch = [p.cost_max_batch for p in parts]
