@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from judge.errors import IncompleteError
 from judge.vocab import RunStatus
 from server.cli.output import (
     ROW_ID,
@@ -215,8 +216,6 @@ def check_batch_run(
     (``waiting_only``: --no-wait) gets its status line as a note; otherwise as
     ``_check_complete``: IncompleteError (exit 3) unless --allow-failures."""
     from rich.text import Text
-
-    from judge.errors import IncompleteError
 
     if status not in (RunStatus.INCOMPLETE, RunStatus.UNUSABLE):
         return
@@ -531,7 +530,6 @@ def _check_complete(
     its status line (on stderr with --json, so that stdout stays one JSON document)."""
     from rich.text import Text
 
-    from judge.errors import IncompleteError
     from server.usecases import run_status
 
     status, detail = run_status(engine, kind, run_id)

@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from server import create_app
 from server.cli.output import err
 
 if TYPE_CHECKING:
@@ -83,7 +86,6 @@ def worker(ctx: Context, exit_with_parent: bool, concurrency: int | None) -> Non
     jobs whose worker died. Several workers may share one database. With [workers]
     broker_url set, this is a Celery worker: start one on each machine, with the same
     config (docs/scaling.md)."""
-    import logging
 
     from server.jobs.queue import Worker
     from server.usecases import open_store
@@ -125,7 +127,6 @@ def worker(ctx: Context, exit_with_parent: bool, concurrency: int | None) -> Non
 
 
 def _app(ctx: Context) -> Any:
-    from server import create_app
 
     return create_app({"SETTINGS": ctx.settings()})
 
@@ -168,7 +169,6 @@ class Supervised:
     RESTART_RESET_S = 60.0
 
     def __init__(self, first: subprocess.Popen[bytes], restart: Any) -> None:
-        import time
 
         self._start, self._clock = restart, time.monotonic
         self.proc = first

@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from judge.progress import Progress
+from server import usecases
+from server.usecases import batch, followups, trust
+from server.usecases.campaigns import pull_campaign
 from server.usecases.requests import (
     JOB_REQUESTS,
     SUITE_OPTIONS,
@@ -32,6 +35,7 @@ from server.usecases.requests import (
     SweepRequest,
     apply_overrides,
 )
+from server.usecases.servers import ensure_embedded
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -74,7 +78,6 @@ def _through_batches(
     the provider it raises ``BatchWaiting`` to be taken up again after ``poll_s``; once all
     are collected, its result. Run again after any kill, it takes up the same batches
     (``judge.models.batching`` records each step before it is taken)."""
-    from server.usecases import batch
 
     assert r.transport is not None
     transport = r.transport.model_copy(update={"wait": False})  # a job never waits in its slot
@@ -137,7 +140,6 @@ class Task:
 def _judge(
     engine: Engine, settings: Settings, r: JudgeRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server import usecases
 
     if _is_batch(r):
         return _through_batches(engine, settings, r, progress, note)
@@ -151,7 +153,6 @@ def _judge(
 def _generate(
     engine: Engine, settings: Settings, r: GenerateRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server import usecases
 
     if _is_batch(r):
         return _through_batches(engine, settings, r, progress, note)
@@ -174,7 +175,6 @@ def _generate(
 def _pull(
     engine: Engine, settings: Settings, p: PullRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server.usecases.campaigns import pull_campaign
 
     return pull_campaign(engine, settings, p.campaign).to_dict()
 
@@ -196,7 +196,6 @@ def _audit(
 def _audit_classify(
     engine: Engine, settings: Settings, p: AuditClassifyRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server.usecases import followups
 
     _ensure_embedded(p.endpoint or settings.judge.endpoint, settings)
     note({"audit_run_id": p.run_id})
@@ -214,7 +213,6 @@ def _items(
     note: Note,
 ) -> dict[str, Any]:
     """Test items an endpoint writes: a plan over cells, or one cell's ``count`` more."""
-    from server import usecases
 
     _ensure_embedded(r.endpoint, settings)
     note({"dataset": r.into})
@@ -228,7 +226,6 @@ def _items(
 def _counterfactual(
     engine: Engine, settings: Settings, r: CounterfactualRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server.usecases import trust
 
     done = trust.counterfactual_audit(engine, settings, r, progress=progress)
     status, detail = trust.judge_run_status(engine, done.judge_run_id)
@@ -298,7 +295,5 @@ def run_task(
 def _ensure_embedded(endpoint: str, settings: Settings) -> None:
     """Start the embedded model's server when the job's endpoint is it and it is not up (the
     default endpoint needs no separate `fairjudge model serve` for jobs)."""
-
-    from server.usecases.servers import ensure_embedded
 
     ensure_embedded(settings, endpoint)

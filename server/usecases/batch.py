@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from judge.errors import InvalidInputError
 from judge.models.batch_options import BatchOptions
 from judge.progress import Progress
+from server.usecases.context import make_client
 from server.usecases.requests import (
     AuditRequest,
     GenerateRequest,
@@ -20,7 +21,13 @@ from server.usecases.requests import (
     Request,
     apply_overrides,
 )
-from server.usecases.transport import JudgeTransport, Transport, check_batch_endpoint
+from server.usecases.runs import generate_with, judge_with, run_status, typed
+from server.usecases.transport import (
+    JudgeTransport,
+    Transport,
+    call_transport,
+    check_batch_endpoint,
+)
 
 __all__ = [
     "BatchOptions",
@@ -71,7 +78,6 @@ def check_job_transport(settings: Settings, kind: str, params: dict[str, Any]) -
     """Refuse, before it is queued, a job through the Batch API that could not run so: on
     the Celery workers (a job that waits for its batches off the slots runs on the server's
     own worker), or on an endpoint not set up for it (``check_batch_endpoint``)."""
-    from judge.errors import InvalidInputError
     from server.usecases.jobs import job_request
 
     transport = params.get("transport")
@@ -121,7 +127,6 @@ def judge_batch(
     ``progress`` hears (finished, total) calls of the running batches."""
     from judge.costs import Prices
     from judge.grading.batch_calls import judge_result
-    from server.usecases.runs import judge_with, run_status, typed
 
     typed(request, JudgeRequest)
     request = with_transport(request, options, repairs)
@@ -151,7 +156,6 @@ def generate_batch(
     ``judge_batch``."""
     from judge.answers.collect import KIND, failed_answers
     from judge.costs import Prices
-    from server.usecases.runs import generate_with, run_status, typed
 
     typed(request, GenerateRequest)
     request = with_transport(request, options)
@@ -186,8 +190,6 @@ def audit_batch(
     from judge.costs import Prices
     from judge.runs import RunSummary
     from server.usecases.audits import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, AuditRunRequest
-    from server.usecases.context import make_client
-    from server.usecases.transport import call_transport
 
     request = with_transport(request, options)
     files: dict[str, str] = {}

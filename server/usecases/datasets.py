@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge.data.taxonomy import extend_taxonomy, load_taxonomy
 from judge.progress import Progress
 from server.usecases.context import make_client
 from server.usecases.requests import ItemCellRequest, ItemOptions, ItemPlanRequest
@@ -84,7 +86,6 @@ def import_responses(
 def item_taxonomy(taxonomy_file: str | Path | None = None) -> Taxonomy:
     """The factors and scenarios items may be generated for: the bundled taxonomy, extended
     with a user's own file when given (``judge.data.taxonomy.extend_taxonomy``)."""
-    from judge.data.taxonomy import extend_taxonomy, load_taxonomy
 
     return extend_taxonomy(taxonomy_file) if taxonomy_file else load_taxonomy()
 
@@ -229,7 +230,6 @@ def import_items_json(
 ) -> ImportSummary:
     """Items sent as JSON objects, imported exactly like the lines of a dataset file (the same
     checks, all or nothing)."""
-    import tempfile
 
     from judge.data.datasets import import_items
     from judge.store.engine import session_scope

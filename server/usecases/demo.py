@@ -6,12 +6,15 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge import paths
+from judge.models.embedded import EmbeddedServer
 from judge.progress import Progress
+from judge.vocab import STAGE_PARTS
 from server.usecases.context import open_store
 from server.usecases.datasets import import_dataset
 from server.usecases.reports import full_report
@@ -135,7 +138,6 @@ class DemoResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The demo's parts for a benchmark: each step's seconds, the counts, the paths."""
-        from dataclasses import asdict
 
         return {
             "steps": [{"name": s.name, "seconds": round(s.seconds, 3)} for s in self.steps],
@@ -212,8 +214,6 @@ def demo(
     Unless ``full``, only the first ``per_stage`` items of each stage run (``demo_subset``),
     and the demo says so. Each step is announced when it starts and timed (``DemoResult.steps``).
     """
-    from judge import paths
-    from judge.models.embedded import EmbeddedServer
     from judge.reports.render import write_report
     from judge.store.engine import session_scope
     from judge.store.queries import dataset_items
@@ -286,7 +286,6 @@ EMBEDDED_NOT_VALIDATED = (
 def demo_standing(report: Report) -> Report:
     """The report with its standing section's line made plain for the demo's judge, once,
     at the top (unless someone qualified it: then the section's own line stays)."""
-    from dataclasses import replace
 
     section = report.section("Judge standing")
     if section is None:
@@ -304,7 +303,6 @@ def demo_standing(report: Report) -> Report:
 
 def _answers_planned(items: Sequence[Any]) -> int:
     """Answers a generation run asks for these items: one per prompt of the item's stage."""
-    from judge.vocab import STAGE_PARTS
 
     return sum(len(STAGE_PARTS[item.stage]) for item in items)
 
