@@ -5,20 +5,19 @@ A run left with answers or judgments missing (calls that failed for good) makes 
 and ``judge`` fail with ``IncompleteError`` (exit code 3) after printing their summary, unless
 ``--allow-failures`` is given; then the run's status line is printed and the exit code is 0.
 
-Two other ways to run the same request, shared with ``audit SUITE run``: ``--batch`` sends
-the calls through the endpoint's Batch API (``server.usecases.batch``), ``--queue`` hands the
-request to the job queue instead of running it here (``server.jobs.queue.submit``).
-"""
+The request says how it runs (``dry_run``; ``transport``: ``--batch`` and its tuning);
+``--queue`` (shared with ``audit SUITE run``) hands it to the job queue instead."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from judge.errors import IncompleteError
+from judge.errors import ConfigError, IncompleteError, InvalidInputError
 from judge.vocab import RunStatus
 from server.cli.output import (
     ROW_ID,
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
     from server.usecases.transport import Transport
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R", bound="Request")
 
 allow_failures_option = click.option(
     "--allow-failures",
@@ -229,15 +229,14 @@ def check_batch_run(
     console.print(Text(line), soft_wrap=True)
 
 
+# How a command runs its request here: (engine, settings, request, allow_failures, as_json).
 Mode = Callable[["Engine", "Settings", Any, bool, bool], None]
-"""How a command runs its request here: (engine, settings, request, allow_failures, as_json)."""
 
 
 @dataclass(frozen=True)
 class Stage:
-    """What ``generate`` and ``judge`` do differently on the one path they share
-    (``_run_stage``): the request they build, the job kind they queue, and how each of the
-    request's three ways to run (a dry run, through the Batch API, live) is shown."""
+    """What ``generate`` and ``judge`` do differently on their one path (``_run_stage``): the
+    request and job kind, and how each way to run (dry run, Batch API, live) is shown."""
 
     job: str
     request: Callable[[], type[Request]]
@@ -252,21 +251,42 @@ def _run_stage(
     allow_failures: bool,
     as_json: bool,
 ) -> None:
-    """Build the stage's request from the options and run it the way the request says
-    (``dry_run``, ``transport``), or queue it (``--queue``: where it runs is the command's
-    choice, not the request's). The request carries its settings overrides; the use case
-    applies them (``apply_overrides``). The config is loaded with the same overrides only
-    so that a bad value is blamed on its option (``--temperature 5: must be <= 2``)."""
+    """Build the stage's request and run it as it says (``dry_run``, ``transport``), or queue
+    it (``--queue``: where it runs is the command's choice, not the request's)."""
     check_batch_use(batching, dry_run=fields["dry_run"], max_cost=fields["max_cost"])
     kind = stage.request()
-    settings = ctx.settings(**kind.overrides_of(fields))
-    request = kind.build(**fields)
-    if batching["queue"]:
-        queue_request(ctx, settings, stage.job, request, as_json)
-        return
+    settings, request = request_and_settings(ctx, kind, fields)
     dry_run: bool = getattr(request, "dry_run", False)
     mode = "dry_run" if dry_run else "batch" if is_batch(request) else "live"
-    stage.modes[mode](ctx.engine(settings), settings, request, allow_failures, as_json)
+    with blamed_on_options(ctx, kind, fields):
+        if batching["queue"]:
+            queue_request(ctx, settings, stage.job, request, as_json)
+        else:
+            stage.modes[mode](ctx.engine(settings), settings, request, allow_failures, as_json)
+
+
+def request_and_settings(ctx: Context, kind: type[R], fields: dict[str, Any]) -> tuple[Settings, R]:
+    """The config as its file gives it, and the request the options ask for. The request's
+    settings overrides are applied once, where it runs (``apply_overrides``, by the use case
+    or the job), never here; a bad value is still blamed on its option (see
+    ``blamed_on_options``)."""
+    settings = ctx.settings()
+    with blamed_on_options(ctx, kind, fields):
+        request = kind.build(**fields)
+    return settings, request
+
+
+@contextmanager
+def blamed_on_options(ctx: Context, kind: type[Request], fields: dict[str, Any]) -> Iterator[None]:
+    """Where bad input stops a command, the config is loaded with the options' overrides:
+    if they are at fault, that raises the message that names the option and its value
+    (``--temperature 5: must be <= 2``, ``--endpoint nope: ... is not defined``); otherwise
+    the first error stands. Nothing is loaded twice when the input is good."""
+    try:
+        yield
+    except (InvalidInputError, ConfigError):
+        ctx.settings(**kind.overrides_of(fields))
+        raise
 
 
 @click.command()
@@ -330,7 +350,7 @@ def _generate_dry_run(
 
     batch = is_batch(request)
     if batch:  # refused now, as the run would be
-        check_batch_endpoint(settings, settings.generation.endpoint)
+        check_batch_endpoint(settings, request.endpoint or settings.generation.endpoint)
     plan = _applies(generate_dry_run(engine, settings, request), batch)
     emit(plan, as_json, lambda p: _print_answers_plan(p, batch=batch))
 
@@ -455,7 +475,7 @@ def _judge_dry_run(
 
     batch = is_batch(request)
     if batch:  # refused now, as the run would be
-        check_batch_endpoint(settings, settings.judge.endpoint)
+        check_batch_endpoint(settings, request.endpoint or settings.judge.endpoint)
     plan = _applies(judge_dry_run(engine, settings, request), batch)
     emit(plan, as_json, lambda p: _print_plan(p, batch=batch))
 

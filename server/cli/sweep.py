@@ -21,6 +21,7 @@ from server.cli.output import (
     report_table,
     seed_option,
 )
+from server.cli.runs import blamed_on_options, request_and_settings
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -113,12 +114,10 @@ def sweep(
         "generation_run_id": run_id, "temperatures": temperatures, "prompt_variants": variants,
         "samples": samples, "endpoint": endpoint,
     }  # fmt: skip
-    # The config is loaded with the overrides only so that a bad value is blamed on its
-    # option; each configuration's judge request applies them (server.usecases.sweeps).
-    settings = ctx.settings(**SweepRequest.overrides_of(fields))
-    request = SweepRequest.build(**fields)
+    # each configuration's judge request applies the overrides (server.usecases.sweeps)
+    settings, request = request_and_settings(ctx, SweepRequest, fields)
     engine = ctx.engine(settings)
-    with _bars(as_json) as progress_for:
+    with blamed_on_options(ctx, SweepRequest, fields), _bars(as_json) as progress_for:
         result = run_sweep(engine, settings, request, progress_for=progress_for)
     data: dict[str, Any] = result.to_dict()
     table = None
