@@ -86,7 +86,6 @@ def cli_markdown() -> str:
 
 
 def api_markdown() -> str:
-
     document = openapi_document()
     lines = [
         "# Web API (`/api/v1`)",

@@ -20,7 +20,6 @@ class ScaleType(click.ParamType):
     name = "scale"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-
         if isinstance(value, Scale):
             return value
         try:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
@@ -86,6 +85,7 @@ def worker(ctx: Context, exit_with_parent: bool, concurrency: int | None) -> Non
     jobs whose worker died. Several workers may share one database. With [workers]
     broker_url set, this is a Celery worker: start one on each machine, with the same
     config (docs/scaling.md)."""
+    import logging
 
     from server.jobs.queue import Worker
     from server.usecases import open_store
@@ -127,7 +127,6 @@ def worker(ctx: Context, exit_with_parent: bool, concurrency: int | None) -> Non
 
 
 def _app(ctx: Context) -> Any:
-
     return create_app({"SETTINGS": ctx.settings()})
 
 
@@ -169,7 +168,6 @@ class Supervised:
     RESTART_RESET_S = 60.0
 
     def __init__(self, first: subprocess.Popen[bytes], restart: Any) -> None:
-
         self._start, self._clock = restart, time.monotonic
         self.proc = first
         self.started = self._clock()

@@ -188,7 +188,6 @@ class Worker:
         return time.monotonic()
 
     def _candidates(self, active: dict[int, threading.Thread]) -> Iterator[int]:
-
         try:
             with Session(self.engine) as session:
                 # not the jobs waiting for their batches at the provider (``not_before``)

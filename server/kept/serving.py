@@ -359,7 +359,6 @@ def _start(
     out: Future[Stored] = Future()
 
     def read_back(done: Future[Any]) -> None:
-
         from server.usecases.figures import Stored, read
 
         try:

@@ -89,7 +89,6 @@ class Comparison:
 
 
 def _margin(margin: float | None) -> float:
-
     return DEFAULT_MARGIN if margin is None else margin
 
 

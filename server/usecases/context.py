@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from judge.models.limiter import limiter_for
-
 # Only what every command needs is imported here. The stages, the model client (openai), the
 # reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
 # inside the functions that use them, so a command that only reads the store starts in a
@@ -64,6 +62,7 @@ def make_client(settings: Settings, endpoint: str) -> ModelClient:
     The model check runs on every call, so a server restarted with another model is caught.
     """
     from judge.models.client import ModelClient
+    from judge.models.limiter import limiter_for
 
     config = settings.endpoint(endpoint)
     limiter = limiter_for(settings)

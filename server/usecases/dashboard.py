@@ -38,7 +38,6 @@ from judge.reports.sections import (
 )
 from server.usecases.agreement import AgreementRequest, agreement
 from server.usecases.context import run_prices
-from server.usecases.estimates import EstimatesRequest, estimates, rated_read
 from server.usecases.rendering import html
 from server.usecases.reports import diagnostics_report, opening_of
 from server.usecases.requests import DiagnosticsRequest, problems_of
@@ -233,6 +232,7 @@ def agreement_options(args: Mapping[str, Any]) -> AgreementPageOptions:
 
 def _requests(run_id: int, o: AgreementPageOptions) -> tuple[Any, Any, Any]:
     from server.usecases.alttest import AltTestRequest
+    from server.usecases.estimates import EstimatesRequest
 
     scope = {"judge_run": run_id, "campaigns": list(o.campaigns)}
     try:
@@ -272,6 +272,7 @@ def agreement_figures(
     """Agreement, estimates and alt-test of the run (NotFoundError for an unknown run; a run
     nobody rated gets the reason instead of numbers)."""
     from server.usecases.alttest import alt_test_run
+    from server.usecases.estimates import estimates, rated_read
 
     judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
     agree_rq, estimates_rq, alt_rq = _requests(run_id, o)

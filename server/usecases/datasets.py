@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.data.taxonomy import extend_taxonomy, load_taxonomy
 from judge.progress import Progress
 from server.usecases.context import make_client
 from server.usecases.requests import ItemCellRequest, ItemOptions, ItemPlanRequest
@@ -86,6 +85,7 @@ def import_responses(
 def item_taxonomy(taxonomy_file: str | Path | None = None) -> Taxonomy:
     """The factors and scenarios items may be generated for: the bundled taxonomy, extended
     with a user's own file when given (``judge.data.taxonomy.extend_taxonomy``)."""
+    from judge.data.taxonomy import extend_taxonomy, load_taxonomy
 
     return extend_taxonomy(taxonomy_file) if taxonomy_file else load_taxonomy()
 

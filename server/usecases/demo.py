@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge import paths
-from judge.models.embedded import EmbeddedServer
 from judge.progress import Progress
 from judge.vocab import STAGE_PARTS
 from server.usecases.context import open_store
@@ -214,6 +213,7 @@ def demo(
     Unless ``full``, only the first ``per_stage`` items of each stage run (``demo_subset``),
     and the demo says so. Each step is announced when it starts and timed (``DemoResult.steps``).
     """
+    from judge.models.embedded import EmbeddedServer
     from judge.reports.render import write_report
     from judge.store.engine import session_scope
     from judge.store.queries import dataset_items

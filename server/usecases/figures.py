@@ -143,7 +143,6 @@ def load(blob: bytes, key: bytes) -> Any:
 
 
 def signing_key(settings: Settings) -> bytes:
-
     return secret_key(settings.state_dir).encode()
 
 

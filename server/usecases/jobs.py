@@ -208,7 +208,6 @@ def store_job(
 
 
 def get_job(session: Session, job_id: int) -> Job:
-
     job = session.get(Job, job_id)
     if job is None:
         raise NotFoundError(f"no job {job_id}")

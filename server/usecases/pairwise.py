@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from judge.trust.pairwise_files import read_pairwise_text
-
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
@@ -71,6 +69,7 @@ def import_judgments_text(
 ) -> PairwiseImportSummary:
     """``import_judgments`` of a request's text (one file's content): checked whole, every
     problem listed, nothing stored from a bad text."""
+    from judge.trust.pairwise_files import read_pairwise_text
     from judge.trust.pairwise_import import store_source
 
     read = read_pairwise_text(text, fmt, judge=judge)

@@ -226,7 +226,6 @@ def write_progress(engine: Engine, job_id: int, number: int, done: int, total: i
 
 
 def _set_part(engine: Engine, job_id: int, number: int, **values: Any) -> None:
-
     with session_scope(engine) as session:
         queries.set_part_values(session, job_id, number, **values)
 
@@ -300,7 +299,6 @@ def _fail(engine: Engine, job_id: int, number: int, message: str) -> None:
 
 
 def _settle_cancelled(engine: Engine, job_id: int) -> None:
-
     with session_scope(engine) as session:
         queries.cancel_if_requested(session, job_id, utcnow())
 
@@ -399,5 +397,4 @@ def unsent(engine: Engine) -> tuple[list[int], list[tuple[int, int]]]:
 
 
 def _aware(moment: Any) -> Any:
-
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

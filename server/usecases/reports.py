@@ -13,7 +13,6 @@ from judge.errors import InvalidInputError, NotFoundError
 from judge.reports.sections import Report, Table
 from judge.reports.sections import Section as Section
 from server.usecases.context import run_prices
-from server.usecases.estimates import rated_read
 
 # Only what every command needs is imported here. The stages, the model client (openai), the
 # reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
@@ -103,6 +102,7 @@ def opening_of(
     ratings read once for the estimates and the alt-test, the item scores taken from the
     facts (the full report and the dashboard's run page both open this way)."""
     from annotation.estimates import run_estimates
+    from server.usecases.estimates import rated_read
 
     run = facts.judge_run_id
     read = rated_read(session, run, campaigns, scores=facts.item_scores)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from judge.grading.rubrics import BUILTIN_SET, load_rubrics
-
 # Only what every command needs is imported here. The stages, the model client (openai), the
 # reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
 # inside the functions that use them, so a command that only reads the store starts in a
@@ -31,6 +29,7 @@ def rubrics(
     and registered rubrics; with ``judge_run_id`` the rubrics that judge run applied, in the
     versions it used (what a campaign over it rates). Both read through ``session``."""
     from judge.grading.registry import judge_run_rubric_set, resolve_rubric_set
+    from judge.grading.rubrics import BUILTIN_SET, load_rubrics
 
     builtin = load_rubrics(settings.prompts_path())
     named = rubric_set is not None and rubric_set.strip().lower() != BUILTIN_SET

@@ -6,11 +6,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from judge.models.embedded import EmbeddedServer
-
 if TYPE_CHECKING:
     from annotation.labelstudio.service import LabelStudioService, ServiceStatus
     from judge.config import Settings
+    from judge.models.embedded import EmbeddedServer
     from judge.models.embedded import MeasuredSpeed as MeasuredSpeed
 
 __all__ = [
@@ -23,6 +22,7 @@ __all__ = [
 
 def embedded_server(settings: Settings) -> EmbeddedServer:
     """The embedded model's server as the config describes it (started or not)."""
+    from judge.models.embedded import EmbeddedServer
 
     return EmbeddedServer(settings.embedded, settings.state_dir)
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from judge.endpoint_url import check_same_server
 from judge.progress import Progress
-from judge.trust.swaps import load_swaps
 from server.usecases.context import make_client
 from server.usecases.reports import diagnostics_report
 from server.usecases.requests import CounterfactualRequest
@@ -132,6 +131,7 @@ def _judge_of(
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
     from judge.store.queries import get_judge_run
+    from judge.trust.swaps import load_swaps
 
     swaps = load_swaps(request.swaps_file)
     kinds = swap_kinds(request.swap, swaps.kinds)
