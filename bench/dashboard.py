@@ -96,7 +96,9 @@ def build_store(folder: Path) -> tuple[str, int, int]:
         with session_scope(engine) as session:
             import_items(session, items, DATASET)
         imported = usecases.import_responses(engine, settings, answers, DATASET, model="bench")
-        judged = usecases.judge(engine, settings, imported.generation_run_id)
+        judged = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=imported.generation_run_id)
+        )
     finally:
         stub.stop()
     rng = random.Random(30)

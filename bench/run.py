@@ -222,10 +222,12 @@ def bench_embedded(tmp: Path, per_stage: int = 2) -> dict[str, Any]:
         )
         with session_scope(engine) as session:
             import_items(session, items, "embedded")
-        gen = usecases.generate(engine, settings, "embedded")
+        gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="embedded"))
         sent = _recording(server.base_url)
         start = time.perf_counter()
-        summary = usecases.judge(engine, settings, gen.run_id)
+        summary = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+        )
         pipeline_s = time.perf_counter() - start
         with Session(engine) as s:
             latencies = list(s.exec(select(col(Judgment.latency_s))))

@@ -12,6 +12,7 @@ import re
 import tomllib
 import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlmodel import Session, col, create_engine, func, select
@@ -104,3 +105,29 @@ def test_the_worked_example_runs_as_written(
             exec(code, {"__name__": "docs_python_example"})
         assert stub.state.requests == calls
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("call", "given", "words"),
+    [
+        (
+            face.judge,
+            3,
+            "expected a JudgeRequest (for instance JudgeRequest(generation_run_id=3)), got int 3",
+        ),
+        (face.judge_dry_run, 3, "expected a JudgeRequest"),
+        (
+            face.generate,
+            "sample",
+            'expected a GenerateRequest (for instance GenerateRequest(dataset="sample")), '
+            "got str 'sample'",
+        ),
+    ],
+)
+def test_the_use_cases_take_their_typed_request_only(call: Any, given: object, words: str) -> None:
+    # Before issue 43 these took a bare run id or dataset name too (with the request's fields
+    # as keywords); now the request is the one way in, and the old call says what to write.
+    # The check comes before anything is opened, so no engine or settings are needed.
+    with pytest.raises(TypeError) as caught:
+        call(None, None, given)
+    assert words in str(caught.value)

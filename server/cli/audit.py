@@ -6,12 +6,14 @@ judge (``award classify``) and by people (``award export-followups`` / ``import-
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from judge.errors import IncompleteError
 from judge.vocab import RunStatus
 from server.cli.audit_bbq import register as register_bbq
 from server.cli.audit_campaign import register
@@ -227,7 +229,6 @@ def _show(
 
 
 def _check_complete(ctx: Context, run_id: int, allow_failures: bool, as_json: bool) -> None:
-    from judge.errors import IncompleteError
     from server.usecases import audits
 
     info = audits.run_status(ctx.engine(), run_id)
@@ -337,7 +338,6 @@ def award_classify(ctx: Context, run_id: int, endpoint: str | None, as_json: boo
 def award_export(ctx: Context, run_id: int, path: str, as_json: bool) -> None:
     """Write RUN's follow-up explanations as a CSV for people to classify (the chosen
     student's group is not in it)."""
-    import csv
 
     from server.usecases import audits
 

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from server.cli.output import emit, err, json_option, out, progress_bar, table, writing
+from server.cli.output import (
+    emit,
+    err,
+    json_option,
+    out,
+    progress_bar,
+    report_table,
+    table,
+    writing,
+)
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -120,7 +129,6 @@ def dataset_coverage(ctx: Context, name: str, out_dir: str | None, as_json: bool
     cells and cells with no usable item are marked (the terminal shows only those rows)."""
     from rich.text import Text
 
-    from server.cli.output import report_table
     from server.usecases import Table, coverage_report, session
 
     with session(ctx.engine()) as db:

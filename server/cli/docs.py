@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from judge import paths
 from judge.config import EndpointConfig, Settings
+from server import openapi_document
 from server.cli import cli
 
 COMMAND = "python -m server.cli.docs"
@@ -85,8 +86,6 @@ def cli_markdown() -> str:
 
 
 def api_markdown() -> str:
-    from server import openapi_document
-
     document = openapi_document()
     lines = [
         "# Web API (`/api/v1`)",

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from judge.errors import InvalidInputError, OutputError
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -28,7 +30,6 @@ class RowId(click.ParamType):
     name = "integer"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from judge.errors import InvalidInputError
         from server.usecases.requests import MAX_ID
 
         try:
@@ -94,7 +95,6 @@ human_option = click.option(
 def writing(path: str | Path) -> Iterator[None]:
     """Files written inside this block that cannot be (no such folder, no permission, a full
     disk) become one FairJudgeError naming ``path`` and the reason, not a traceback."""
-    from judge.errors import OutputError
 
     try:
         yield

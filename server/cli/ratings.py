@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from judge.vocab import Scale
 from server.cli.output import ROW_ID, emit, json_option, out
 
 if TYPE_CHECKING:
-    from judge.vocab import Scale
     from server.cli import Context
 
 
@@ -20,8 +20,6 @@ class ScaleType(click.ParamType):
     name = "scale"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from judge.vocab import Scale
-
         if isinstance(value, Scale):
             return value
         try:

@@ -16,6 +16,7 @@ from server.cli.output import (
     err,
     json_option,
     out,
+    print_lines,
     progress_bar,
     report_table,
     require_qualified_option,
@@ -90,7 +91,6 @@ def report(
 
 def print_standing(report: Report) -> None:
     """The judge's standing per rubric, before any figure."""
-    from server.cli.output import print_lines
 
     section = report.section("Judge standing")
     if section is not None:

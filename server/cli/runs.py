@@ -5,19 +5,19 @@ A run left with answers or judgments missing (calls that failed for good) makes 
 and ``judge`` fail with ``IncompleteError`` (exit code 3) after printing their summary, unless
 ``--allow-failures`` is given; then the run's status line is printed and the exit code is 0.
 
-Two other ways to run the same request, shared with ``audit SUITE run``: ``--batch`` sends
-the calls through the endpoint's Batch API (``server.usecases.batch``), ``--queue`` hands the
-request to the job queue instead of running it here (``server.jobs.queue.submit``).
-"""
+The request says how it runs (``dry_run``; ``transport``: ``--batch`` and its tuning);
+``--queue`` (shared with ``audit SUITE run``) hands it to the job queue instead."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from judge.errors import ConfigError, IncompleteError, InvalidInputError
 from judge.vocab import RunStatus
 from server.cli.output import (
     ROW_ID,
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from server.usecases.transport import Transport
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R", bound="Request")
 
 allow_failures_option = click.option(
     "--allow-failures",
@@ -100,8 +101,9 @@ def batch_options(*, repairs: bool = False) -> Callable[[F], F]:
             is_flag=True,
             help="Queue the same request as a job instead of running it here: the Celery "
             "workers run it when [workers] broker_url is set, else the server's own worker "
-            "(`fairjudge serve`). Prints the job's id; follow it with `fairjudge jobs show "
-            "ID`.",
+            "(`fairjudge serve`); with --batch always the server's own worker, which waits for "
+            "the batches without holding a slot. Prints the job's id; follow it with "
+            "`fairjudge jobs show ID`.",
         ),
     ]
 
@@ -115,19 +117,14 @@ def batch_options(*, repairs: bool = False) -> Callable[[F], F]:
 
 def check_batch_use(options: dict[str, Any], *, dry_run: bool, max_cost: float | None) -> None:
     """Refuse, as usage errors, options that contradict each other: the --batch tuning
-    options without --batch, --max-cost with --batch, --queue with --dry-run or --batch."""
-    if options.get("queue"):
-        why = {
-            "--dry-run": "a job always runs",
-            "--batch": "the CLI queues live jobs; queue one through the Batch API with POST "
-            '/api/v1/jobs or the dashboard\'s job form (transport {"mode": "batch"})',
-        }
-        for name, given in (("--dry-run", dry_run), ("--batch", options.get("batch"))):
-            if given:
-                raise click.UsageError(
-                    f"--queue cannot be used with {name}: {why[name]}; drop {name}, or run "
-                    "it here without --queue"
-                )
+    options without --batch, --max-cost with --batch, --queue with --dry-run. --queue with
+    --batch queues a job whose calls go through the Batch API (the server's own worker runs
+    it and waits for its batches off the slots, as a job from the API or the dashboard)."""
+    if options.get("queue") and dry_run:
+        raise click.UsageError(
+            "--queue cannot be used with --dry-run: a job always runs; drop --dry-run, or "
+            "run it here without --queue"
+        )
     if options.get("batch"):
         if max_cost is not None:
             raise click.UsageError(
@@ -186,7 +183,8 @@ def queue_request(
     job = submit(
         ctx.engine(settings), kind, request.to_params(), created_by="cli", settings=settings
     )
-    runs_on = "celery" if uses_celery(settings) else "server"
+    # a job through the Batch API runs on the server's worker (Celery is refused by submit)
+    runs_on = "celery" if uses_celery(settings) and not is_batch(request) else "server"
     where = (
         "the Celery workers ([workers] broker_url) run it"
         if runs_on == "celery"
@@ -219,8 +217,6 @@ def check_batch_run(
     ``_check_complete``: IncompleteError (exit 3) unless --allow-failures."""
     from rich.text import Text
 
-    from judge.errors import IncompleteError
-
     if status not in (RunStatus.INCOMPLETE, RunStatus.UNUSABLE):
         return
     console = err() if as_json else out()
@@ -231,6 +227,66 @@ def check_batch_run(
     if not allow_failures:
         raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
     console.print(Text(line), soft_wrap=True)
+
+
+# How a command runs its request here: (engine, settings, request, allow_failures, as_json).
+Mode = Callable[["Engine", "Settings", Any, bool, bool], None]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What ``generate`` and ``judge`` do differently on their one path (``_run_stage``): the
+    request and job kind, and how each way to run (dry run, Batch API, live) is shown."""
+
+    job: str
+    request: Callable[[], type[Request]]
+    modes: dict[str, Mode]
+
+
+def _run_stage(
+    ctx: Context,
+    stage: Stage,
+    fields: dict[str, Any],
+    batching: dict[str, Any],
+    allow_failures: bool,
+    as_json: bool,
+) -> None:
+    """Build the stage's request and run it as it says (``dry_run``, ``transport``), or queue
+    it (``--queue``: where it runs is the command's choice, not the request's)."""
+    check_batch_use(batching, dry_run=fields["dry_run"], max_cost=fields["max_cost"])
+    kind = stage.request()
+    settings, request = request_and_settings(ctx, kind, fields)
+    dry_run: bool = getattr(request, "dry_run", False)
+    mode = "dry_run" if dry_run else "batch" if is_batch(request) else "live"
+    with blamed_on_options(ctx, kind, fields):
+        if batching["queue"]:
+            queue_request(ctx, settings, stage.job, request, as_json)
+        else:
+            stage.modes[mode](ctx.engine(settings), settings, request, allow_failures, as_json)
+
+
+def request_and_settings(ctx: Context, kind: type[R], fields: dict[str, Any]) -> tuple[Settings, R]:
+    """The config as its file gives it, and the request the options ask for. The request's
+    settings overrides are applied once, where it runs (``apply_overrides``, by the use case
+    or the job), never here; a bad value is still blamed on its option (see
+    ``blamed_on_options``)."""
+    settings = ctx.settings()
+    with blamed_on_options(ctx, kind, fields):
+        request = kind.build(**fields)
+    return settings, request
+
+
+@contextmanager
+def blamed_on_options(ctx: Context, kind: type[Request], fields: dict[str, Any]) -> Iterator[None]:
+    """Where bad input stops a command, the config is loaded with the options' overrides:
+    if they are at fault, that raises the message that names the option and its value
+    (``--temperature 5: must be <= 2``, ``--endpoint nope: ... is not defined``); otherwise
+    the first error stands. Nothing is loaded twice when the input is good."""
+    try:
+        yield
+    except (InvalidInputError, ConfigError):
+        ctx.settings(**kind.overrides_of(fields))
+        raise
 
 
 @click.command()
@@ -277,38 +333,35 @@ def generate(
     Drafts and rejected items are left out (see docs/datasets.md); the run's status line
     says how many. --batch sends them through the Batch API; --queue queues them as a
     job."""
-    from server import usecases
-    from server.usecases.batch import check_batch_endpoint
-    from server.usecases.requests import GenerateRequest
-    from server.usecases.runs import generate_dry_run, run_cost, summary_line
-
-    check_batch_use(batching, dry_run=dry_run, max_cost=max_cost)
-
     fields = {
         "dataset": dataset_name, "endpoint": endpoint, "temperature": temperature,
         "max_tokens": max_tokens, "limit": limit, "accepted_only": accepted_only,
         "include_drafts": include_drafts, "new": new, "max_cost": max_cost, "dry_run": dry_run,
         "transport": chosen_transport(batching),
     }  # fmt: skip
-    # The config is loaded with the overrides first, so a bad value is blamed on its option.
-    settings = ctx.settings(**GenerateRequest.overrides_of(fields))
-    request = GenerateRequest.build(**fields)
-    if batching["queue"]:
-        queue_request(ctx, settings, "generate", request, as_json)
-        return
-    engine = ctx.engine(settings)
+    _run_stage(ctx, GENERATE, fields, batching, allow_failures, as_json)
+
+
+def _generate_dry_run(
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+) -> None:
+    from server.usecases.batch import check_batch_endpoint
+    from server.usecases.runs import generate_dry_run
+
     batch = is_batch(request)
-    if request.dry_run:
-        if batch:  # refused now, as the run would be
-            check_batch_endpoint(settings, settings.generation.endpoint)
-        plan = _applies(generate_dry_run(engine, settings, request), batch)
-        emit(plan, as_json, lambda p: _print_answers_plan(p, batch=batch))
-        return
-    if batch:
-        _generate_batch(engine, settings, request, allow_failures, as_json)
-        return
+    if batch:  # refused now, as the run would be
+        check_batch_endpoint(settings, request.endpoint or settings.generation.endpoint)
+    plan = _applies(generate_dry_run(engine, settings, request), batch)
+    emit(plan, as_json, lambda p: _print_answers_plan(p, batch=batch))
+
+
+def _generate_live(
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+) -> None:
+    from server.usecases.runs import generate, run_cost, summary_line
+
     with progress_bar("generating", as_json) as bar:
-        summary = usecases.generate(engine, settings, request, progress=bar)
+        summary = generate(engine, settings, request, progress=bar)
     cost = run_cost(engine, settings, "generation", summary.run_id)
     emit(
         {**asdict(summary), "cost": cost},
@@ -405,38 +458,35 @@ def judge(
     """Score a generation run's answers with the FairMonitor rubrics, or with --rubrics
     (resumable). --batch sends the judge calls through the Batch API; --queue queues the
     request as a job."""
-    from server import usecases
-    from server.usecases.batch import check_batch_endpoint
-    from server.usecases.requests import JudgeRequest
-    from server.usecases.runs import run_cost, summary_line
-
-    check_batch_use(batching, dry_run=dry_run, max_cost=max_cost)
-
     fields = {
         "generation_run_id": run_id, "endpoint": endpoint, "prompt_variant": prompt_variant,
         "temperature": temperature, "samples": samples, "aggregation": aggregation,
         "rubric_set": rubric_set, "swap_order": swap_order or None, "max_cost": max_cost,
         "dry_run": dry_run, "transport": chosen_transport(batching, judge=True),
     }  # fmt: skip
-    # The config is loaded with the overrides first, so a bad value is blamed on its option.
-    settings = ctx.settings(**JudgeRequest.overrides_of(fields))
-    request = JudgeRequest.build(**fields)
-    if batching["queue"]:
-        queue_request(ctx, settings, "judge", request, as_json)
-        return
-    engine = ctx.engine(settings)
+    _run_stage(ctx, JUDGE, fields, batching, allow_failures, as_json)
+
+
+def _judge_dry_run(
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+) -> None:
+    from server.usecases.batch import check_batch_endpoint
+    from server.usecases.runs import judge_dry_run
+
     batch = is_batch(request)
-    if request.dry_run:
-        if batch:  # refused now, as the run would be
-            check_batch_endpoint(settings, settings.judge.endpoint)
-        plan = _applies(usecases.judge_dry_run(engine, settings, request), batch)
-        emit(plan, as_json, lambda p: _print_plan(p, batch=batch))
-        return
-    if batch:
-        _judge_batch(engine, settings, request, allow_failures, as_json)
-        return
+    if batch:  # refused now, as the run would be
+        check_batch_endpoint(settings, request.endpoint or settings.judge.endpoint)
+    plan = _applies(judge_dry_run(engine, settings, request), batch)
+    emit(plan, as_json, lambda p: _print_plan(p, batch=batch))
+
+
+def _judge_live(
+    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+) -> None:
+    from server.usecases.runs import judge, run_cost, summary_line
+
     with progress_bar("judging", as_json) as bar:
-        summary = usecases.judge(engine, settings, request, progress=bar)
+        summary = judge(engine, settings, request, progress=bar)
     cost = run_cost(engine, settings, "judge", summary.run_id)
     emit(
         {**asdict(summary), "cost": cost},
@@ -500,7 +550,6 @@ def _check_complete(
     its status line (on stderr with --json, so that stdout stays one JSON document)."""
     from rich.text import Text
 
-    from judge.errors import IncompleteError
     from server.usecases import run_status
 
     status, detail = run_status(engine, kind, run_id)
@@ -510,6 +559,28 @@ def _check_complete(
     if not allow_failures:
         raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
     (err() if as_json else out()).print(Text(line), soft_wrap=True)
+
+
+def _generate_request() -> type[Request]:
+    from server.usecases.requests import GenerateRequest
+
+    return GenerateRequest
+
+
+def _judge_request() -> type[Request]:
+    from server.usecases.requests import JudgeRequest
+
+    return JudgeRequest
+
+
+GENERATE = Stage(
+    "generate",
+    _generate_request,
+    {"dry_run": _generate_dry_run, "batch": _generate_batch, "live": _generate_live},
+)
+JUDGE = Stage(
+    "judge", _judge_request, {"dry_run": _judge_dry_run, "batch": _judge_batch, "live": _judge_live}
+)
 
 
 @click.command()

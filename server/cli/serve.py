@@ -8,10 +8,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from server import create_app
 from server.cli.output import err
 
 if TYPE_CHECKING:
@@ -125,8 +127,6 @@ def worker(ctx: Context, exit_with_parent: bool, concurrency: int | None) -> Non
 
 
 def _app(ctx: Context) -> Any:
-    from server import create_app
-
     return create_app({"SETTINGS": ctx.settings()})
 
 
@@ -168,8 +168,6 @@ class Supervised:
     RESTART_RESET_S = 60.0
 
     def __init__(self, first: subprocess.Popen[bytes], restart: Any) -> None:
-        import time
-
         self._start, self._clock = restart, time.monotonic
         self.proc = first
         self.started = self._clock()

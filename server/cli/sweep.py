@@ -21,6 +21,7 @@ from server.cli.output import (
     report_table,
     seed_option,
 )
+from server.cli.runs import blamed_on_options, request_and_settings
 
 if TYPE_CHECKING:
     from server.cli import Context
@@ -100,6 +101,7 @@ def sweep(
 
     from judge.stats.coefficient import BootstrapOptions
     from server.usecases import session
+    from server.usecases.requests import SweepRequest
     from server.usecases.sweeps import (
         has_ratings,
         layout,
@@ -108,12 +110,15 @@ def sweep(
         sweep_reliability,
     )
 
-    settings = ctx.settings(**{"judge.endpoint": endpoint, "judge.samples": samples})
+    fields = {
+        "generation_run_id": run_id, "temperatures": temperatures, "prompt_variants": variants,
+        "samples": samples, "endpoint": endpoint,
+    }  # fmt: skip
+    # each configuration's judge request applies the overrides (server.usecases.sweeps)
+    settings, request = request_and_settings(ctx, SweepRequest, fields)
     engine = ctx.engine(settings)
-    with _bars(as_json) as progress_for:
-        result = run_sweep(
-            engine, settings, run_id, temperatures, variants, progress_for=progress_for
-        )
+    with blamed_on_options(ctx, SweepRequest, fields), _bars(as_json) as progress_for:
+        result = run_sweep(engine, settings, request, progress_for=progress_for)
     data: dict[str, Any] = result.to_dict()
     table = None
     with session(engine) as db:

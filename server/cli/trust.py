@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from judge.errors import IncompleteError
 from judge.vocab import RunStatus
 from server.cli.output import (
     ROW_ID,
@@ -112,7 +113,6 @@ def counterfactual(
 ) -> None:  # fmt: skip
     """Judge a copy of RUN's answers with only sensitive words swapped, with RUN's own judge
     and settings, and report per rubric how the scores moved (resumable)."""
-    from judge.errors import IncompleteError
     from server.usecases import trust
     from server.usecases.requests import CounterfactualRequest
     from server.usecases.runs import run_cost

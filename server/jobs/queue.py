@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqlmodel import Session
+
 from judge.errors import InvalidInputError, NotFoundError
 from server.jobs.running import JobCancelled, run_job
 from server.queries import runnable_job_ids
@@ -186,8 +188,6 @@ class Worker:
         return time.monotonic()
 
     def _candidates(self, active: dict[int, threading.Thread]) -> Iterator[int]:
-        from sqlmodel import Session
-
         try:
             with Session(self.engine) as session:
                 # not the jobs waiting for their batches at the provider (``not_before``)

@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from judge.progress import Progress
+from server import usecases
+from server.usecases import batch, followups, trust
+from server.usecases.campaigns import pull_campaign
 from server.usecases.requests import (
     JOB_REQUESTS,
     SUITE_OPTIONS,
@@ -32,6 +35,7 @@ from server.usecases.requests import (
     SweepRequest,
     apply_overrides,
 )
+from server.usecases.servers import ensure_embedded
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -74,7 +78,6 @@ def _through_batches(
     the provider it raises ``BatchWaiting`` to be taken up again after ``poll_s``; once all
     are collected, its result. Run again after any kill, it takes up the same batches
     (``judge.models.batching`` records each step before it is taken)."""
-    from server.usecases import batch
 
     assert r.transport is not None
     transport = r.transport.model_copy(update={"wait": False})  # a job never waits in its slot
@@ -137,7 +140,6 @@ class Task:
 def _judge(
     engine: Engine, settings: Settings, r: JudgeRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server import usecases
 
     if _is_batch(r):
         return _through_batches(engine, settings, r, progress, note)
@@ -151,7 +153,6 @@ def _judge(
 def _generate(
     engine: Engine, settings: Settings, r: GenerateRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server import usecases
 
     if _is_batch(r):
         return _through_batches(engine, settings, r, progress, note)
@@ -174,7 +175,6 @@ def _generate(
 def _pull(
     engine: Engine, settings: Settings, p: PullRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server.usecases.campaigns import pull_campaign
 
     return pull_campaign(engine, settings, p.campaign).to_dict()
 
@@ -196,7 +196,6 @@ def _audit(
 def _audit_classify(
     engine: Engine, settings: Settings, p: AuditClassifyRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server.usecases import followups
 
     _ensure_embedded(p.endpoint or settings.judge.endpoint, settings)
     note({"audit_run_id": p.run_id})
@@ -214,7 +213,6 @@ def _items(
     note: Note,
 ) -> dict[str, Any]:
     """Test items an endpoint writes: a plan over cells, or one cell's ``count`` more."""
-    from server import usecases
 
     _ensure_embedded(r.endpoint, settings)
     note({"dataset": r.into})
@@ -228,7 +226,6 @@ def _items(
 def _counterfactual(
     engine: Engine, settings: Settings, r: CounterfactualRequest, progress: Progress, note: Note
 ) -> dict[str, Any]:
-    from server.usecases import trust
 
     done = trust.counterfactual_audit(engine, settings, r, progress=progress)
     status, detail = trust.judge_run_status(engine, done.judge_run_id)
@@ -249,8 +246,7 @@ def _sweep(
 ) -> dict[str, Any]:
     from server.usecases.sweeps import run_sweep
 
-    chosen = apply_overrides(settings, r)
-    _ensure_embedded(chosen.judge.endpoint, settings)
+    _ensure_embedded(apply_overrides(settings, r).judge.endpoint, settings)
     configs = len(r.temperatures) * len(r.prompt_variants)
     started: list[int] = []  # one entry per configuration begun; run_sweep goes in order
 
@@ -264,10 +260,8 @@ def _sweep(
 
         return report
 
-    result = run_sweep(
-        engine, chosen, r.generation_run_id, r.temperatures, r.prompt_variants,
-        progress_for=progress_for,
-    )  # fmt: skip
+    # the request's overrides are applied by each configuration's judge request
+    result = run_sweep(engine, settings, r, progress_for=progress_for)
     return {"judge_run_ids": result.judge_run_ids, "sweep": result.to_dict()}
 
 
@@ -301,7 +295,5 @@ def run_task(
 def _ensure_embedded(endpoint: str, settings: Settings) -> None:
     """Start the embedded model's server when the job's endpoint is it and it is not up (the
     default endpoint needs no separate `fairjudge model serve` for jobs)."""
-
-    from server.usecases.servers import ensure_embedded
 
     ensure_embedded(settings, endpoint)

@@ -29,10 +29,12 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from flask import Response, current_app, request
+from sqlmodel import Session
 
 from server.db import get_session
 from server.kept.cache import Computed, FigureCache
@@ -357,8 +359,6 @@ def _start(
     out: Future[Stored] = Future()
 
     def read_back(done: Future[Any]) -> None:
-        from sqlmodel import Session
-
         from server.usecases.figures import Stored, read
 
         try:
@@ -380,7 +380,6 @@ def _start(
 def _submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     """``fn(*args)`` in this process's pool of figure processes (spawned, lower priority:
     ``server.usecases.figures.child_init``), made again when one of them died."""
-    from concurrent.futures.process import BrokenProcessPool
 
     from server.usecases.figures import child_init
 

@@ -12,6 +12,7 @@ generation run).
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from judge.errors import InvalidInputError
+from judge.errors import InvalidInputError, NotFoundError
+from judge.vocab import SCALE, Scale
 from server.usecases.requests import NumbersNotBooleans
 
 if TYPE_CHECKING:
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
     from annotation.files import FileAgreement
     from annotation.reliability import RunReliability
     from judge.reports.sections import AgreementPlot, Table
-    from judge.vocab import Scale
 
 
 class BootstrapChoices(NumbersNotBooleans):
@@ -164,7 +165,6 @@ def _rated_generation_run(session: Session, judge_run_id: int) -> int:
     """The judge run's generation run, once it is known to have human ratings."""
     from sqlmodel import select
 
-    from judge.errors import NotFoundError
     from judge.store.queries import get_judge_run
     from judge.store.tables import HumanRating
 
@@ -192,7 +192,6 @@ def files_agreement(
     ``scale`` (1-5 unless given)."""
     from annotation.files import compute
     from judge.stats.coefficient import BootstrapOptions
-    from judge.vocab import SCALE
 
     chosen = options or BootstrapChoices()
     return compute(
@@ -243,9 +242,6 @@ def posted_csv(
     """CSV text sent in a request as the files the file readers take (``human_csv`` and
     ``judge_csv`` in a temporary folder), and the scale parsed. An InvalidInputError raised
     while they are in use names the text (``human_csv line 3: ...``), never the folder."""
-    import tempfile
-
-    from judge.vocab import Scale
 
     try:
         parsed = Scale.parse(scale)

@@ -22,11 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import numpy as np
 from pydantic import ConfigDict, Field, field_validator
 
 from judge.errors import InvalidInputError, NotFoundError
-from judge.stats.alttest import EPSILON, MIN_ITEMS, items_rule
-from server.usecases.agreement import SCALE_FIELD
+from judge.reports.sections import Table
+from judge.stats.alttest import EPSILON, MIN_ITEMS, AltTestRefused, alt_test, items_rule
+from judge.vocab import SCALE
+from server.usecases.agreement import SCALE_FIELD, posted_csv
 from server.usecases.requests import MAX_ID, NumbersNotBooleans
 
 if TYPE_CHECKING:
@@ -35,7 +38,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
-    from judge.reports.sections import Table
     from judge.stats.alttest import AltTestResult, AnnotatorComparison
     from judge.stats.matrix import RatingMatrix
     from judge.store.rating_scope import RatingSelection
@@ -221,7 +223,6 @@ class AltTestReport:
 
     def tables(self) -> list[Table]:
         """One table per rubric with a result: each annotator against the judge."""
-        from judge.reports.sections import Table
 
         whose = f"judge run {self.judge_run}" if self.judge_run is not None else "the judge file"
         out = []
@@ -276,7 +277,6 @@ def _test(
     options: AltTestOptions,
 ) -> RubricAltTest:
     """``alt_test`` on one items x annotators table; a refusal is kept with its reason."""
-    from judge.stats.alttest import AltTestRefused, alt_test
 
     n_items, n_annotators = len(judge), len(annotators)
     try:
@@ -329,7 +329,6 @@ def _load(
     """Read ``request``'s ratings and judge scores once (see ``alt_test_run``), or take
     them from ``read``: the ratings' selection (``drawn_ratings`` of the request's campaigns)
     and the run's item scores, where the caller has them already."""
-    import numpy as np
 
     from annotation.estimates import drawn_ratings
     from judge.metrics import item_scores
@@ -444,11 +443,9 @@ def alt_test_files(
     """The alt-test on the user's own files (``agreement compute``'s formats), on ``scale``
     (1-5 unless given): the judge's score of an item is the mean of its scored rows; items
     without one, or rated by nobody, are left out and counted."""
-    import numpy as np
 
     from annotation.errors import RatingsError
     from annotation.files import read_human, read_judge
-    from judge.vocab import SCALE
 
     scale = SCALE if scale is None else scale
     matrix, _ = read_human(human_csv, None, scale)
@@ -492,7 +489,6 @@ def alt_test_files(
 def alt_test_text(request: FilesAltTestRequest) -> dict[str, Any]:
     """``alt_test_files`` on CSV text sent in a request, as JSON; a problem in either text
     names it (``human_csv line 3: ...``), never the temporary files it was written to."""
-    from server.usecases.agreement import posted_csv
 
     with posted_csv(request.human_csv, request.judge_csv, request.scale) as (human, judge, scale):
         if judge is None:  # the request's schema requires it; a caller building one may not

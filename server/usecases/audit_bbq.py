@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from judge.audits.bbq import score_predictions
+from judge.audits.bbq_report import bbq_report
+from judge.audits.bbq_score import DEFAULT_RESAMPLES
 from server.usecases.audits import Analysis, finite
 
 
@@ -21,9 +24,6 @@ def analyze_bbq_file(
     and overall, for the predictions in field ``predictions`` of a BBQ file or folder
     (``race``, ``arc``, ``qonly``: the authors' UnifiedQA-11B fields). Every problem of the
     file is one DatasetError; predictions naming no option are counted apart."""
-    from judge.audits.bbq import score_predictions
-    from judge.audits.bbq_report import bbq_report
-    from judge.audits.bbq_score import DEFAULT_RESAMPLES
 
     result = score_predictions(
         path,

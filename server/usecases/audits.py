@@ -10,6 +10,7 @@ how) is what the API's ``POST /audits`` body and an audit job's parameters are; 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from annotation.estimate_results import finite  # the one definition; the CLI and API use it
-from judge.errors import InvalidInputError
+from judge.audits.award_csv import read_award_csv
+from judge.audits.award_data import load_name_groups
+from judge.audits.report import award_report, bbi_report, names_report
+from judge.audits.suites import SUITES, make_suite
+from judge.errors import FairJudgeError, InvalidInputError
 from judge.progress import Progress
+from judge.reports.sections import Report
 from server.usecases.context import make_client, run_prices
 from server.usecases.requests import AuditRequest
 
@@ -29,7 +35,6 @@ if TYPE_CHECKING:
 
     from judge.audits.runner import AuditSummary
     from judge.config import Settings
-    from judge.reports.sections import Report
 
 
 DEFAULT_MAX_TOKENS = {"award": 300, "names": 200, "bbi": 2048, "bbq": 100}
@@ -61,7 +66,6 @@ def run_audit(
     ``max_cost``: stop before spending more, at the endpoint's prices (refused before any
     call without them)."""
     from judge.audits import runner
-    from judge.audits.suites import make_suite
     from judge.costs import Prices, make_budget
 
     suite = make_suite(suite_name, **options)
@@ -91,7 +95,6 @@ def audit_dry_run(engine: Engine, settings: Settings, request: AuditRequest) -> 
     suite; cost live and at the batch price), and for the award audit with follow-ups a
     second estimate of the "why?" turn, which is asked only after an answer that chose."""
     from judge.audits import runner
-    from judge.audits.suites import make_suite
     from judge.costs import Prices, estimate, measured_audit_tokens, measured_tokens_per_char
     from judge.models.client import ModelClient
     from judge.store.engine import session_scope
@@ -214,10 +217,7 @@ def audit_result(session: Session, run_id: int, settings: Settings | None = None
     from judge.audits import followup as fu
     from judge.audits.run_report import answers_section, followup_sections
     from judge.audits.runner import get_run, status_counts, stored_answers, unread
-    from judge.audits.suites import SUITES
     from judge.costs import answers_cost
-    from judge.errors import InvalidInputError
-    from judge.reports.sections import Report
 
     run = get_run(session, run_id)
     assert run.id is not None
@@ -445,9 +445,6 @@ def analyze_award_csv(path: str | Path, names: str | Path | None = None) -> Anal
     """Binomial tests per level (level,choice) and, with a name_pair column, Kruskal-Wallis
     across name pairs; or the follow-up's chi-square (level,chosen_group,followup_class)."""
     from judge.audits import award as suite
-    from judge.audits.award_csv import read_award_csv
-    from judge.audits.award_data import load_name_groups
-    from judge.audits.report import award_report
 
     groups = load_name_groups(names) if names else None
     read = read_award_csv(path, groups)
@@ -468,7 +465,6 @@ def analyze_award_csv(path: str | Path, names: str | Path | None = None) -> Anal
 def analyze_names_csv(path: str | Path) -> Analysis:
     """Means and CIs by race and gender, Welch's tests, per-name standardised means."""
     from judge.audits import names as suite
-    from judge.audits.report import names_report
 
     result = suite.analyze(suite.read_answers_csv(Path(path)))
     return Analysis(result.to_dict(), names_report(result))
@@ -477,7 +473,6 @@ def analyze_names_csv(path: str | Path) -> Analysis:
 def analyze_bbi_csv(path: str | Path) -> Analysis:
     """RS, SBS per dataset and BBI, overall and per bias type (dataset,bias_type,label)."""
     from judge.audits import bbi as suite
-    from judge.audits.report import bbi_report
 
     result = suite.analyze_labels(suite.read_labels_csv(Path(path)))
     return Analysis(result.to_dict(), bbi_report(result))
@@ -490,9 +485,6 @@ def analyze_csv_text(suite: str, text: str) -> dict[str, Any]:
     """A suite's statistics on CSV text sent in a request (``audit SUITE analyze`` on a
     file), as JSON with non-finite numbers as null, and its ``note`` when there is one; a
     problem names the text, not a temporary file."""
-    import tempfile
-
-    from judge.errors import FairJudgeError
 
     if suite not in ANALYSES:
         raise InvalidInputError(f"unknown suite {suite!r}: use one of {', '.join(ANALYSES)}")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from judge.errors import InvalidInputError
 from judge.models.batch_options import BatchOptions
 from judge.progress import Progress
+from server.usecases.context import make_client
 from server.usecases.requests import (
     AuditRequest,
     GenerateRequest,
@@ -20,7 +21,13 @@ from server.usecases.requests import (
     Request,
     apply_overrides,
 )
-from server.usecases.transport import JudgeTransport, Transport, check_batch_endpoint
+from server.usecases.runs import generate_with, judge_with, run_status, typed
+from server.usecases.transport import (
+    JudgeTransport,
+    Transport,
+    call_transport,
+    check_batch_endpoint,
+)
 
 __all__ = [
     "BatchOptions",
@@ -71,7 +78,6 @@ def check_job_transport(settings: Settings, kind: str, params: dict[str, Any]) -
     """Refuse, before it is queued, a job through the Batch API that could not run so: on
     the Celery workers (a job that waits for its batches off the slots runs on the server's
     own worker), or on an endpoint not set up for it (``check_batch_endpoint``)."""
-    from judge.errors import InvalidInputError
     from server.usecases.jobs import job_request
 
     transport = params.get("transport")
@@ -103,10 +109,8 @@ def _account(transport: object) -> BatchTransport:
 def judge_batch(
     engine: Engine,
     settings: Settings,
-    request: JudgeRequest | int,
+    request: JudgeRequest,
     *,
-    rubric_set: str | None = None,
-    swap_order: bool = False,
     repairs: Literal["live", "batch"] | None = None,
     options: BatchOptions | None = None,
     progress: Progress | None = None,
@@ -123,12 +127,8 @@ def judge_batch(
     ``progress`` hears (finished, total) calls of the running batches."""
     from judge.costs import Prices
     from judge.grading.batch_calls import judge_result
-    from server.usecases.runs import judge_with, run_status
 
-    if isinstance(request, int):
-        request = JudgeRequest.build(
-            generation_run_id=request, rubric_set=rubric_set, swap_order=swap_order
-        )
+    typed(request, JudgeRequest)
     request = with_transport(request, options, repairs)
     summary, settings, transport = judge_with(
         engine, settings, request, progress=progress, on_run=on_run
@@ -143,7 +143,7 @@ def judge_batch(
 def generate_batch(
     engine: Engine,
     settings: Settings,
-    request: GenerateRequest | str,
+    request: GenerateRequest,
     *,
     options: BatchOptions | None = None,
     progress: Progress | None = None,
@@ -151,15 +151,13 @@ def generate_batch(
 ) -> BatchRunResult:
     """Ask the model under test for a dataset's answers with the calls sent through its
     endpoint's Batch API (resumes the generation run with the same settings, and any batch
-    an earlier command left running). ``request``: as for ``runs.generate`` (or only the
-    dataset's name); ``max_cost`` is refused. ``options`` and ``progress``: as for
+    an earlier command left running). ``request``: as for ``runs.generate``; ``max_cost``
+    is refused. ``options`` and ``progress``: as for
     ``judge_batch``."""
     from judge.answers.collect import KIND, failed_answers
     from judge.costs import Prices
-    from server.usecases.runs import generate_with, run_status
 
-    if isinstance(request, str):
-        request = GenerateRequest.build(dataset=request)
+    typed(request, GenerateRequest)
     request = with_transport(request, options)
     summary, settings, transport = generate_with(
         engine, settings, request, progress=progress, on_run=on_run
@@ -192,8 +190,6 @@ def audit_batch(
     from judge.costs import Prices
     from judge.runs import RunSummary
     from server.usecases.audits import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, AuditRunRequest
-    from server.usecases.context import make_client
-    from server.usecases.transport import call_transport
 
     request = with_transport(request, options)
     files: dict[str, str] = {}

@@ -4,12 +4,15 @@ and the award audit's follow-up campaigns."""
 
 from __future__ import annotations
 
+import csv
 import re
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge.errors import InvalidInputError
 from server.usecases.context import labelstudio
 from server.usecases.rubrics import rubrics
 
@@ -48,7 +51,6 @@ def create_campaign(
     size is planned for that CI width instead. Returns the result and the plan's reason."""
     from annotation.labelstudio.campaigns import create_campaign as create
     from annotation.labelstudio.campaigns import plan_size
-    from judge.errors import InvalidInputError
 
     if target_half_width is not None and options.get("size") is not None:
         raise InvalidInputError("give a size or a target half width, not both")
@@ -120,8 +122,6 @@ def add_gold_rows(
 ) -> dict[str, Any]:
     """``add_gold`` for gold rows sent as JSON objects (item_id, rubric, score), read exactly
     like the lines of a gold CSV file; a problem names the row (row 1 is the first)."""
-    import csv
-    import tempfile
 
     from annotation.errors import CampaignError
 
@@ -206,7 +206,6 @@ def export_campaign(engine: Engine, name: str, path: str | Path) -> int:
 
 def export_campaign_text(engine: Engine, name: str) -> str:
     """``export_campaign`` as CSV text (what ``campaign export`` writes to its file)."""
-    import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "ratings.csv"

@@ -11,13 +11,27 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from annotation.estimate_results import finite
+
 # The reply's types at module level: the API's reply model is built from these dataclasses
 # (server/schemas/compare.py), which needs their fields' types importable here.
-from annotation.paired_estimates import PairedEstimates
+from annotation.paired_estimates import PairedEstimates, paired_estimates
 from judge.errors import InvalidInputError
-from judge.reports.compare import ComparedRun
-from judge.reports.compare_paired import PairedRow
+from judge.metrics import item_scores
+from judge.reports.compare import ComparedRun, compare_section, compared_runs
+from judge.reports.compare_paired import (
+    DEFAULT_MARGIN,
+    MCNEMAR,
+    N_BOOTSTRAP,
+    SEED,
+    SIGN_FLIP,
+    PairedRow,
+    check_same_items,
+    legend,
+    paired_rows,
+)
 from judge.reports.sections import Section
+from judge.stats.multiplicity import ALPHA, HOLM
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -50,7 +64,6 @@ class PairedComparison:
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON holds it: a number that is not one (NaN) is null."""
-        from annotation.estimate_results import finite
 
         return dict(finite(asdict(self)))
 
@@ -76,26 +89,12 @@ class Comparison:
 
 
 def _margin(margin: float | None) -> float:
-    from judge.reports.compare_paired import DEFAULT_MARGIN
-
     return DEFAULT_MARGIN if margin is None else margin
 
 
 def _paired(
     session: Session, a: ComparedRun, b: ComparedRun, margin: float, assume_random: bool
 ) -> PairedComparison:
-    from annotation.paired_estimates import paired_estimates
-    from judge.metrics import item_scores
-    from judge.reports.compare_paired import (
-        MCNEMAR,
-        N_BOOTSTRAP,
-        SEED,
-        SIGN_FLIP,
-        check_same_items,
-        legend,
-        paired_rows,
-    )
-    from judge.stats.multiplicity import ALPHA, HOLM
 
     scores_a = item_scores(session, a.judge_run_id, a.aggregation)
     scores_b = item_scores(session, b.judge_run_id, b.aggregation)
@@ -130,7 +129,6 @@ def paired_comparison(
     (percentage points; 5 when None); ``assume_random`` treats imported ratings as a simple
     random sample for the corrected differences. NotFoundError for an unknown run;
     InvalidInputError for other than two runs, or runs of different items (with the counts)."""
-    from judge.reports.compare import compared_runs
 
     distinct = list(dict.fromkeys(judge_run_ids))
     if len(distinct) != 2:
@@ -151,7 +149,6 @@ def comparison(
     """Two or more judge runs: side by side, and every run after the first paired against
     the first where both judged the same items (else refused with the reason, the others
     still compared). NotFoundError for an unknown run; InvalidInputError for fewer than two."""
-    from judge.reports.compare import compare_section, compared_runs
 
     used = _margin(margin)
     if not used > 0:

@@ -36,7 +36,12 @@ from judge.reports.sections import (
     BrowsedJudgment,
     ItemBrowser,
 )
-from server.usecases.requests import problems_of
+from server.usecases.agreement import AgreementRequest, agreement
+from server.usecases.context import run_prices
+from server.usecases.rendering import html
+from server.usecases.reports import diagnostics_report, opening_of
+from server.usecases.requests import DiagnosticsRequest, problems_of
+from server.usecases.runs import judge_run_info
 
 __all__ = [
     "AgreementPageFigures",
@@ -143,9 +148,6 @@ def judge_run_view(
     from judge.reports.facts import load_run_facts
     from judge.reports.run_report import metrics_section
     from judge.store.queries import get_judge_run
-    from server.usecases.context import run_prices
-    from server.usecases.reports import opening_of
-    from server.usecases.runs import judge_run_info
     from server.usecases.standing import run_standing, standing_note
 
     jrun = get_judge_run(session, judge_run_id)
@@ -229,7 +231,6 @@ def agreement_options(args: Mapping[str, Any]) -> AgreementPageOptions:
 
 
 def _requests(run_id: int, o: AgreementPageOptions) -> tuple[Any, Any, Any]:
-    from server.usecases.agreement import AgreementRequest
     from server.usecases.alttest import AltTestRequest
     from server.usecases.estimates import EstimatesRequest
 
@@ -270,10 +271,8 @@ def agreement_figures(
 ) -> AgreementPageFigures:
     """Agreement, estimates and alt-test of the run (NotFoundError for an unknown run; a run
     nobody rated gets the reason instead of numbers)."""
-    from server.usecases.agreement import agreement
     from server.usecases.alttest import alt_test_run
     from server.usecases.estimates import estimates, rated_read
-    from server.usecases.runs import judge_run_info
 
     judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
     agree_rq, estimates_rq, alt_rq = _requests(run_id, o)
@@ -304,7 +303,6 @@ class ChecksPageOptions:
 def checks_options(args: Mapping[str, Any]) -> ChecksPageOptions:
     """The checks' options (``DiagnosticsRequest``: its bounds and defaults, which the API's
     query shares) from the query string."""
-    from server.usecases.requests import DiagnosticsRequest
 
     given = {k: args[k] for k in ("tolerance", "margin") if args.get(k, "") != ""}
     try:
@@ -318,7 +316,6 @@ def checks_figures(
     session: Session, run_id: int, o: ChecksPageOptions, settings: Settings
 ) -> Report:
     """The judge's own checks on the run: the diagnostics report the API returns."""
-    from server.usecases.reports import diagnostics_report
 
     return diagnostics_report(
         session, run_id, tolerance=o.tolerance, margin=o.margin, settings=settings
@@ -336,7 +333,6 @@ def default_pages(settings: Settings | None) -> list[tuple[str, Any]]:
     with everyone's ratings, and the judge's own checks at the API's defaults; then what the
     API serves with no query (report.json's text and report.html, both drawn from the report,
     the agreement JSON; its diagnostics are the checks page's)."""
-    from server.usecases.agreement import AgreementRequest
 
     del settings  # the defaults do not depend on the settings today
     return [
@@ -360,7 +356,6 @@ def derived_figures(key: PageKey, base: Any) -> Any:
     HTML page, or (``report.json``) its data as JSON text, kept so that serving it is a read
     (a 10,000-judgment run's report is about 14 MB of JSON: unpickling the report and
     serialising it again took most of a second on every load)."""
-    from server.usecases.rendering import html
 
     if key.page == "report.json":
         return json_text(base.to_json())

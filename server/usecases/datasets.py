@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -229,7 +230,6 @@ def import_items_json(
 ) -> ImportSummary:
     """Items sent as JSON objects, imported exactly like the lines of a dataset file (the same
     checks, all or nothing)."""
-    import tempfile
 
     from judge.data.datasets import import_items
     from judge.store.engine import session_scope

@@ -6,15 +6,18 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge import paths
 from judge.progress import Progress
+from judge.vocab import STAGE_PARTS
 from server.usecases.context import open_store
 from server.usecases.datasets import import_dataset
 from server.usecases.reports import full_report
+from server.usecases.requests import GenerateRequest, JudgeRequest
 from server.usecases.rubrics import rubrics
 from server.usecases.runs import generate, judge, summary_line
 
@@ -134,7 +137,6 @@ class DemoResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The demo's parts for a benchmark: each step's seconds, the counts, the paths."""
-        from dataclasses import asdict
 
         return {
             "steps": [{"name": s.name, "seconds": round(s.seconds, 3)} for s in self.steps],
@@ -211,7 +213,6 @@ def demo(
     Unless ``full``, only the first ``per_stage`` items of each stage run (``demo_subset``),
     and the demo says so. Each step is announced when it starts and timed (``DemoResult.steps``).
     """
-    from judge import paths
     from judge.models.embedded import EmbeddedServer
     from judge.reports.render import write_report
     from judge.store.engine import session_scope
@@ -247,14 +248,18 @@ def demo(
             gen = generate(
                 engine,
                 settings,
-                imported.dataset,
-                limit=limit,
+                GenerateRequest.build(dataset=imported.dataset, limit=limit),
                 progress=hooks.progress("generating"),
             )
             said.append(summary_line("generation", gen))
         judgments = _judgments_planned(engine, settings, gen.run_id)
         with steps.step("judge", f"judging the answers: {judgments:,} judgments") as said:
-            jud = judge(engine, settings, gen.run_id, progress=hooks.progress("judging"))
+            jud = judge(
+                engine,
+                settings,
+                JudgeRequest.build(generation_run_id=gen.run_id),
+                progress=hooks.progress("judging"),
+            )
             said.append(summary_line("judge", jud))
         with steps.step("report", f"writing the report to {out_dir}") as said:
             with session_scope(engine) as session:
@@ -281,7 +286,6 @@ EMBEDDED_NOT_VALIDATED = (
 def demo_standing(report: Report) -> Report:
     """The report with its standing section's line made plain for the demo's judge, once,
     at the top (unless someone qualified it: then the section's own line stays)."""
-    from dataclasses import replace
 
     section = report.section("Judge standing")
     if section is None:
@@ -299,7 +303,6 @@ def demo_standing(report: Report) -> Report:
 
 def _answers_planned(items: Sequence[Any]) -> int:
     """Answers a generation run asks for these items: one per prompt of the item's stage."""
-    from judge.vocab import STAGE_PARTS
 
     return sum(len(STAGE_PARTS[item.stage]) for item in items)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from judge.errors import EndpointError
+
 # Only what every command needs is imported here. The stages, the model client (openai), the
 # reports (matplotlib) and the reliability section (scipy, scikit-learn, pandas) are imported
 # inside the functions that use them, so a command that only reads the store starts in a
@@ -27,7 +29,6 @@ def list_endpoints(settings: Settings) -> list[dict[str, Any]]:
 def check_endpoint(settings: Settings, name: str) -> dict[str, Any]:
     """Whether the endpoint answers, and the models it serves (never raises for an endpoint
     that is down: that is the answer)."""
-    from judge.errors import EndpointError
     from judge.models.client import ModelClient
 
     client = ModelClient(name, settings.endpoint(name))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
+from judge.errors import InvalidInputError
 from server.usecases.requests import MAX_ID, NumbersNotBooleans
 
 if TYPE_CHECKING:
@@ -199,7 +200,6 @@ def estimates(
     shows it beside the other figures)."""
     from annotation.estimate_checks import UNREPRESENTATIVE
     from annotation.estimates import GapQuery, run_estimates
-    from judge.errors import InvalidInputError
 
     if problem := request.gap_problem():
         raise InvalidInputError(problem)

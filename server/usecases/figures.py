@@ -36,8 +36,11 @@ import zlib
 from dataclasses import dataclass, is_dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from typing import TYPE_CHECKING, Any
 
+from judge.errors import FairJudgeError, NotFoundError
 from judge.hashing import sha256
 from server.usecases.dashboard import (
     DERIVED,
@@ -48,6 +51,7 @@ from server.usecases.dashboard import (
     page_key,
     run_version,
 )
+from server.usecases.store import secret_key
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -139,8 +143,6 @@ def load(blob: bytes, key: bytes) -> Any:
 
 
 def signing_key(settings: Settings) -> bytes:
-    from server.usecases.store import secret_key
-
     return secret_key(settings.state_dir).encode()
 
 
@@ -148,8 +150,6 @@ def version_text(version: tuple[Any, ...], settings: Settings | None) -> str:
     """What kept figures are keyed by, as stored (a digest): the store's version
     (``store_version``), the format of kept figures, FairJudge's version, and the endpoints'
     prices (a run's cost is read from the config, not the store)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as package_version
 
     try:
         ours = package_version("fairjudge")
@@ -370,7 +370,6 @@ def warm_run(engine: Engine, settings: Settings, judge_run_id: int) -> dict[str,
     (None): its route answers the error, which costs little, each time."""
     from sqlmodel import Session
 
-    from judge.errors import FairJudgeError, NotFoundError
     from judge.store.queries import get_judge_run
 
     with Session(engine) as session:

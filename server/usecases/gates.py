@@ -14,6 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqlmodel import Session
+
+from judge.costs import Prices
 from judge.errors import InvalidInputError
 from server.usecases.jobs import check_params, check_targets, job_request
 from server.usecases.requests import (
@@ -26,7 +29,9 @@ from server.usecases.requests import (
     ItemPlanRequest,
     JudgeRequest,
     Request,
+    SweepRequest,
 )
+from server.usecases.runs import judge_dry_run
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -181,7 +186,6 @@ def dry_run(
     the same checks as ``submit``, then the dry run of the use case it runs (the CLI's
     ``--dry-run`` where the command has one: the same function, so the numbers are the
     CLI's)."""
-    from sqlmodel import Session
 
     if kind not in DRY_RUNS:
         raise InvalidInputError(
@@ -229,27 +233,12 @@ def job_size(
 def _sweep_size(engine: Engine, settings: Settings, params: Mapping[str, Any]) -> JobSize:
     """A sweep judges its run once per temperature x prompt variant, each a judge run of its
     own: the sum of those judge runs' dry runs."""
-    from server.usecases.jobs import job_request
-    from server.usecases.requests import JudgeRequest, SweepRequest, apply_overrides
-    from server.usecases.runs import judge_dry_run
-    from server.usecases.sweeps import sweep_configs
+    from server.usecases.sweeps import judge_requests
 
     request = job_request("sweep", params)
     assert isinstance(request, SweepRequest)
-    base = apply_overrides(settings, request)
     parts = [
-        JobSize.of(
-            judge_dry_run(
-                engine,
-                base,
-                JudgeRequest(
-                    generation_run_id=request.generation_run_id,
-                    temperature=config.temperature,
-                    prompt_variant=config.prompt_variant,  # type: ignore[arg-type]
-                ),
-            )
-        )
-        for config in sweep_configs(request.temperatures, request.prompt_variants)
+        JobSize.of(judge_dry_run(engine, settings, judged)) for _, judged in judge_requests(request)
     ]
     costs = [p.cost_max for p in parts]
     batch = [p.cost_max_batch for p in parts]
@@ -307,7 +296,6 @@ def audit_bound(settings: Settings, kind: str, params: Mapping[str, Any]) -> Job
 
 def _priced(settings: Settings, params: Mapping[str, Any]) -> bool:
     """Whether the audit's endpoint has prices (then its cost must be checked too)."""
-    from judge.costs import Prices
 
     name = params.get("endpoint") or settings.generation.endpoint
     return Prices.of(settings.endpoint(str(name))) is not None

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqlmodel import col, select
+
+from server.tables import Job, JobPart
 from server.usecases.jobs import get_job, list_jobs, live_workers
 
 if TYPE_CHECKING:
@@ -36,9 +39,6 @@ class JobWork:
 
 def job_work(session: Session, job_ids: list[int], *, silent_after_s: float) -> dict[int, JobWork]:
     """Each job's workers and parts, read in two queries for any number of jobs."""
-    from sqlmodel import col, select
-
-    from server.tables import Job, JobPart
 
     if not job_ids:
         return {}
@@ -128,9 +128,6 @@ def job_overview(
 def job_detail(session: Session, job_id: int, *, silent_after_s: float) -> dict[str, Any]:
     """One job as ``fairjudge jobs show`` and the dashboard's job page show it: its row, who
     works on it (``JobWork``) and each part."""
-    from sqlmodel import col, select
-
-    from server.tables import JobPart
 
     job = get_job(session, job_id)
     work = job_work(session, [job_id], silent_after_s=silent_after_s)[job_id]

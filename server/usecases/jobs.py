@@ -13,23 +13,35 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+from sqlmodel import Session
+
+from judge.costs import Prices, missing_prices_message
 from judge.errors import InvalidInputError, NotFoundError
-from judge.runs import RunBusyError  # what a job on a run another process holds raises
+from judge.runs import (
+    RunBusyError,  # what a job on a run another process holds raises
+    run_lease,
+)
+from judge.store.engine import session_scope
+from judge.store.queries import get_dataset, get_generation_run
+from judge.store.tables import AuditRun, GenerationRun, JudgeRun, utcnow
+from judge.vocab import RunStatus
 from server import queries
+from server.tables import Job, WorkerBeat
 from server.usecases.requests import (
     JOB_REQUESTS,
     ItemCellRequest,
     ItemPlanRequest,
     Request,
+    apply_overrides,
     problems_of,
 )
+from server.usecases.rubrics import rubrics
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
-    from sqlmodel import Session
 
     from judge.config import Settings
-    from server.tables import Job
 
 __all__ = [
     "DONE",
@@ -64,7 +76,6 @@ class JobStateError(InvalidInputError):
 
 def job_request(kind: str, params: Mapping[str, Any]) -> Request:
     """The request a job of ``kind`` runs, from its stored (or submitted) parameters."""
-    from pydantic import ValidationError
 
     request_type = JOB_REQUESTS.get(kind)
     if request_type is None:
@@ -99,7 +110,6 @@ def check_targets(
     ``settings``, a ConfigError for an endpoint the config does not name. An audit's design
     is built now too, so options the suite refuses are an InvalidInputError, not a failed
     job; an audit-classify job needs an award run."""
-    from judge.store.queries import get_dataset, get_generation_run
 
     if settings is not None and params.get("endpoint"):
         settings.endpoint(params["endpoint"])
@@ -144,8 +154,6 @@ def _check_max_cost(kind: str, params: dict[str, Any], settings: Settings) -> No
     """InvalidInputError naming ``max_cost`` now when the worker could only refuse it: the
     job would be split between Celery workers (a budget is kept in one process), or the
     endpoint that would be called has no prices (nothing to count the cost with)."""
-    from judge.costs import Prices, missing_prices_message
-    from server.usecases.requests import apply_overrides
 
     if settings.workers.broker_url and kind in SPLIT_KINDS:
         raise InvalidInputError(
@@ -170,7 +178,6 @@ def _check_max_cost(kind: str, params: dict[str, Any], settings: Settings) -> No
 def _check_rubric_set(session: Session, settings: Settings, rubric_set: str) -> None:
     """InvalidInputError naming ``rubric_set`` when it names a rubric that is neither built
     in nor registered (the worker would fail on it later)."""
-    from server.usecases.rubrics import rubrics
 
     try:
         rubrics(settings, session, rubric_set=rubric_set)
@@ -190,9 +197,6 @@ def store_job(
     job, ``server.usecases.gates.check_size``) passed; with ``settings``, the endpoint they
     name and the rubrics are checked too. Only ``server.jobs.queue.submit`` calls this: it
     checks first, then hands the stored job to the workers."""
-    from sqlmodel import Session
-
-    from server.tables import Job
 
     with Session(engine) as session:
         check_targets(session, kind, checked, settings)
@@ -204,8 +208,6 @@ def store_job(
 
 
 def get_job(session: Session, job_id: int) -> Job:
-    from server.tables import Job
-
     job = session.get(Job, job_id)
     if job is None:
         raise NotFoundError(f"no job {job_id}")
@@ -227,9 +229,6 @@ def list_jobs(
 def cancel_job(engine: Engine, job_id: int) -> Job:
     """A queued job is cancelled at once; a running one stops at its next progress report
     (within about half a second of a result arriving), keeping what it stored."""
-    from sqlmodel import Session
-
-    from judge.store.tables import utcnow
 
     with Session(engine) as session:
         job = get_job(session, job_id)
@@ -247,7 +246,6 @@ def cancel_job(engine: Engine, job_id: int) -> Job:
 
 def resume_job(engine: Engine, job_id: int) -> Job:
     """Put a failed or cancelled job back in the queue; it continues from what is stored."""
-    from sqlmodel import Session
 
     with Session(engine) as session:
         job = get_job(session, job_id)
@@ -271,9 +269,6 @@ def resume_job(engine: Engine, job_id: int) -> Job:
 
 def set_job(engine: Engine, job_id: int, *, now: tuple[str, ...] = (), **values: Any) -> None:
     """Write ``values`` into the job's row; each field named in ``now`` gets the time."""
-    from sqlmodel import Session
-
-    from judge.store.tables import utcnow
 
     for name in now:
         values[name] = utcnow()
@@ -284,7 +279,6 @@ def set_job(engine: Engine, job_id: int, *, now: tuple[str, ...] = (), **values:
 
 def report_progress(engine: Engine, job_id: int, done: int, total: int) -> bool:
     """Write a running job's progress; whether someone asked to cancel it."""
-    from sqlmodel import Session
 
     with Session(engine) as session:
         queries.set_job_values(session, job_id, done=done, total=total)
@@ -306,9 +300,6 @@ def ending(engine: Engine, result: Mapping[str, Any] | None) -> tuple[str, str |
     line of a run it made that ended ``unusable`` (mostly unscored or failed: ``[runs]
     max_unusable_share``), so that a job of 1,500 unscored judgments is not a green
     "finished"."""
-    from judge.store.engine import session_scope
-    from judge.store.tables import AuditRun, GenerationRun, JudgeRun
-    from judge.vocab import RunStatus
 
     tables: dict[str, type[JudgeRun] | type[GenerationRun] | type[AuditRun]] = {
         "judge": JudgeRun,
@@ -334,9 +325,6 @@ def start_job(engine: Engine, job_id: int, worker: str) -> tuple[str, dict[str, 
     before it started. The attempt itself is counted by the caller once the job's work has
     really begun (``count_attempt``): a job that only finds its run busy and goes back to
     wait has not been attempted."""
-    from sqlmodel import Session
-
-    from judge.store.tables import utcnow
 
     with Session(engine) as session:
         job = get_job(session, job_id)
@@ -363,7 +351,6 @@ def start_job(engine: Engine, job_id: int, worker: str) -> tuple[str, dict[str, 
 def count_attempt(engine: Engine, job_id: int, attempts: int) -> None:
     """Record that attempt ``attempts`` of the job has begun its work (a waiting note, which
     no longer holds, is cleared; a resumed note stays)."""
-    from sqlmodel import Session
 
     with Session(engine) as session:
         queries.set_job_values(session, job_id, attempts=attempts)
@@ -381,7 +368,6 @@ def runnable(session: Session) -> list[int]:
 def job_lease(engine: Engine, job_id: int, *, seconds: float) -> Iterator[None]:
     """Hold the job's lease (kind ``job`` in the run lease table) for the block; RunBusyError
     when a live worker holds it."""
-    from judge.runs import run_lease
 
     with run_lease(engine, "job", job_id, seconds=seconds):
         yield
@@ -394,10 +380,6 @@ BEAT_EVERY_S = 2.0
 def worker_beat(engine: Engine, worker: str, *, stopping: bool = False) -> None:
     """Record that job worker ``worker`` (host:pid) is alive now, or that it is stopping
     cleanly (``stopping``: health no longer counts it as missing)."""
-    from sqlmodel import Session
-
-    from judge.store.tables import utcnow
-    from server.tables import WorkerBeat
 
     now = utcnow()
     with Session(engine) as session:
@@ -436,9 +418,6 @@ def worker_health(
     without stopping (it died) or jobs are queued or running (nothing will run them).
     Degraded (still healthy: the server answers) when a queued job that never started has
     waited more than ``wait_alert_s``: the queue is not moving."""
-    from sqlmodel import Session
-
-    from judge.store.tables import utcnow
 
     now = utcnow()
     with Session(engine) as session:
@@ -494,7 +473,6 @@ def worker_health(
 
 def live_workers(session: Session, *, silent_after_s: float) -> set[str]:
     """host:pid of the job workers that beat within ``silent_after_s`` and did not stop."""
-    from judge.store.tables import utcnow
 
     cutoff = utcnow() - timedelta(seconds=silent_after_s)
     live = set()

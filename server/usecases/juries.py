@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
+from server.usecases.context import run_prices
 from server.usecases.requests import MAX_ID, NumbersNotBooleans
 
 if TYPE_CHECKING:
@@ -71,7 +72,6 @@ def jury(session: Session, request: JuryRequest, settings: Settings | None = Non
     from annotation.jury import jury as make_jury
     from judge.stats.coefficient import BootstrapOptions
     from judge.store.queries import get_judge_run
-    from server.usecases.context import run_prices
 
     prices = {
         i: run_prices(settings, get_judge_run(session, i).endpoint_name)

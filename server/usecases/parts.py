@@ -17,19 +17,24 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
-from judge.errors import InvalidInputError
-from judge.runs import RunPart
-from server import queries
-from server.usecases.jobs import SPLIT_KINDS
+from judge.errors import FairJudgeError, InvalidInputError
+from judge.runs import RunBusyError, RunPart
+from judge.store.engine import session_scope
+from judge.store.queries import dataset_items
+from judge.store.tables import GenerationRun, JudgeRun, utcnow
+from server import queries, usecases
+from server.tables import Job, JobPart
+from server.usecases.jobs import SPLIT_KINDS, ending, job_request, live_workers
 from server.usecases.requests import GenerateRequest, JudgeRequest, Request
+from server.usecases.rubrics import rubrics
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from judge.config import Settings
-    from server.tables import JobPart
 
 __all__ = [
     "SPLIT_KINDS",
@@ -74,7 +79,6 @@ def _run(
     progress: Callable[[int, int], None] | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> Any:
-    from server import usecases
 
     threads = settings.workers.task_concurrency
     if kind == "judge":
@@ -93,9 +97,6 @@ def _items_of(engine: Engine, kind: str, request: Request, run_id: int) -> list[
     """The items a split run covers, in id order: the generation run's answered items (a
     judge run), or the dataset's items (a generation run; those its options leave out make
     empty work for their part)."""
-    from judge.store.engine import session_scope
-    from judge.store.queries import dataset_items
-    from judge.store.tables import JudgeRun
 
     with session_scope(engine) as session:
         if kind == "judge":
@@ -113,8 +114,6 @@ def work_per_item(
     planning a part's pass uses (its total is the part's items' sum): judgments (rubrics of
     the item's stage x samples, twice for a pair judged in both orders) or answers (one per
     part of the item's stage, none for an item the options leave out)."""
-    from judge.store.engine import session_scope
-    from server.usecases.rubrics import rubrics
 
     if kind == "judge":
         from judge.grading.judging import judgments_per_item
@@ -142,8 +141,6 @@ def open_parts(
     """Make (or find) the job's run and its parts: the part rows are written once, the first
     time; a job opened again (its task delivered twice, or resumed) keeps them. ``known_run``:
     the run the job already made (so a generation job with ``new`` makes only one)."""
-    from judge.store.engine import session_scope
-    from server.tables import JobPart
 
     if kind not in SPLIT_KINDS:
         raise InvalidInputError(f"a {kind} job is not split into parts")
@@ -185,8 +182,6 @@ def open_parts(
 
 def mark_sent(engine: Engine, job_id: int, numbers: Iterable[int]) -> None:
     """The parts were handed to the broker now (queued again, if they were running)."""
-    from judge.store.engine import session_scope
-    from judge.store.tables import utcnow
 
     wanted = list(numbers)
     if not wanted:
@@ -197,7 +192,6 @@ def mark_sent(engine: Engine, job_id: int, numbers: Iterable[int]) -> None:
 
 def part_rows(engine: Engine, job_id: int) -> list[JobPart]:
     """The job's parts, in order (none for a job that is not split)."""
-    from judge.store.engine import session_scope
 
     with session_scope(engine) as session:
         rows = queries.job_parts(session, job_id)
@@ -232,8 +226,6 @@ def write_progress(engine: Engine, job_id: int, number: int, done: int, total: i
 
 
 def _set_part(engine: Engine, job_id: int, number: int, **values: Any) -> None:
-    from judge.store.engine import session_scope
-
     with session_scope(engine) as session:
         queries.set_part_values(session, job_id, number, **values)
 
@@ -242,12 +234,6 @@ def run_part(engine: Engine, settings: Settings, job_id: int, number: int, worke
     """Run one part of a split job (the job's run must exist: ``open_parts``); its status
     after: ``done``, ``skipped`` (the part was done already, or its job ended), ``busy``
     (another live worker holds it) or ``failed`` (the job says why)."""
-    from judge.errors import FairJudgeError
-    from judge.runs import RunBusyError
-    from judge.store.engine import session_scope
-    from judge.store.tables import utcnow
-    from server.tables import Job
-    from server.usecases.jobs import job_request
 
     with session_scope(engine) as session:
         job = session.get(Job, job_id)
@@ -292,8 +278,6 @@ def run_part(engine: Engine, settings: Settings, job_id: int, number: int, worke
 
 def _holder(engine: Engine, kind: str, run_id: int | None, number: int) -> str | None:
     """host:pid of the live process holding the lease of the run's part."""
-    from judge.store.engine import session_scope
-    from judge.store.tables import GenerationRun, JudgeRun
 
     table = JudgeRun if kind == "judge" else GenerationRun
     lease_kind = RunPart(number, frozenset()).lease_kind(table.run_kind)
@@ -305,8 +289,6 @@ def _holder(engine: Engine, kind: str, run_id: int | None, number: int) -> str |
 def _fail(engine: Engine, job_id: int, number: int, message: str) -> None:
     """The part failed: so does its job (its other parts stop at their next progress); a
     resumed job sends again the parts that are not done."""
-    from judge.store.engine import session_scope
-    from judge.store.tables import utcnow
 
     _set_part(engine, job_id, number, status="failed", worker=None, error=message)
     with session_scope(engine) as session:
@@ -317,9 +299,6 @@ def _fail(engine: Engine, job_id: int, number: int, message: str) -> None:
 
 
 def _settle_cancelled(engine: Engine, job_id: int) -> None:
-    from judge.store.engine import session_scope
-    from judge.store.tables import utcnow
-
     with session_scope(engine) as session:
         queries.cancel_if_requested(session, job_id, utcnow())
 
@@ -327,9 +306,6 @@ def _settle_cancelled(engine: Engine, job_id: int) -> None:
 def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
     """Once every part of the job is done: store how its run ended and finish the job
     (whoever gets here first; a second caller changes nothing). Whether it finished now."""
-    from judge.store.engine import session_scope
-    from judge.store.tables import utcnow
-    from server.tables import Job
 
     with session_scope(engine) as session:
         job = session.get(Job, job_id)
@@ -344,7 +320,6 @@ def finish_if_done(engine: Engine, settings: Settings, job_id: int) -> bool:
     run_id = int(result[key])
     status, detail = _finish_run(engine, settings, kind, params, run_id)
     result.update({"status": str(status), "status_detail": detail})
-    from server.usecases.jobs import ending
 
     ended, why = ending(engine, result)  # "failed" for a run mostly unscored
     with session_scope(engine) as session:
@@ -366,7 +341,6 @@ def _finish_run(
     engine: Engine, settings: Settings, kind: str, params: dict[str, Any], run_id: int
 ) -> Any:
     """Store how a split run ended, read from what its parts stored."""
-    from server.usecases.jobs import job_request
 
     request = job_request(kind, params)
     limit = settings.runs.max_unusable_share
@@ -386,10 +360,6 @@ def _finish_run(
 def stale_parts(engine: Engine, *, silent_after_s: float) -> list[tuple[int, int]]:
     """(job, part) of running parts whose worker stopped beating more than
     ``silent_after_s`` ago (or stopped): their worker died; they are to be sent again."""
-    from datetime import timedelta
-
-    from judge.store.engine import session_scope
-    from judge.store.tables import utcnow
 
     cutoff = utcnow() - timedelta(seconds=silent_after_s)
     with session_scope(engine) as session:
@@ -409,8 +379,6 @@ def stale_parts(engine: Engine, *, silent_after_s: float) -> list[tuple[int, int
 def stale_jobs(engine: Engine, *, silent_after_s: float) -> list[int]:
     """Running jobs that are not split whose worker stopped beating more than
     ``silent_after_s`` ago: their worker died; they are to be sent again (they resume)."""
-    from judge.store.engine import session_scope
-    from server.usecases.jobs import live_workers
 
     with session_scope(engine) as session:
         live = live_workers(session, silent_after_s=silent_after_s)
@@ -421,7 +389,6 @@ def stale_jobs(engine: Engine, *, silent_after_s: float) -> list[int]:
 def unsent(engine: Engine) -> tuple[list[int], list[tuple[int, int]]]:
     """Everything a broker that lost its messages (Redis restarted with nothing on disk)
     must be handed again: queued jobs, and the queued parts of running jobs."""
-    from judge.store.engine import session_scope
 
     with session_scope(engine) as session:
         jobs = queries.queued_job_ids(session)
@@ -430,6 +397,4 @@ def unsent(engine: Engine) -> tuple[list[int], list[tuple[int, int]]]:
 
 
 def _aware(moment: Any) -> Any:
-    from datetime import UTC
-
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

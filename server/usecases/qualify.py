@@ -26,6 +26,7 @@ as stored, model, prompt variant, template hash, rubric, scale, temperature) dec
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict, Field
 
 from judge.errors import InvalidInputError
+from judge.hashing import content_hash
+from judge.vocab import SCALE
 from server.usecases.requests import MAX_ID, NumbersNotBooleans
 
 if TYPE_CHECKING:
@@ -116,7 +119,6 @@ def template_hash(session: Session, judge_run_id: int, rubric: str) -> str:
     the run's judgments of ``rubric`` were made with ("" when it has none)."""
     from sqlmodel import col, select
 
-    from judge.hashing import content_hash
     from judge.store.tables import Judgment
 
     used = session.exec(
@@ -145,7 +147,6 @@ def run_rubrics(session: Session, judge_run_id: int) -> list[str]:
 def rubric_scale(session: Session, rubric: str) -> Scale:
     """A registered rubric's own scale, else FairMonitor's 1-5."""
     from annotation.ratings import registered_scales
-    from judge.vocab import SCALE
 
     return registered_scales(session).get(rubric, SCALE)
 
@@ -308,7 +309,6 @@ def rubric_scores(session: Session, run: JudgeRun, rubric: str) -> list[Any]:
     """The run's item scores of one rubric (``judge.metrics.ItemScore``: the samples
     combined by the run's aggregation, as ``item_scores`` combines them), read as columns
     rather than rows: a qualification needs the scores, not the judgments' texts."""
-    from collections import defaultdict
 
     from sqlmodel import col, select
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from judge.endpoint_url import redacted
+from judge.errors import InvalidInputError, NotFoundError
 
 # The report's types are plain dataclasses (no heavy import): the interfaces read them here.
 from judge.reports.sections import Report, Table
@@ -44,7 +45,6 @@ def full_report(
     from judge.reports.consistency import self_consistency_section
     from judge.reports.facts import load_run_facts
     from judge.reports.run_report import metrics_section
-    from judge.reports.sections import Report
     from judge.store.queries import get_judge_run
     from judge.trust.section import diagnostics_section
     from server.usecases.standing import mark_rows, run_standing, standing_section
@@ -123,7 +123,6 @@ def opening_section(
     rubric at each margin preset (``annotation.answer_section``). ``read``: the ratings of
     ``campaigns`` and the run's item scores, where the caller has read them."""
     from annotation.answer_section import Verdict, answer_section
-    from judge.errors import InvalidInputError, NotFoundError
     from judge.stats.alttest import EPSILON
     from server.usecases.alttest import AltTestRequest, alt_test_margins
 
@@ -200,7 +199,6 @@ def compare_report(
     rated both runs' answers, a third section: the differences corrected by their ratings
     (``annotation.paired_estimates``; ``assume_random`` treats imported ratings as a simple
     random sample)."""
-    from judge.errors import InvalidInputError
     from judge.metrics import item_scores
     from judge.reports.compare import compare_section, compared_runs
     from judge.reports.compare_paired import DEFAULT_MARGIN, paired_section
@@ -254,7 +252,6 @@ def run_agreement(
     section of its report) on the ratings of ``campaigns`` (every campaign's when empty);
     NotFoundError when no human ratings exist yet."""
     from annotation.sections import reliability_section
-    from judge.errors import NotFoundError
 
     section = reliability_section(session, judge_run_id, campaigns=campaigns)
     if section is None:

@@ -21,9 +21,10 @@ once the next could pass it, and the run stops ``incomplete`` with what it finis
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -36,6 +37,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from judge.config import Settings
 from judge.errors import InvalidInputError
 from server.usecases.transport import (
     JudgeTransport,
@@ -43,9 +45,6 @@ from server.usecases.transport import (
     batch_refuses_max_cost,
     transport_help,
 )
-
-if TYPE_CHECKING:
-    from judge.config import Settings
 
 MAX_ID = 2**31 - 1
 """The largest id a row can have on every store: PostgreSQL's ``integer`` id columns are
@@ -62,7 +61,6 @@ def problems_of(exc: ValidationError) -> list[str]:
 
 def _numeric(annotation: Any) -> bool:
     """Whether a field's annotation is int or float (alone or with None)."""
-    import typing
 
     if annotation in (int, float):
         return True
@@ -132,7 +130,6 @@ class Request(NumbersNotBooleans):
 def apply_overrides(settings: Settings, request: Request) -> Settings:
     """``settings`` with the request's overrides (unset ones change nothing), validated as
     the config file would be; InvalidInputError names each bad value."""
-    from judge.config import Settings
 
     given = {k: v for k, v in request.overrides().items() if v is not None}
     if not given:

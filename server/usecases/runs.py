@@ -26,28 +26,39 @@ if TYPE_CHECKING:
     from judge.store.queries import GenerationRunInfo, JudgeRunInfo, RunListing
 
 
+_EXAMPLES = {
+    "GenerateRequest": 'GenerateRequest(dataset="sample")',
+    "JudgeRequest": "JudgeRequest(generation_run_id=3)",
+}
+
+
+def typed(request: object, kind: type) -> None:
+    """Refuse, with what to write instead, a request that is not a ``kind`` (an id or a
+    dataset's name alone, as these functions once took): a TypeError naming the fix."""
+    if not isinstance(request, kind):
+        example = _EXAMPLES.get(kind.__name__, f"{kind.__name__}(...)")
+        raise TypeError(
+            f"expected a {kind.__name__} (for instance {example}), got "
+            f"{type(request).__name__} {request!r}"
+        )
+
+
 def generate(
     engine: Engine,
     settings: Settings,
-    request: GenerateRequest | str,
+    request: GenerateRequest,
     *,
-    limit: int | None = None,
-    accepted_only: bool = False,
-    include_drafts: bool = False,
-    new: bool = False,
-    max_cost: float | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     part: RunPart | None = None,
     threads: int | None = None,
 ) -> RunSummary:
-    """Answers from the model under test for a dataset (resumes a run with the same settings);
-    ``on_run`` hears the run's id before any call. ``request``: the whole request (its
-    settings overrides applied here), or only the dataset's name with the other fields as
-    keywords. ``max_cost``: stop before spending more, at the endpoint's prices (refused
-    before any call without them). ``part``: only these items, for a run split between
-    workers (``server.usecases.parts``)."""
-    request = _generate_request(request, limit, accepted_only, include_drafts, new, max_cost)
+    """Answers from the model under test for ``request.dataset`` (resumes a run with the same
+    settings), the calls sent as ``request.transport`` says (live by default); the request's
+    settings overrides are applied here. ``request.max_cost``: stop before spending more, at
+    the endpoint's prices (refused before any call without them). ``on_run`` hears the run's
+    id before any call. ``part``: only these items, for a run split between workers
+    (``server.usecases.parts``)."""
     summary, _, _ = generate_with(
         engine, settings, request, progress=progress, on_run=on_run, part=part, threads=threads
     )
@@ -64,9 +75,10 @@ def generate_with(
     part: RunPart | None = None,
     threads: int | None = None,
 ) -> tuple[RunSummary, Settings, CallTransport]:
-    """``generate`` with the calls sent as ``request.transport`` says (live, or through the
-    endpoint's Batch API): the pass's summary, the settings it ran with (the request's
-    overrides applied) and the transport, whose account a batch command reports."""
+    """``generate``, and also the settings it ran with (the request's overrides applied) and
+    the transport, whose account ``server.usecases.batch`` reports; internal to this package
+    (not in the Python face)."""
+    typed(request, GenerateRequest)
     from judge.answers import collect
     from judge.costs import Prices, make_budget
     from judge.prompts import PromptBook
@@ -99,24 +111,8 @@ def generate_with(
     return summary, settings, transport
 
 
-def _generate_request(
-    request: GenerateRequest | str,
-    limit: int | None,
-    accepted_only: bool,
-    include_drafts: bool,
-    new: bool,
-    max_cost: float | None,
-) -> GenerateRequest:
-    if isinstance(request, GenerateRequest):
-        return request
-    return GenerateRequest.build(
-        dataset=request, limit=limit, accepted_only=accepted_only,
-        include_drafts=include_drafts, new=new, max_cost=max_cost,
-    )  # fmt: skip
-
-
 def generate_dry_run(
-    engine: Engine, settings: Settings, request: GenerateRequest | str
+    engine: Engine, settings: Settings, request: GenerateRequest
 ) -> dict[str, Any]:
     """What ``generate`` with these settings would send and cost, with nothing sent or
     stored: answers to ask, those the call cache holds, and an estimate of the rest (prompt
@@ -129,7 +125,7 @@ def generate_dry_run(
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
 
-    request = _generate_request(request, None, False, False, False, None)
+    typed(request, GenerateRequest)
     settings = apply_overrides(settings, request)
     cfg = settings.generation
     endpoint = settings.endpoint(cfg.endpoint)
@@ -160,38 +156,24 @@ def generate_dry_run(
     }
 
 
-def _judge_request(
-    request: JudgeRequest | int, rubric_set: str | None, swap_order: bool, max_cost: float | None
-) -> JudgeRequest:
-    if isinstance(request, JudgeRequest):
-        return request
-    return JudgeRequest.build(
-        generation_run_id=request, rubric_set=rubric_set, swap_order=swap_order, max_cost=max_cost
-    )
-
-
 def judge(
     engine: Engine,
     settings: Settings,
-    request: JudgeRequest | int,
+    request: JudgeRequest,
     *,
-    rubric_set: str | None = None,
-    swap_order: bool = False,
-    max_cost: float | None = None,
     progress: Progress | None = None,
     on_run: Callable[[int], None] | None = None,
     part: RunPart | None = None,
     threads: int | None = None,
 ) -> RunSummary:
-    """Rubric scores for a generation run's answers (resumes a run with the same settings).
-    ``request``: the whole request (its settings overrides applied here), or only the
-    generation run's id with these keywords: ``rubric_set``: "fairmonitor" (the default) or
-    registered or built-in rubric names, comma-separated; another set is another judge run.
-    ``swap_order``: judge every pair in both orders (another judge run). ``max_cost``: stop
-    before spending more, at the judge endpoint's prices (refused without them). ``on_run``
-    hears the judge run's id before any call. ``part``: only these items, for a run split
-    between workers (``server.usecases.parts``)."""
-    request = _judge_request(request, rubric_set, swap_order, max_cost)
+    """Rubric scores for ``request.generation_run_id``'s answers (resumes a run with the same
+    settings), the calls sent as ``request.transport`` says (live by default); the request's
+    settings overrides are applied here. ``request.rubric_set``: "fairmonitor" (the default)
+    or registered or built-in rubric names, comma-separated; another set is another judge
+    run. ``request.swap_order``: judge every pair in both orders (another judge run).
+    ``request.max_cost``: stop before spending more, at the judge endpoint's prices (refused
+    without them). ``on_run`` hears the judge run's id before any call. ``part``: only these
+    items, for a run split between workers (``server.usecases.parts``)."""
     summary, _, _ = judge_with(
         engine, settings, request, progress=progress, on_run=on_run, part=part, threads=threads
     )
@@ -208,9 +190,10 @@ def judge_with(
     part: RunPart | None = None,
     threads: int | None = None,
 ) -> tuple[RunSummary, Settings, CallTransport]:
-    """``judge`` with the calls sent as ``request.transport`` says (live, or through the
-    judge endpoint's Batch API): the pass's summary, the settings it ran with and the
-    transport, whose account a batch command reports."""
+    """``judge``, and also the settings it ran with (the request's overrides applied) and the
+    transport, whose account ``server.usecases.batch`` reports; internal to this package (not
+    in the Python face)."""
+    typed(request, JudgeRequest)
     from judge.costs import Prices, make_budget
     from judge.grading import judging
     from judge.prompts import PromptBook
@@ -244,14 +227,7 @@ def judge_with(
     return summary, settings, transport
 
 
-def judge_dry_run(
-    engine: Engine,
-    settings: Settings,
-    request: JudgeRequest | int,
-    *,
-    rubric_set: str | None = None,
-    swap_order: bool = False,
-) -> dict[str, Any]:
+def judge_dry_run(engine: Engine, settings: Settings, request: JudgeRequest) -> dict[str, Any]:
     """What ``judge`` with these settings would send and cost, with nothing sent or stored:
     judgments to make, first calls the cache answers, and an estimate of the rest (tokens
     from this machine's measured ratio where there is one, cost at the endpoint's prices)."""
@@ -262,7 +238,7 @@ def judge_dry_run(
     from judge.store.engine import session_scope
     from judge.store.queries import get_generation_run
 
-    request = _judge_request(request, rubric_set, swap_order, None)
+    typed(request, JudgeRequest)
     settings = apply_overrides(settings, request)
     run_id = request.generation_run_id
     name = settings.judge.endpoint

@@ -10,12 +10,17 @@ standing beside every figure (reports, CSV rows, the audits' judge-classified pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sqlmodel import col, select
+
 from judge.errors import UnqualifiedError
-from judge.store.queries import JudgeRunInfo
+from judge.reports.sections import Section, Table
+from judge.store.engine import session_scope
+from judge.store.queries import JudgeRunInfo, get_judge_run
+from judge.store.tables import JudgeQualification
 from server.usecases.qualify import (
     CONFIG_FIELDS,
     FAILED_VALIDATION,
@@ -28,11 +33,12 @@ from server.usecases.qualify import (
     run_configuration,
     run_rubrics,
 )
+from server.usecases.runs import judge_run_info
 
 if TYPE_CHECKING:
     from sqlmodel import Session
 
-    from judge.store.tables import JudgeQualification, JudgeRun
+    from judge.store.tables import JudgeRun
 
 
 @dataclass(frozen=True)
@@ -69,9 +75,6 @@ def _differs(config: dict[str, Any], record: JudgeQualification) -> list[str]:
 
 def rubric_standing(session: Session, run: JudgeRun, rubric: str) -> Standing:
     """The standing of ``run`` on ``rubric`` (see the module docstring)."""
-    from sqlmodel import col, select
-
-    from judge.store.tables import JudgeQualification
 
     assert run.id is not None
     records = session.exec(
@@ -124,7 +127,6 @@ def rubric_standing(session: Session, run: JudgeRun, rubric: str) -> Standing:
 
 def run_standing(session: Session, judge_run_id: int) -> dict[str, Standing]:
     """Rubric -> standing, for every rubric the judge run judged."""
-    from judge.store.queries import get_judge_run
 
     run = get_judge_run(session, judge_run_id)
     return {r: rubric_standing(session, run, r) for r in run_rubrics(session, judge_run_id)}
@@ -153,7 +155,6 @@ def require_qualified(
 
 def standing_in(engine: Any, judge_run_id: int) -> dict[str, Standing]:
     """``run_standing`` in a session of its own."""
-    from judge.store.engine import session_scope
 
     with session_scope(engine) as session:
         return run_standing(session, judge_run_id)
@@ -161,7 +162,6 @@ def standing_in(engine: Any, judge_run_id: int) -> dict[str, Standing]:
 
 def require_in(engine: Any, judge_run_id: int, rubrics: Sequence[str] | None = None) -> None:
     """``require_qualified`` in a session of its own."""
-    from judge.store.engine import session_scope
 
     with session_scope(engine) as session:
         require_qualified(session, judge_run_id, rubrics)
@@ -194,7 +194,6 @@ def standing_section(standing: dict[str, Standing]) -> Any:
     """The report's first section: each rubric's standing, next to the figures that
     follow (report.json's ``standing``; each CSV row naming a rubric gets ``judge_standing``
     from ``mark_rows``, so the report's first CSV stays its metrics)."""
-    from judge.reports.sections import Section, Table
 
     rows = [[r, s.state, s.says] for r, s in standing.items()]
     return Section(
@@ -228,9 +227,6 @@ class JudgeRunStanding(JudgeRunInfo):
 
 def judge_run_with_standing(session: Session, judge_run_id: int) -> JudgeRunStanding:
     """The run's listing and its standing per rubric; NotFoundError for an unknown run."""
-    from dataclasses import asdict
-
-    from server.usecases.runs import judge_run_info
 
     info = judge_run_info(session, judge_run_id)
     return JudgeRunStanding(**asdict(info), standing=run_standing(session, judge_run_id))
@@ -253,7 +249,6 @@ def judged_parts_standing(sources: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 def judged_parts_section(standing: dict[str, dict[str, Any]]) -> Any:
     """The audit report's note, placed before the follow-up figures a judge classified."""
-    from judge.reports.sections import Section
 
     return Section(
         title="Judge standing (follow-up classes)",

@@ -12,13 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from annotation.reliability import RunReliability, run_reliability
 from annotation.sections import NOTE, table3
-from judge.config import JudgeConfig, Settings
+from judge.config import Settings
 from judge.errors import ConfigError
 from judge.progress import Progress
 from judge.reports.sections import Table
@@ -27,7 +26,8 @@ from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions
 from judge.store.engine import session_scope
 from judge.store.queries import get_generation_run, get_judge_run
 from judge.store.tables import HumanRating, Judgment
-from server import usecases
+from server.usecases.requests import JudgeRequest, SweepRequest
+from server.usecases.runs import judge
 
 VARIANTS = ("plain", "cot")
 # The coefficients a sweep table can show (all on the judge-vs-human pairs, with CIs).
@@ -132,42 +132,52 @@ def sweep_configs(temperatures: Sequence[float], variants: Sequence[str]) -> lis
     return list(dict.fromkeys(configs))
 
 
-def _judge_config(base: JudgeConfig, config: SweepConfig) -> JudgeConfig:
-    """``base`` with the configuration's temperature and variant, validated like the config
-    file (so a temperature outside the accepted range fails before any call)."""
-    data = base.model_dump()
-    data.update(temperature=config.temperature, prompt_variant=config.prompt_variant)
-    try:
-        return JudgeConfig.model_validate(data)
-    except ValidationError as exc:
-        why = "; ".join(e["msg"] for e in exc.errors())
-        raise ConfigError(f"{config.label}: {why}") from None
+def judge_requests(request: SweepRequest) -> list[tuple[SweepConfig, JudgeRequest]]:
+    """Each configuration of a sweep with the judge request that runs it: the sweep's endpoint
+    and samples, the configuration's temperature and prompt variant. Every override of a
+    sweep thus reaches the settings the way any judge request's does (``apply_overrides``,
+    in ``runs.judge``), never by a second path; bounds are checked here, before any call.
+
+    >>> [(c.label, r.temperature) for c, r in judge_requests(SweepRequest(
+    ...     generation_run_id=1, temperatures=[0.1], prompt_variants=["cot"]))]
+    [('T=0.1 cot', 0.1)]
+    """
+    return [
+        (
+            config,
+            JudgeRequest.build(
+                generation_run_id=request.generation_run_id,
+                endpoint=request.endpoint,
+                samples=request.samples,
+                temperature=config.temperature,
+                prompt_variant=config.prompt_variant,
+            ),
+        )
+        for config in sweep_configs(request.temperatures, request.prompt_variants)
+    ]
 
 
 def run_sweep(
     engine: Engine,
     settings: Settings,
-    generation_run_id: int,
-    temperatures: Sequence[float],
-    variants: Sequence[str],
+    request: SweepRequest,
     *,
     progress_for: Callable[[SweepConfig], Progress | None] | None = None,
 ) -> SweepResult:
     """Judge a generation run under every temperature x prompt variant, one after another.
 
-    Everything else comes from ``settings.judge`` (endpoint, samples, aggregation, max
-    tokens). Each configuration creates or resumes its own judge run; ``progress_for`` gives
-    the progress callback of one configuration (the CLI shows one bar each).
+    Everything else comes from ``settings.judge`` (endpoint and samples unless the request
+    sets them; aggregation, max tokens). Each configuration creates or resumes its own judge
+    run; ``progress_for`` gives the progress callback of one configuration (the CLI shows
+    one bar each).
     """
-    configs = sweep_configs(temperatures, variants)
-    judge_configs = [_judge_config(settings.judge, c) for c in configs]
+    planned = judge_requests(request)
     with session_scope(engine) as session:
-        get_generation_run(session, generation_run_id)  # a missing run fails before any call
+        get_generation_run(session, request.generation_run_id)  # missing: fails before a call
     runs = []
-    for config, judge_config in zip(configs, judge_configs, strict=True):
-        one = settings.model_copy(update={"judge": judge_config})
+    for config, judge_request in planned:
         progress = progress_for(config) if progress_for else None
-        summary = usecases.judge(engine, one, generation_run_id, progress=progress)
+        summary = judge(engine, settings, judge_request, progress=progress)
         with session_scope(engine) as session:
             jrun = get_judge_run(session, summary.run_id)
             stored = dict(
@@ -180,7 +190,7 @@ def run_sweep(
             runs.append(
                 SweepRun(config, summary.run_id, summary, stored, jrun.status, jrun.status_detail)
             )
-    return SweepResult(generation_run_id, runs)
+    return SweepResult(request.generation_run_id, runs)
 
 
 def has_ratings(session: Session, generation_run_id: int) -> bool:

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge.endpoint_url import check_same_server
 from judge.progress import Progress
 from server.usecases.context import make_client
+from server.usecases.reports import diagnostics_report
 from server.usecases.requests import CounterfactualRequest
 from server.usecases.rubrics import rubrics
 
@@ -125,7 +127,6 @@ def _judge_of(
     """The run's judge endpoint, a client for it that has not called it (a dry run sends
     nothing), the prompts, the run's rubric set, the swap kinds and pairs: every check a
     counterfactual makes before it sends anything."""
-    from judge.endpoint_url import check_same_server
     from judge.models.client import ModelClient
     from judge.prompts import PromptBook
     from judge.store.engine import session_scope
@@ -159,7 +160,6 @@ def diagnostics(
     """The judge diagnostics report of one judge run (``checks show``), read in a
     session of its own: self-preference, counterfactual copies, order, length, cost."""
     from judge.store.engine import session_scope
-    from server.usecases.reports import diagnostics_report
 
     with session_scope(engine) as session:
         return diagnostics_report(

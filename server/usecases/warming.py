@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from server.usecases.dashboard import run_version, store_version
+from server.usecases.dashboard import BOOKKEEPING, run_version, store_version
 from server.usecases.figures import version_text, warm_claimed
 
 if TYPE_CHECKING:
@@ -94,7 +94,6 @@ def change_marks(session: Session) -> tuple[Any, ...]:
 
     import judge.store.tables  # noqa: F401  (registers every table on the metadata)
     import server.tables  # noqa: F401  (and the server's own)
-    from server.usecases.dashboard import BOOKKEEPING
 
     columns: list[Any] = []
     for table in SQLModel.metadata.sorted_tables:

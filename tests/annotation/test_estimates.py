@@ -115,7 +115,9 @@ def answer_and_judge(engine: Engine, db_url: str, stub: StubServer) -> tuple[int
         for part in STAGE_PARTS[stage]
     ]
     gen = import_responses(engine, "sample", rows, model="writer").generation_run_id
-    run = usecases.judge(engine, make_settings(stub.base_url, db_url), gen).run_id
+    run = usecases.judge(
+        engine, make_settings(stub.base_url, db_url), usecases.JudgeRequest(generation_run_id=gen)
+    ).run_id
     return gen, run, items
 
 
@@ -530,7 +532,9 @@ def test_a_registered_rubric_is_estimated_on_its_own_scale(
         answers = [{"item_id": k, "part": "answer", "text": f"[[{k}]]"} for k in FREE_TRUTH]
         gen = import_responses(engine, "free", answers).generation_run_id
         register_rubrics(engine, CLARITY)
-        run = usecases.judge(engine, settings, gen, rubric_set="CLARITY").run_id
+        run = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=gen, rubric_set="CLARITY")
+        ).run_id
     rows = [
         {"item_id": k, "rubric": "CLARITY", "rater": "r1", "score": v}
         for k, v in FREE_TRUTH.items()

@@ -74,7 +74,9 @@ def two_template(tmp_path_factory: pytest.TempPathFactory, sample_template: Path
             for part in STAGE_PARTS[stage]
         ]
         gen2 = import_responses(engine, "sample", rows, model="writer-2").generation_run_id
-        run2 = usecases.judge(engine, make_settings(stub.base_url, url), gen2).run_id
+        run2 = usecases.judge(
+            engine, make_settings(stub.base_url, url), usecases.JudgeRequest(generation_run_id=gen2)
+        ).run_id
     engine.dispose()
     return TwoModels(path, stub.base_url, (gen1, gen2), (run1, run2), items)
 

@@ -72,8 +72,10 @@ def judged(tmp_path: Path, engine: Engine, db_url: str, stub: StubServer) -> int
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         import_items(session, small_dataset(tmp_path / "small.jsonl"), "small")
-    gen = usecases.generate(engine, settings, "small")
-    run = usecases.judge(engine, settings, gen.run_id).run_id
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="small"))
+    run = usecases.judge(
+        engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+    ).run_id
     with session_scope(engine) as session:
         first = session.exec(select(Judgment).order_by(col(Judgment.id))).first()
         assert first is not None

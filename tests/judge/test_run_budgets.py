@@ -26,7 +26,7 @@ from judge.store.engine import make_engine
 from judge.store.tables import AuditAnswer, AuditRun, GenerationRun, Response
 from server import usecases
 from server.usecases import audits
-from server.usecases.requests import AuditRequest
+from server.usecases.requests import AuditRequest, GenerateRequest
 from server.usecases.runs import generate_dry_run, run_cost
 from tests.support import stores
 from tests.support.factories import SAMPLE, make_settings
@@ -69,12 +69,14 @@ def test_generation_stops_at_max_cost_and_a_rerun_finishes(
     assert all(item["stage"] == "S1" for item in FIRST_SIX)
     with StubServer() as stub:
         settings = make_settings(stub.base_url, url, **BUDGET)
-        before = generate_dry_run(engine, settings, "sample")
+        before = generate_dry_run(engine, settings, GenerateRequest(dataset="sample"))
         # the dry run of the whole sample: 72 items, the S2 and S3 ones with two parts each
         parts = sum(2 if i["stage"] in ("S2", "S3") else 1 for i in SAMPLE_ROWS)
         assert (before["generation_run_id"], before["calls_to_send"]) == (None, parts)
         assert stub.state.requests == 0 and _count(engine, GenerationRun) == 0
-        stopped = usecases.generate(engine, settings, "sample", limit=6, max_cost=MAX_COST)
+        stopped = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset="sample", limit=6, max_cost=MAX_COST)
+        )
         assert stub.state.requests == 4
         assert stopped.flags == {"ok": 4, NOT_MADE: 2}
         with Session(engine) as session:
@@ -97,9 +99,13 @@ def test_generation_stops_at_max_cost_and_a_rerun_finishes(
         # The bound is the run's, kept across reruns: the same command again (or one without
         # --max-cost) sends nothing: 4 x 5e-6 spent + 32e-6 held > 47e-6. A higher bound goes
         # on (before the bound was kept, the rerun spent a fresh 47e-6 and finished).
-        again = usecases.generate(engine, settings, "sample", limit=6)
+        again = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset="sample", limit=6)
+        )
         assert stub.state.requests == 4 and again.flags == {NOT_MADE: 2}
-        goes_on = usecases.generate(engine, settings, "sample", limit=6, max_cost=1.0)
+        goes_on = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset="sample", limit=6, max_cost=1.0)
+        )
         sent = stub.state.bodies
     assert len(sent) == 6 and goes_on.flags == {"ok": 2}
     # the dry run counted the characters of exactly the two prompts the rerun then sent
@@ -117,9 +123,11 @@ def test_a_runs_cost_live_and_at_the_batch_price(sample_store: tuple[Engine, str
     engine, url = sample_store
     with StubServer() as stub:
         free = make_settings(stub.base_url, url)
-        done = usecases.generate(engine, free, "sample", limit=6)
+        done = usecases.generate(engine, free, usecases.GenerateRequest(dataset="sample", limit=6))
         with pytest.raises(ConfigError, match="input_price_per_mtok"):
-            usecases.generate(engine, free, "sample", limit=6, max_cost=1.0)
+            usecases.generate(
+                engine, free, usecases.GenerateRequest(dataset="sample", limit=6, max_cost=1.0)
+            )
     priced = make_settings(
         stub.base_url, url, input_price_per_mtok=2.0, output_price_per_mtok=8.0,
         batch_discount=0.25,
@@ -224,11 +232,15 @@ def test_answers_the_cache_served_are_not_counted_as_spent(
     assert all(item["stage"] == "S1" for item in SAMPLE_ROWS[:8])  # one call per item
     with StubServer() as stub:
         settings = make_settings(stub.base_url, url, **BUDGET)
-        usecases.generate(engine, settings, "sample", limit=3)  # fills the cache: 3 calls
+        usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset="sample", limit=3)
+        )  # fills the cache: 3 calls
         # A new run over 8 items: the first 3 come from the cache (no call, no cost); of the
         # 5 calls left, by hand as above, calls 1..4 fit 47e-6 and the 5th is refused.
         stopped = usecases.generate(
-            engine, settings, "sample", limit=8, new=True, max_cost=MAX_COST
+            engine,
+            settings,
+            usecases.GenerateRequest(dataset="sample", limit=8, new=True, max_cost=MAX_COST),
         )
         assert stub.state.requests == 3 + 4
         assert stopped.flags == {"ok": 7, NOT_MADE: 1}
@@ -241,7 +253,9 @@ def test_answers_the_cache_served_are_not_counted_as_spent(
             assert "1 answers not made" in run.status_detail
         # Spent: the 4 calls made, 4 x 5e-6 = 20e-6. A bound of 20e-6 + 32e-6 = 52e-6 lets
         # the last call (reserving 32e-6) go out, exactly at the bound.
-        done = usecases.generate(engine, settings, "sample", limit=8, max_cost=52e-6)
+        done = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset="sample", limit=8, max_cost=52e-6)
+        )
         assert done.run_id == stopped.run_id
         assert stub.state.requests == 8 and done.flags == {"ok": 1}
         with Session(engine) as session:

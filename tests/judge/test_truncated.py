@@ -107,7 +107,7 @@ def test_cut_answers_are_flagged_judged_counted_and_marked(
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         import_items(session, write_items(tmp_path / "t.jsonl"), "t")
-    gen = usecases.generate(engine, settings, "t")
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="t"))
     # By hand: the stub cut both S1 answers marked gen_truncated and both parts of the S3 item.
     assert gen.flags == {"truncated": 4, "ok": 1}
     with Session(engine) as s:
@@ -118,7 +118,7 @@ def test_cut_answers_are_flagged_judged_counted_and_marked(
         assert row.raw_text  # the cut text is kept, and it is what the judge sees
     assert answers[("whole", "answer")].flag == "ok"
 
-    summary = usecases.judge(engine, settings, gen.run_id)
+    summary = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     # Cut answers are judged like any other: 3 S1 items (ICS) and 1 S3 item (SBAS), all scored.
     assert summary.flags == {"scored": 4}
     with Session(engine) as s:

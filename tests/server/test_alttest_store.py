@@ -104,7 +104,9 @@ def prepare(engine: Engine, settings: Settings) -> tuple[int, Planted]:
         for part in ("A", "B")
     ]
     generation = import_responses(engine, "sample", answers, model="writer").generation_run_id
-    judge_run = usecases.judge(engine, settings, generation).run_id
+    judge_run = usecases.judge(
+        engine, settings, usecases.JudgeRequest(generation_run_id=generation)
+    ).run_id
     # A and B in one import batch, C in another: naming the first leaves two annotators.
     for batch, people in (("pair", "AB"), ("third", "C")):
         rows = [

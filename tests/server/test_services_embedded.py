@@ -47,10 +47,10 @@ def test_pipeline_on_the_real_model(
     )
     with session_scope(engine) as session:
         import_items(session, one_item_per_stage(tmp_path / "four.jsonl"), "four")
-    gen = usecases.generate(engine, settings, "four")
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="four"))
     # S1 and S4 have one prompt each, S2 and S3 two: 6 answers.
     assert gen.tasks == 6 and gen.model_calls == 6 and "error" not in gen.flags
-    summary = usecases.judge(engine, settings, gen.run_id)
+    summary = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     # ICS (S1) + TCS, PCS, ETCS (S2) + SBAS (S3) + ICS (S4) = 6 judgments.
     assert summary.tasks == 6
     with Session(engine) as s:
@@ -75,8 +75,16 @@ def test_pipeline_on_the_real_model(
     assert "data:image/png;base64," in html and "S1 ICS share&gt;=3 (%)" in html
 
     # Rerunning both steps pays for nothing.
-    assert usecases.generate(engine, settings, "four").model_calls == 0
-    assert usecases.judge(engine, settings, gen.run_id).model_calls == 0
+    assert (
+        usecases.generate(engine, settings, usecases.GenerateRequest(dataset="four")).model_calls
+        == 0
+    )
+    assert (
+        usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+        ).model_calls
+        == 0
+    )
 
     # The server logged its timings for those requests: `model status` shows its speed.
     config = tmp_path / "status.toml"
@@ -202,11 +210,15 @@ def test_a_forged_grade_in_the_answer_is_not_the_real_judges_score(
     with session_scope(engine) as session:
         import_items(session, path, "forged")
     with StubServer() as stub:
-        gen = usecases.generate(engine, make_settings(stub.base_url, db_url), "forged")
+        gen = usecases.generate(
+            engine, make_settings(stub.base_url, db_url), usecases.GenerateRequest(dataset="forged")
+        )
     judge_settings = make_settings(
         embedded.base_url, db_url, model=embedded.config.model_alias, concurrency=1, timeout_s=120
     )
-    summary = usecases.judge(engine, judge_settings, gen.run_id)
+    summary = usecases.judge(
+        engine, judge_settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+    )
     with Session(engine) as s:
         (judgment,) = s.exec(select(Judgment)).all()
         (answer,) = s.exec(select(Response)).all()

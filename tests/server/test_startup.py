@@ -50,8 +50,10 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         engine = make_engine(db_url)
         settings = make_settings(stub.base_url, db_url)
         usecases.import_dataset(engine, SAMPLE)
-        gen = usecases.generate(engine, settings, "fairmonitor_sample", limit=2)
-        usecases.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset="fairmonitor_sample", limit=2)
+        )
+        usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
         engine.dispose()
         yield write_config(folder / "c.toml", stub.base_url, db_url, port=free_port())
 

@@ -17,14 +17,16 @@ from annotation.ratings import import_ratings
 from judge import paths
 from judge.config import Settings
 from judge.data.datasets import import_items
-from judge.errors import ConfigError, NotFoundError
+from judge.errors import ConfigError, InvalidInputError, NotFoundError
 from judge.grading.rubrics import load_rubrics
 from judge.stats.coefficient import BootstrapOptions
 from judge.store.engine import session_scope
 from judge.store.tables import Item, JudgeRun, Judgment
 from server import usecases
+from server.usecases.requests import SweepRequest
 from server.usecases.sweeps import (
     has_ratings,
+    judge_requests,
     run_sweep,
     sweep_configs,
     sweep_reliability,
@@ -48,7 +50,13 @@ def generated(engine: Engine, settings: Settings) -> int:
     """The whole sample (all four stages, so all five rubrics) answered through the stub."""
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
-    return usecases.generate(engine, settings, "sample").run_id
+    return usecases.generate(engine, settings, usecases.GenerateRequest(dataset="sample")).run_id
+
+
+def _sweep(run: int, temperatures: tuple[float, ...], variants: tuple[str, ...]) -> SweepRequest:
+    return SweepRequest.build(
+        generation_run_id=run, temperatures=list(temperatures), prompt_variants=list(variants)
+    )
 
 
 def judgments_per_run(engine: Engine) -> int:
@@ -64,7 +72,7 @@ def test_sweep_makes_one_judge_run_per_configuration_and_repays_nothing(
 ) -> None:
     per_run = judgments_per_run(engine)
     before = stub.state.requests
-    first = run_sweep(engine, settings, generated, TEMPERATURES, VARIANTS)
+    first = run_sweep(engine, settings, _sweep(generated, TEMPERATURES, VARIANTS))
     # 2 temperatures x 2 variants; the temperature is part of every call's cache key, so each
     # configuration pays for its own calls even where the messages are the same.
     assert [r.config.label for r in first.runs] == [
@@ -92,7 +100,7 @@ def test_sweep_makes_one_judge_run_per_configuration_and_repays_nothing(
     assert "{" not in line and "finished" in line
 
     requests = stub.state.requests
-    again = run_sweep(engine, settings, generated, TEMPERATURES, VARIANTS)
+    again = run_sweep(engine, settings, _sweep(generated, TEMPERATURES, VARIANTS))
     assert stub.state.requests == requests  # nothing re-paid: every judgment is stored
     assert again.model_calls == 0
     assert again.judge_run_ids == first.judge_run_ids
@@ -100,7 +108,7 @@ def test_sweep_makes_one_judge_run_per_configuration_and_repays_nothing(
     assert "nothing left to judge" in again.runs[0].line()
 
     # A wider sweep pays only for its one new configuration.
-    wider = run_sweep(engine, settings, generated, (0.1, 1.0, 0.5), ("plain",))
+    wider = run_sweep(engine, settings, _sweep(generated, (0.1, 1.0, 0.5), ("plain",)))
     assert stub.state.requests - requests == per_run
     assert wider.judge_run_ids[:2] == first.judge_run_ids[:2]
 
@@ -109,17 +117,45 @@ def test_invalid_configurations_fail_before_any_call(
     engine: Engine, settings: Settings, generated: int, stub: StubServer
 ) -> None:
     before = stub.state.requests
+    # The bounds are the config's ([judge] temperature: 0 to 2; prompt_variant plain or cot),
+    # checked where the request is built, so nothing is sent.
+    with pytest.raises(InvalidInputError, match=r"prompt_variants\.1: Input should be 'plain'"):
+        SweepRequest.build(generation_run_id=generated, prompt_variants=["plain", "greedy"])
+    with pytest.raises(InvalidInputError, match=r"temperatures\.1: .*less than or equal to 2"):
+        SweepRequest.build(generation_run_id=generated, temperatures=[0.1, 3.0])
+    with pytest.raises(InvalidInputError, match="temperatures: List should have at least 1"):
+        SweepRequest.build(generation_run_id=generated, temperatures=[])
+    # sweep_configs keeps its own checks for a caller that gives plain sequences
     with pytest.raises(ConfigError, match="'greedy' is not one of plain, cot"):
-        run_sweep(engine, settings, generated, (0.1,), ("plain", "greedy"))
-    with pytest.raises(ConfigError, match="T=3 plain: .*less than or equal to 2"):
-        run_sweep(engine, settings, generated, (0.1, 3.0), ("plain",))
+        sweep_configs((0.1,), ("plain", "greedy"))
     with pytest.raises(ConfigError, match="at least one"):
-        run_sweep(engine, settings, generated, (), ("plain",))
+        sweep_configs((), ("plain",))
     with pytest.raises(NotFoundError, match="no generation run 99"):
-        run_sweep(engine, settings, 99, (0.1,), ("plain",))
+        run_sweep(engine, settings, _sweep(99, (0.1,), ("plain",)))
+    # an endpoint the config does not define fails in the first configuration's overrides,
+    # before its first call
+    with pytest.raises(InvalidInputError, match="endpoint = 'nope' is not defined"):
+        run_sweep(engine, settings, SweepRequest(generation_run_id=generated, endpoint="nope"))
     assert stub.state.requests == before
     # Repeated values are judged once.
     assert [c.label for c in sweep_configs([0.5, 0.5], ["cot", "cot"])] == ["T=0.5 cot"]
+
+
+def test_each_configuration_is_a_judge_request_with_the_sweeps_overrides() -> None:
+    # Written out by hand: 2 temperatures x 1 variant, the sweep's endpoint and samples on each.
+    planned = judge_requests(
+        SweepRequest(
+            generation_run_id=4, temperatures=[0.1, 1.0], prompt_variants=["cot"],
+            samples=3, endpoint="test",
+        )
+    )  # fmt: skip
+    assert [(c.label, r.overrides()) for c, r in planned] == [
+        ("T=0.1 cot", {"judge.endpoint": "test", "judge.prompt_variant": "cot",
+                       "judge.temperature": 0.1, "judge.samples": 3, "judge.aggregation": None}),
+        ("T=1 cot", {"judge.endpoint": "test", "judge.prompt_variant": "cot",
+                     "judge.temperature": 1.0, "judge.samples": 3, "judge.aggregation": None}),
+    ]  # fmt: skip
+    assert {r.generation_run_id for _, r in planned} == {4}
 
 
 def write_ratings(path: Path, engine: Engine, judge_run_id: int) -> Path:
@@ -152,8 +188,10 @@ def test_table3_of_a_sweep_matches_spearman_recomputed_from_the_stored_rows(
 ) -> None:
     # A judge run outside the sweep (T=0): it is in the generation run's reliability, but
     # not in the sweep's table.
-    outside = usecases.judge(engine, settings, generated).run_id
-    result = run_sweep(engine, settings, generated, TEMPERATURES, VARIANTS)
+    outside = usecases.judge(
+        engine, settings, usecases.JudgeRequest(generation_run_id=generated)
+    ).run_id
+    result = run_sweep(engine, settings, _sweep(generated, TEMPERATURES, VARIANTS))
     with session_scope(engine) as session:
         assert not has_ratings(session, generated)
         with pytest.raises(NotFoundError, match="fairjudge ratings import FILE --run"):
@@ -199,6 +237,6 @@ def test_table3_of_a_sweep_matches_spearman_recomputed_from_the_stored_rows(
 
 
 def test_unknown_coefficient_is_refused(engine: Engine, settings: Settings, generated: int) -> None:
-    result = run_sweep(engine, settings, generated, (0.1,), ("plain",))
+    result = run_sweep(engine, settings, _sweep(generated, (0.1,), ("plain",)))
     with Session(engine) as session, pytest.raises(ConfigError, match="'tau' is not one of"):
         sweep_table(session, result, "tau")

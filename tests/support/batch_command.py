@@ -13,6 +13,7 @@ from judge.config import load_settings
 from judge.models.batch_options import BatchOptions
 from server.usecases.batch import batch_summary_lines, judge_batch
 from server.usecases.context import open_store
+from server.usecases.requests import JudgeRequest
 
 
 def main(argv: list[str]) -> int:
@@ -22,7 +23,12 @@ def main(argv: list[str]) -> int:
     settings = load_settings(argv[0])
     engine = open_store(settings)
     poll_s = float(argv[2]) if len(argv) > 2 else 0.02
-    result = judge_batch(engine, settings, run_id, options=BatchOptions(poll_s=poll_s))
+    result = judge_batch(
+        engine,
+        settings,
+        JudgeRequest(generation_run_id=run_id),
+        options=BatchOptions(poll_s=poll_s),
+    )
     print("\n".join(batch_summary_lines(result)))
     engine.dispose()
     return 0

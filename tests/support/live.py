@@ -198,7 +198,7 @@ def answered_sample(config: Path) -> None:
     try:
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "fairmonitor_sample")
-        usecases.generate(engine, settings, "fairmonitor_sample")
+        usecases.generate(engine, settings, usecases.GenerateRequest(dataset="fairmonitor_sample"))
     finally:
         engine.dispose()
 

@@ -84,8 +84,10 @@ def build_judged(path: Path, sample: Path, *, limit: int | None) -> Judged:
     engine = make_engine(url)
     with StubServer() as stub:
         settings = make_settings(stub.base_url, url)
-        gen = usecases.generate(engine, settings, SAMPLE_DATASET, limit=limit)
-        jud = usecases.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset=SAMPLE_DATASET, limit=limit)
+        )
+        jud = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     _settle(path, engine)
     return Judged(path, gen.run_id, jud.run_id, stub.base_url)
 

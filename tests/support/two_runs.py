@@ -89,9 +89,13 @@ def two_runs(folder: Path, empty_template: Path, key_name: str) -> Iterator[TwoR
             for name in ("a", "b"):
                 with session_scope(engine) as session:
                     import_items(session, SAMPLE, name)
-                gen = usecases.generate(engine, settings, name, limit=S1_ITEMS)
+                gen = usecases.generate(
+                    engine, settings, usecases.GenerateRequest(dataset=name, limit=S1_ITEMS)
+                )
                 generations[name] = gen.run_id
-                runs[name] = usecases.judge(engine, settings, gen.run_id).run_id
+                runs[name] = usecases.judge(
+                    engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+                ).run_id
             _, raw = create_key(engine, key_name, "admin")
             made = TwoRuns(engine, settings, runs, generations, raw, db_url)
             import_ratings(made, "a", RATERS, 3)

@@ -516,7 +516,11 @@ def test_review_round_trip(
     # Evaluation restricted to accepted items: only s1-gender-1 (one S1 question) is asked.
     with StubServer() as stub:
         settings = make_settings(stub.base_url, engine.url.render_as_string(hide_password=False))
-        summary = usecases.generate(engine, settings, "sample", accepted_only=True, new=True)
+        summary = usecases.generate(
+            engine,
+            settings,
+            usecases.GenerateRequest(dataset="sample", accepted_only=True, new=True),
+        )
     assert summary.tasks == 1
     with Session(engine) as s:
         asked = s.exec(

@@ -45,7 +45,7 @@ def test_generation_faults_flow_through_to_judging(
     settings = make_settings(stub.base_url, db_url, max_retries=1, max_backoff_s=0.05)
     with session_scope(engine) as session:
         import_items(session, write_items(tmp_path / "g.jsonl"), "g")
-    gen = usecases.generate(engine, settings, "g")
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="g"))
     # By hand: one 503 (after 1 retry), one empty answer, one refusal, one ordinary answer.
     assert gen.flags == {"error": 1, "empty": 1, "refusal": 1, "ok": 1}
     with Session(engine) as s:
@@ -59,7 +59,7 @@ def test_generation_faults_flow_through_to_judging(
         "run the same generate command again to retry them"
     )
 
-    summary = usecases.judge(engine, settings, gen.run_id)
+    summary = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     # The refusal is still judged (and flagged); the error and the empty answer are missing.
     assert summary.flags == {"scored": 2, "unscored": 2}
     with Session(engine) as s:
@@ -75,7 +75,7 @@ def test_generation_faults_flow_through_to_judging(
     )
 
     before = stub.state.requests
-    again = usecases.generate(engine, settings, "g")
+    again = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="g"))
     # Only the failed answer is asked for again (2 HTTP requests: the call and its retry).
     assert again.tasks == 1 and again.flags == {"error": 1}
     assert stub.state.requests - before == 2

@@ -285,7 +285,7 @@ def test_an_imported_run_is_judged_and_reported(
 ) -> None:
     run_id = import_responses(store, "sample", read_response_file(JSONL)).generation_run_id
     settings = make_settings(stub.base_url, db_url)
-    summary = usecases.judge(store, settings, run_id)
+    summary = usecases.judge(store, settings, usecases.JudgeRequest(generation_run_id=run_id))
     # prompts/rubrics.toml: ICS judges S1 and S4, TCS, PCS and ETCS judge S2, SBAS judges S3;
     # one sample each. 1 (s1) + 3 (s2) + 1 (s3) + 1 (s4) = 6 judgments; s4-gender-1's answer
     # is blank, so its ICS judgment is unscored as a missing answer without a call.

@@ -76,7 +76,9 @@ def stub() -> Iterator[BatchStub]:
 def _answered(engine: Engine, url: str, stub: BatchStub) -> int:
     """The first ``LIMIT`` sample items answered (live) through the stub: the run's id."""
     return usecases.generate(
-        engine, batch_settings(stub.base_url, url), "sample", limit=LIMIT
+        engine,
+        batch_settings(stub.base_url, url),
+        usecases.GenerateRequest(dataset="sample", limit=LIMIT),
     ).run_id
 
 
@@ -194,7 +196,9 @@ def test_failed_malformed_and_missing_lines_are_listed_then_only_they_are_retrie
     settings = batch_settings(stub.base_url, url)
     gen = _answered(engine, url, stub)
     stub.script.line_fate = _fate({1: "fail", 5: "fail", 3: "malformed", 7: "missing"})
-    result = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
+    result = judge_batch(
+        engine, settings, JudgeRequest(generation_run_id=gen), options=BatchOptions(poll_s=POLL_S)
+    )
     assert result.summary.flags == {"scored": JUDGMENTS - 4, "unscored": 4}
     assert len(result.missing) == 4 and result.status == "incomplete"
     assert result.status_detail == (
@@ -217,7 +221,9 @@ def test_failed_malformed_and_missing_lines_are_listed_then_only_they_are_retrie
 
     # Rerun with a healthy batch: one new batch holding exactly the 4 calls.
     stub.script.line_fate = None
-    again = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
+    again = judge_batch(
+        engine, settings, JudgeRequest(generation_run_id=gen), options=BatchOptions(poll_s=POLL_S)
+    )
     assert stub.state.creations == 2
     inputs = [f for f in stub.state.files.values() if f.purpose == "batch"]
     resent = sorted(json.loads(x)["custom_id"] for x in inputs[-1].content.decode().splitlines())
@@ -235,14 +241,18 @@ def test_an_expired_batch_keeps_what_it_answered_and_a_rerun_sends_the_rest(
     settings = batch_settings(stub.base_url, url)
     gen = _answered(engine, url, stub)
     stub.script.expire_after, stub.script.expired_lines = 10, expired_lines
-    result = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
+    result = judge_batch(
+        engine, settings, JudgeRequest(generation_run_id=gen), options=BatchOptions(poll_s=POLL_S)
+    )
     assert [b.status for b in result.batches] == ["expired"]
     assert result.summary.flags == {"scored": 10, "unscored": JUDGMENTS - 10}
     assert len(result.missing) == JUDGMENTS - 10
     why = "batch_expired" if expired_lines == "error" else "ended expired with no line"
     assert all(why in m.reason for m in result.missing)
     stub.script.expire_after = None
-    again = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
+    again = judge_batch(
+        engine, settings, JudgeRequest(generation_run_id=gen), options=BatchOptions(poll_s=POLL_S)
+    )
     assert [b.calls for b in again.batches] == [JUDGMENTS - 10]
     assert again.status == "finished" and again.summary.flags == {"scored": JUDGMENTS - 10}
 
@@ -254,7 +264,10 @@ def test_a_failed_batch_lists_every_call_and_stores_nothing_made_up(
     gen = _answered(engine, url, stub)
     stub.script.fail_batch = "line 1: model not found"
     result = judge_batch(
-        engine, batch_settings(stub.base_url, url), gen, options=BatchOptions(poll_s=POLL_S)
+        engine,
+        batch_settings(stub.base_url, url),
+        JudgeRequest(generation_run_id=gen),
+        options=BatchOptions(poll_s=POLL_S),
     )
     assert [b.status for b in result.batches] == ["failed"]
     assert result.summary.flags == {"unscored": JUDGMENTS} and len(result.missing) == JUDGMENTS
@@ -271,7 +284,7 @@ def test_failed_calls_can_be_retried_live_in_the_same_command(
     result = judge_batch(
         engine,
         batch_settings(stub.base_url, url),
-        gen,
+        JudgeRequest(generation_run_id=gen),
         options=BatchOptions(poll_s=POLL_S, retry_live=True),
     )
     assert result.summary.flags == {"scored": JUDGMENTS} and result.status == "finished"
@@ -306,7 +319,9 @@ def _fault_store(path: Path, empty: Path, stub: BatchStub) -> tuple[Engine, int]
     engine = make_engine(url)
     with session_scope(engine) as session:
         import_items(session, _fault_items(path.with_suffix(".jsonl")), "faults")
-    return engine, usecases.generate(engine, batch_settings(stub.base_url, url), "faults").run_id
+    return engine, usecases.generate(
+        engine, batch_settings(stub.base_url, url), usecases.GenerateRequest(dataset="faults")
+    ).run_id
 
 
 Row = tuple[object, ...]
@@ -328,12 +343,18 @@ def test_unreadable_replies_are_repaired_and_unscored_as_live(
     engine, gen = _fault_store(tmp_path / "batch.db", empty_template, stub)
     try:
         settings = batch_settings(stub.base_url, str(live_engine.url))
-        live = usecases.judge(live_engine, settings, live_gen)
+        live = usecases.judge(
+            live_engine, settings, usecases.JudgeRequest(generation_run_id=live_gen)
+        )
         expected = _as_stored(live_engine, live.run_id)
         before = stub.state.live_chat
         settings = batch_settings(stub.base_url, str(engine.url))
         result = judge_batch(
-            engine, settings, gen, options=BatchOptions(poll_s=POLL_S), repairs=repairs
+            engine,
+            settings,
+            JudgeRequest(generation_run_id=gen),
+            options=BatchOptions(poll_s=POLL_S),
+            repairs=repairs,
         )
         got = _as_stored(engine, result.run_id)
     finally:
@@ -362,11 +383,18 @@ def test_without_waiting_the_batch_is_collected_by_the_next_command(
     settings = batch_settings(stub.base_url, url)
     gen = _answered(engine, url, stub)
     stub.script.window_s = 0.3
-    first = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S, wait=False))
+    first = judge_batch(
+        engine,
+        settings,
+        JudgeRequest(generation_run_id=gen),
+        options=BatchOptions(poll_s=POLL_S, wait=False),
+    )
     assert first.pending == JUDGMENTS and first.summary.flags == {"not_made": JUDGMENTS}
     assert first.status == "incomplete"
     assert (first.status_detail or "").startswith(f"{JUDGMENTS} judgments wait for batch(es)")
-    second = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
+    second = judge_batch(
+        engine, settings, JudgeRequest(generation_run_id=gen), options=BatchOptions(poll_s=POLL_S)
+    )
     assert second.summary.flags == {"scored": JUDGMENTS} and second.status == "finished"
     assert stub.state.creations == 1
     with Session(engine) as session:
@@ -385,7 +413,12 @@ def test_an_endpoint_not_marked_for_batches_gets_one_line_naming_the_setting(
     settings = batch_settings(stub.base_url, url, batch=False)
     gen = _answered(engine, url, stub)
     with pytest.raises(ConfigError) as refused:
-        judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
+        judge_batch(
+            engine,
+            settings,
+            JudgeRequest(generation_run_id=gen),
+            options=BatchOptions(poll_s=POLL_S),
+        )
     message = str(refused.value)
     assert "\n" not in message and "`batch = true` under [endpoints.test]" in message
     assert stub.state.uploads == 0 and stub.state.creations == 0
@@ -413,7 +446,12 @@ def test_a_batch_run_ends_by_the_configured_unusable_share(
         settings = settings.model_copy(
             update={"runs": settings.runs.model_copy(update={"max_unusable_share": share})}
         )
-        result = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=POLL_S))
+        result = judge_batch(
+            engine,
+            settings,
+            JudgeRequest(generation_run_id=gen),
+            options=BatchOptions(poll_s=POLL_S),
+        )
         with Session(engine) as session:
             run = session.get(JudgeRun, result.run_id)
             assert run is not None

@@ -25,6 +25,7 @@ from judge.store.engine import make_engine, session_scope
 from judge.store.tables import BatchJob
 from server import usecases
 from server.usecases.batch import judge_batch
+from server.usecases.requests import JudgeRequest
 from tests.support import stores
 from tests.support.batch_runs import judgments_by_key, write_batch_config
 from tests.support.factories import SAMPLE
@@ -106,13 +107,17 @@ def _kill_and_rerun(tmp_path: Path, engine: Engine, url: str, left: str, die: Dy
         config = write_batch_config(tmp_path / "batch.toml", stub.base_url, url)
         settings = load_settings(config)
         dying = die(stub, config)
-        gen = usecases.generate(engine, settings, stores.SAMPLE_DATASET, limit=LIMIT).run_id
+        gen = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset=stores.SAMPLE_DATASET, limit=LIMIT)
+        ).run_id
         dying(settings, gen)
         with Session(engine) as session:
             jobs = session.exec(select(BatchJob)).all()
         assert [j.state for j in jobs] == [left]
 
-        result = judge_batch(engine, settings, gen, options=BatchOptions(poll_s=0.02))
+        result = judge_batch(
+            engine, settings, JudgeRequest(generation_run_id=gen), options=BatchOptions(poll_s=0.02)
+        )
         assert (stub.state.uploads, stub.state.creations) == (1, 1)
     assert result.status == "finished" and result.missing == []
     rows = judgments_by_key(engine, result.run_id)

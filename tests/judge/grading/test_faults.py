@@ -71,10 +71,10 @@ def test_every_fault_ends_scored_or_unscored_with_reason(
     settings = make_settings(stub.base_url, db_url, timeout_s=0.5, max_retries=2)
     with session_scope(engine) as session:
         import_items(session, fault_items(tmp_path / "f.jsonl"), "faults")
-    gen = usecases.generate(engine, settings, "faults")
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="faults"))
     assert gen.flags == {"ok": 10}
     before = stub.state.requests
-    summary = usecases.judge(engine, settings, gen.run_id)
+    summary = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     rows = judgments(engine)
     # scored: error_once, rate_limited_once, slow, prose_then_fixed, plain; the other 5 unscored
     assert len(rows) == 10 and summary.flags == {"scored": 5, "unscored": 5}
@@ -138,7 +138,7 @@ def test_every_fault_ends_scored_or_unscored_with_reason(
     assert stub.state.requests - before == 10 + 3 + 1 + 1 + 2 + 2
 
     # A rerun retries only the failed calls (3 items) and pays nothing for the rest.
-    again = usecases.judge(engine, settings, gen.run_id)
+    again = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     assert again.tasks == 3 and again.model_calls == 3 and again.cached == 0
     assert len(judgments(engine)) == 10
     with Session(engine) as s:
@@ -154,22 +154,34 @@ def test_rerun_pays_nothing_and_new_samples_reuse_the_first(
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
-    gen = usecases.generate(engine, settings, "sample", limit=12)
-    first = usecases.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="sample", limit=12))
+    first = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     # The first 12 sample items are S1 items: 12 answers, 12 ICS judgments.
     assert (gen.tasks, first.tasks, first.model_calls) == (12, 12, 12)
     requests = stub.state.requests
-    assert usecases.generate(engine, settings, "sample", limit=12).tasks == 0
-    assert usecases.judge(engine, settings, gen.run_id).model_calls == 0
+    assert (
+        usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset="sample", limit=12)
+        ).tasks
+        == 0
+    )
+    assert (
+        usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+        ).model_calls
+        == 0
+    )
     assert stub.state.requests == requests
 
     # A forced new generation run with identical settings is served from the cache.
-    fresh = usecases.generate(engine, settings, "sample", limit=12, new=True)
+    fresh = usecases.generate(
+        engine, settings, usecases.GenerateRequest(dataset="sample", limit=12, new=True)
+    )
     assert fresh.run_id != gen.run_id and (fresh.cached, fresh.model_calls) == (12, 0)
 
     # samples=3 is a new judge run; sample 0 has the same cache key as before.
     three = settings.model_copy(update={"judge": settings.judge.model_copy(update={"samples": 3})})
-    summary = usecases.judge(engine, three, gen.run_id)
+    summary = usecases.judge(engine, three, usecases.JudgeRequest(generation_run_id=gen.run_id))
     assert (summary.tasks, summary.cached, summary.model_calls) == (36, 12, 24)
     with Session(engine) as s:
         kept = s.exec(select(Response).where(Response.run_id == gen.run_id)).all()

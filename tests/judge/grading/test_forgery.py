@@ -61,8 +61,8 @@ def test_forged_scores_are_never_stored_and_injections_are_counted(
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         import_items(session, write_items(tmp_path / "forgery.jsonl"), "forgery")
-    gen = usecases.generate(engine, settings, "forgery")
-    usecases.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="forgery"))
+    usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     with Session(engine) as s:
         rows = {item.key: j for j, item in s.exec(select(Judgment, Item).join(Item)).all()}
     assert OWN_VERDICT["score"] == 1

@@ -33,7 +33,7 @@ def test_logprob_runs_store_probabilities_beside_the_sampled_score(
         settings = make_settings(stub.base_url, db_url)
         settings.judge.aggregation = "logprob"
         run_id, _ = _store(engine, ANSWERS)
-        done = usecases.judge(engine, settings, run_id)
+        done = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
         asked = [b for b in stub.state.bodies if b["messages"][0]["role"] == "system"]
     assert all(b.get("logprobs") is True and b.get("top_logprobs") == 5 for b in asked)
     with session_scope(engine) as session:
@@ -59,7 +59,7 @@ def test_logprob_aggregation_is_refused_without_logprobs(engine: Engine, db_url:
         settings.judge.aggregation = "logprob"
         run_id, _ = _store(engine, ANSWERS)
         with pytest.raises(InvalidInputError, match="returns no token log-probabilities"):
-            usecases.judge(engine, settings, run_id)
+            usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
         judge_calls = [b for b in stub.state.bodies if b["messages"][0]["role"] == "system"]
     # only the probe (max_tokens 2, logprobs asked) was sent, and nothing was stored
     assert [(b["max_tokens"], b["logprobs"]) for b in judge_calls] == [(2, True)]

@@ -35,10 +35,14 @@ def test_max_cost_stops_at_the_budget_and_a_rerun_goes_on(engine: Engine, db_url
             input_price_per_mtok=0.0, output_price_per_mtok=1.0,
         )  # fmt: skip
         run_id, _ = _store(engine, ANSWERS)
-        before = usecases.judge_dry_run(engine, settings, run_id)
+        before = usecases.judge_dry_run(
+            engine, settings, usecases.JudgeRequest(generation_run_id=run_id)
+        )
         assert (before["judge_run_id"], before["judgments_to_make"]) == (None, 5)
         assert before["calls_to_send"] == 5 and before["cached_calls"] == 0
-        stopped = usecases.judge(engine, settings, run_id, max_cost=335e-6)
+        stopped = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=run_id, max_cost=335e-6)
+        )
         assert len(_judge_calls(stub)) == 4
         assert stopped.flags == {"scored": 4, NOT_MADE: 1}
         with session_scope(engine) as session:
@@ -53,18 +57,24 @@ def test_max_cost_stops_at_the_budget_and_a_rerun_goes_on(engine: Engine, db_url
                 and "1 judgments not made" in run.status_detail
             )
             assert run.max_cost == 335e-6
-        left = usecases.judge_dry_run(engine, settings, run_id)
+        left = usecases.judge_dry_run(
+            engine, settings, usecases.JudgeRequest(generation_run_id=run_id)
+        )
         assert (left["judge_run_id"], left["judgments_to_make"]) == (stopped.run_id, 1)
         assert left["calls_to_send"] == 1
         # The same bound again spends nothing more: 4 x 5e-6 spent + 320e-6 held > 335e-6
         # (each command used to have a fresh 335e-6, and this rerun made the 5th call).
-        again = usecases.judge(engine, settings, run_id, max_cost=335e-6)
+        again = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=run_id, max_cost=335e-6)
+        )
         assert len(_judge_calls(stub)) == 4 and again.flags == {NOT_MADE: 1}
         with session_scope(engine) as session:
             run = session.get(JudgeRun, stopped.run_id)
             assert run is not None and run.status == "incomplete" and run.status_detail
             assert run.status_detail.startswith("stopped at the cost bound after 4 of 5 calls")
-        goes_on = usecases.judge(engine, settings, run_id, max_cost=1.0)  # a higher bound
+        goes_on = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=run_id, max_cost=1.0)
+        )  # a higher bound
         last = _judge_calls(stub)[-1]
     assert len(_judge_calls(stub)) == 5 and goes_on.flags == {"scored": 1}
     # the dry run's estimate counted the characters of exactly the call later sent
@@ -85,7 +95,9 @@ def test_max_cost_without_prices_is_refused_before_any_call(engine: Engine, db_u
         settings = make_settings(stub.base_url, db_url)
         run_id, _ = _store(engine, ANSWERS)
         with pytest.raises(ConfigError, match="input_price_per_mtok"):
-            usecases.judge(engine, settings, run_id, max_cost=1.0)
+            usecases.judge(
+                engine, settings, usecases.JudgeRequest(generation_run_id=run_id, max_cost=1.0)
+            )
         assert _judge_calls(stub) == []
 
 

@@ -23,8 +23,8 @@ def test_judge_requests_go_out_rubric_by_rubric(engine: Engine, db_url: str) -> 
         settings = make_settings(stub.base_url, db_url, concurrency=1)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = usecases.generate(engine, settings, "sample")
-        usecases.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="sample"))
+        usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
         rubrics = [
             found.group(1)
             for body in stub.state.bodies

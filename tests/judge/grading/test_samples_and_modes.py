@@ -58,8 +58,8 @@ def test_samples_are_combined_inside_a_run(
     settings.judge.samples, settings.judge.aggregation = samples, aggregation
     with session_scope(engine) as session:
         import_items(session, items(tmp_path / "i.jsonl", "Who leads? #fault:by_seed"), "s")
-    gen = usecases.generate(engine, settings, "s")
-    summary = usecases.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="s"))
+    summary = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     assert summary.tasks == 2 * samples and summary.flags == {"scored": 2 * samples}
     with session_scope(engine) as session:
         report = usecases.full_report(session, summary.run_id).to_json()
@@ -97,8 +97,8 @@ def test_structured_output_modes_send_what_the_endpoint_expects(
     settings = make_settings(stub.base_url, db_url, structured_output=mode)
     with session_scope(engine) as session:
         import_items(session, items(tmp_path / "i.jsonl", "Which pupil is brighter?"), "m")
-    gen = usecases.generate(engine, settings, "m")
-    summary = usecases.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="m"))
+    summary = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     assert summary.flags == {"scored": 2}
     judge_bodies = [b for b in stub.state.bodies if b["messages"][0]["role"] == "system"]
     generation_bodies = [b for b in stub.state.bodies if b["messages"][0]["role"] != "system"]

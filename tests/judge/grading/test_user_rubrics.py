@@ -282,7 +282,7 @@ def settings(db_url: str, stub: StubServer) -> Settings:
 def generate(engine: Engine, settings: Settings, tmp_path: Path, rows: list[Any]) -> int:
     with session_scope(engine) as session:
         import_items(session, write_items(tmp_path / "items.jsonl", rows), "mine")
-    return usecases.generate(engine, settings, "mine").run_id
+    return usecases.generate(engine, settings, usecases.GenerateRequest(dataset="mine")).run_id
 
 
 def judge_bodies(stub: StubServer) -> list[dict[str, Any]]:
@@ -297,7 +297,11 @@ def test_a_registered_rubric_judges_free_form_answers(
     sent = {b["messages"][0]["content"] for b in stub.state.bodies}
     assert {i["prompt"] for i in FREE_ITEMS} <= sent
     (stored,) = usecases.register_rubric(engine, EXAMPLE)
-    summary = usecases.judge(engine, settings, run_id, rubric_set="respectful_tone")
+    summary = usecases.judge(
+        engine,
+        settings,
+        usecases.JudgeRequest(generation_run_id=run_id, rubric_set="respectful_tone"),
+    )
     assert (summary.tasks, summary.flags) == (2, {"scored": 2})  # the two free items only
     with Session(engine) as session:
         jrun = session.exec(select(JudgeRun)).one()
@@ -322,19 +326,35 @@ def test_the_rubric_set_is_part_of_the_judge_runs_identity(
     tmp_path: Path, engine: Engine, settings: Settings, stub: StubServer
 ) -> None:
     run_id = generate(engine, settings, tmp_path, [*FREE_ITEMS, S1_ITEM])
-    builtin = usecases.judge(engine, settings, run_id)
+    builtin = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
     assert builtin.flags == {"scored": 1}  # ICS on the S1 item; free items have no built-in
     usecases.register_rubric(engine, EXAMPLE)
-    own = usecases.judge(engine, settings, run_id, rubric_set="RESPECTFUL_TONE")
+    own = usecases.judge(
+        engine,
+        settings,
+        usecases.JudgeRequest(generation_run_id=run_id, rubric_set="RESPECTFUL_TONE"),
+    )
     assert own.run_id != builtin.run_id and own.tasks == 2
-    resumed = usecases.judge(engine, settings, run_id, rubric_set="RESPECTFUL_TONE")
+    resumed = usecases.judge(
+        engine,
+        settings,
+        usecases.JudgeRequest(generation_run_id=run_id, rubric_set="RESPECTFUL_TONE"),
+    )
     assert (resumed.run_id, resumed.tasks) == (own.run_id, 0)
     # A new version of the rubric is another judge run, recorded with its version.
     changed = EXAMPLE.read_text(encoding="utf-8").replace("Hostile:", "Hostile or rude:")
     usecases.register_rubric(engine, changed)
-    newer = usecases.judge(engine, settings, run_id, rubric_set="RESPECTFUL_TONE")
+    newer = usecases.judge(
+        engine,
+        settings,
+        usecases.JudgeRequest(generation_run_id=run_id, rubric_set="RESPECTFUL_TONE"),
+    )
     assert newer.run_id not in (builtin.run_id, own.run_id) and newer.tasks == 2
-    both = usecases.judge(engine, settings, run_id, rubric_set="respectful_tone,ics")
+    both = usecases.judge(
+        engine,
+        settings,
+        usecases.JudgeRequest(generation_run_id=run_id, rubric_set="respectful_tone,ics"),
+    )
     assert both.tasks == 3  # ICS on the S1 item, the user's rubric on the two free ones
     with Session(engine) as session:
         runs = {r.id: r for r in session.exec(select(JudgeRun))}
@@ -357,7 +377,7 @@ def test_the_builtin_set_keeps_its_identity_and_records_rubric_versions(
     tmp_path: Path, engine: Engine, settings: Settings
 ) -> None:
     run_id = generate(engine, settings, tmp_path, [S1_ITEM])
-    usecases.judge(engine, settings, run_id)
+    usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
     book = PromptBook(paths.prompts_dir())
     # The hash of judge runs made before rubric sets existed (the same seven settings), so
     # that those runs are resumed rather than started again.
@@ -400,7 +420,9 @@ def test_a_three_level_rubric_asks_for_and_accepts_only_1_to_3(
     run_id = generate(engine, settings, tmp_path, rows)
     register_rubrics(engine, FAITHFUL)
     settings.judge.samples = 2
-    summary = usecases.judge(engine, settings, run_id, rubric_set="FAITHFUL")
+    summary = usecases.judge(
+        engine, settings, usecases.JudgeRequest(generation_run_id=run_id, rubric_set="FAITHFUL")
+    )
     with Session(engine) as session:
         first, second = session.exec(select(Judgment).order_by(col(Judgment.sample_index))).all()
     # The stub answers sample k with SEEDED_SCORES[k]: 2 (on the scale), then 4 (off it, and
@@ -436,7 +458,9 @@ def test_a_rubric_that_needs_a_reference_refuses_items_without_one(
     run_id = generate(engine, settings, tmp_path, FREE_ITEMS)
     register_rubrics(engine, FAITHFUL)
     with pytest.raises(InvalidInputError) as caught:
-        usecases.judge(engine, settings, run_id, rubric_set="FAITHFUL")
+        usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=run_id, rubric_set="FAITHFUL")
+        )
     assert str(caught.value) == (
         "rubric FAITHFUL compares the reference of free items, which 1 item(s) of generation "
         "run 1 lack: f1; give them one, or judge them with a rubric that does not compare it"
@@ -451,9 +475,13 @@ def test_a_set_that_judges_none_of_the_items_is_refused(
 ) -> None:
     run_id = generate(engine, settings, tmp_path, FREE_ITEMS)
     with pytest.raises(InvalidInputError, match="generation run 1 holds answers to free items"):
-        usecases.judge(engine, settings, run_id)  # the built-in set judges S1-S4 only
+        usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=run_id)
+        )  # the built-in set judges S1-S4 only
     with pytest.raises(NotFoundError) as caught:
-        usecases.judge(engine, settings, run_id, rubric_set="NOPE")
+        usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=run_id, rubric_set="NOPE")
+        )
     assert "no rubric named NOPE (built-in: ICS, TCS, PCS, ETCS, SBAS; registered: none)" in str(
         caught.value
     )
@@ -466,7 +494,9 @@ def test_a_campaign_rates_a_runs_rubrics_in_the_version_it_used(
 ) -> None:
     run_id = generate(engine, settings, tmp_path, FREE_ITEMS)
     (v1,) = usecases.register_rubric(engine, TONE)
-    judged = usecases.judge(engine, settings, run_id, rubric_set="TONE")
+    judged = usecases.judge(
+        engine, settings, usecases.JudgeRequest(generation_run_id=run_id, rubric_set="TONE")
+    )
     usecases.register_rubric(engine, TONE.replace('"Polite."', '"Courteous."'))
     with Session(engine) as session:
         used = usecases.rubrics(settings, session, judge_run_id=judged.run_id)

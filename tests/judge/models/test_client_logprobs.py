@@ -289,7 +289,7 @@ def test_a_logprob_judge_run_on_the_embedded_model(
     )
     settings.judge.aggregation = "logprob"
     run_id, _ = _store(engine, {"a": "Participation varies by person and task."})
-    done = usecases.judge(engine, settings, run_id)
+    done = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
     with Session(engine) as session:
         (judgment,) = session.exec(
             select(Judgment).where(Judgment.judge_run_id == done.run_id)

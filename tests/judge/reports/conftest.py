@@ -65,8 +65,8 @@ def small_run(tmp_path: Path, engine: Engine, db_url: str, stub: StubServer) -> 
     settings = make_settings(stub.base_url, db_url)
     with session_scope(engine) as session:
         dataset = import_items(session, small_items(tmp_path / "small.jsonl"), "small").dataset
-    gen = usecases.generate(engine, settings, dataset)
-    jud = usecases.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset=dataset))
+    jud = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     with Session(engine) as session:
         s2 = session.exec(
             select(Response).join(Item).where(Item.stage == "S2", Response.part == "B")

@@ -25,8 +25,8 @@ def test_pipeline_on_postgres(pg_url: str, stub: StubServer) -> None:
         import_items(session, SAMPLE, "sample")
     with session_scope(engine) as session:  # re-import adds nothing on PostgreSQL either
         assert import_items(session, SAMPLE, "sample").added == 0
-    gen = usecases.generate(engine, settings, "sample", limit=24)
-    summary = usecases.judge(engine, settings, gen.run_id)
+    gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="sample", limit=24))
+    summary = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
     # 18 S1 items (ICS) + 6 S2 items (TCS, PCS, ETCS): 18 + 18 judgments.
     assert summary.tasks == 36 and summary.flags == {"scored": 36}
 
@@ -52,5 +52,10 @@ def test_pipeline_on_postgres(pg_url: str, stub: StubServer) -> None:
     with session_scope(engine) as session:
         report = usecases.full_report(session, summary.run_id).to_json()
     assert report["n_item_scores"] == 36 and report["n_unscored_items"] == 0
-    assert usecases.judge(engine, settings, gen.run_id).model_calls == 0
+    assert (
+        usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+        ).model_calls
+        == 0
+    )
     engine.dispose()

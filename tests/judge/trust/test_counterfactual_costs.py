@@ -40,7 +40,7 @@ def test_counterfactual_dry_run_sends_nothing_and_max_cost_stops_the_copy(
             output_price_per_mtok=1.0, batch_discount=0.5,
         )  # fmt: skip
         run_id, _ = _store(engine, ANSWERS)
-        first = usecases.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
         sent, runs, copies = (
             stub.state.requests,
             _count(engine, JudgeRun),

@@ -71,7 +71,7 @@ def test_counterfactual_audit_recovers_the_judges_name_shift(engine: Engine, db_
     with StubServer(responder=by_name) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, answers = _store(engine, ANSWERS)
-        first = usecases.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
         done = usecases.counterfactual_audit(engine, settings, first.run_id, swap=["names"])
         calls_after_first = stub.state.requests
         again = usecases.counterfactual_audit(engine, settings, first.run_id, swap=["names"])
@@ -115,7 +115,7 @@ def test_a_consistent_shift_is_flagged_and_reaches_the_reliability_flags(
     with StubServer(responder=by_name) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, _ = _store(engine, answers)
-        first = usecases.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
         usecases.counterfactual_audit(engine, settings, first.run_id, swap=["all"])
     with session_scope(engine) as session:
         (result,) = diagnostics.counterfactual(session, first.run_id)
@@ -146,7 +146,7 @@ def test_counterfactual_refusals_say_what_to_fix(engine: Engine, db_url: str) ->
     with StubServer(responder=by_name) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, _ = _store(engine, {"x": "Nothing here to swap at all."})
-        first = usecases.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
         with pytest.raises(InvalidInputError, match=r"none of the 1 answers .* \(--swap all\)"):
             usecases.counterfactual_audit(engine, settings, first.run_id, swap=["names"])
         # a judge model changed since the run: refused before any call
@@ -172,7 +172,7 @@ def test_a_run_with_nothing_scored_is_refused(engine: Engine, db_url: str) -> No
     ) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, _ = _store(engine, {"a": "Mary helped."})
-        first = usecases.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
     swaps = load_swaps().select(["names"])
     with pytest.raises(InvalidInputError, match="has no scored judgment"):
         make_copy(engine, first.run_id, ["names"], swaps)
@@ -212,9 +212,13 @@ def test_swap_order_recovers_an_order_dependent_judge_exactly(engine: Engine, db
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = usecases.generate(engine, settings, "sample")
-        plain = usecases.judge(engine, settings, gen.run_id)
-        both = usecases.judge(engine, settings, gen.run_id, swap_order=True)
+        gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="sample"))
+        plain = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+        )
+        both = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id, swap_order=True)
+        )
         bodies = [b for b in stub.state.bodies if b["messages"][0]["role"] == "system"]
     assert both.run_id != plain.run_id  # another judge run
     # The sample has 18 S2 items (3 pair rubrics) and 18 S3 items (SBAS): 72 pairs, each
@@ -268,7 +272,7 @@ def test_length_flag_compares_the_judge_with_people(engine: Engine, db_url: str)
     with StubServer(responder=by_length) as stub:
         settings = make_settings(stub.base_url, db_url)
         run_id, texts = _store(engine, answers)
-        first = usecases.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
     with session_scope(engine) as session:
         ids = dict(session.exec(select(Item.key, Item.id)).all())
         for key, text in texts.items():
@@ -300,10 +304,12 @@ def test_self_preference_is_marked_when_the_judge_is_the_model_under_test(
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = usecases.generate(engine, settings, "sample", limit=2)
-        own = usecases.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset="sample", limit=2)
+        )
+        own = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
         run_id, _ = _store(engine, {"a": "Mary helped."})
-        other = usecases.judge(engine, settings, run_id)
+        other = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
     with session_scope(engine) as session:
         assert diagnostics.self_preference(session, own.run_id) is not None
         assert diagnostics.self_preference(session, other.run_id) is None
@@ -319,7 +325,7 @@ def test_the_report_prices_the_run_at_the_endpoints_prices(engine: Engine, db_ur
             stub.base_url, db_url, input_price_per_mtok=2.0, output_price_per_mtok=8.0
         )
         run_id, _ = _store(engine, ANSWERS)
-        first = usecases.judge(engine, settings, run_id)
+        first = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=run_id))
     with session_scope(engine) as session:
         priced = usecases.diagnostics_report(session, first.run_id, settings=settings)
         unpriced = usecases.diagnostics_report(session, first.run_id)

@@ -22,8 +22,12 @@ from tests.support.stub_openai import StubServer
 def test_agreement_and_report_take_campaigns(db_url: str, stub: StubServer, tmp_path: Any) -> None:
     api = make_api(db_url, stub, tmp_path)
     engine = make_engine(db_url)
-    gen = usecases.generate(engine, api.settings, "sample", limit=18)  # the 18 S1 items (ICS)
-    run = usecases.judge(engine, api.settings, gen.run_id).run_id
+    gen = usecases.generate(
+        engine, api.settings, usecases.GenerateRequest(dataset="sample", limit=18)
+    )  # the 18 S1 items (ICS)
+    run = usecases.judge(
+        engine, api.settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+    ).run_id
     with Session(engine) as s:
         judge = {
             j.item_id: float(j.score)

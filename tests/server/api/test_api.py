@@ -257,7 +257,9 @@ def test_an_oversize_body_is_413_naming_the_limit(
 
 def test_job_lifecycle_without_a_worker(api: Api) -> None:
     engine = make_engine(api.settings.database_url)
-    gen = usecases.generate(engine, api.settings, "sample", limit=2)
+    gen = usecases.generate(
+        engine, api.settings, usecases.GenerateRequest(dataset="sample", limit=2)
+    )
     made = api.post("/api/v1/jobs", json={"kind": "judge", "params": {"generation_run_id": 1}})
     assert made.status_code == 201 and made.json["status"] == "queued"
     assert made.json["params"] == {"generation_run_id": gen.run_id}
@@ -272,8 +274,12 @@ def test_job_lifecycle_without_a_worker(api: Api) -> None:
 
 def test_results_over_http_match_the_store(api: Api) -> None:
     engine = make_engine(api.settings.database_url)
-    gen = usecases.generate(engine, api.settings, "sample", limit=18)  # the 18 S1 items
-    run = usecases.judge(engine, api.settings, gen.run_id).run_id
+    gen = usecases.generate(
+        engine, api.settings, usecases.GenerateRequest(dataset="sample", limit=18)
+    )  # the 18 S1 items
+    run = usecases.judge(
+        engine, api.settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+    ).run_id
     with Session(engine) as s:
         scores = Counter(j.score for j in s.exec(select(Judgment)).all())
         answers = s.exec(select(func.count()).select_from(Response)).one()

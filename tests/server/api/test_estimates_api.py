@@ -157,7 +157,11 @@ def test_the_random_subset_check_and_transport_over_http(
         for part in STAGE_PARTS[stage]
     ]
     gen2 = import_responses(engine, "sample", answers, model="writer-2").generation_run_id
-    run2 = usecases.judge(engine, make_settings(planted.base_url, db_url), gen2).run_id
+    run2 = usecases.judge(
+        engine,
+        make_settings(planted.base_url, db_url),
+        usecases.JudgeRequest(generation_run_id=gen2),
+    ).run_id
     engine.dispose()
     body = {"generation_run": gen2, "rows": rows, "batch": "top"}
     assert api.post("/api/v1/ratings", json=body).status_code == 201

@@ -28,8 +28,12 @@ RATERS = ("r1", "r2")
 def test_grouped_agreement_over_http_and_cli(db_url: str, stub: StubServer, tmp_path: Any) -> None:
     api = make_api(db_url, stub, tmp_path)
     engine = make_engine(db_url)
-    gen = usecases.generate(engine, api.settings, "sample")  # all 72 items
-    run = usecases.judge(engine, api.settings, gen.run_id).run_id
+    gen = usecases.generate(
+        engine, api.settings, usecases.GenerateRequest(dataset="sample")
+    )  # all 72 items
+    run = usecases.judge(
+        engine, api.settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+    ).run_id
     with Session(engine) as s:
         rows = s.exec(
             select(Judgment, Item)

@@ -90,7 +90,9 @@ def test_http_dry_runs_give_the_clis_numbers_and_store_nothing(
     engine = make_engine(url)
     try:
         run_id, _ = _store(engine, ANSWERS)  # five imported answers, four with a name
-        judged = usecases.judge(engine, api.settings, run_id).run_id
+        judged = usecases.judge(
+            engine, api.settings, usecases.JudgeRequest(generation_run_id=run_id)
+        ).run_id
     finally:
         engine.dispose()
     sent, before = stub.state.requests, _counts(url)

@@ -84,8 +84,10 @@ def server(
         try:
             with session_scope(engine) as session:
                 import_items(session, SAMPLE, "sample")
-            gen = usecases.generate(engine, settings, "sample", limit=18)
-            usecases.judge(engine, settings, gen.run_id)
+            gen = usecases.generate(
+                engine, settings, usecases.GenerateRequest(dataset="sample", limit=18)
+            )
+            usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
         finally:
             engine.dispose()
         # From here on the stub takes one call a minute (see the module's docstring).

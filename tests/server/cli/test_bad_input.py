@@ -123,6 +123,12 @@ CASES = [
     ("key in base_url", "--config {d}/key_in_userinfo.toml dataset list", 1, "api_key_env"),
     ("key in base_url query", "--config {d}/key_in_query.toml dataset list", 1, "api_key_env"),
     ("option off range", "judge 1 --temperature 5", 1, "--temperature 5: must be <= 2"),
+    # The overrides reach the settings once, where the request runs (issue 43); a bad one is
+    # still named by its option, whether a field's bound or the config refuses it.
+    ("generate option off range", "generate s --temperature 5", 1, "--temperature 5: must be <="),
+    ("option names no endpoint", "judge 1 --endpoint nope", 1, "--endpoint nope: [judge] endpo"),
+    ("queued names no endpoint", "judge 1 --endpoint x --queue", 1, "--endpoint x: [judge] endpo"),
+    ("sweep temperature off range", "sweep 1 --temperatures 0.1,3", 1, "temperatures.1: Input"),
     ("db URL malformed", "--db foo dataset list", 1, "not a database URL"),
     ("db URL unknown kind", "--db nosuch://x dataset list", 1, "unknown database kind"),
     (

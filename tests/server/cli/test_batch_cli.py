@@ -42,7 +42,9 @@ def stub() -> Iterator[BatchStub]:
 def _answered(engine: Engine, stub: BatchStub) -> int:
     """The sample's first 24 items answered live through the stub: the run's id."""
     settings = batch_settings(stub.base_url, url_of(engine))
-    return usecases.generate(engine, settings, "sample", limit=24).run_id
+    return usecases.generate(
+        engine, settings, usecases.GenerateRequest(dataset="sample", limit=24)
+    ).run_id
 
 
 def _cli(config: Path, *args: str) -> Done:
@@ -123,7 +125,6 @@ def test_dry_run_batch_says_the_batch_price_applies(
         (["judge", "1", "--retry-live"], "--retry-live only apply with --batch"),
         (["judge", "1", "--batch-repairs", "batch"], "--batch-repairs only apply with --batch"),
         (["audit", "names", "run", "--no-wait"], "--no-wait only apply with --batch"),
-        (["judge", "1", "--queue", "--batch"], "--queue cannot be used with --batch"),
         (["generate", "sample", "--queue", "--dry-run"], "--queue cannot be used with --dry-run"),
         (["generate", "sample", "--queue", "--new"], "--queue cannot carry new: a job resumes"),
         (["audit", "names", "run", "--queue", "--design", "x.toml"], "--queue cannot carry inputs"),
@@ -187,6 +188,18 @@ def test_queue_stores_the_jobs_the_api_would_and_runs_nothing(
         assert session.exec(select(AuditRun)).all() == []
         assert [r.id for r in session.exec(select(GenerationRun))] == [gen]
 
+    # --queue --batch queues the job the API or the dashboard's form stores with transport
+    # batch (it was a usage error until issue 43, that row is gone from the test above); the
+    # server's own worker runs it, and nothing is sent or uploaded now.
+    batched = _queued(config, "judge", str(gen), "--batch", "--poll-every", "0.5")
+    want = JudgeRequest.build(generation_run_id=gen, transport={"mode": "batch", "poll_s": 0.5})
+    job = _jobs(engine)[-1]
+    assert (job.id, job.kind, job.params, job.status) == (
+        batched["id"], "judge", want.to_params(), "queued",
+    )  # fmt: skip
+    assert job.params["transport"]["mode"] == "batch" and batched["runs_on"] == "server"
+    assert len(stub.state.bodies) == calls_before and stub.state.uploads == 0
+
     # With a broker, the job is handed to the Celery workers (send_job recorded here).
     sent: list[int] = []
     monkeypatch.setattr("server.jobs.celery_app.send_job", lambda settings, job: sent.append(job))
@@ -198,3 +211,10 @@ def test_queue_stores_the_jobs_the_api_would_and_runs_nothing(
     assert sent == [job_id] and readable.stdout.strip() == str(job_id)
     assert f"job {job_id} queued (generate); the Celery workers" in readable.stderr
     assert f"`fairjudge jobs show {job_id}`" in readable.stderr
+    # ... except a job through the Batch API: the Celery workers cannot wait off their slots,
+    # so it is refused before anything is stored, in one line.
+    jobs_before = len(_jobs(engine))
+    refused = _cli(celery, "judge", str(gen), "--batch", "--queue")
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert "not on the Celery workers" in refused.stderr and sent == [job_id]
+    assert len(_jobs(engine)) == jobs_before

@@ -59,8 +59,10 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoRuns]:
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             dataset = import_items(session, items, "sample_plus").dataset
-        gen = usecases.generate(engine, settings, dataset)
-        first = usecases.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset=dataset))
+        first = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
+        )
         hotter = settings.model_copy(
             update={
                 "judge": settings.judge.model_copy(
@@ -68,7 +70,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoRuns]:
                 )
             }
         )
-        second = usecases.judge(engine, hotter, gen.run_id)
+        second = usecases.judge(engine, hotter, usecases.JudgeRequest(generation_run_id=gen.run_id))
     assert first.run_id != second.run_id
     yield TwoRuns(engine, db_url, (first.run_id, second.run_id))
     engine.dispose()

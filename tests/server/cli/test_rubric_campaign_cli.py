@@ -91,7 +91,9 @@ def config(
         answers = [{"item_id": k, "part": "answer", "text": f"answer {k}"} for k in JUDGE]
         gen = import_responses(engine, "free", answers).generation_run_id
         register_rubrics(engine, CLARITY)
-        jud = usecases.judge(engine, settings, gen, rubric_set="CLARITY")
+        jud = usecases.judge(
+            engine, settings, usecases.JudgeRequest(generation_run_id=gen, rubric_set="CLARITY")
+        )
         path = write_config(tmp_path / "fairjudge.toml", stub.base_url, db_url)
     engine.dispose()
     path.write_text(

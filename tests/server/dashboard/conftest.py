@@ -38,8 +38,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         settings = make_settings(stub.base_url, db_url)
         with session_scope(engine) as session:
             import_items(session, SAMPLE, "sample")
-        gen = usecases.generate(engine, settings, "sample", limit=S1_ITEMS)
-        jud = usecases.judge(engine, settings, gen.run_id)
+        gen = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset="sample", limit=S1_ITEMS)
+        )
+        jud = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id))
         yield Store(engine, settings, gen.run_id, jud.run_id)
     engine.dispose()
 

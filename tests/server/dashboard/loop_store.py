@@ -94,7 +94,9 @@ def build_loop(path: Path, sample_template: Path, sample_file: Path) -> Loop:
     questions = tuple(_questions(sample_file).values())
     with StubServer(responder=_judge_responder(questions)) as stub:
         settings = make_settings(stub.base_url, url)
-        gen = usecases.generate(engine, settings, stores.SAMPLE_DATASET)
+        gen = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset=stores.SAMPLE_DATASET)
+        )
         request = JudgeRequest(generation_run_id=gen.run_id, swap_order=True)
         jud = usecases.judge(engine, settings, request)
         copy = usecases.counterfactual_audit(engine, settings, jud.run_id, swap=["all"])

@@ -131,7 +131,9 @@ def test_a_queued_batch_job_killed_at_a_step_resumes_and_never_sends_twice(
     with BatchStub(BatchScript(window_s=0.1)) as stub:
         config = write_batch_config(tmp_path / "batch.toml", stub.base_url, url)
         settings = load_settings(config)
-        gen = usecases.generate(engine, settings, stores.SAMPLE_DATASET, limit=LIMIT).run_id
+        gen = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset=stores.SAMPLE_DATASET, limit=LIMIT)
+        ).run_id
         job_id = _queue(engine, settings, gen)
         stub.hold(step, when)
         _kill_at_the_held_step(stub, engine, config, job_id)
@@ -164,7 +166,9 @@ def test_a_batch_job_waits_in_the_queue_not_in_a_slot_and_shows_its_batch(
     with BatchStub(BatchScript(window_s=600)) as stub:
         config = write_batch_config(tmp_path / "batch.toml", stub.base_url, url)
         settings = load_settings(config)
-        gen = usecases.generate(engine, settings, stores.SAMPLE_DATASET, limit=LIMIT).run_id
+        gen = usecases.generate(
+            engine, settings, usecases.GenerateRequest(dataset=stores.SAMPLE_DATASET, limit=LIMIT)
+        ).run_id
         job_id = _queue(engine, settings, gen, poll_s=WAITING_POLL_S)
         live = submit(engine, "judge", {"generation_run_id": gen}, settings=settings)
 

@@ -140,7 +140,7 @@ def _answer(engine: Engine, settings: Settings) -> None:
     """The sample imported and its first ``ITEMS`` items answered (generation run 1)."""
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
-    usecases.generate(engine, settings, "sample", limit=ITEMS)
+    usecases.generate(engine, settings, usecases.GenerateRequest(dataset="sample", limit=ITEMS))
 
 
 def _answered_store(
@@ -160,7 +160,7 @@ def _expected(tmp_path: Path, stub: StubServer) -> dict[tuple[int, str, int], in
     engine = make_engine(url, migrate=True)
     settings = make_settings(stub.base_url, url)
     _answer(engine, settings)
-    summary = usecases.judge(engine, settings, 1)
+    summary = usecases.judge(engine, settings, usecases.JudgeRequest(generation_run_id=1))
     assert summary.run_id
     with Session(engine) as session:
         rows = session.exec(select(Judgment)).all()

@@ -45,7 +45,7 @@ def prepared(engine: Engine, stub: StubServer, db_url: str, **endpoint: object) 
     )
     with session_scope(engine) as session:
         import_items(session, SAMPLE, "sample")
-    usecases.generate(engine, settings, "sample", limit=S1_ITEMS)
+    usecases.generate(engine, settings, usecases.GenerateRequest(dataset="sample", limit=S1_ITEMS))
     return settings
 
 

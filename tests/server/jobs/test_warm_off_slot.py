@@ -41,7 +41,7 @@ def _two_datasets(engine: Engine, stub: StubServer, db_url: str, **server: Any) 
     for name in ("a", "b"):
         with session_scope(engine) as session:
             import_items(session, SAMPLE, name)
-        usecases.generate(engine, settings, name, limit=S1_ITEMS)
+        usecases.generate(engine, settings, usecases.GenerateRequest(dataset=name, limit=S1_ITEMS))
     return settings
 
 
