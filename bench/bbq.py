@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench.wire import timed, write_items
+from bench.wire import timed, write_config, write_items
 from tests.support.factories import FAIRJUDGE, SHARED_DATA
 from tests.support.stub_openai import StubServer
 
@@ -65,31 +65,13 @@ def _reply(messages: list[dict[str, str]]) -> str | None:
 
 
 def _config(path: Path, url: str, db_url: str, concurrency: int) -> Path:
-    path.write_text(
-        f"""
-database_url = "{db_url}"
-state_dir = "{path.parent / "state"}"
-[endpoints.gen]
-base_url = "{url}"
-model = "stub-model"
-concurrency = 64
-[endpoints.under_test]
-base_url = "{url}"
-model = "stub-model"
-concurrency = {concurrency}
-[endpoints.judge]
-base_url = "{url}"
-model = "stub-model"
-structured_output = "json_object_schema"
-concurrency = {concurrency}
-[generation]
-endpoint = "gen"
-max_tokens = 64
-[judge]
-endpoint = "judge"
-""",
-        encoding="utf-8",
-    )
+    """bench.wire's config (gen and judge on the stub) plus the model under test's endpoint."""
+    write_config(path, url, url, db_url, concurrency)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(
+            f'[endpoints.under_test]\nbase_url = "{url}"\nmodel = "stub-model"\n'
+            f"concurrency = {concurrency}\n"
+        )
     return path
 
 
