@@ -152,3 +152,23 @@ def test_a_weighted_design_is_refused_a_random_one_is_not() -> None:
     assert design_refusal(random, random) == ""
     assert "unequal probabilities (stratified)" in design_refusal(random, weighted)
     assert design_refusal(refused, random) == "run A: no design to weight the ratings by"
+
+
+def test_the_corrected_difference_equals_ppi_py_called_as_its_docs_show() -> None:
+    # ppi_py itself, called as its README shows for a mean: Y = people's values on the labelled
+    # (rated) units, Yhat = the predictions on those, Yhat_unlabeled = the predictions on the
+    # rest; here the unit is a pair and each value a B - A difference. Its interval is a
+    # normal one, like ours at 60 rated pairs; lam tuned by ppi_py itself (lam=None).
+    from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+
+    judge_a, judge_b, human_a, human_b = _cell(np.random.default_rng(4), 400, 80, bias=4.0)
+    rated = sorted(human_a)
+    y = np.array([human_b[i] - human_a[i] for i in rated])
+    yhat = np.array([judge_b[i] - judge_a[i] for i in rated])
+    unrated = np.array([judge_b[i] - judge_a[i] for i in range(400) if i not in human_a])
+    point = float(np.asarray(ppi_mean_pointestimate(y, yhat, unrated)).ravel()[0])
+    low, high = (float(np.asarray(v).ravel()[0]) for v in ppi_mean_ci(y, yhat, unrated, alpha=0.05))
+    *_, ppi = paired_cell_estimates(judge_a, judge_b, human_a, human_b)
+    assert ppi.value == pytest.approx(point, abs=1e-6)
+    assert ppi.ci_low == pytest.approx(low, abs=1e-6)
+    assert ppi.ci_high == pytest.approx(high, abs=1e-6)
