@@ -78,6 +78,10 @@ def _print_done(result: dict[str, Any]) -> None:
     "on a rerun adds the missing repetitions.",
 )
 @click.option(
+    "--endpoint",
+    help="Judge endpoint's name (default: [judge] endpoint); another endpoint is another judge.",
+)
+@click.option(
     "--max-cost",
     type=click.FloatRange(min=0),
     help="The most this command may spend, at the judge endpoint's prices; what finished is "
@@ -104,6 +108,7 @@ def judge_pairs(
     runs: tuple[int, ...],
     criterion: str,
     repeats: int,
+    endpoint: str | None,
     max_cost: float | None,
     dry_run: bool,
     inconsistent: str,
@@ -123,16 +128,20 @@ def judge_pairs(
         pairwise_position_or_none,
     )
     from server.usecases.pairwise import judge_pairs as run
+    from server.usecases.requests import JudgePairsRequest
 
+    request = JudgePairsRequest.build(
+        runs=list(runs), criterion=criterion, repeats=repeats, endpoint=endpoint,
+        max_cost=max_cost, dry_run=dry_run,
+    )  # fmt: skip
     settings = ctx.settings()
     engine = ctx.engine(settings)
-    if dry_run:
-        plan = judge_pairs_dry_run(engine, settings, runs, criterion=criterion, repeats=repeats)
+    if request.dry_run:
+        plan = judge_pairs_dry_run(engine, settings, request)
         emit(plan, as_json, _print_plan)
         return
     with progress_bar("judging pairs", as_json) as bar:
-        result = run(engine, settings, runs, criterion=criterion, repeats=repeats,
-                     max_cost=max_cost, progress=bar)  # fmt: skip
+        result = run(engine, settings, request, progress=bar)
     with session(engine) as s:
         options = PositionOptions.model_validate(
             {"judge": result["judge"], "inconsistent": inconsistent}

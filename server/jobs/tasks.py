@@ -29,6 +29,7 @@ from server.usecases.requests import (
     GenerateRequest,
     ItemCellRequest,
     ItemPlanRequest,
+    JudgePairsRequest,
     JudgeRequest,
     PullRequest,
     Request,
@@ -128,6 +129,7 @@ JobKind = Literal[
     "item-generate",
     "counterfactual",
     "sweep",
+    "judge-pairs",
 ]
 
 
@@ -265,6 +267,34 @@ def _sweep(
     return {"judge_run_ids": result.judge_run_ids, "sweep": result.to_dict()}
 
 
+def _judge_pairs(
+    engine: Engine, settings: Settings, r: JudgePairsRequest, progress: Progress, note: Note
+) -> dict[str, Any]:
+    """The CLI's ``judge-pairs``: the same use case, every pair of runs one pairwise judge
+    run; the verdicts are read at ``/pairwise?judge=LABEL`` and ``GET
+    /api/v1/pairwise/position?judge=LABEL``."""
+    from server.usecases.pairwise import judge_pairs
+
+    _ensure_embedded(apply_overrides(settings, r).judge.endpoint, settings)
+    result = judge_pairs(engine, settings, r, progress=progress)
+    made = {
+        "pairwise_judge": result["judge"],
+        "pairwise_run_ids": [p["run_id"] for p in result["passes"]],
+    }
+    failed = sum(len(p["calls_failed"]) for p in result["passes"])
+    if result["passes"][-1]["budget_stopped"] or failed:
+        from judge.errors import IncompleteError
+
+        note(made)  # the job's page links to what it stored before it stopped
+        why = (
+            f"max_cost {r.max_cost} reached"
+            if result["passes"][-1]["budget_stopped"]
+            else f"{failed} call(s) failed for good and were not stored"
+        )
+        raise IncompleteError(f"{why}: what finished is stored; resume the job to go on")
+    return {**made, "summary": result}
+
+
 TASKS: dict[str, Task] = {
     "judge": Task(JudgeRequest, _judge),
     "generate": Task(GenerateRequest, _generate),
@@ -275,6 +305,7 @@ TASKS: dict[str, Task] = {
     "item-generate": Task(ItemCellRequest, _items),
     "counterfactual": Task(CounterfactualRequest, _counterfactual),
     "sweep": Task(SweepRequest, _sweep),
+    "judge-pairs": Task(JudgePairsRequest, _judge_pairs),
 }
 assert {kind: task.params for kind, task in TASKS.items()} == JOB_REQUESTS
 

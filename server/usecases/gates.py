@@ -27,6 +27,7 @@ from server.usecases.requests import (
     GenerateRequest,
     ItemCellRequest,
     ItemPlanRequest,
+    JudgePairsRequest,
     JudgeRequest,
     Request,
     SweepRequest,
@@ -53,6 +54,7 @@ __all__ = [
 
 DRY_RUNS = (
     "judge", "generate", "audit", "audit-classify", "counterfactual", "item-plan", "item-generate",
+    "judge-pairs",
 )  # fmt: skip
 """The kinds of job a dry run can estimate."""
 GATED = (*DRY_RUNS, "sweep")
@@ -199,7 +201,7 @@ def dry_run(
 
 def _estimate(engine: Engine, settings: Settings, request: Request) -> dict[str, Any]:
     """The dry run of the use case ``request`` asks for (its kind is in DRY_RUNS)."""
-    from server.usecases import audits, datasets, followups, runs, trust
+    from server.usecases import audits, datasets, followups, pairwise, runs, trust
 
     if isinstance(request, AuditRequest):
         check_design_size(request)
@@ -211,6 +213,7 @@ def _estimate(engine: Engine, settings: Settings, request: Request) -> dict[str,
         (GenerateRequest, runs.generate_dry_run),
         (CounterfactualRequest, trust.counterfactual_dry_run),
         (AuditClassifyRequest, followups.classify_dry_run),
+        (JudgePairsRequest, pairwise.judge_pairs_dry_run),
     ]
     for kind, estimate in estimates:
         if isinstance(request, kind):

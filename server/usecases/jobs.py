@@ -139,6 +139,8 @@ def check_targets(
         from judge.store.queries import get_judge_run
 
         get_judge_run(session, params["judge_run_id"])
+    elif kind == "judge-pairs":
+        _check_pairs(session, params, settings)
     elif kind == "audit-classify":
         from judge.audits.runner import get_run
 
@@ -161,10 +163,10 @@ def _check_max_cost(kind: str, params: dict[str, Any], settings: Settings) -> No
             "broker_url is set) and a cost bound is kept in one process; leave max_cost out, "
             "or run the job on one machine"
         )
-    if kind not in ("judge", "generate", "audit"):
+    if kind not in ("judge", "generate", "audit", "judge-pairs"):
         return  # a counterfactual job's endpoint is its judge run's, checked when it opens
     chosen = apply_overrides(settings, job_request(kind, params))
-    if kind == "judge":
+    if kind in ("judge", "judge-pairs"):
         name = params.get("endpoint") or chosen.judge.endpoint
     else:
         name = params.get("endpoint") or chosen.generation.endpoint
@@ -173,6 +175,28 @@ def _check_max_cost(kind: str, params: dict[str, Any], settings: Settings) -> No
             f"max_cost: endpoint {name!r} has no prices to count the cost with; "
             + missing_prices_message(name)
         )
+
+
+def _check_pairs(session: Session, params: dict[str, Any], settings: Settings | None) -> None:
+    """A judge-pairs job's runs and criterion, checked now: each a line naming ``runs`` or
+    ``criterion`` (InvalidInputError: the parameters are wrong, not a path)."""
+    from judge import paths
+    from judge.grading.pairs import pair_criterion
+    from judge.prompts import PromptBook
+
+    problems = []
+    for run in params["runs"]:
+        try:
+            get_generation_run(session, run)
+        except NotFoundError as exc:
+            problems.append(f"runs: {exc}")
+    book = PromptBook(settings.prompts_path() if settings else paths.prompts_dir())
+    try:
+        pair_criterion(book, params.get("criterion", "overall"))
+    except InvalidInputError as exc:
+        problems.append(f"criterion: {exc}")
+    if problems:
+        raise _bad("judge-pairs", problems)
 
 
 def _check_rubric_set(session: Session, settings: Settings, rubric_set: str) -> None:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.usecases.requests import apply_overrides
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from judge.config import Settings
     from judge.progress import Progress
     from judge.trust.pairwise_import import PairwiseImportSummary
+    from server.usecases.requests import JudgePairsRequest
 
 FORMATS = ("shi2024", "csv", "jsonl")
 
@@ -105,37 +108,49 @@ def pairwise_position_or_none(session: Session, options: PositionOptions) -> dic
     return result.to_json()
 
 
-def _pair_setup(settings: Settings, session: Session, runs: Sequence[int]) -> tuple[Any, Any]:
-    """The judge endpoint's client (no /models check) and the prompt book; two runs at least,
-    none named twice."""
-    from judge.errors import InvalidInputError
+def _pair_setup(settings: Settings, session: Session, request: JudgePairsRequest) -> tuple[Any, Any]:
+    """The judge endpoint's client (no /models check) and the prompt book, after checking
+    that every run exists and the criterion is known (``check_pairs``)."""
     from judge.models.client import ModelClient
     from judge.prompts import PromptBook
 
-    if len(runs) < 2 or len(set(runs)) != len(runs):
-        raise InvalidInputError(
-            f"judge-pairs needs two generation runs or more, each once; got {list(runs)}"
-        )
+    book = PromptBook(settings.prompts_path())
+    check_pairs(session, book, request)
     name = settings.judge.endpoint
-    return ModelClient(name, settings.endpoint(name)), PromptBook(settings.prompts_path())
+    return ModelClient(name, settings.endpoint(name)), book
+
+
+def check_pairs(session: Session, book: Any, request: JudgePairsRequest) -> None:
+    """NotFoundError for a generation run that does not exist, InvalidInputError for an
+    unknown criterion: before any call (the request itself holds two runs or more, each
+    once)."""
+    from judge.grading.pairs import pair_criterion
+    from judge.store.queries import get_generation_run
+
+    for run in request.runs:
+        get_generation_run(session, run)
+    pair_criterion(book, request.criterion)
 
 
 def judge_pairs_dry_run(
-    engine: Engine, settings: Settings, runs: Sequence[int], *, criterion: str, repeats: int
+    engine: Engine, settings: Settings, request: JudgePairsRequest
 ) -> dict[str, Any]:
-    """What ``judge_pairs`` would send for each pair of ``runs`` and cost, with nothing sent
-    or stored: verdicts to get, first calls the cache answers, an estimate of the rest."""
+    """What ``judge_pairs`` would send for each pair of the request's runs and cost, with
+    nothing sent or stored: verdicts to get, first calls the cache answers, an estimate of
+    the rest (and their sums over the pairs)."""
     from judge.costs import Prices, estimate, measured_completion_tokens, measured_tokens_per_char
     from judge.grading.pairs import cached_share, plan_pairs
     from judge.store.engine import session_scope
 
+    settings = apply_overrides(settings, request)
+    criterion, repeats = request.criterion, request.repeats
     pairs = []
     to_send: list[Any] = []
     with session_scope(engine) as s:
-        client, book = _pair_setup(settings, s, runs)
+        client, book = _pair_setup(settings, s, request)
         ratio = measured_tokens_per_char(s, client.model)
         typical = measured_completion_tokens(s, client.model)
-        for a, b in itertools.combinations(runs, 2):
+        for a, b in itertools.combinations(request.runs, 2):
             plan = plan_pairs(s, client, book, settings.judge, a, b,
                               criterion=criterion, repeats=repeats)  # fmt: skip
             todo = plan.todo
@@ -150,45 +165,53 @@ def judge_pairs_dry_run(
         to_send, max_tokens=settings.judge.max_tokens, prices=Prices.of(client.config),
         tokens_per_char=ratio, completion_tokens=typical, repairs=False,
     )  # fmt: skip
-    return {"endpoint": client.name, "model": client.model, "pairs": pairs,
-            "estimate": guess.to_json()}  # fmt: skip
+    return {
+        "endpoint": client.name, "model": client.model, "pairs": pairs,
+        "verdicts_to_get": sum(p["verdicts_to_get"] for p in pairs),
+        "cached_calls": sum(p["cached_calls"] for p in pairs),
+        "calls_to_send": len(to_send), "estimate": guess.to_json(),
+    }  # fmt: skip
 
 
 def judge_pairs(
     engine: Engine,
     settings: Settings,
-    runs: Sequence[int],
+    request: JudgePairsRequest,
     *,
-    criterion: str,
-    repeats: int,
-    max_cost: float | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Judge each pair of ``runs`` pairwise with the judge endpoint (resumable, cached); one
-    pairwise judge run per pair, every verdict in the pairwise tables. Returns each pass's
-    summary and cost, and the judge's label (``judgments position --judge LABEL``).
-    ``max_cost``: one bound over the whole command, at the judge endpoint's prices (refused
-    before any call without them)."""
+    """Judge each pair of the request's runs pairwise with the judge endpoint (resumable,
+    cached); one pairwise judge run per pair, every verdict in the pairwise tables. Returns
+    each pass's summary and cost, and the judge's label (``judgments position --judge
+    LABEL``). ``max_cost``: one bound over the whole call, at the judge endpoint's prices
+    (refused before any call without them). The CLI's ``judge-pairs`` and a judge-pairs job
+    both call this."""
     from judge.costs import Prices, make_budget
     from judge.grading.pairs import judge_pairs as run_pairs
     from judge.grading.pairs import pairs_cost, plan_pairs
     from judge.store.engine import session_scope
     from server.usecases.context import make_client
 
+    settings = apply_overrides(settings, request)
+    criterion, repeats, max_cost = request.criterion, request.repeats, request.max_cost
     with session_scope(engine) as s:
-        _, book = _pair_setup(settings, s, runs)
-        for r in runs:
-            from judge.store.queries import get_generation_run
-
-            get_generation_run(s, r)  # a missing run fails before any call
+        _, book = _pair_setup(settings, s, request)  # a missing run fails before any call
     name = settings.judge.endpoint
     prices = Prices.of(settings.endpoint(name))
     budget = make_budget(max_cost, prices, name)
     client = make_client(settings, name)
+    pairs = list(itertools.combinations(request.runs, 2))
+    with session_scope(engine) as s:  # each pair's tasks, for one progress over all pairs
+        sizes = [
+            len(plan_pairs(s, client, book, settings.judge, a, b,
+                           criterion=criterion, repeats=repeats).tasks)
+            for a, b in pairs
+        ]  # fmt: skip
     passes = []
-    for a, b in itertools.combinations(runs, 2):
+    for i, (a, b) in enumerate(pairs):
         done = run_pairs(engine, client, book, settings.judge, a, b, criterion=criterion,
-                         repeats=repeats, budget=budget, progress=progress)  # fmt: skip
+                         repeats=repeats, budget=budget,
+                         progress=_overall(progress, sum(sizes[:i]), sum(sizes)))  # fmt: skip
         with session_scope(engine) as s:
             plan = plan_pairs(s, client, book, settings.judge, a, b,
                               criterion=criterion, repeats=repeats)  # fmt: skip
@@ -210,3 +233,25 @@ def judge_pairs(
         if done.budget_stopped:
             break
     return {"judge": passes[0]["judge"], "passes": passes}
+
+
+
+class _Overall:
+    """One pair's progress as a share of every pair's: ``before`` tasks are the earlier
+    pairs', ``total`` all pairs' (a job shows one bar over the call, as a judge job does;
+    the CLI's bar hears ``begin`` with the same offset)."""
+
+    def __init__(self, progress: Progress, before: int, total: int) -> None:
+        self.progress, self.before, self.total = progress, before, total
+
+    def __call__(self, done: int, of: int) -> None:
+        self.progress(self.before + done, max(self.total, self.before + of))
+
+    def begin(self, stored: int, of: int) -> None:
+        from judge.progress import begin
+
+        begin(self.progress, self.before + stored, max(self.total, self.before + of))
+
+
+def _overall(progress: Progress | None, before: int, total: int) -> Progress | None:
+    return None if progress is None else _Overall(progress, before, total)

@@ -441,6 +441,60 @@ class AuditRequest(Request):
             ) from None
 
 
+class JudgePairsRequest(Request):
+    """Compare generation runs' answers to the same items pairwise with the judge, in both
+    orders, each pair of runs one pairwise judge run (``fairjudge judge-pairs``); resumable
+    and cached."""
+
+    OVERRIDES: ClassVar[dict[str, str]] = {"endpoint": "judge.endpoint"}
+    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
+        "dry_run": "a job always runs; POST /jobs/dry-run (or `fairjudge judge-pairs "
+        "--dry-run`) says what it would cost",
+    }
+
+    runs: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
+        min_length=2,
+        max_length=20,
+        description="Two generation runs or more, each once; every pair of them is judged.",
+    )
+    criterion: str = Field(
+        default="overall",
+        min_length=1,
+        max_length=100,
+        description="What the judge compares the answers on (prompts/judge_pair_criteria.toml: "
+        "overall, fairness); another criterion is another judge.",
+    )
+    repeats: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        description="Judgments of each pair in each order (repetition stability needs 2 or "
+        "more); more on a rerun adds the missing repetitions.",
+    )
+    endpoint: str | None = Field(
+        default=None, description="Judge endpoint's name (default: [judge] endpoint)."
+    )
+    max_cost: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Stop before spending more over all the pairs, at the judge endpoint's "
+        "prices (refused without them).",
+    )
+    dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
+
+    @field_validator("runs", mode="before")
+    @classmethod
+    def _two_distinct_runs(cls, value: Any) -> Any:
+        if isinstance(value, list) and (len(value) < 2 or len(set(map(str, value))) != len(value)):
+            raise PydanticCustomError(
+                "pair_runs",
+                "judge-pairs needs two generation runs or more, each once; got {got}",
+                {"got": str(value)},
+            )
+        return value
+
+
 class AuditClassifyRequest(Request):
     """Have the judge classify an award audit run's follow-up explanations (resumable)."""
 
@@ -555,5 +609,6 @@ JOB_REQUESTS: dict[str, type[Request]] = {
     "item-generate": ItemCellRequest,
     "counterfactual": CounterfactualRequest,
     "sweep": SweepRequest,
+    "judge-pairs": JudgePairsRequest,
 }
 """Every kind of job and the request it stores (server/jobs/tasks.py runs them)."""
