@@ -106,6 +106,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "samples": 2,
         "endpoint": "stub",
     },
+    "judge-pairs": {
+        "runs": [1, 2],
+        "criterion": "fairness",
+        "repeats": 2,
+        "endpoint": "stub",
+        "max_cost": 1.0,
+    },
 }
 """One valid value for every parameter of every kind of job."""
 
@@ -123,6 +130,7 @@ NOT_FOR_JOBS: dict[str, dict[str, Any]] = {
     "item-plan": {"taxonomy_file": "mine.toml", "dry_run": True},
     "item-generate": {"taxonomy_file": "mine.toml"},
     "counterfactual": {"swaps_file": "mine.txt", "dry_run": True},
+    "judge-pairs": {"dry_run": True},
 }
 """Options of the CLI's commands that a job refuses (docs/server.md): each with a value that
 would change what is done."""
@@ -137,6 +145,7 @@ WRONG_TYPE: dict[str, tuple[str, Any]] = {
     "item-generate": ("count", "five"),
     "counterfactual": ("swap", ["planets"]),
     "sweep": ("temperatures", [5.0]),
+    "judge-pairs": ("repeats", 21),
 }
 """A value each kind refuses for one of its fields: of the wrong type, or out of range."""
 
