@@ -108,7 +108,9 @@ def pairwise_position_or_none(session: Session, options: PositionOptions) -> dic
     return result.to_json()
 
 
-def _pair_setup(settings: Settings, session: Session, request: JudgePairsRequest) -> tuple[Any, Any]:
+def _pair_setup(
+    settings: Settings, session: Session, request: JudgePairsRequest
+) -> tuple[Any, Any]:
     """The judge endpoint's client (no /models check) and the prompt book, after checking
     that every run exists and the criterion is known (``check_pairs``)."""
     from judge.models.client import ModelClient
@@ -233,7 +235,6 @@ def judge_pairs(
         if done.budget_stopped:
             break
     return {"judge": passes[0]["judge"], "passes": passes}
-
 
 
 class _Overall:
