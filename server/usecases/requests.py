@@ -442,9 +442,8 @@ class AuditRequest(Request):
 
 
 class JudgePairsRequest(Request):
-    """Compare generation runs' answers to the same items pairwise with the judge, in both
-    orders, each pair of runs one pairwise judge run (``fairjudge judge-pairs``); resumable
-    and cached."""
+    """Compare generation runs' answers pairwise with the judge, in both orders, each pair of
+    runs one pairwise judge run (``fairjudge judge-pairs``); resumable and cached."""
 
     OVERRIDES: ClassVar[dict[str, str]] = {"endpoint": "judge.endpoint"}
     NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
@@ -453,45 +452,31 @@ class JudgePairsRequest(Request):
     }
 
     runs: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
-        min_length=2,
-        max_length=20,
-        description="Two generation runs or more, each once; every pair of them is judged.",
+        min_length=2, max_length=20, description="Two generation runs or more, each once."
     )
     criterion: str = Field(
         default="overall",
-        min_length=1,
         max_length=100,
-        description="What the judge compares the answers on (prompts/judge_pair_criteria.toml: "
-        "overall, fairness); another criterion is another judge.",
+        description="What the judge compares (prompts/judge_pair_criteria.toml: overall, "
+        "fairness); another criterion is another judge.",
     )
-    repeats: int = Field(
-        default=1,
-        ge=1,
-        le=20,
-        description="Judgments of each pair in each order (repetition stability needs 2 or "
-        "more); more on a rerun adds the missing repetitions.",
-    )
-    endpoint: str | None = Field(
-        default=None, description="Judge endpoint's name (default: [judge] endpoint)."
-    )
+    repeats: int = Field(default=1, ge=1, le=20, description="Verdicts per pair and order.")
+    endpoint: str | None = Field(default=None, description=JudgeRequest.model_fields[
+        "endpoint"].description)  # fmt: skip
     max_cost: float | None = Field(
-        default=None,
-        ge=0,
-        allow_inf_nan=False,
-        description="Stop before spending more over all the pairs, at the judge endpoint's "
-        "prices (refused without them).",
-    )
+        default=None, ge=0, allow_inf_nan=False, description="The most all the pairs may "
+        "spend, at the judge endpoint's prices (refused without them).",
+    )  # fmt: skip
     dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
 
     @field_validator("runs", mode="before")
     @classmethod
-    def _two_distinct_runs(cls, value: Any) -> Any:
+    def _two_distinct(cls, value: Any) -> Any:
         if isinstance(value, list) and (len(value) < 2 or len(set(map(str, value))) != len(value)):
             raise PydanticCustomError(
-                "pair_runs",
-                "judge-pairs needs two generation runs or more, each once; got {got}",
-                {"got": str(value)},
-            )
+                "pair_runs", "judge-pairs needs two generation runs or more, each once; got "
+                "{got}", {"got": str(value)},
+            )  # fmt: skip
         return value
 
 
