@@ -55,10 +55,10 @@ def create_job(body: JobCreate) -> Any:
 def dry_run(body: JobCreate) -> Any:
     """What a job would send and cost, live and at the batch price; nothing sent or queued.
 
-    For a judge, generate, audit, audit-classify, counterfactual, item-plan or item-generate
-    job (a pull calls no model): the CLI's `--dry-run` of `judge`, `generate`, `audit SUITE
-    run`, `checks counterfactual` and `dataset plan`, and the same estimate for a
-    classification of an award run's follow-ups and for one cell's items."""
+    For a judge, generate, audit, audit-classify, counterfactual, item-plan, item-generate or
+    judge-pairs job (a pull calls no model): the CLI's `--dry-run` of `judge`, `generate`,
+    `audit SUITE run`, `checks counterfactual`, `dataset plan` and `judge-pairs`, and the same
+    estimate for a classification of an award run's follow-ups and for one cell's items."""
     from server.usecases.gates import dry_run as estimate
 
     return estimate(_engine(), current_app.config["SETTINGS"], body.kind, body.params)

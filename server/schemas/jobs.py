@@ -193,8 +193,9 @@ class JobCreate(Strict):
 
 class DryRunOut(BaseModel):
     """What a job would send and cost (``kind``: judge, generate, audit, audit-classify,
-    counterfactual, item-plan or item-generate): the calls to send and those the cache
-    answers, and an ``estimate`` of tokens and cost at the endpoint's prices, live
+    counterfactual, item-plan, item-generate or judge-pairs, this one per pair of runs under
+    ``pairs``): the calls to send and those the cache answers, and an ``estimate`` of tokens
+    and cost at the endpoint's prices, live
     (``cost_min``, ``cost_typical``, ``cost_max``) and at the batch price (the same with
     ``_batch``), null where the endpoint has no prices; ``prompt_rule`` and
     ``completion_rule`` say whether the tokens were measured or assumed. An award audit with
