@@ -121,6 +121,7 @@ def judge_pairs(
     stopped it (a rerun goes on)."""
     from judge.errors import IncompleteError
     from server.cli.judgments import render_figures
+    from server.cli.runs import blamed_on_options, request_and_settings
     from server.usecases import session
     from server.usecases.pairwise import (
         PositionOptions,
@@ -130,18 +131,20 @@ def judge_pairs(
     from server.usecases.pairwise import judge_pairs as run
     from server.usecases.requests import JudgePairsRequest
 
-    request = JudgePairsRequest.build(
-        runs=list(runs), criterion=criterion, repeats=repeats, endpoint=endpoint,
-        max_cost=max_cost, dry_run=dry_run,
-    )  # fmt: skip
-    settings = ctx.settings()
+    fields = {
+        "runs": list(runs), "criterion": criterion, "repeats": repeats, "endpoint": endpoint,
+        "max_cost": max_cost, "dry_run": dry_run,
+    }  # fmt: skip
+    settings, request = request_and_settings(ctx, JudgePairsRequest, fields)
     engine = ctx.engine(settings)
     if request.dry_run:
-        plan = judge_pairs_dry_run(engine, settings, request)
+        with blamed_on_options(ctx, JudgePairsRequest, fields):
+            plan = judge_pairs_dry_run(engine, settings, request)
         emit(plan, as_json, _print_plan)
         return
-    with progress_bar("judging pairs", as_json) as bar:
-        result = run(engine, settings, request, progress=bar)
+    with blamed_on_options(ctx, JudgePairsRequest, fields):
+        with progress_bar("judging pairs", as_json) as bar:
+            result = run(engine, settings, request, progress=bar)
     with session(engine) as s:
         options = PositionOptions.model_validate(
             {"judge": result["judge"], "inconsistent": inconsistent}

@@ -268,6 +268,9 @@ def test_bad_input_is_one_line_before_any_call(tmp_path: Path, db_url: str, engi
         assert twice.returncode == 1 and "each once" in twice.stderr
         nope = fairjudge(config, "judge-pairs", good, "999")
         assert nope.returncode == 1 and "no generation run 999" in nope.stderr
+        # --endpoint names the judge (the request's override of [judge] endpoint)
+        other = fairjudge(config, "judge-pairs", good, "2", "--endpoint", "nope")
+        assert other.returncode == 1 and "--endpoint nope: " in other.stderr, other.stderr
         crit = fairjudge(config, "judge-pairs", good, "2", "--criterion", "vibes")
         assert crit.returncode == 1
         assert "no pairwise criterion 'vibes'; known: fairness, overall" in crit.stderr
