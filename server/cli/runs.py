@@ -229,18 +229,30 @@ def check_batch_run(
     console.print(Text(line), soft_wrap=True)
 
 
-# How a command runs its request here: (engine, settings, request, allow_failures, as_json).
-Mode = Callable[["Engine", "Settings", Any, bool, bool], None]
+@dataclass(frozen=True)
+class StageCalls:
+    """A stage's use cases, imported when the command runs (not when the CLI loads)."""
+
+    dry_run: Callable[..., dict[str, Any]]
+    live: Callable[..., Any]
+    batch: Callable[..., Any]
+    batch_lines: Callable[..., list[str]]
 
 
 @dataclass(frozen=True)
 class Stage:
     """What ``generate`` and ``judge`` do differently on their one path (``_run_stage``): the
-    request and job kind, and how each way to run (dry run, Batch API, live) is shown."""
+    request and job kind, the run kind and its default endpoint, the use cases, and how a
+    dry run's plan is printed."""
 
     job: str
+    run_kind: str
+    verb: str
     request: Callable[[], type[Request]]
-    modes: dict[str, Mode]
+    calls: Callable[[], StageCalls]
+    default_endpoint: Callable[[Settings], str]
+    print_plan: Callable[[dict[str, Any], bool], None]
+    note_finished: bool = False
 
 
 def _run_stage(
@@ -262,7 +274,8 @@ def _run_stage(
         if batching["queue"]:
             queue_request(ctx, settings, stage.job, request, as_json)
         else:
-            stage.modes[mode](ctx.engine(settings), settings, request, allow_failures, as_json)
+            run = {"dry_run": _dry_run, "batch": _batch, "live": _live}[mode]
+            run(stage, ctx.engine(settings), settings, request, allow_failures, as_json)
 
 
 def request_and_settings(ctx: Context, kind: type[R], fields: dict[str, Any]) -> tuple[Settings, R]:
@@ -342,51 +355,62 @@ def generate(
     _run_stage(ctx, GENERATE, fields, batching, allow_failures, as_json)
 
 
-def _generate_dry_run(
-    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+def _dry_run(
+    stage: Stage,
+    engine: Engine,
+    settings: Settings,
+    request: Any,
+    allow_failures: bool,
+    as_json: bool,
 ) -> None:
     from server.usecases.batch import check_batch_endpoint
-    from server.usecases.runs import generate_dry_run
 
     batch = is_batch(request)
     if batch:  # refused now, as the run would be
-        check_batch_endpoint(settings, request.endpoint or settings.generation.endpoint)
-    plan = _applies(generate_dry_run(engine, settings, request), batch)
-    emit(plan, as_json, lambda p: _print_answers_plan(p, batch=batch))
+        check_batch_endpoint(settings, request.endpoint or stage.default_endpoint(settings))
+    plan = _applies(stage.calls().dry_run(engine, settings, request), batch)
+    emit(plan, as_json, lambda p: stage.print_plan(p, batch))
 
 
-def _generate_live(
-    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+def _live(
+    stage: Stage,
+    engine: Engine,
+    settings: Settings,
+    request: Any,
+    allow_failures: bool,
+    as_json: bool,
 ) -> None:
-    from server.usecases.runs import generate, run_cost, summary_line
+    from server.usecases.runs import run_cost, summary_line
 
-    with progress_bar("generating", as_json) as bar:
-        summary = generate(engine, settings, request, progress=bar)
-    cost = run_cost(engine, settings, "generation", summary.run_id)
+    with progress_bar(stage.verb, as_json) as bar:
+        summary = stage.calls().live(engine, settings, request, progress=bar)
+    cost = run_cost(engine, settings, stage.run_kind, summary.run_id)
     emit(
         {**asdict(summary), "cost": cost},
         as_json,
-        lambda _: print_lines([summary_line("generation", summary), cost_line(cost)]),
+        lambda _: print_lines([summary_line(stage.run_kind, summary), cost_line(cost)]),
     )
-    _note_finished(engine, summary.run_id, as_json)
-    _check_complete(engine, "generation", summary.run_id, allow_failures, as_json)
+    if stage.note_finished:
+        _note_finished(engine, summary.run_id, as_json)
+    _check_complete(engine, stage.run_kind, summary.run_id, allow_failures, as_json)
 
 
-def _generate_batch(
-    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
+def _batch(
+    stage: Stage,
+    engine: Engine,
+    settings: Settings,
+    request: Any,
+    allow_failures: bool,
+    as_json: bool,
 ) -> None:
-    from server.usecases.batch import generate_batch, run_batch_summary_lines
-
+    calls = stage.calls()
     with progress_bar("batch", as_json) as bar:
-        result = generate_batch(engine, settings, request, progress=bar)
-    emit(
-        result.to_json(),
-        as_json,
-        lambda _: print_lines(run_batch_summary_lines(result, status=False)),
-    )
-    _note_finished(engine, result.run_id, as_json)
+        result = calls.batch(engine, settings, request, progress=bar)
+    emit(result.to_json(), as_json, lambda _: print_lines(calls.batch_lines(result, status=False)))
+    if stage.note_finished:
+        _note_finished(engine, result.run_id, as_json)
     check_batch_run(
-        "generation", result.run_id, result.status, result.status_detail,
+        stage.run_kind, result.run_id, result.status, result.status_detail,
         waiting_only=bool(result.pending) and not result.missing,
         allow_failures=allow_failures, as_json=as_json,
     )  # fmt: skip
@@ -467,52 +491,6 @@ def judge(
     _run_stage(ctx, JUDGE, fields, batching, allow_failures, as_json)
 
 
-def _judge_dry_run(
-    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
-) -> None:
-    from server.usecases.batch import check_batch_endpoint
-    from server.usecases.runs import judge_dry_run
-
-    batch = is_batch(request)
-    if batch:  # refused now, as the run would be
-        check_batch_endpoint(settings, request.endpoint or settings.judge.endpoint)
-    plan = _applies(judge_dry_run(engine, settings, request), batch)
-    emit(plan, as_json, lambda p: _print_plan(p, batch=batch))
-
-
-def _judge_live(
-    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
-) -> None:
-    from server.usecases.runs import judge, run_cost, summary_line
-
-    with progress_bar("judging", as_json) as bar:
-        summary = judge(engine, settings, request, progress=bar)
-    cost = run_cost(engine, settings, "judge", summary.run_id)
-    emit(
-        {**asdict(summary), "cost": cost},
-        as_json,
-        lambda _: print_lines([summary_line("judge", summary), cost_line(cost)]),
-    )
-    _check_complete(engine, "judge", summary.run_id, allow_failures, as_json)
-
-
-def _judge_batch(
-    engine: Engine, settings: Settings, request: Any, allow_failures: bool, as_json: bool
-) -> None:
-    from server.usecases.batch import batch_summary_lines, judge_batch
-
-    with progress_bar("batch", as_json) as bar:
-        result = judge_batch(engine, settings, request, progress=bar)
-    emit(
-        result.to_json(), as_json, lambda _: print_lines(batch_summary_lines(result, status=False))
-    )
-    check_batch_run(
-        "judge", result.run_id, result.status, result.status_detail,
-        waiting_only=bool(result.pending) and not result.missing,
-        allow_failures=allow_failures, as_json=as_json,
-    )  # fmt: skip
-
-
 def _print_plan(plan: dict[str, Any], *, batch: bool = False) -> None:
     repairs = "repairs of unreadable replies come on top"
     if batch:
@@ -573,14 +551,30 @@ def _judge_request() -> type[Request]:
     return JudgeRequest
 
 
+def _generate_calls() -> StageCalls:
+    from server.usecases.batch import generate_batch, run_batch_summary_lines
+    from server.usecases.runs import generate, generate_dry_run
+
+    return StageCalls(generate_dry_run, generate, generate_batch, run_batch_summary_lines)
+
+
+def _judge_calls() -> StageCalls:
+    from server.usecases.batch import batch_summary_lines, judge_batch
+    from server.usecases.runs import judge, judge_dry_run
+
+    return StageCalls(judge_dry_run, judge, judge_batch, batch_summary_lines)
+
+
 GENERATE = Stage(
-    "generate",
-    _generate_request,
-    {"dry_run": _generate_dry_run, "batch": _generate_batch, "live": _generate_live},
-)
+    "generate", "generation", "generating", _generate_request, _generate_calls,
+    lambda settings: settings.generation.endpoint,
+    lambda plan, batch: _print_answers_plan(plan, batch=batch), note_finished=True,
+)  # fmt: skip
 JUDGE = Stage(
-    "judge", _judge_request, {"dry_run": _judge_dry_run, "batch": _judge_batch, "live": _judge_live}
-)
+    "judge", "judge", "judging", _judge_request, _judge_calls,
+    lambda settings: settings.judge.endpoint,
+    lambda plan, batch: _print_plan(plan, batch=batch),
+)  # fmt: skip
 
 
 @click.command()
