@@ -65,6 +65,8 @@ class Pass:
     llama_prompt_tokens: int = 0
     llama_eval_ms: float = 0.0
     llama_eval_tokens: int = 0
+    process_cpu_s: float = 0.0
+    """This process's CPU seconds during the pass, all threads (in-process: llama.cpp's own)."""
 
 
 def sample_items(n: int) -> list[dict[str, Any]]:
@@ -214,11 +216,10 @@ def summary(p: Pass, n: int) -> dict[str, Any]:
         "s_per_judgment": round(p.wall_s / n, 3),
         "prompt_tokens_per_s": round(p.prompt_tokens / p.wall_s, 1),
         "completion_tokens_per_s": round(p.completion_tokens / p.wall_s, 1),
+        "process_cpu_s": round(p.process_cpu_s, 2),
         "llama_cpp_s": round((p.llama_prompt_ms + p.llama_eval_ms) / 1000, 2),
         "llama_cpp_prompt_tokens_evaluated": p.llama_prompt_tokens,
-        "llama_cpp_prompt_tokens_per_s": round(
-            1000 * p.llama_prompt_tokens / p.llama_prompt_ms, 1
-        )
+        "llama_cpp_prompt_tokens_per_s": round(1000 * p.llama_prompt_tokens / p.llama_prompt_ms, 1)
         if p.llama_prompt_ms
         else None,
         "llama_cpp_generated_tokens_per_s": round(1000 * p.llama_eval_tokens / p.llama_eval_ms, 1)
@@ -227,7 +228,7 @@ def summary(p: Pass, n: int) -> dict[str, Any]:
     }
 
 
-def bench_embedded(tmp: Path, n: int = 30, rounds: int = 2) -> dict[str, Any]:
+def bench_embedded(tmp: Path, n: int = 8, rounds: int = 2) -> dict[str, Any]:
     """``n`` ICS judge prompts timed in-process, through the server and through ``judge``,
     ``rounds`` rounds in alternating order; see the module's docstring."""
     import llama_cpp
@@ -275,6 +276,7 @@ def bench_embedded(tmp: Path, n: int = 30, rounds: int = 2) -> dict[str, Any]:
             for way in ORDERS[r % len(ORDERS)]:
                 p = Pass(way, r + 1)
                 log_start = server.log_file.stat().st_size
+                cpu_start = time.process_time()
                 if way == "inprocess":
                     inprocess_pass(llama, bodies, p)
                 elif way == "server":
@@ -285,6 +287,7 @@ def bench_embedded(tmp: Path, n: int = 30, rounds: int = 2) -> dict[str, Any]:
                     p.texts = [_text(reply) for _, reply in calls]
                     for _, reply in calls:
                         _add_usage(p, reply.get("usage"))
+                p.process_cpu_s = time.process_time() - cpu_start
                 if way != "inprocess":
                     with server.log_file.open("rb") as log:
                         log.seek(log_start)
@@ -331,8 +334,12 @@ def report(
 
 
 if __name__ == "__main__":  # python -m bench.embedded [N] [ROUNDS]
+    import signal
     import tempfile
 
+    from bench.run import _interrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)  # so `finally` stops the model server
     with tempfile.TemporaryDirectory() as folder:
         args = [int(a) for a in sys.argv[1:3]]
         print(json.dumps(bench_embedded(Path(folder), *args), indent=2))
