@@ -7,8 +7,10 @@
 2. Rerun: a finished 10,000-judgment run asked again: 0 model calls, <= 3 s.
 3. Startup: ``fairjudge --help`` and light commands, median of 5 starts (target <= 0.3 s).
 4. Demo: ``fairjudge demo`` after the install, timed from outside, with its steps (<= 5 min).
-5. Embedded: median seconds per judgment through the whole judge path, and the same prompts
-   sent straight to the model server over HTTP (target: within 10 %).
+5. Embedded (bench/embedded.py): the same ICS judge prompts on the embedded model in-process
+   (llama-cpp-python's ``Llama``), through its server with a bare openai client and through
+   the ``judge`` use case, same threads and context, alternating order: seconds per judgment,
+   tokens/s, the ratios to in-process (target: within 10 %) and the outputs compared.
 6. Agreement: all judge-human coefficients, 1,000 bootstrap resamples, 100,000 pairs (<= 5 s).
 7. Kills: ``kill -9`` of a judge command at random moments; calls paid twice (<= concurrency
    per kill).
@@ -89,13 +91,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlmodel import Session, col, select
 
 from bench import wire
 from bench.agreement_route import bench_agreement_route
@@ -112,12 +112,6 @@ from bench.qualify import bench_qualify
 from bench.server import bench_server
 from bench.stats_ppi import bench_stats_ppi
 from bench.trust import bench_trust
-from judge.config import EmbeddedConfig, Settings
-from judge.data.datasets import import_items
-from judge.models.embedded import EmbeddedServer
-from judge.store.engine import make_engine, session_scope
-from judge.store.tables import Judgment
-from server import usecases
 from tests.support.factories import FAIRJUDGE, SAMPLE, free_port
 
 # The Label Studio venv `fairjudge labelstudio start` (and the tests) install and reuse.
@@ -189,85 +183,6 @@ timeout_s = 300
     wall = time.perf_counter() - start
     summary = json.loads(done.stdout[done.stdout.index("{") :])
     return {"wall_s": round(wall, 1), "summary": summary}
-
-
-def bench_embedded(tmp: Path, per_stage: int = 2) -> dict[str, Any]:
-    """Judging on the embedded model: ``per_stage`` sample items of each stage generated and
-    judged through the whole judge path; then the very prompts FairJudge sent, in the same
-    order, sent straight to the model server. Median seconds per judgment, and the pipeline's
-    wall time against the direct one (target: within 10 %)."""
-    items = tmp / "embedded.jsonl"
-    seen: dict[str, int] = {}
-    with SAMPLE.open(encoding="utf-8") as f, items.open("w", encoding="utf-8") as out:
-        for line in f:
-            stage = json.loads(line)["stage"]
-            seen[stage] = seen.get(stage, 0) + 1
-            if seen[stage] <= per_stage:
-                out.write(line)
-    config = EmbeddedConfig(port=free_port())
-    server = EmbeddedServer(config, tmp / "embedded-state")
-    server.start()
-    try:
-        db_url = f"sqlite:///{tmp / 'embedded.db'}"
-        engine = make_engine(db_url)
-        endpoint = {
-            "base_url": server.base_url,
-            "model": config.model_alias,
-            "structured_output": "json_object_schema",
-            "concurrency": 1,
-            "timeout_s": 300,
-        }
-        settings = Settings.model_validate(
-            {"database_url": db_url, "endpoints": {"embedded": endpoint}}
-        )
-        with session_scope(engine) as session:
-            import_items(session, items, "embedded")
-        gen = usecases.generate(engine, settings, usecases.GenerateRequest(dataset="embedded"))
-        sent = _recording(server.base_url)
-        start = time.perf_counter()
-        summary = usecases.judge(
-            engine, settings, usecases.JudgeRequest(generation_run_id=gen.run_id)
-        )
-        pipeline_s = time.perf_counter() - start
-        with Session(engine) as s:
-            latencies = list(s.exec(select(col(Judgment.latency_s))))
-        start = time.perf_counter()
-        for body in sent():  # the same requests, straight to the server, one at a time
-            request = urllib.request.Request(
-                f"{server.base_url}/chat/completions",
-                data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"},
-            )
-            urllib.request.urlopen(request, timeout=300).read()
-        direct_s = time.perf_counter() - start
-        return {
-            "judgments": summary.tasks,
-            "model_calls": summary.model_calls,
-            "median_s_per_judgment": round(statistics.median(latencies), 2),
-            "pipeline_wall_s": round(pipeline_s, 2),
-            "direct_requests": len(sent()),
-            "direct_wall_s": round(direct_s, 2),
-            "pipeline_over_direct": round(pipeline_s / direct_s, 3),
-        }
-    finally:
-        server.stop()
-
-
-def _recording(base_url: str) -> Callable[[], list[dict[str, Any]]]:
-    """Record the chat request bodies FairJudge's client sends to ``base_url`` from now on
-    (by wrapping the openai client's ``post``), so the direct pass sends the very same ones."""
-    import openai
-
-    bodies: list[dict[str, Any]] = []
-    original = openai.OpenAI.post
-
-    def post(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
-        if path.endswith("/chat/completions") and str(self.base_url).startswith(base_url):
-            bodies.append(kwargs["body"])
-        return original(self, path, *args, **kwargs)
-
-    openai.OpenAI.post = post  # type: ignore[method-assign]
-    return lambda: bodies
 
 
 def bench_agreement(n_pairs: int = 100_000, n_bootstrap: int = 1000) -> dict[str, float]:
@@ -356,6 +271,12 @@ def _prompt_cache_bench(tmp: Path) -> dict[str, Any]:
     return bench_prompt_cache(tmp)
 
 
+def _embedded_bench(tmp: Path) -> dict[str, Any]:
+    from bench.embedded import bench_embedded
+
+    return bench_embedded(tmp)
+
+
 def _paired_bench() -> dict[str, Any]:
     from bench.paired import bench_paired
 
@@ -373,7 +294,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "agreement": lambda tmp: bench_agreement(),
     "kills": bench_kills,
     "demo": bench_demo,
-    "embedded": bench_embedded,
+    "embedded": _embedded_bench,
     "labelstudio": lambda tmp: bench_labelstudio(tmp, LABELSTUDIO_VENV),
     "server": bench_server,
     "agreement_route": bench_agreement_route,

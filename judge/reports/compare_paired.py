@@ -47,7 +47,7 @@ from judge.errors import InvalidInputError
 from judge.metrics import STAGE_METRICS, ItemScore, StageMetric
 from judge.reports.sections import Section, Table
 from judge.stats.multiplicity import ALPHA, HOLM, flags, holm
-from judge.stats.paired import bootstrap_mean_ci, equivalence_test, sign_flip_test
+from judge.stats.paired import bootstrap_mean_cis, equivalence_test, sign_flip_test
 from judge.vocab import SCALE
 
 PAIRED_TITLE = "Paired comparison"
@@ -215,9 +215,9 @@ def paired_cell(
     row = replace(empty, value_a=value_a, value_b=value_b, diff=diff, test=test, p_value=float(p))
     if len(kept) < 2:
         return replace(row, note="one pair: no interval and no equivalence verdict")
-    low, high = bootstrap_mean_ci(diffs, level=0.95, n_bootstrap=n_bootstrap, seed=seed)
-    t_low, t_high = bootstrap_mean_ci(
-        diffs, level=1 - 2 * alpha, n_bootstrap=n_bootstrap, seed=seed
+    # Both intervals from one set of resampled means (the same seed gave the same draws).
+    (low, high), (t_low, t_high) = bootstrap_mean_cis(
+        diffs, levels=(0.95, 1 - 2 * alpha), n_bootstrap=n_bootstrap, seed=seed
     )
     row = replace(row, ci_low=low, ci_high=high, tost_low=t_low, tost_high=t_high)
     if len(set(diffs)) > 1:

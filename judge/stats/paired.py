@@ -217,19 +217,35 @@ def bootstrap_mean_ci(
     >>> bootstrap_mean_ci([-2.0, -2.0, -2.0])
     (-2.0, -2.0)
     """
-    if not 0 < level < 1:
-        raise ValueError(f"level must be between 0 and 1 (exclusive), got {level!r}")
+    return bootstrap_mean_cis(values, levels=(level,), n_bootstrap=n_bootstrap, seed=seed)[0]
+
+
+def bootstrap_mean_cis(
+    values: Sequence[float] | NDArray[np.float64],
+    *,
+    levels: Sequence[float],
+    n_bootstrap: int = 2000,
+    seed: int = 0,
+) -> list[tuple[float, float]]:
+    """``bootstrap_mean_ci`` at several levels from one set of resampled means: each
+    interval equals the one ``bootstrap_mean_ci`` gives alone with the same seed."""
+    for level in levels:
+        if not 0 < level < 1:
+            raise ValueError(f"level must be between 0 and 1 (exclusive), got {level!r}")
     data = _check(values)
     if data.size < 2 or n_bootstrap == 0:
-        return float("nan"), float("nan")
+        return [(float("nan"), float("nan")) for _ in levels]
     rng = np.random.default_rng(seed)
     means = np.empty(n_bootstrap)
     for start in range(0, n_bootstrap, 500):  # chunks keep memory flat for large n
         stop = min(n_bootstrap, start + 500)
         means[start:stop] = data[rng.integers(0, data.size, (stop - start, data.size))].mean(1)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
+    found = []
+    for level in levels:
+        tail = (1 - level) / 2 * 100
+        low, high = np.percentile(means, [tail, 100 - tail])
+        found.append((float(low), float(high)))
+    return found
 
 
 @dataclass(frozen=True)

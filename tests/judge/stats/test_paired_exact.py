@@ -11,6 +11,7 @@ from scipy import stats
 
 from judge.stats.paired import (
     bootstrap_mean_ci,
+    bootstrap_mean_cis,
     equivalence_test,
     holm,
     min_attainable_p,
@@ -138,3 +139,21 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_mean() -> None:
     # 97.5 % points are -2 * 12/16 = -1.5 and -2 * 4/16 = -0.5 (scipy.stats.binom.ppf)
     assert low == pytest.approx(-2 * stats.binom.ppf(0.975, 16, 0.5) / 16, abs=0.13)
     assert high == pytest.approx(-2 * stats.binom.ppf(0.025, 16, 0.5) / 16, abs=0.13)
+
+
+def test_intervals_at_two_levels_come_from_one_set_of_resamples() -> None:
+    """The paired comparison asks for the 95 % interval and the TOST 90 % one at once: both
+    must be what each level gives from the same seed's resamples, written out here with
+    numpy (the same generator, draws and percentile rule, chunked by 500 as the module
+    documents)."""
+    values = np.array([0.0, 1.0, -1.0, 2.0, 0.5, 0.0, 1.5, -0.5, 1.0, 3.0, 0.0])
+    rng = np.random.default_rng(11)
+    means = np.concatenate(
+        [values[rng.integers(0, values.size, (n, values.size))].mean(1) for n in (500, 500, 200)]
+    )
+    wide = np.percentile(means, [2.5, 97.5])
+    narrow = np.percentile(means, [5.0, 95.0])
+    got = bootstrap_mean_cis(values, levels=(0.95, 0.90), n_bootstrap=1200, seed=11)
+    assert np.allclose(got, [wide, narrow], rtol=0, atol=1e-12)
+    assert got[0] == bootstrap_mean_ci(values, level=0.95, n_bootstrap=1200, seed=11)
+    assert bootstrap_mean_ci(values, level=0.90, n_bootstrap=1200, seed=11) == got[1]
