@@ -26,11 +26,12 @@ a reason the document states:
 
 Bounded to fit in ``make test``: 50 examples per operation and phase, a fixed seed (the same
 requests on every run, so a failure in CI fails on a laptop too). The phases are shared out
-between the two databases rather than all run on both: the examples and fuzzing phases run
-on both; the coverage phase (boundary and malformed values of every parameter, the request's
-own shape: what the HTTP layer answers before any query) runs on SQLite only, where it took
-330 of the 480 s of the whole SQLite run (2026-12-03); the stateful phase (links between
-operations) runs on PostgreSQL, where ids and text are strictest.
+between the two databases rather than all run on both: the examples phase runs on both; the
+coverage phase (boundary and malformed values of every parameter, the request's own shape:
+what the HTTP layer answers before any query) runs on SQLite only, where it took 330 of the
+480 s of the whole SQLite run (2026-12-03); fuzzing and the stateful phase (links between
+operations) run on PostgreSQL, where ids and text are strictest. All four on SQLite ran past
+the 540 s limit on a loaded machine.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def test_every_operation_holds_to_the_document_for_a_member(server: LiveServer) 
     if "postgresql" in server.config.read_text():
         phases = "examples,fuzzing,stateful"
     else:
-        phases = "examples,coverage,fuzzing"
+        phases = "examples,coverage"
     run = schemathesis(server, server.member_key, "--phases", phases)
     assert run.returncode == 0, verdict(run)
     # The run reached every operation: its summary counts them (44 in the document today;
