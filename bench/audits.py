@@ -222,3 +222,35 @@ def bench_audits(tmp: Path) -> dict[str, Any]:
         "json_mb": round(len(text) / 2**20, 1),
         "stored_run": bench_audit_run(tmp),
     }
+
+
+def bench_audit_plan(tmp: Path, rounds: int = 3) -> dict[str, Any]:
+    """The name audit's dry run at the seed's size (168,000 prompts) on a fresh store: the
+    use case the API's ``POST /jobs/dry-run`` and the CLI call, in this process (the median of
+    ``rounds``, imports done), and the whole command (``audit names run --dry-run``)."""
+    from judge.config import load_settings
+    from judge.store.engine import make_engine
+    from server.usecases.audits import audit_dry_run
+    from server.usecases.requests import AuditRequest
+
+    config = write_config(tmp / "plan.toml", "http://127.0.0.1:9/v1", f"sqlite:///{tmp / 'p.db'}")
+    settings = load_settings(config)
+    engine = make_engine(settings.database_url)
+    request = AuditRequest(suite="names")
+    times, planned = [], {}
+    for _ in range(rounds):
+        start = time.perf_counter()
+        planned = audit_dry_run(engine, settings, request)
+        times.append(time.perf_counter() - start)
+    if planned["calls_to_send"] != EXPECTED_ROWS:
+        raise RuntimeError(f"the dry run plans {planned['calls_to_send']} calls")
+    command = [sys.executable, "-m", "server.cli", "--config", str(config), "audit", "names"]
+    wall, _ = _timed([*command, "run", "--dry-run"], tmp / "plan.out", tmp / "plan.err")
+    in_process = sorted(times)[len(times) // 2]
+    print(
+        f"audit plan: names dry run of {EXPECTED_ROWS:,} prompts {in_process:.2f} s in process "
+        f"(median of {rounds}), whole command {wall:.2f} s",
+        flush=True,
+    )
+    return {"prompts": EXPECTED_ROWS, "in_process_s": round(in_process, 3),
+            "rounds_s": [round(t, 3) for t in times], "command_s": round(wall, 2)}  # fmt: skip

@@ -25,6 +25,8 @@
     audit's 168,000 answers from a local stub, a whole process: wall time (<= 60 s) and
     peak RSS (<= 1 GB); then the same 168,000 prompts sent by ``audit names run`` to the stub
     and ``audit show`` of the stored run, timed the same way.
+    Part ``audit_plan``: the names dry run of the 168,000 prompts in process (the API's
+    dry-run route) and as a whole command.
 11. Judge trust (bench/trust.py): ``fairjudge checks counterfactual`` on 2,000 judged
     answers against the stub (200 ms, concurrency 32), a whole command: ratio to the ideal,
     beside ``fairjudge judge``'s ratio on the same answers in the same run (target: the
@@ -99,7 +101,7 @@ import numpy as np
 
 from bench import wire
 from bench.agreement_route import bench_agreement_route
-from bench.audits import bench_audits
+from bench.audits import bench_audit_plan, bench_audits
 from bench.bbq import bench_bbq_analyze, bench_bbq_run
 from bench.chance import bench_chance
 from bench.dedupe import dedupe_bench
@@ -299,6 +301,7 @@ PARTS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "server": bench_server,
     "agreement_route": bench_agreement_route,
     "audits": bench_audits,
+    "audit_plan": bench_audit_plan,
     "trust": bench_trust,
     "generate": lambda tmp: {
         f"items_{n}": generate_bench(tmp / str(n), n=n, concurrency=32, latency=LATENCY)

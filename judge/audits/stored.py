@@ -4,8 +4,10 @@ ones), and failed answers forgotten so that a rerun tries them again."""
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from itertools import islice
 from typing import Any
@@ -83,12 +85,29 @@ def main_todo(
     design = number_draws(suite.tasks()) if numbered else suite.tasks()
     todo: list[tuple[int, AuditTask]] = []
     copies: dict[str, tuple[int, AuditTask]] = {}
-    for position, task in enumerate(design if limit is None else islice(design, limit)):
-        if (task.key, MAIN) not in done:
-            todo.append((position, task))
-        elif DRAW in task.meta:  # answered before: by its own call, or a shared one?
-            copies[task.key] = (position, task)
+    with collector_paused():
+        for position, task in enumerate(design if limit is None else islice(design, limit)):
+            if (task.key, MAIN) not in done:
+                todo.append((position, task))
+            elif DRAW in task.meta:  # answered before: by its own call, or a shared one?
+                copies[task.key] = (position, task)
     return todo, copies
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a design's tasks are gathered (and on
+    again after, if it was on). Each task is a few new containers that all stay alive, so
+    the collector would walk the growing list again and again: gathering the names design's
+    168,000 tasks took 2.06 s with it and 0.28 s without (docs/audits.md). The tasks hold no
+    cycles, so nothing is left for the collector that it would have freed."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def followup_draws(suite: Suite, tasks: Iterable[AuditTask]) -> list[AuditTask]:
