@@ -64,6 +64,17 @@ def run_jobs(api: Api) -> list[str]:
         engine.dispose()
 
 
+def jobs_stored(api: Api) -> int:
+    """How many jobs the store holds (of any state): what a refused request must leave
+    unchanged."""
+    engine = make_engine(api.settings.database_url)
+    try:
+        with Session(engine) as session:
+            return int(session.exec(select(func.count()).select_from(Job)).one())
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_url(request: pytest.FixtureRequest) -> str:
     # SQLite: a copy of the session's empty migrated store (tests/support/stores.py).

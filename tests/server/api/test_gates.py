@@ -31,7 +31,7 @@ from sqlmodel import Session, func, select
 
 from judge.store.engine import make_engine
 from server.tables import ApiKey, Job
-from tests.server.api.test_api import SAMPLE_ITEMS, Api, make_api
+from tests.server.api.test_api import SAMPLE_ITEMS, Api, jobs_stored, make_api
 from tests.support.stub_openai import StubServer
 
 NAMES_DESIGN = 168_000
@@ -57,15 +57,6 @@ def small_limit(migrated_db_url: str, stub: StubServer, tmp_path: Path) -> Itera
     made = make_api(migrated_db_url, stub, tmp_path, confirm_calls=100)
     yield made
     made.close()
-
-
-def jobs_stored(api: Api) -> int:
-    engine = make_engine(api.settings.database_url)
-    try:
-        with Session(engine) as session:
-            return int(session.exec(select(func.count()).select_from(Job)).one())
-    finally:
-        engine.dispose()
 
 
 def message(reply: Any, status: int) -> str:

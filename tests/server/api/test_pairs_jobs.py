@@ -23,11 +23,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from sqlmodel import Session, func, select
 
 from judge.store.engine import make_engine
-from server.tables import Job
-from tests.server.api.test_api import Api, make_api, run_jobs
+from tests.server.api.test_api import Api, jobs_stored, make_api, run_jobs
 from tests.server.cli.test_judge_pairs_cli import _runs, blind_rule, first_rule, shown
 from tests.support.stub_openai import StubServer
 
@@ -69,15 +67,6 @@ def setup(migrated_db_url: str, tmp_path: Path, rule: Rule) -> Iterator[tuple[Ap
 
 def _calls(api: Api) -> int:
     return len(api.stub.state.bodies)  # type: ignore[attr-defined]
-
-
-def _jobs(api: Api) -> int:
-    engine = make_engine(api.settings.database_url)
-    try:
-        with Session(engine) as session:
-            return int(session.exec(select(func.count()).select_from(Job)).one())
-    finally:
-        engine.dispose()
 
 
 def _figures(api: Api, judge: str) -> dict[str, Any]:
@@ -174,7 +163,7 @@ def test_bad_requests_are_one_line_each_and_queue_nothing(setup: tuple[Api, list
             want = line if name == "unpriced bound" else head + line
             assert said.startswith(want), (name, said)
             assert "\n" not in said
-    assert _jobs(api) == 0 and _calls(api) == 0
+    assert jobs_stored(api) == 0 and _calls(api) == 0
 
 
 def test_an_unconfirmed_job_over_the_limit_is_refused(setup: tuple[Api, list[int]]) -> None:
@@ -195,7 +184,7 @@ def test_an_unconfirmed_job_over_the_limit_is_refused(setup: tuple[Api, list[int
     said = refused.json["error"]["message"]
     assert f"a judge-pairs job that would send {CALLS} calls" in said
     assert f"{CALLS - 1} calls ([server] confirm_calls)" in said and '"confirm": true' in said
-    assert _jobs(api) == 0
+    assert jobs_stored(api) == 0
     assert api.post("/api/v1/jobs", json={**body, "confirm": True}).status_code == 201
     assert api.post("/api/v1/jobs", json=body, headers=api.admin).status_code == 201
-    assert _jobs(api) == 2 and _calls(api) == 0  # queued, nothing sent yet
+    assert jobs_stored(api) == 2 and _calls(api) == 0  # queued, nothing sent yet
