@@ -51,7 +51,7 @@ from judge.endpoint_url import identity_url
 from judge.errors import NotFoundError
 from judge.hashing import content_hash
 from judge.models.batching import BatchOwner, batch_call
-from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
+from judge.models.cache import CallCacheView, CallKeys, CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.models.transport import LIVE, Transport, Unanswered, with_waiting
 from judge.prices import Prices
@@ -352,9 +352,10 @@ def plan_audit(
     the 168,000 prompts of the name audit are planned in seconds, with no query per prompt
     (docs/audits.md has the time)."""
 
+    keys = CallKeys(client, temperature=temperature, max_tokens=max_tokens)
+
     def key_of(task: AuditTask) -> str:
-        return call_key(client, task.messages, sample_index=task.sample_index,
-                        temperature=temperature, max_tokens=max_tokens)  # fmt: skip
+        return keys(task.messages, task.sample_index)
 
     run_id: int | None = None
     done: set[tuple[str, str]] = set()

@@ -27,7 +27,7 @@ from judge.audits.base import (
     Suite,
     number_draws,
 )
-from judge.models.cache import call_key
+from judge.models.cache import CallKeys
 from judge.models.client import ModelClient
 from judge.store.engine import session_scope
 from judge.store.lifecycle import start_run
@@ -49,9 +49,10 @@ def main_tasks(
     design's order; a repeat that a shared call answered (a run stored before every repeat
     was its own draw) is asked again as its own draw."""
 
+    keys = CallKeys(client, temperature=temperature, max_tokens=max_tokens)
+
     def expected(task: AuditTask) -> str:
-        return call_key(client, task.messages, sample_index=task.sample_index,
-                        temperature=temperature, max_tokens=max_tokens)  # fmt: skip
+        return keys(task.messages, task.sample_index)
 
     with session_scope(engine) as session:
         start_run(session, AuditRun, run_id)

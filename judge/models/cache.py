@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from judge.hashing import cache_key
+from judge.hashing import KeyHasher, cache_key
 from judge.models.client import CallFailed, Completion, ModelClient
 from judge.store.tables import CallCache, utcnow
 
@@ -140,6 +140,34 @@ def call_key(
     if top_logprobs is not None:  # only then: every key cached before logprobs stays valid
         params["top_logprobs"] = top_logprobs
     return cache_key(client.config.base_url, client.model, messages, params, sample_index)
+
+
+class CallKeys:
+    """``call_key`` for many calls with the same settings (one per prompt of a design): each
+    messages list is serialised and hashed once for all its sample indexes (the repeats of a
+    design share one list, one after another; ``judge.hashing.KeyHasher``)."""
+
+    def __init__(
+        self, client: ModelClient, *, temperature: float, max_tokens: int,
+        schema: dict[str, Any] | None = None, top_logprobs: int | None = None,
+    ) -> None:  # fmt: skip
+        self._client = client
+        self._params: dict[str, Any] = {
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "response_format": client.response_format(schema),
+        }
+        if top_logprobs is not None:  # as call_key: only then
+            self._params["top_logprobs"] = top_logprobs
+        self._last: list[dict[str, str]] | None = None
+        self._hasher: KeyHasher | None = None
+
+    def __call__(self, messages: list[dict[str, str]], sample_index: int) -> str:
+        if messages is not self._last or self._hasher is None:
+            config = self._client.config
+            self._hasher = KeyHasher(config.base_url, self._client.model, messages, self._params)
+            self._last = messages
+        return self._hasher.key(sample_index)
 
 
 class CallGate(Protocol):
