@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from judge.audits import award
 from judge.audits.award import (
     AwardPrompt,
     analyze,
@@ -75,8 +76,21 @@ def test_variants_swap_vectors_and_name_order(design: tuple[AwardPrompt, ...]) -
 
 
 def test_seeded_and_reproducible(design: tuple[AwardPrompt, ...]) -> None:
+    # built again from nothing (the kept designs forgotten), not read back from the cache
+    award._design.cache_clear()
     assert build_design(ITEMS, NAMES, seed=7) == design
     assert build_design(ITEMS, NAMES, seed=8) != design
+
+
+def test_a_kept_design_is_still_checked() -> None:
+    """True == 1 as a cache key: the checks run before the kept designs are looked at."""
+    assert len(build_design(ITEMS, NAMES, levels=(3,), pairs_per_level=1, seed=1)) == 4
+    with pytest.raises(ValueError, match="pairs_per_level"):
+        build_design(ITEMS, NAMES, levels=(3,), pairs_per_level=True, seed=1)
+    with pytest.raises(ValueError, match="levels"):
+        build_design(ITEMS, NAMES, levels=(True,), pairs_per_level=1, seed=1)
+    with pytest.raises(ValueError, match="seed"):
+        build_design(ITEMS, NAMES, levels=(3,), pairs_per_level=1, seed=True)
 
 
 def test_design_options() -> None:
