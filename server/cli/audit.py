@@ -9,12 +9,11 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from judge.errors import IncompleteError
-from judge.vocab import RunStatus
 from server.cli.audit_bbq import register as register_bbq
 from server.cli.audit_campaign import register
 from server.cli.output import (
@@ -34,17 +33,11 @@ from server.cli.output import (
     table,
     writing,
 )
-from server.cli.runs import (
-    batch_options,
-    check_batch_run,
-    check_batch_use,
-    chosen_transport,
-    is_batch,
-    queue_request,
-)
+from server.cli.stages import Stage, StageCalls, batch_options, chosen_transport, run_stage
 
 if TYPE_CHECKING:
     from server.cli import Context
+    from server.usecases.requests import Request
 
 from_csv = click.option(
     "--from-csv",
@@ -115,78 +108,39 @@ def _run(
     common: dict[str, Any],
     inputs: dict[str, str | None] | None = None,
 ) -> None:
-    """Run a suite, then print (or write) what its answers say so far. ``options``: the
-    suite's design (``AuditRequest.options``); ``inputs``: its input files."""
-    from server.usecases import audits
-
+    """Run a suite on the stages' one path (``server.cli.stages``), then print (or write)
+    what its answers say so far. ``options``: the suite's design (``AuditRequest.options``);
+    ``inputs``: its input files."""
     as_json, out_path = common.pop("as_json"), common.pop("out")
     allow_failures = common.pop("allow_failures")
     batching = {
         name: common.pop(name) for name in ("batch", "retry_live", "no_wait", "poll_every", "queue")
     }
-    check_batch_use(batching, dry_run=common["dry_run"], max_cost=common["max_cost"])
-    request = audits.AuditRunRequest.build(
-        suite=suite,
-        options=options,
-        inputs=inputs or {},
-        transport=chosen_transport(batching),
-        **common,
-    )
-    settings = ctx.settings()
-    if batching["queue"]:
-        if out_path is not None:
-            raise click.UsageError("--out cannot be used with --queue: nothing runs here to write")
-        queue_request(ctx, settings, "audit", request, as_json)
-        return
-    engine = ctx.engine(settings)
-    batch = is_batch(request)
-    if request.dry_run:
-        if batch:  # refused now, as the run would be
-            from server.usecases.batch import check_batch_endpoint
+    if batching["queue"] and out_path is not None:
+        raise click.UsageError("--out cannot be used with --queue: nothing runs here to write")
+    fields = {
+        "suite": suite, "options": options, "inputs": inputs or {},
+        "transport": chosen_transport(batching), **common,
+    }  # fmt: skip
 
-            check_batch_endpoint(settings, request.endpoint or settings.generation.endpoint)
-        plan = audits.audit_dry_run(engine, settings, request)
-        emit({**plan, "applies": "batch"} if batch else plan, as_json,
-             lambda p: _print_plan(p, batch=batch))  # fmt: skip
-        return
-    if batch:
-        _run_batch(ctx, suite, request, out_path, allow_failures, as_json)
-        return
-    with progress_bar(f"audit {suite}", as_json) as bar:
-        summary = audits.audit(engine, settings, request, progress=bar)
-    _show(ctx, summary.run_id, out_path, as_json, extra={"pass": summary.to_dict()})
-    _check_complete(ctx, summary.run_id, allow_failures, as_json)
+    def show(run_id: int, extra: dict[str, Any], as_json: bool) -> None:
+        _show(ctx, run_id, out_path, as_json, extra=extra)
+
+    stage = replace(AUDIT, verb=f"audit {suite}", show=show)
+    run_stage(ctx, stage, fields, batching, allow_failures, as_json)
 
 
-def _run_batch(
-    ctx: Context,
-    suite: str,
-    request: Any,
-    out_path: str | None,
-    allow_failures: bool,
-    as_json: bool,
-) -> None:
-    """``SUITE run --batch``: the batch's lines for people (on stderr, so stdout stays the
-    figures), then the run's figures, with the batch's account under "batch"."""
+def _audit_request() -> type[Request]:
+    from server.usecases.audits import AuditRunRequest
+
+    return AuditRunRequest
+
+
+def _audit_calls() -> StageCalls:
+    from server.usecases.audits import audit, audit_dry_run
     from server.usecases.batch import audit_batch, run_batch_summary_lines
 
-    settings = ctx.settings()
-    with progress_bar(f"audit {suite} batch", as_json) as bar:
-        result = audit_batch(
-            ctx.engine(settings),
-            settings,
-            request,
-            progress=bar,
-        )
-    if not as_json:
-        for line in run_batch_summary_lines(result, status=False):
-            err().print(line, markup=False, highlight=False, soft_wrap=True)
-    _show(ctx, result.run_id, out_path, as_json, extra={"batch": result.to_json()})
-    check_batch_run(
-        "audit", result.run_id, result.status, result.status_detail,
-        waiting_only=bool(result.pending) and not result.missing,
-        allow_failures=allow_failures, as_json=as_json,
-    )  # fmt: skip
+    return StageCalls(audit_dry_run, audit, audit_batch, run_batch_summary_lines)
 
 
 def _print_plan(plan: dict[str, Any], *, batch: bool = False) -> None:
@@ -228,16 +182,12 @@ def _show(
     emit(finite({**(extra or {}), **result.to_dict()}), as_json, _print)
 
 
-def _check_complete(ctx: Context, run_id: int, allow_failures: bool, as_json: bool) -> None:
-    from server.usecases import audits
-
-    info = audits.run_status(ctx.engine(), run_id)
-    if info["status"] not in (RunStatus.INCOMPLETE, RunStatus.UNUSABLE):
-        return
-    line = f"audit run {run_id} is {info['status']}: {info['status_detail']}"
-    if not allow_failures:
-        raise IncompleteError(f"{line} (--allow-failures exits 0 anyway)")
-    (err() if as_json else out()).print(line, highlight=False, soft_wrap=True)
+AUDIT = Stage(
+    "audit", "audit", "audit", _audit_request, _audit_calls,
+    lambda settings: settings.generation.endpoint,
+    lambda plan, batch: _print_plan(plan, batch=batch),
+)  # fmt: skip
+"""The suites' stage; each command sets its verb (``audit award``) and what it shows."""
 
 
 @click.group()

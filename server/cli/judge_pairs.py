@@ -121,7 +121,7 @@ def judge_pairs(
     stopped it (a rerun goes on)."""
     from judge.errors import IncompleteError
     from server.cli.judgments import render_figures
-    from server.cli.runs import blamed_on_options, request_and_settings
+    from server.cli.stages import blamed_on_options, request_and_settings
     from server.usecases import session
     from server.usecases.pairwise import (
         PositionOptions,

@@ -21,7 +21,7 @@ from server.cli.output import (
     report_table,
     seed_option,
 )
-from server.cli.runs import blamed_on_options, request_and_settings
+from server.cli.stages import blamed_on_options, request_and_settings
 
 if TYPE_CHECKING:
     from server.cli import Context

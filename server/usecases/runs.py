@@ -287,17 +287,15 @@ def summary_line(kind: str, s: RunSummary) -> str:
 
 
 def run_status(engine: Engine, kind: str, run_id: int) -> tuple[str, str | None]:
-    """A generation or judge run's status and its status line (``kind``: "generation" or
-    "judge"); NotFoundError for a run that does not exist."""
+    """A generation, judge or audit run's status and its status line (``kind``:
+    "generation", "judge" or "audit"); NotFoundError for a run that does not exist."""
+    from judge.audits.runner import get_run
     from judge.store.engine import session_scope
     from judge.store.queries import get_generation_run, get_judge_run
 
+    getters = {"judge": get_judge_run, "generation": get_generation_run, "audit": get_run}
     with session_scope(engine) as session:
-        run = (
-            get_judge_run(session, run_id)
-            if kind == "judge"
-            else get_generation_run(session, run_id)
-        )
+        run = getters[kind](session, run_id)
         return str(run.status), run.status_detail
 
 
