@@ -40,6 +40,7 @@ from judge.grading.pair_verdicts import PAIR_SCHEMA, parse_pair_verdict
 from judge.hashing import sha256
 from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
 from judge.models.client import ModelClient
+from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import NOT_MADE, Row, RunSummary, run_lease, store_results
@@ -363,3 +364,46 @@ def cached_share(
         else:
             to_send.append(t.messages)
     return hits, to_send
+
+
+def pairs_budget(
+    session: Session,
+    client: ModelClient,
+    config: JudgeConfig,
+    plans: list[PairPlan],
+    max_cost: float | None,
+    prices: Prices | None,
+    endpoint: str,
+) -> Budget | None:
+    """The budget of a ``judge-pairs`` call over ``plans`` (one per pair of runs): the bound
+    given now, else the one kept with their runs (the smallest, if they differ), less what
+    their stored verdicts' calls cost already, so that rerunning the same command does not
+    spend the bound again (as ``judge`` keeps its bound with its run). None: no bound. A
+    bound without prices is a ConfigError before any call."""
+    ids = [plan.run_id for plan in plans if plan.run_id is not None]
+    kept = [
+        bound
+        for bound in session.exec(
+            select(PairwiseImport.max_cost).where(col(PairwiseImport.id).in_(ids))
+        )
+        if bound is not None
+    ] if ids else []  # fmt: skip
+    limit = max_cost if max_cost is not None else min(kept, default=None)
+    if limit is None:
+        return None
+    if prices is None:
+        return Budget(limit, prices, endpoint=endpoint)  # raises, naming what to set
+    costs = [pairs_cost(session, client, config, plan) for plan in plans if plan.done]
+    spent = sum(
+        prices.cost(c.prompt_tokens, c.completion_tokens, cached=c.cached_prompt_tokens)
+        for c in costs
+    )
+    return Budget(limit, prices, endpoint=endpoint, spent_before=spent)
+
+
+def keep_bound(engine: Engine, run_id: int, max_cost: float) -> None:
+    """Keep ``max_cost`` with a pairwise judge run (``pairs_budget`` reads it back)."""
+    with session_scope(engine) as session:
+        session.execute(
+            update(PairwiseImport).where(col(PairwiseImport.id) == run_id).values(max_cost=max_cost)
+        )

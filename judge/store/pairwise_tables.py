@@ -38,6 +38,11 @@ class PairwiseImport(SQLModel, table=True):
     format: str = Field(description="shi2024, csv or jsonl")
     sha256: str = Field(description="sha256 of the file's bytes (of every file, for a folder).")
     records: int
+    max_cost: float | None = Field(
+        default=None,
+        description="A judge-pairs run's cost bound (--max-cost), kept across reruns as a "
+        "judge run's is; None: no bound (and for imported records).",
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
 

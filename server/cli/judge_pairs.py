@@ -84,8 +84,9 @@ def _print_done(result: dict[str, Any]) -> None:
 @click.option(
     "--max-cost",
     type=click.FloatRange(min=0),
-    help="The most this command may spend, at the judge endpoint's prices; what finished is "
-    "kept and a rerun goes on (cached calls cost nothing).",
+    help="The most the pairs' runs may spend in all, at the judge endpoint's prices; kept "
+    "with the runs (a rerun without it keeps the bound and counts what was spent); what "
+    "finished is kept and a rerun goes on.",
 )
 @click.option(
     "--dry-run",
@@ -159,9 +160,11 @@ def judge_pairs(
     emit(result, as_json, render)
     failed = sum(len(p["calls_failed"]) for p in result["passes"])
     if result["passes"][-1]["budget_stopped"]:
+        bound = result["bound"]
         raise IncompleteError(
-            f"--max-cost {max_cost} reached: what finished is stored; run the same command "
-            "again with a higher --max-cost to go on"
+            f"--max-cost {bound['max_cost']:g} reached (the bound is kept with the pairs' runs; "
+            f"spent {bound['spent']:.6f} in all): what finished is stored; run the same "
+            "command again with a higher --max-cost to go on"
         )
     if failed:
         raise IncompleteError(

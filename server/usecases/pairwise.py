@@ -185,35 +185,37 @@ def judge_pairs(
     """Judge each pair of the request's runs pairwise with the judge endpoint (resumable,
     cached); one pairwise judge run per pair, every verdict in the pairwise tables. Returns
     each pass's summary and cost, and the judge's label (``judgments position --judge
-    LABEL``). ``max_cost``: one bound over the whole call, at the judge endpoint's prices
-    (refused before any call without them). The CLI's ``judge-pairs`` and a judge-pairs job
-    both call this."""
-    from judge.costs import Prices, make_budget
+    LABEL``). ``max_cost``: one bound over the pairs' runs, at the judge endpoint's prices
+    (refused before any call without them), kept with each run as ``judge`` keeps its
+    (``pairs_budget``). The CLI's ``judge-pairs`` and a judge-pairs job both call this."""
+    from judge.costs import Prices
     from judge.grading.pairs import judge_pairs as run_pairs
-    from judge.grading.pairs import pairs_cost, plan_pairs
+    from judge.grading.pairs import keep_bound, pairs_budget, pairs_cost, plan_pairs
     from judge.store.engine import session_scope
     from server.usecases.context import make_client
 
     settings = apply_overrides(settings, request)
-    criterion, repeats, max_cost = request.criterion, request.repeats, request.max_cost
+    criterion, repeats = request.criterion, request.repeats
     with session_scope(engine) as s:
         _, book = _pair_setup(settings, s, request)  # a missing run fails before any call
     name = settings.judge.endpoint
     prices = Prices.of(settings.endpoint(name))
-    budget = make_budget(max_cost, prices, name)
     client = make_client(settings, name)
     pairs = list(itertools.combinations(request.runs, 2))
     with session_scope(engine) as s:  # each pair's tasks, for one progress over all pairs
-        sizes = [
-            len(plan_pairs(s, client, book, settings.judge, a, b,
-                           criterion=criterion, repeats=repeats).tasks)
+        plans = [
+            plan_pairs(s, client, book, settings.judge, a, b, criterion=criterion, repeats=repeats)
             for a, b in pairs
-        ]  # fmt: skip
+        ]
+        budget = pairs_budget(s, client, settings.judge, plans, request.max_cost, prices, name)
+    sizes = [len(plan.tasks) for plan in plans]
     passes = []
     for i, (a, b) in enumerate(pairs):
         done = run_pairs(engine, client, book, settings.judge, a, b, criterion=criterion,
                          repeats=repeats, budget=budget,
                          progress=_overall(progress, sum(sizes[:i]), sum(sizes)))  # fmt: skip
+        if budget is not None:
+            keep_bound(engine, done.summary.run_id, budget.max_cost)
         with session_scope(engine) as s:
             plan = plan_pairs(s, client, book, settings.judge, a, b,
                               criterion=criterion, repeats=repeats)  # fmt: skip
@@ -234,7 +236,8 @@ def judge_pairs(
         })  # fmt: skip
         if done.budget_stopped:
             break
-    return {"judge": passes[0]["judge"], "passes": passes}
+    bound = None if budget is None else {"max_cost": budget.max_cost, "spent": budget.spent}
+    return {"judge": passes[0]["judge"], "passes": passes, "bound": bound}
 
 
 class _Overall:

@@ -291,9 +291,13 @@ def test_max_cost_holds_calls_back(tmp_path: Path, db_url: str, engine: Engine) 
         config.write_text(text)
         # a bound of 0: any call could pass it, so none goes out; exit 3, nothing stored
         held = fairjudge(config, "judge-pairs", good, mid, "--max-cost", "0")
-        assert held.returncode == 3 and "--max-cost 0.0 reached" in held.stderr
+        assert held.returncode == 3 and "--max-cost 0 reached" in held.stderr
         assert stub.state.bodies == []
-        done = fairjudge(config, "judge-pairs", good, mid, "--json")
+        # the bound is kept with the pair's run: the same command without --max-cost holds too
+        kept = fairjudge(config, "judge-pairs", good, mid)
+        assert kept.returncode == 3 and "--max-cost 0 reached (the bound is kept" in kept.stderr
+        assert stub.state.bodies == []
+        done = fairjudge(config, "judge-pairs", good, mid, "--json", "--max-cost", "1")
         assert done.returncode == 0, done.stderr
         (p,) = json.loads(done.stdout)["passes"]
         assert p["model_calls"] == 12 == len(stub.state.bodies)
@@ -301,8 +305,14 @@ def test_max_cost_holds_calls_back(tmp_path: Path, db_url: str, engine: Engine) 
         # 12 calls at 1 and 2 per million tokens: (120 * 1 + 60 * 2) / 1e6
         assert p["cost"]["prompt_tokens"] == 120 and p["cost"]["completion_tokens"] == 60
         assert abs(p["cost"]["cost"] - 240 / 1e6) < 1e-15
+        # a bound below what the run's stored verdicts cost (240e-6, above) stops before any
+        # call: what was spent counts against it, as judge's kept bound does; the line says
+        # so (spent 0.000240 in all; a bound counting only this command would say 0.000000)
+        low = fairjudge(config, "judge-pairs", good, mid, "--repeats", "2", "--max-cost", "0.0002")
+        assert low.returncode == 3 and "spent 0.000240 in all" in low.stderr, low.stderr
+        assert len(stub.state.bodies) == 12
         # a second repetition asks only it: 6 questions x 2 orders, each with seed 1 (rep 2)
-        more = fairjudge(config, "judge-pairs", good, mid, "--repeats", "2")
+        more = fairjudge(config, "judge-pairs", good, mid, "--repeats", "2", "--max-cost", "1")
         assert more.returncode == 0, more.stderr
         new = stub.state.bodies[12:]
         assert len(new) == 12 and {b.get("seed") for b in new} == {1}
