@@ -126,8 +126,8 @@ holder make the server read a file of its choosing."""
 
 BBQ_DATA_UNSET = (
     "the bbq suite needs BBQ's items, which are not bundled: set [audits] bbq_data = PATH "
-    "(a BBQ .jsonl(.gz) file or a folder of them) in the server's config "
-    "(docs/configuration.md), or run `fairjudge audit bbq run --data PATH`; nothing was queued"
+    "(a BBQ .jsonl(.gz) file or a folder of them) in the config (docs/configuration.md), "
+    "or give `fairjudge audit bbq run --data PATH` on the command line"
 )
 
 

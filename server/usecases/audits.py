@@ -300,7 +300,8 @@ class AuditRunRequest(AuditRequest):
 
     NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
         **AuditRequest.NOT_FOR_JOBS,
-        "inputs": "a job reads the bundled designs only",
+        "inputs": "a job reads the bundled designs only, and BBQ's items from the config's "
+        "[audits] bbq_data (leave out --data)",
         "new": "a resumed job would start yet another run",
         "dry_run": "a job always runs; POST /jobs/dry-run says what it would cost",
     }
@@ -320,11 +321,14 @@ class AuditRunRequest(AuditRequest):
 
 def design_inputs(settings: Settings | None, request: AuditRequest) -> tuple[dict[str, str], bool]:
     """The input files ``request``'s suite reads and whether it starts a new run: the CLI's
-    own (an ``AuditRunRequest``'s ``inputs`` and ``new``), else those the server's config
-    names (``suite_inputs``: BBQ's ``[audits] bbq_data``; InvalidInputError saying to set
-    it when unset) and never a new run."""
+    own (an ``AuditRunRequest``'s ``inputs`` and ``new``), else those the config names
+    (``suite_inputs``: BBQ's ``[audits] bbq_data``; InvalidInputError saying to set it when
+    unset) and never a new run. ``audit bbq run`` without ``--data`` reads the config's."""
     if isinstance(request, AuditRunRequest):
-        return request.inputs.of(request.suite), request.new
+        files = request.inputs.of(request.suite)
+        if request.suite == "bbq" and "data" not in files:
+            files = {**files, **suite_inputs(settings, "bbq")}
+        return files, request.new
     return suite_inputs(settings, request.suite), False
 
 

@@ -382,6 +382,14 @@ def test_a_bad_text_is_a_400_listing_every_problem_and_a_good_one_is_scored(bare
     assert overall["s_dis"]["value"] is None and overall["accuracy_disambig"]["value"] is None
     assert (overall["answered_ambig"], overall["non_unknown_ambig"]) == (1, 1)
     assert good.json["note"] is None and good.json["unread"]["by_reason"] == {}
+    # A lone surrogate (the JSON escape \ud800) is no character: refused by the body's
+    # schema (422) before the text is written anywhere, never a 500.
+    odd = json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "example_id": 1})[:-1] + '"x": "\ud800"}'
+    reply = bare.post(route, json={"jsonl": odd, "predictions": "prediction"})
+    assert reply.status_code == 422, reply.json
+    assert reply.json["error"]["problems"] == [
+        "jsonl: Input should be a valid string, unable to parse raw data as a unicode string"
+    ]
 
 
 def test_a_body_over_the_servers_limit_is_a_413_naming_it(
