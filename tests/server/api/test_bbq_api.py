@@ -13,8 +13,10 @@ predictions (a second path through the code) and that second implementation agai
 
 from __future__ import annotations
 
+import csv
 import gzip
 import html
+import io
 import json
 import re
 import typing
@@ -43,6 +45,7 @@ from tests.server.cli.test_audit_bbq_cli import (
 )
 from tests.server.dashboard.helpers import form_token, sign_in
 from tests.support.cli import fairjudge
+from tests.support.factories import write_config
 from tests.support.stub_openai import StubServer
 
 SUBSET_ITEMS = 24
@@ -227,6 +230,44 @@ def test_a_bbq_job_over_the_api_gives_the_planted_figures(
     assert "BBQ accuracy and bias scores" in page and "s_AMB x 100 by category" in page
     shown = f"{100 * analysis['overall']['s_amb']['value']:.1f}"
     assert shown in page
+
+
+@needs_bbq
+def test_a_cli_made_bbq_run_reads_back_over_http_and_a_job_resumes_it(
+    migrated_db_url: str, tmp_path: Path
+) -> None:
+    """``audit bbq run`` stores the run; the API and the dashboard read it as they read a
+    job's; a job with the same design (the config naming the same file) resumes that run
+    and sends nothing (a run is identified by the data's path and hash, the seed and the
+    sampling)."""
+    data, items = _subset(tmp_path)
+    pick = _habit(items, "stereotyped")
+    with StubServer(responder=_responder(items, pick)) as stub:
+        config = write_config(tmp_path / "f.toml", stub.base_url, migrated_db_url)
+        done = fairjudge("--config", config, "audit", "bbq", "run", "--data", data, "--json")
+        assert done.returncode == 0, done.stderr
+        cli = json.loads(done.stdout)
+        sent = stub.state.requests
+        assert sent == SUBSET_ITEMS
+        made = _with_data(make_api(migrated_db_url, stub, tmp_path), data)
+        try:
+            run_id = cli["run"]["id"]
+            got = made.get(f"/api/v1/audit-runs/{run_id}").json
+            page = _dashboard_page(made, run_id)
+            table = made.get(f"/api/v1/audit-runs/{run_id}/report.csv?table=bbq.csv")
+            started = made.post("/api/v1/audits", json={"suite": "bbq"})
+            assert started.status_code == 202, started.json
+            assert run_jobs(made) == ["finished"]
+            job = made.get(f"/api/v1/jobs/{started.json['id']}").json
+        finally:
+            made.close()
+    assert got["analysis"] == cli["analysis"]
+    assert got["analysis"]["overall"]["s_amb"]["value"] == 1.0  # always stereotyped, by hand
+    assert "BBQ accuracy and bias scores" in page and "100.0 [100.0, 100.0]" in page
+    assert job["result"]["audit_run_id"] == run_id and stub.state.requests == sent
+    rows = {r["category"]: r for r in csv.DictReader(io.StringIO(table.text))}
+    assert table.status_code == 200 and set(rows) == {"all", "Age", "Religion"}
+    assert float(rows["all"]["s_amb_value"]) == 1.0 and rows["all"]["items"] == "24"
 
 
 def _dashboard_page(made: Api, run_id: int) -> str:
