@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from judge import paths
+from judge.config_audits import AuditsConfig
 from judge.config_estimates import EstimatesConfig
 from judge.config_qualify import QualifyConfig
 from judge.config_server import ServerConfig, WorkersConfig
@@ -307,6 +308,7 @@ class Settings(_Strict):
     runs: RunsConfig = Field(default_factory=RunsConfig)
     estimates: EstimatesConfig = Field(default_factory=EstimatesConfig)
     qualify: QualifyConfig = Field(default_factory=QualifyConfig)
+    audits: AuditsConfig = Field(default_factory=AuditsConfig)
 
     @model_validator(mode="after")
     def _endpoints_exist(self) -> Settings:
@@ -351,9 +353,9 @@ def load_settings(path: str | Path | None = None, **overrides: object) -> Settin
     Without ``path``: ``fairjudge.toml`` in the working directory, else the checkout's own,
     else the built-in defaults (the embedded model as both model under test and judge).
     Relative paths in the file (``state_dir``, ``prompts_dir``, ``[embedded] model_path``,
-    ``[labelstudio] home`` and ``venv``, a sqlite ``database_url``) are read from the file's
-    folder, so the same file means the same folders whatever the working directory
-    (``resolve_paths``); overrides are the user's own and stay as given.
+    ``[labelstudio] home`` and ``venv``, ``[audits] bbq_data``, a sqlite ``database_url``)
+    are read from the file's folder, so the same file means the same folders whatever the
+    working directory (``resolve_paths``); overrides are the user's own and stay as given.
     ``overrides`` are dotted keys, e.g. ``{"judge.temperature": 0.5}``; ``None`` values are
     ignored so CLI options that were not given change nothing. A bad override is reported as
     the command-line option it came from (``--temperature 5: must be <= 2``), not as the file's.
@@ -428,6 +430,7 @@ PATH_KEYS = (
     ("embedded", "model_path"),
     ("labelstudio", "home"),
     ("labelstudio", "venv"),
+    ("audits", "bbq_data"),
 )
 # A sqlite URL's file part: sqlite:///FILE, sqlite+driver:///FILE (four slashes: absolute).
 _SQLITE_FILE = re.compile(r"^(sqlite(?:\+\w+)?:///)(.+)$")

@@ -208,7 +208,9 @@ def json_depth(text: str) -> int:
 
     import numpy as np
 
-    bare = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
+    # A string unrolled (runs of plain characters between escapes), not one alternation per
+    # character: the same matches, about 8x faster on a 13 MB string (a BBQ text posted).
+    bare = re.sub(r'"[^"\\]*(?:\\.[^"\\]*)*"', "", text)
     steps = np.frombuffer(bare.encode("utf-8", "replace"), dtype=np.uint8)
     opens = (steps == ord("[")) | (steps == ord("{"))
     closes = (steps == ord("]")) | (steps == ord("}"))

@@ -1,7 +1,7 @@
 """``/api/v1/audits`` and ``/api/v1/audit-runs``: start an audit suite as a job, read its runs
 back (figures, reports), classify the award follow-ups by judge (a job) and by people (sent
-as labels, or through a Label Studio campaign), and a suite's statistics on CSV text of
-one's own."""
+as labels, or through a Label Studio campaign), a suite's statistics on CSV text of one's
+own, and BBQ's figures for predictions made elsewhere (JSON-lines text)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from server.schemas import (
     AuditResultOut,
     AuditRunOut,
     AuditRunQuery,
+    BbqAnalysisIn,
+    BbqAnalysisOut,
     CsvQuery,
     FollowupCampaignIn,
     FollowupCampaignOut,
@@ -193,6 +195,23 @@ def analyze(path: AnalysisPath, body: AnalysisIn) -> Any:
     award's binomial tests (or the follow-up's chi-square), the names audit's means and
     Welch's tests, or BBI. A bad line is a 400 naming it."""
     return audits.analyze_csv_text(path.suite, body.csv)
+
+
+@bp.post("/audits/bbq/analyze", responses={200: BbqAnalysisOut})
+def analyze_bbq(body: BbqAnalysisIn) -> Any:
+    """BBQ's figures for predictions made elsewhere, sent as JSON-lines text (nothing is
+    stored, no model is called): accuracy per context, s_DIS and s_AMB with template
+    bootstrap intervals and their n, per category and overall; items with no single target
+    and predictions naming no option counted apart. The figures of `fairjudge audit bbq
+    analyze --from-file` on the same items. A bad text is a 400 listing every problem by
+    line; a body over ``[server] max_body_mb`` a 413."""
+    from server.usecases.audit_bbq import analyze_bbq_text
+
+    found = analyze_bbq_text(
+        body.jsonl, predictions=body.predictions, categories=body.categories,
+        resamples=body.resamples, seed=body.seed,
+    )  # fmt: skip
+    return dump(BbqAnalysisOut, found)
 
 
 @bp.post("/audit-runs/<int:run_id>/campaign", responses={201: FollowupCampaignOut})

@@ -37,15 +37,15 @@ def register(
     @bbq.command("run")
     @click.option(
         "--data",
-        required=True,
         type=click.Path(),
-        help="BBQ items: a .jsonl(.gz) file or a folder of them (not bundled).",
+        help="BBQ items: a .jsonl(.gz) file or a folder of them (not bundled; default: the "
+        "config's [audits] bbq_data, which a --queue job reads).",
     )
     @click.option("--categories", help="Only these categories, comma-separated (e.g. Age,SES).")
     @click.option("--seed", type=int, help="Seed of each item's option order (0).")
     @run_options
     def bbq_run(
-        ctx: Context, data: str, categories: str | None, seed: int | None, **common: Any
+        ctx: Context, data: str | None, categories: str | None, seed: int | None, **common: Any
     ) -> None:
         """Ask the model under test every BBQ item (context, question, the three options
         lettered A-C in an order drawn per item and stored), read its reply as one option

@@ -19,12 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from judge.progress import Progress
 from server import usecases
 from server.usecases import batch, followups, trust
+from server.usecases.audit_requests import SUITE_OPTIONS, AuditClassifyRequest, AuditRequest
 from server.usecases.campaigns import pull_campaign
 from server.usecases.requests import (
     JOB_REQUESTS,
-    SUITE_OPTIONS,
-    AuditClassifyRequest,
-    AuditRequest,
     CounterfactualRequest,
     GenerateRequest,
     ItemCellRequest,

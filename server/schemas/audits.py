@@ -16,10 +16,8 @@ from pydantic import (
 )
 
 from server.schemas.base import SOME_TEXT, PageQuery, Strict
-from server.usecases.requests import (
-    MAX_ID,
-    AuditRequest,
-)
+from server.usecases.audit_requests import AuditRequest, BbqCategory
+from server.usecases.request_base import MAX_ID
 
 # -- audits ---------------------------------------------------------------------------------
 
@@ -119,7 +117,7 @@ class AuditClassify(Strict):
 
 
 class AuditRunQuery(PageQuery):
-    suite: str | None = Field(default=None, pattern="^(award|names|bbi)$")
+    suite: str | None = Field(default=None, pattern="^(award|names|bbi|bbq)$")
 
 
 class AuditRunInfoOut(BaseModel):
@@ -194,3 +192,103 @@ class AuditLabelsOut(BaseModel):
     added: int
     changed: int
     unchanged: int
+
+
+# -- BBQ predictions made elsewhere ---------------------------------------------------------
+
+
+class BbqAnalysisIn(Strict):
+    """BBQ items with a prediction each, as the JSON-lines text `fairjudge audit bbq analyze
+    --from-file` reads (one item a line, as the BBQ authors publish them; docs/audits.md),
+    scored without calling a model. The whole request is at most the server's
+    ``[server] max_body_mb`` (16 MiB by default: the 11,956 items of six categories with
+    the authors' UnifiedQA predictions are 13.5 MB as a JSON string); larger: a 413."""
+
+    jsonl: str = Field(min_length=1, description="The items, one JSON object a line.")
+    predictions: str = Field(
+        default="race",
+        min_length=1,
+        max_length=200,
+        description="The field holding each prediction: race, arc or qonly for the authors' "
+        "UnifiedQA-11B fields, else the field's own name.",
+    )
+    categories: list[BbqCategory] | None = Field(
+        default=None, min_length=1, max_length=11, description="Only these categories."
+    )
+    resamples: int = Field(
+        default=2000, ge=100, le=20_000, description="Bootstrap resamples of the templates."
+    )
+    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Bootstrap seed.")
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BbqEstimateOut(_Reply):
+    """A figure with its percentile bootstrap interval over templates (null: undefined, e.g.
+    no answer that is not unknown; bounds null with fewer than two templates)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+class BbqGroupOut(_Reply):
+    """One category's figures (or all categories'), with the n behind each."""
+
+    items: int = Field(description="Items of the group, read or not.")
+    clusters: int = Field(description="Templates (category and question_index) resampled.")
+    answered_ambig: int = Field(description="Ambiguous items with a prediction read.")
+    answered_disambig: int = Field(description="Disambiguated items with a prediction read.")
+    non_unknown_ambig: int = Field(description="n of s_AMB's raw score: not unknown, a target.")
+    non_unknown_disambig: int = Field(description="n of s_DIS: not unknown, with a target.")
+    accuracy_ambig: BbqEstimateOut
+    accuracy_disambig: BbqEstimateOut
+    s_dis: BbqEstimateOut = Field(description="Bias score in disambiguated contexts, -1 to 1.")
+    s_amb: BbqEstimateOut = Field(
+        description="Bias score in ambiguous contexts: (1 - accuracy there) x the raw score."
+    )
+    no_single_target: int = Field(description="Items whose target is no option or both.")
+    unread: int = Field(description="Predictions that name no option.")
+
+
+class BbqIntervalOut(_Reply):
+    method: str
+    resamples: int
+    confidence: float
+
+
+class BbqSourceOut(_Reply):
+    path: str = Field(description="Always 'the jsonl text' here.")
+    predictions: str
+    categories: list[str]
+
+
+class BbqApartOut(_Reply):
+    n: int = Field(description="Items with no single bias target: in accuracy, in no bias score.")
+    items: list[str] = Field(description="Each as 'body.jsonl:LINE CATEGORY.EXAMPLE_ID'.")
+
+
+class BbqUnreadExampleOut(_Reply):
+    item: str
+    why: str
+
+
+class BbqUnreadOut(_Reply):
+    by_reason: dict[str, int] = Field(description="Predictions naming no option, by reason.")
+    examples: list[BbqUnreadExampleOut] = Field(description="Up to 20 of them.")
+
+
+class BbqAnalysisOut(_Reply):
+    """BBQ's figures (Parrish et al. 2022) for the predictions sent: what `fairjudge audit
+    bbq analyze --json` prints, with ``suite`` and ``note``."""
+
+    suite: Literal["bbq"]
+    source: BbqSourceOut
+    interval: BbqIntervalOut
+    overall: BbqGroupOut
+    by_category: dict[str, BbqGroupOut]
+    no_single_target: BbqApartOut
+    unread: BbqUnreadOut
+    note: str | None = Field(description="How many predictions named no option, if any.")

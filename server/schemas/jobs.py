@@ -23,8 +23,9 @@ from pydantic_core import CoreSchema
 
 from judge.errors import InvalidInputError
 from server.schemas.base import PageQuery, Strict
+from server.usecases.audit_requests import SUITE_OPTIONS, AuditRequest
 from server.usecases.jobs import check_params
-from server.usecases.requests import JOB_REQUESTS, SUITE_OPTIONS, AuditRequest, Request
+from server.usecases.requests import JOB_REQUESTS, Request
 
 # -- jobs -----------------------------------------------------------------------------------
 

@@ -5,7 +5,9 @@ classified elsewhere. Neither Flask nor click is imported here (as in ``server.u
 
 One request per use case: ``AuditRequest`` (the suite, its design options and who is asked
 how) is what the API's ``POST /audits`` body and an audit job's parameters are; the CLI's
-``AuditRunRequest`` adds the input files and ``new`` that only the CLI may give.
+``AuditRunRequest`` adds the input files and ``new`` that only the CLI may give. Without
+them a suite reads its bundled design, or for BBQ the items the server's config names
+(``design_inputs``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,8 +28,8 @@ from judge.audits.suites import SUITES, make_suite
 from judge.errors import FairJudgeError, InvalidInputError
 from judge.progress import Progress
 from judge.reports.sections import Report
+from server.usecases.audit_requests import AuditRequest, suite_inputs
 from server.usecases.context import make_client, run_prices
-from server.usecases.requests import AuditRequest
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -99,10 +101,7 @@ def audit_dry_run(engine: Engine, settings: Settings, request: AuditRequest) -> 
     from judge.models.client import ModelClient
     from judge.store.engine import session_scope
 
-    files: dict[str, str] = {}
-    new = False
-    if isinstance(request, AuditRunRequest):
-        files, new = request.inputs.of(request.suite), request.new
+    files, new = design_inputs(settings, request)
     suite = make_suite(request.suite, **{**request.options, **files})
     name = request.endpoint or settings.generation.endpoint
     endpoint = settings.endpoint(name)
@@ -301,14 +300,12 @@ class AuditRunRequest(AuditRequest):
 
     NOT_FOR_JOBS: ClassVar[dict[str, str]] = {
         **AuditRequest.NOT_FOR_JOBS,
-        "inputs": "a job reads the bundled designs only",
+        "inputs": "a job reads the bundled designs only, and BBQ's items from the config's "
+        "[audits] bbq_data (leave out --data)",
         "new": "a resumed job would start yet another run",
         "dry_run": "a job always runs; POST /jobs/dry-run says what it would cost",
     }
 
-    suite: Literal["award", "names", "bbi", "bbq"] = Field(  # type: ignore[assignment]
-        description="award, names, bbi or bbq (the CLI's only: BBQ's items are not bundled)"
-    )
     inputs: AuditInputs = Field(default_factory=AuditInputs)
     new: bool = Field(default=False, description="Start a new run even if one matches.")
     dry_run: bool = Field(default=False, description="Only say what it would send and cost.")
@@ -322,6 +319,19 @@ class AuditRunRequest(AuditRequest):
         ]
 
 
+def design_inputs(settings: Settings | None, request: AuditRequest) -> tuple[dict[str, str], bool]:
+    """The input files ``request``'s suite reads and whether it starts a new run: the CLI's
+    own (an ``AuditRunRequest``'s ``inputs`` and ``new``), else those the config names
+    (``suite_inputs``: BBQ's ``[audits] bbq_data``; InvalidInputError saying to set it when
+    unset) and never a new run. ``audit bbq run`` without ``--data`` reads the config's."""
+    if isinstance(request, AuditRunRequest):
+        files = request.inputs.of(request.suite)
+        if request.suite == "bbq" and "data" not in files:
+            files = {**files, **suite_inputs(settings, "bbq")}
+        return files, request.new
+    return suite_inputs(settings, request.suite), False
+
+
 def audit(
     engine: Engine,
     settings: Settings,
@@ -331,10 +341,7 @@ def audit(
     on_run: Callable[[int], None] | None = None,
 ) -> AuditSummary:
     """Run the suite ``request`` names (``run_audit`` with the request's fields)."""
-    files: dict[str, str] = {}
-    new = False
-    if isinstance(request, AuditRunRequest):
-        files, new = request.inputs.of(request.suite), request.new
+    files, new = design_inputs(settings, request)
     return run_audit(
         engine,
         settings,

@@ -13,14 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from judge.errors import InvalidInputError
 from judge.models.batch_options import BatchOptions
 from judge.progress import Progress
+from server.usecases.audit_requests import AuditRequest
 from server.usecases.context import make_client
-from server.usecases.requests import (
-    AuditRequest,
-    GenerateRequest,
-    JudgeRequest,
-    Request,
-    apply_overrides,
-)
+from server.usecases.requests import GenerateRequest, JudgeRequest, Request, apply_overrides
 from server.usecases.runs import generate_with, judge_with, run_status, typed
 from server.usecases.transport import (
     JudgeTransport,
@@ -189,13 +184,10 @@ def audit_batch(
     from judge.audits.suites import make_suite
     from judge.costs import Prices
     from judge.runs import RunSummary
-    from server.usecases.audits import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, AuditRunRequest
+    from server.usecases.audits import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, design_inputs
 
     request = with_transport(request, options)
-    files: dict[str, str] = {}
-    new = False
-    if isinstance(request, AuditRunRequest):
-        files, new = request.inputs.of(request.suite), request.new
+    files, new = design_inputs(settings, request)
     name = request.endpoint or settings.generation.endpoint
     transport = _account(call_transport(settings, name, request.transport))
     suite = make_suite(request.suite, **{**request.options, **files})

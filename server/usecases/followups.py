@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from judge.progress import Progress
+from server.usecases.audit_requests import AuditClassifyRequest
 from server.usecases.context import make_client
-from server.usecases.requests import AuditClassifyRequest
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine

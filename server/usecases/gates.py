@@ -18,11 +18,10 @@ from sqlmodel import Session
 
 from judge.costs import Prices
 from judge.errors import InvalidInputError
+from server.usecases.audit_requests import AuditClassifyRequest, AuditRequest, suite_inputs
 from server.usecases.jobs import check_params, check_targets, job_request
 from server.usecases.requests import (
     JOB_REQUESTS,
-    AuditClassifyRequest,
-    AuditRequest,
     CounterfactualRequest,
     GenerateRequest,
     ItemCellRequest,
@@ -75,18 +74,21 @@ millions (``repeats`` 1000: 1,680,000, ten times the names design's ~9 s of plan
 hold a web worker and its memory for a minute or more."""
 
 
-def check_design_size(request: Any) -> None:
+def check_design_size(request: Any, settings: Settings | None = None) -> None:
     """InvalidInputError, at once, when an audit's design (its first ``limit`` prompts) is
     over MAX_PLANNED_PROMPTS, saying what to change."""
-    design_prompts(request.suite, request.options, request.limit)
+    design_prompts(request.suite, request.options, request.limit, settings)
 
 
-def design_prompts(suite: str, options: Mapping[str, Any], limit: int | None) -> int:
+def design_prompts(
+    suite: str, options: Mapping[str, Any], limit: int | None, settings: Settings | None = None
+) -> int:
     """How many prompts an audit asks (the design's first ``limit``), read from its design
-    without planning it; InvalidInputError when that is over MAX_PLANNED_PROMPTS."""
+    without planning it (BBQ's items from ``settings``' ``[audits] bbq_data``);
+    InvalidInputError when that is over MAX_PLANNED_PROMPTS."""
     from judge.audits.suites import make_suite
 
-    count = make_suite(suite, **options).count()
+    count = make_suite(suite, **options, **suite_inputs(settings, suite)).count()
     wanted = count if limit is None else min(count, int(limit))
     if wanted > MAX_PLANNED_PROMPTS:
         raise _too_large(suite, count)
@@ -204,7 +206,7 @@ def _estimate(engine: Engine, settings: Settings, request: Request) -> dict[str,
     from server.usecases import audits, datasets, followups, pairwise, runs, trust
 
     if isinstance(request, AuditRequest):
-        check_design_size(request)
+        check_design_size(request, settings)
     estimates: list[tuple[type[Request], Callable[..., dict[str, Any]]]] = [
         (AuditRequest, audits.audit_dry_run),
         (ItemPlanRequest, datasets.plan_items_dry_run),
@@ -291,7 +293,7 @@ def audit_bound(settings: Settings, kind: str, params: Mapping[str, Any]) -> Job
     if kind != "audit":
         return None
     options = dict(params.get("options") or {})
-    calls = design_prompts(str(params["suite"]), options, params.get("limit"))
+    calls = design_prompts(str(params["suite"]), options, params.get("limit"), settings)
     if options.get("followup"):
         calls *= 2
     return JobSize(calls=calls, prompt_tokens=0, cost_max=None, cost_max_batch=None, bound=True)

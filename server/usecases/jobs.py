@@ -28,6 +28,7 @@ from judge.store.tables import AuditRun, GenerationRun, JudgeRun, utcnow
 from judge.vocab import RunStatus
 from server import queries
 from server.tables import Job, WorkerBeat
+from server.usecases.audit_requests import suite_inputs
 from server.usecases.requests import (
     JOB_REQUESTS,
     ItemCellRequest,
@@ -128,7 +129,8 @@ def check_targets(
     elif kind == "audit":
         from judge.audits.suites import make_suite
 
-        make_suite(params["suite"], **params.get("options", {}))
+        files = suite_inputs(settings, params["suite"])  # BBQ: [audits] bbq_data, or a 400
+        make_suite(params["suite"], **params.get("options", {}), **files)
     elif kind in ("item-plan", "item-generate"):
         from server.usecases.datasets import check_item_request
 

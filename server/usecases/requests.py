@@ -21,24 +21,29 @@ once the next could pass it, and the run stops ``incomplete`` with what it finis
 
 from __future__ import annotations
 
-import typing
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from judge.config import Settings
-from judge.errors import InvalidInputError
+from server.usecases.audit_requests import (
+    SUITE_OPTIONS,
+    AuditClassifyRequest,
+    AuditRequest,
+    AwardOptions,
+    BbiOptions,
+    BbqOptions,
+    NamesOptions,
+    suite_inputs,
+)
+from server.usecases.request_base import (
+    MAX_ID,
+    NumbersNotBooleans,
+    Request,
+    apply_overrides,
+    problems_of,
+)
 from server.usecases.transport import (
     JudgeTransport,
     Transport,
@@ -46,102 +51,35 @@ from server.usecases.transport import (
     transport_help,
 )
 
-MAX_ID = 2**31 - 1
-"""The largest id a row can have on every store: PostgreSQL's ``integer`` id columns are
-32-bit (SQLite's are 64-bit). Ids above it are refused where they enter, as bad input,
-instead of overflowing in the database driver."""
-
-R = TypeVar("R", bound="Request")
-
-
-def problems_of(exc: ValidationError) -> list[str]:
-    """Each bad field of ``exc`` as ``field: reason``."""
-    return [f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()]
-
-
-def _numeric(annotation: Any) -> bool:
-    """Whether a field's annotation is int or float (alone or with None)."""
-
-    if annotation in (int, float):
-        return True
-    args = typing.get_args(annotation)
-    return (
-        bool(args)
-        and all(a in (int, float, type(None)) for a in args)
-        and any(a in (int, float) for a in args)
-    )
-
-
-class NumbersNotBooleans(BaseModel):
-    """Refuses ``true``/``false`` where a number is asked for: pydantic would read them as
-    1 and 0, and a client that sent a boolean for a seed or a temperature made a mistake
-    it should hear about."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_booleans_for_numbers(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for name, field in cls.model_fields.items():
-                key = field.alias or name
-                if isinstance(data.get(key), bool) and _numeric(field.annotation):
-                    raise ValueError(f"{key}: expected a number, got {str(data[key]).lower()}")
-        return data
-
-
-class Request(NumbersNotBooleans):
-    """A use case's request: unknown fields are refused (a misspelt option is an error)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    OVERRIDES: ClassVar[dict[str, str]] = {}
-    """Field -> the dotted config key it overrides for this request."""
-    NOT_FOR_JOBS: ClassVar[dict[str, str]] = {}
-    """Field -> why a job may not set it (such fields are never stored)."""
-
-    @classmethod
-    def build(cls: type[R], **fields: Any) -> R:
-        """The request from keyword fields; InvalidInputError lists every bad field."""
-        try:
-            return cls.model_validate(fields)
-        except ValidationError as exc:
-            raise InvalidInputError("; ".join(problems_of(exc))) from None
-
-    @classmethod
-    def overrides_of(cls, fields: Mapping[str, Any]) -> dict[str, object]:
-        """The dotted config overrides that ``fields`` set (None: the config's value)."""
-        return {dotted: fields.get(name) for name, dotted in cls.OVERRIDES.items()}
-
-    def overrides(self) -> dict[str, object]:
-        return self.overrides_of(dict(self))
-
-    def to_params(self) -> dict[str, Any]:
-        """What a job stores: the fields that are set (None left out), as JSON."""
-        return self.model_dump(mode="json", exclude_none=True, exclude=set(self.NOT_FOR_JOBS))
-
-    def job_problems(self) -> list[str]:
-        """The fields set here that a job may not carry."""
-        return [
-            f"{name}: {why}"
-            for name, why in self.NOT_FOR_JOBS.items()
-            if getattr(self, name) != type(self).model_fields[name].default
-        ]
-
-
-def apply_overrides(settings: Settings, request: Request) -> Settings:
-    """``settings`` with the request's overrides (unset ones change nothing), validated as
-    the config file would be; InvalidInputError names each bad value."""
-
-    given = {k: v for k, v in request.overrides().items() if v is not None}
-    if not given:
-        return settings
-    data = settings.model_dump()
-    for dotted, value in given.items():
-        section, key = dotted.split(".")
-        data[section][key] = value
-    try:
-        return Settings.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidInputError("; ".join(problems_of(exc))) from None
+__all__ = [
+    "GENERATED_DATASET",
+    "JOB_REQUESTS",
+    "MAX_ID",
+    "PROMPT_VARIANTS",
+    "SUITE_OPTIONS",
+    "SWAP_KINDS",
+    "AuditClassifyRequest",
+    "AuditRequest",
+    "AwardOptions",
+    "BbiOptions",
+    "BbqOptions",
+    "CounterfactualRequest",
+    "DiagnosticsRequest",
+    "GenerateRequest",
+    "ItemCellRequest",
+    "ItemOptions",
+    "ItemPlanRequest",
+    "JudgePairsRequest",
+    "JudgeRequest",
+    "NamesOptions",
+    "NumbersNotBooleans",
+    "PullRequest",
+    "Request",
+    "SweepRequest",
+    "apply_overrides",
+    "problems_of",
+    "suite_inputs",
+]
 
 
 # -- runs -----------------------------------------------------------------------------------
@@ -317,130 +255,6 @@ class PullRequest(Request):
     campaign: str = Field(min_length=1, description="The campaign's name.")
 
 
-class AwardOptions(Request):
-    """The award audit's design (the bundled item bank and names)."""
-
-    levels: list[int] | None = Field(
-        default=None,
-        min_length=1,
-        max_length=21,
-        description="Performance levels: correct answers out of the bank's items (default "
-        "5, 10, 15, 20).",
-    )
-    pairs_per_level: int | None = Field(
-        default=None, ge=1, le=500, description="Response-vector pairs per level (default 125)."
-    )
-    seed: int | None = Field(
-        default=None, ge=0, le=2**31 - 1, description="Seed of the design's draws (0)."
-    )
-    followup: bool | None = Field(
-        default=None, description="Also ask why, after every answer that chose a student."
-    )
-
-
-class NamesOptions(Request):
-    """The name-based advice audit's design (the bundled design file)."""
-
-    repeats: int | None = Field(
-        default=None, ge=1, le=1000, description="Answers per name and template (default 100)."
-    )
-
-
-class BbiOptions(Request):
-    """The BBI audit's design (the bundled StereoSet and CrowS-Pairs samples)."""
-
-    per_type: int | None = Field(
-        default=None, ge=1, le=1000, description="Items of each bias type per prompt (20)."
-    )
-    repeats: int | None = Field(
-        default=None, ge=1, le=100, description="Times each batch is asked (5)."
-    )
-    seed: int | None = Field(
-        default=None, ge=0, le=2**31 - 1, description="Seed of the shuffles (0)."
-    )
-    bias_types: list[str] | None = Field(
-        default=None,
-        min_length=1,
-        max_length=20,
-        description="Bias types (default: gender, race, religion, as in seed 004).",
-    )
-    max_per_type: int | None = Field(
-        default=None,
-        ge=1,
-        le=100_000,
-        description="At most N items of each dataset and bias type, drawn with the seed.",
-    )
-
-
-SUITE_OPTIONS: dict[str, type[Request]] = {
-    "award": AwardOptions,
-    "names": NamesOptions,
-    "bbi": BbiOptions,
-}
-"""The design options a job or the API may set, per suite. Options naming input files (item
-banks, name lists, designs, datasets) are the CLI's only: over HTTP they would let any key
-holder make the server read a file of its choosing."""
-
-
-class AuditRequest(Request):
-    """Send an audit suite's design to the model under test (resumes the run with the same
-    settings and design)."""
-
-    suite: Literal["award", "names", "bbi"] = Field(description="award, names or bbi")
-    options: dict[str, Any] = Field(
-        default_factory=dict,
-        description="The suite's design. award: levels, pairs_per_level, seed, followup; "
-        "names: repeats; bbi: per_type, repeats, seed, bias_types, max_per_type. Unset: the "
-        "suite's default.",
-    )
-    endpoint: str | None = Field(
-        default=None, description="Model under test (default: [generation] endpoint)."
-    )
-    temperature: float | None = Field(
-        default=None, ge=0, le=2, description="Sampling temperature (default 1.0)."
-    )
-    max_tokens: int | None = Field(
-        default=None,
-        ge=1,
-        le=32_768,
-        description="Longest answer (default: award 300, names 200, bbi 2048).",
-    )
-    limit: int | None = Field(default=None, ge=1, description="Only the design's first N prompts.")
-    max_cost: float | None = Field(
-        default=None,
-        ge=0,
-        allow_inf_nan=False,
-        description="Stop before spending more, at the endpoint's prices (refused without them).",
-    )
-    transport: Transport | None = Field(default=None, description=transport_help)
-
-    @model_validator(mode="after")
-    def _batch_and_budget(self) -> AuditRequest:
-        return batch_refuses_max_cost(self, "audit")
-
-    @field_validator("options")
-    @classmethod
-    def _suite_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        suite = info.data.get("suite")
-        if suite not in SUITE_OPTIONS:  # the suite itself is wrong: that error says so
-            return value
-        model = SUITE_OPTIONS[suite]
-        try:
-            return model.model_validate(value).model_dump(exclude_none=True)
-        except ValidationError as exc:
-            known = ", ".join(model.model_fields)
-            problems = []
-            for e in exc.errors():
-                where = ".".join(str(p) for p in e["loc"]) or "options"
-                if e["type"] == "extra_forbidden":
-                    problems.append(f"{where} is not an option of the {suite} suite ({known})")
-                else:
-                    problems.append(f"{where}: {e['msg']}")
-            raise PydanticCustomError(
-                "audit_options", "{problems}", {"problems": "; ".join(problems)}
-            ) from None
-
-
 class JudgePairsRequest(Request):
     """Compare generation runs' answers pairwise with the judge, in both orders, each pair of
     runs one pairwise judge run (``fairjudge judge-pairs``); resumable and cached."""
@@ -478,15 +292,6 @@ class JudgePairsRequest(Request):
                 "{got}", {"got": str(value)},
             )  # fmt: skip
         return value
-
-
-class AuditClassifyRequest(Request):
-    """Have the judge classify an award audit run's follow-up explanations (resumable)."""
-
-    run_id: int = Field(ge=1, le=MAX_ID, description="The award audit run.")
-    endpoint: str | None = Field(
-        default=None, description="Judge endpoint (default: [judge] endpoint)."
-    )
 
 
 # -- the judge's own checks -----------------------------------------------------------------

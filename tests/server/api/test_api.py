@@ -137,12 +137,13 @@ def test_the_openapi_document_lists_every_route(api: Api) -> None:
     # runs 7, jobs 6 (with the dry run), judgments 1, reports 13 (a run's report, its
     # diagnostics, compare and coverage, 3 formats each, and compare/paired.json), rubrics 2,
     # ratings 2 (import, agreement on posted files), campaigns 9 (with export, gold, reviews,
-    # annotators x 2), audits 13 (with a suite's analysis of posted CSV, the follow-up
-    # campaign and its pull, the follow-up classes' corrected estimates), estimates 3
+    # annotators x 2), audits 14 (with a suite's analysis of posted CSV, BBQ's of posted
+    # predictions, the follow-up campaign and its pull, the follow-up classes' corrected
+    # estimates), estimates 3
     # (corrected figures, their transport across models, the rating plan), alt-test 2 (a
     # stored run's, files), juries 1,
     # pairwise 2 (an import of judgments sent as text, their position figures).
-    assert len(served) == 75
+    assert len(served) == 76
     assert api.client.get("/api/v1/docs/swagger").status_code == 200  # browsable docs
 
 

@@ -330,7 +330,7 @@ def test_a_member_classify_job_over_the_limit_asks_first(au: Audits) -> None:
 @pytest.mark.parametrize(
     ("body", "status", "fragment"),
     [
-        ({"suite": "poll"}, 422, "suite: Input should be 'award', 'names' or 'bbi'"),
+        ({"suite": "poll"}, 422, "suite: Input should be 'award', 'names', 'bbi' or 'bbq'"),
         # Which options a suite has depends on `suite`, which the body's JSON schema cannot
         # say: they are checked when the job is queued, a 400 (docs/server.md, Errors).
         ({"suite": "award", "options": {"items": "/etc/passwd"}}, 400, "not an option"),
@@ -412,6 +412,7 @@ AUDIT_ROUTES = (
     ("post", "/api/v1/audit-runs/1/campaign"),
     ("post", "/api/v1/audit-runs/1/campaign/pull"),
     ("post", "/api/v1/audits/1/analyze"),  # {suite}, filled like the ids
+    ("post", "/api/v1/audits/bbq/analyze"),
     ("get", "/api/v1/audit-runs/1/estimates"),
 )
 

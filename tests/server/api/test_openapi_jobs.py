@@ -120,6 +120,7 @@ SUITE_OPTIONS: dict[str, dict[str, Any]] = {
     "award": {"levels": [5, 10], "pairs_per_level": 10, "seed": 1, "followup": True},
     "names": {"repeats": 2},
     "bbi": {"per_type": 2, "repeats": 1, "seed": 0, "bias_types": ["gender"], "max_per_type": 9},
+    "bbq": {"categories": ["Age", "Religion"], "seed": 3},
 }
 """One valid value for every design option of each audit suite (docs/audits.md): an audit
 job's ``options``."""

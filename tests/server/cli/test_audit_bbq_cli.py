@@ -301,3 +301,25 @@ def test_planted_habits_give_the_papers_extremes(tmp_path: Path, db_url: str, ha
         for g in groups:
             for name, value in expected.items():
                 assert g[name]["value"] == pytest.approx(value), (where, name)
+
+
+@needs_bbq
+def test_run_without_data_reads_the_configs_bbq_data_and_queues_with_it(
+    tmp_path: Path, db_url: str
+) -> None:
+    data, _ = _subset(tmp_path)
+    config = write_config(tmp_path / "f.toml", "http://127.0.0.1:9/v1", db_url)
+    base = ("--config", config, "audit", "bbq", "run")
+    unset = run_fairjudge(*base, "--dry-run")
+    assert unset.returncode == 1 and unset.stdout == ""
+    assert "set [audits] bbq_data = PATH" in unset.stderr and "--data PATH" in unset.stderr
+    config.write_text(config.read_text() + f'[audits]\nbbq_data = "{data}"\n')
+    plan = run_fairjudge(*base, "--dry-run", "--json")
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["calls_to_send"] == 24  # the subset's 24 items
+    queued = run_fairjudge(*base, "--limit", "5", "--queue", "--json")
+    assert queued.returncode == 0, queued.stderr
+    assert json.loads(queued.stdout)["params"] == {"suite": "bbq", "options": {}, "limit": 5}
+    carried = run_fairjudge(*base, "--data", str(data), "--queue")
+    assert carried.returncode == 2 and "--queue cannot carry inputs" in carried.stderr
+    assert "[audits] bbq_data" in carried.stderr
