@@ -1,10 +1,18 @@
 """A judge run's standing per rubric (``fairjudge checks standing``): validated, not
 validated, failed validation or stale, read from the qualification records
 ``server.usecases.qualify`` stores. The newest record for the same configuration (base URL
-as stored, model, prompt variant, template hash, rubric, scale, temperature) decides; "stale"
-when ratings of that rubric were stored, edited or withdrawn after the record. Also the
-standing beside every figure (reports, CSV rows, the audits' judge-classified parts) and
-``--require-qualified``.
+as stored, model, prompt variant, template hash, rubric, scale, temperature) decides, one
+made on the same model's answers first; "stale" when ratings of that rubric were stored,
+edited or withdrawn after the record. Also the standing beside every figure (reports, CSV
+rows, the audits' judge-classified parts) and ``--require-qualified``.
+
+**Whose answers.** A record says which model's answers the judge was qualified on (the
+generation run's model). A run judging another model's answers is not validated by it
+unless the judge-human relation transports (``annotation.transport.rubric_transport``, on
+every stored rating of the rubric on both models' answers, at ``[estimates]
+transport_alpha``'s default 0.05): without ratings on the other model's answers, or when
+the relation differs, the standing says "not validated: validated on A's answers, not on
+B's" with the command that checks it.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from sqlmodel import col, select
 from judge.errors import UnqualifiedError
 from judge.reports.sections import Section, Table
 from judge.store.engine import session_scope
-from judge.store.queries import JudgeRunInfo, get_judge_run
+from judge.store.queries import JudgeRunInfo, get_generation_run, get_judge_run
 from judge.store.tables import JudgeQualification
 from server.usecases.qualify import (
     CONFIG_FIELDS,
@@ -50,6 +58,7 @@ class Standing:
     state: str
     says: str
     qualification: int | None = None
+    answers_model: str | None = None  # the model whose answers the judge was qualified on
 
     @property
     def validated(self) -> bool:
@@ -61,6 +70,7 @@ class Standing:
             "state": self.state,
             "says": self.says,
             "qualification": self.qualification,
+            "answers_model": self.answers_model,
         }
 
 
@@ -95,15 +105,18 @@ def rubric_standing(session: Session, run: JudgeRun, rubric: str) -> Standing:
             f"{rubric} covers another configuration ({', '.join(_differs(config, nearest))} "
             "differs)",
         )
-    record = matching[0]
+    mine = _answers_model(session, run.generation_run_id)
+    same = [r for r in matching if _answers_model(session, r.generation_run_id) == mine]
+    record = (same or matching)[0]
     assert record.id is not None
+    theirs = _answers_model(session, record.generation_run_id)
     how = (
-        f"checks qualify on judge run {record.judge_run_id}, {_when(record.created_at)}, "
-        f"on {record.n_ratings} ratings"
+        f"checks qualify on judge run {record.judge_run_id}, on {theirs}'s answers, "
+        f"{_when(record.created_at)}, on {record.n_ratings} ratings"
     )
     if record.outcome != "qualified":
         return Standing(rubric, FAILED_VALIDATION, f"failed validation ({how}): {record.line}",
-                        record.id)  # fmt: skip
+                        record.id, theirs)  # fmt: skip
     newest = newest_rating_time(session, record.generation_run_id, rubric)
     through = aware_utc(record.ratings_through) if record.ratings_through else None
     if newest is not None and (through is None or newest > through):
@@ -114,14 +127,63 @@ def rubric_standing(session: Session, run: JudgeRun, rubric: str) -> Standing:
             f"({how}); run `fairjudge checks qualify {record.judge_run_id} --rubric "
             f"{rubric}` again",
             record.id,
+            theirs,
         )
     kappa = record.evidence.get("kappa_quadratic", {}).get("value")
     shown = f"; weighted kappa {kappa:.2f}" if isinstance(kappa, (int, float)) else ""
+    says = f"validated ({how}; alt-test at epsilon {record.epsilon:g}{shown})"
+    if theirs != mine:
+        return _across_models(session, run, record, rubric, (theirs, mine), says)
+    return Standing(rubric, VALIDATED, says, record.id, theirs)
+
+
+def _answers_model(session: Session, generation_run_id: int) -> str:
+    return get_generation_run(session, generation_run_id).model
+
+
+TRANSPORT_LEVEL = 0.05
+"""The F-test's level for a qualification's transport ([estimates] transport_alpha's default)."""
+
+
+def _across_models(
+    session: Session,
+    run: JudgeRun,
+    record: JudgeQualification,
+    rubric: str,
+    models: tuple[str, str],
+    validated: str,
+) -> Standing:
+    """A record learnt on ``models[0]``'s answers, for a run on ``models[1]``'s: validated
+    only when the judge-human relation transports (the module docstring)."""
+    from annotation.transport import rubric_transport
+    from judge.errors import InvalidInputError
+
+    theirs, mine = models
+    check = f"`fairjudge estimates {run.id} --transport {record.judge_run_id}`"
+    try:
+        found = rubric_transport(
+            session, [record.judge_run_id, int(run.id or 0)], rubric, level=TRANSPORT_LEVEL
+        )
+        why = found.verdict(TRANSPORT_LEVEL)
+        passed = bool(found.transports)
+    except InvalidInputError as exc:
+        why, passed = str(exc), False
+    if passed:
+        return Standing(
+            rubric,
+            VALIDATED,
+            f"{validated}; on {mine}'s answers through the transport check: the judge-human "
+            f"relation {why}",
+            record.id,
+            theirs,
+        )
     return Standing(
         rubric,
-        VALIDATED,
-        f"validated ({how}; alt-test at epsilon {record.epsilon:g}{shown})",
+        NOT_VALIDATED,
+        f"not validated: validated on {theirs}'s answers, not on {mine}'s (check transport: "
+        f"{check}; {why})",
         record.id,
+        theirs,
     )
 
 

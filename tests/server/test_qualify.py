@@ -19,7 +19,13 @@ from judge.store.tables import JudgeQualification
 from server.usecases.qualify import QualifyRequest, qualify
 from server.usecases.standing import run_standing
 from tests.support.cli import fairjudge
-from tests.support.planted_judge import add_judge_run, add_ratings, good_judge, plant
+from tests.support.planted_judge import (
+    add_answers,
+    add_judge_run,
+    add_ratings,
+    good_judge,
+    plant,
+)
 
 RULE = QualifyConfig(n_bootstrap=200)  # fewer resamples than the default: a quicker test
 
@@ -101,6 +107,55 @@ def test_a_run_on_another_model_or_temperature_is_not_covered(engine: Engine) ->
         for run, differs in ((other, "model differs"), (warmer, "temperature differs")):
             found = run_standing(session, run.judge_run_id)["ICS"]
             assert found.state == "not validated" and differs in found.says
+
+
+def test_a_run_on_another_models_answers_is_validated_only_where_the_relation_transports(
+    engine: Engine,
+) -> None:
+    # The judge (same configuration throughout) is qualified on model-under-test's answers.
+    # On model-B's answers, unrated, nothing says it holds there: not validated, naming both
+    # models and the transport command, and --require-qualified refuses. Rated on B's answers
+    # by people to whom the judge relates as on A's (good_judge again, another seed), the
+    # transport F-test does not reject (p 0.68) and the standing is validated through it. On
+    # model-C's answers the judge scores 2 points low (clipped at 1): the relation differs,
+    # the F-test rejects, and it stays not validated.
+    from judge.errors import UnqualifiedError
+    from server.usecases.standing import require_qualified
+
+    judge, raters = good_judge(120, seed=4)
+    with Session(engine) as session:
+        p = plant(session, judge, raters)
+        qualify(session, _request(p.judge_run_id), RULE)
+        own = run_standing(session, p.judge_run_id)["ICS"]
+        assert own.state == "validated" and own.answers_model == "model-under-test"
+        assert "on model-under-test's answers" in own.says
+        unrated = add_judge_run(session, add_answers(session, p, "model-B"), p.item_ids, judge)
+        b = run_standing(session, unrated.judge_run_id)["ICS"]
+        assert b.state == "not validated" and b.answers_model == "model-under-test"
+        assert b.says.startswith(
+            "not validated: validated on model-under-test's answers, not on model-B's (check "
+            f"transport: `fairjudge estimates {unrated.judge_run_id} --transport "
+            f"{p.judge_run_id}`; not tested: "
+        ), b.says
+        with pytest.raises(UnqualifiedError, match="not on model-B's"):
+            require_qualified(session, unrated.judge_run_id)
+        judge_b, raters_b = good_judge(120, seed=12)
+        rated = add_judge_run(
+            session, add_answers(session, p, "model-B2"), p.item_ids, judge_b, raters_b
+        )
+        b2 = run_standing(session, rated.judge_run_id)["ICS"]
+        assert b2.state == "validated", b2.says
+        assert "on model-B2's answers through the transport check" in b2.says
+        assert "relation transports (F p = " in b2.says
+        require_qualified(session, rated.judge_run_id)  # no error
+        judge_c, raters_c = good_judge(120, seed=13)
+        low = [max(1.0, float(j or 0) - 2) for j in judge_c]
+        biased = add_judge_run(
+            session, add_answers(session, p, "model-C"), p.item_ids, low, raters_c
+        )
+        c = run_standing(session, biased.judge_run_id)["ICS"]
+        assert c.state == "not validated", c.says
+        assert "not on model-C's" in c.says and "does not transport (F p = " in c.says
 
 
 def test_ratings_stored_after_the_record_make_it_stale(engine: Engine) -> None:
