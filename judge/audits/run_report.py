@@ -90,21 +90,35 @@ def cost_table(cost: AnswersCost) -> Table:
     return Table(f"Tokens and cost ({cost.endpoint}, {cost.model})", head, [row], [cost.note])
 
 
+PEOPLES_CLASSES = "n/a: people's classes"
+"""``judge_standing`` of a follow-up row whose classes people gave (no judge to validate)."""
+
+
 def followup_sections(
-    tests: Mapping[str, FollowupAnalysis], agreement: Any | None
+    tests: Mapping[str, FollowupAnalysis],
+    agreement: Any | None,
+    standing: Mapping[str, str] | None = None,
 ) -> list[Section]:
     """One chi-square section per source of classes, then the agreement between sources
-    (``agreement``: a ``judge.audits.followup.LabelAgreement``)."""
+    (``agreement``: a ``judge.audits.followup.LabelAgreement``). ``standing``: a judge
+    source -> its standing ("not validated": ``server.usecases.standing``), given to each of
+    its CSV rows as ``judge_standing``; people's sources get ``PEOPLES_CLASSES``."""
     out: list[Section] = []
+    given = standing or {}
     for source, analysis in tests.items():
+        state = given.get(source, PEOPLES_CLASSES)
         for section in award_report(analysis).sections:
+            csv = {
+                f"followup_{_slug(source)}.csv": [{**row, "judge_standing": state} for row in rows]
+                for rows in section.csv.values()
+            }
             out.append(
                 dataclasses.replace(
                     section,
                     title=f"Award follow-up, classes by {source}",
                     json_key=None,
                     payload={},
-                    csv={f"followup_{_slug(source)}.csv": rows for rows in section.csv.values()},
+                    csv=csv,
                 )
             )
     if agreement is not None:

@@ -62,6 +62,7 @@ from server.schemas.base import (
     PageQuery,
     RunPath,
     StaleOut,
+    StandingOut,
     Strict,
 )
 from server.schemas.campaigns import (
@@ -230,6 +231,7 @@ __all__ = [
     "RunPath",
     "SOME_TEXT",
     "StaleOut",
+    "StandingOut",
     "Strict",
     "TableQuery",
     "WorkerHealthOut",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -95,10 +95,17 @@ class Agreement:
 
     reliability: RunReliability
     judge_run: int | None = None
+    standing: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Judge run -> rubric -> its standing's JSON (``server.usecases.standing``)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The one JSON shape of both interfaces (``server.schemas.AgreementOut``)."""
-        return {"judge_run": self.judge_run, **self.reliability.to_dict()}
+        """The one JSON shape of both interfaces (``server.schemas.AgreementOut``): each
+        judge's entry carries its run's ``standing`` on the rubric (null when unknown)."""
+        out = {"judge_run": self.judge_run, **self.reliability.to_dict()}
+        for rubric, entry in out["rubrics"].items():
+            for judge in entry["judges"]:
+                judge["standing"] = self.standing.get(judge["judge_run"], {}).get(rubric)
+        return out
 
     def tables(self) -> list[Table]:
         """Table 3 per coefficient, then the humans among themselves."""
@@ -150,7 +157,15 @@ def agreement(session: Session, request: AgreementRequest) -> Agreement:
             for name, entry in found.rubrics.items()
         }
         found = replace(found, rubrics=rubrics)
-    return Agreement(found, request.judge_run)
+    return Agreement(found, request.judge_run, _standings(session, found))
+
+
+def _standings(session: Session, found: RunReliability) -> dict[int, dict[str, Any]]:
+    """The standing of every judge run the agreement shows, per rubric."""
+    from server.usecases.standing import run_standing, standing_json
+
+    runs = sorted({j.judge_run for entry in found.rubrics.values() for j in entry.judges})
+    return {run: standing_json(run_standing(session, run)) for run in runs}
 
 
 def agreement_in(engine: Engine, request: AgreementRequest) -> Agreement:

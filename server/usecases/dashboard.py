@@ -264,6 +264,9 @@ class AgreementPageFigures:
     alttest: dict[str, Any] | None
     alttest_refused: str | None
     no_ratings: str | None
+    standing: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Rubric -> the judge run's standing (state, says), computed with the figures."""
+    standing_line: str = ""
 
 
 def agreement_figures(
@@ -273,8 +276,11 @@ def agreement_figures(
     nobody rated gets the reason instead of numbers)."""
     from server.usecases.alttest import alt_test_run
     from server.usecases.estimates import estimates, rated_read
+    from server.usecases.standing import run_standing, standing_json, standing_note
 
     judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
+    standing = run_standing(session, run_id)
+    said = (standing_json(standing), standing_note(standing))
     agree_rq, estimates_rq, alt_rq = _requests(run_id, o)
     read = rated_read(session, run_id, o.campaigns)  # for the estimates and the alt-test
     # Ratings that fail the assume_random check: the page's other figures all the same,
@@ -283,13 +289,15 @@ def agreement_figures(
     try:
         result = agreement(session, agree_rq)
     except NotFoundError as exc:
-        return AgreementPageFigures(None, [], found, None, None, str(exc))
+        return AgreementPageFigures(None, [], found, None, None, str(exc), *said)
     try:
         alt: dict[str, Any] | None = alt_test_run(session, alt_rq, read).to_dict()
         refused = None
     except (InvalidInputError, NotFoundError) as exc:
         alt, refused = None, str(exc)
-    return AgreementPageFigures(result.to_dict(), list(result.plots()), found, alt, refused, None)
+    return AgreementPageFigures(
+        result.to_dict(), list(result.plots()), found, alt, refused, None, *said
+    )
 
 
 @dataclass(frozen=True)

@@ -267,6 +267,24 @@ def standing_section(standing: dict[str, Standing]) -> Any:
     )  # fmt: skip
 
 
+def state_of(standing: dict[str, Standing], rubric: str) -> str:
+    """``rubric``'s state in ``standing``; "not validated" for a rubric it lacks."""
+    s = standing.get(rubric)
+    return s.state if s else NOT_VALIDATED
+
+
+def _row_rubric(row: dict[str, Any]) -> str | None:
+    """The rubric a CSV row names: its ``rubric``, else the rubric of its stage metric
+    (``metric``: a name of ``judge.metrics.STAGE_METRICS``)."""
+    from judge.metrics import STAGE_METRICS
+
+    rubric = row.get("rubric")
+    if isinstance(rubric, str):
+        return rubric
+    metric = row.get("metric")
+    return next((m.rubric for m in STAGE_METRICS if m.name == metric), None)
+
+
 def mark_rows(sections: Sequence[Any], standing: dict[str, Standing]) -> None:
     """Give every CSV row of ``sections`` that names a rubric its standing, in place, so a
     figure exported alone still says whether its judge was validated."""
@@ -275,8 +293,62 @@ def mark_rows(sections: Sequence[Any], standing: dict[str, Standing]) -> None:
             for row in rows:
                 rubric = row.get("rubric")
                 if isinstance(rubric, str) and STANDING_COLUMN not in row:
-                    s = standing.get(rubric)
-                    row[STANDING_COLUMN] = s.state if s else NOT_VALIDATED
+                    row[STANDING_COLUMN] = state_of(standing, rubric)
+
+
+def mark_compared_rows(
+    sections: Sequence[Any], standings: dict[int, dict[str, Standing]], pair: Sequence[int] = ()
+) -> None:
+    """``mark_rows`` for a comparison of judge runs (``standings``: run -> its standing):
+    a row naming its ``judge_run_id`` gets that run's standing; a paired row (A against B,
+    ``pair``) gets ``judge_standing_a`` and ``judge_standing_b``. The rubric is the row's,
+    or its stage metric's."""
+    for section in sections:
+        for rows in section.csv.values():
+            for row in rows:
+                rubric = _row_rubric(row)
+                if rubric is None or STANDING_COLUMN in row:
+                    continue
+                run = row.get("judge_run_id")
+                if isinstance(run, int) and run in standings:
+                    row[STANDING_COLUMN] = state_of(standings[run], rubric)
+                elif len(pair) == 2:
+                    for side, run_id in zip(("a", "b"), pair, strict=True):
+                        row[f"{STANDING_COLUMN}_{side}"] = state_of(standings[run_id], rubric)
+
+
+def _target_rubric(name: str) -> str:
+    """The rubric of an estimate's target: a stage metric's, else the target is a rubric."""
+    return _row_rubric({"metric": name}) or name
+
+
+def estimates_json(payload: dict[str, Any], standing: dict[str, Standing]) -> dict[str, Any]:
+    """The estimates' JSON (``Estimates.to_dict()``) with the run's ``standing`` per rubric
+    and each cell's (and the gap's) ``judge_standing``, as the report's CSV rows have it."""
+    out = {**payload, "standing": standing_json(standing)}
+    for key in ("metrics", "rubrics"):
+        out[key] = [{**c, STANDING_COLUMN: state_of(standing, c["rubric"])} for c in payload[key]]
+    gap = payload.get("gap")
+    if gap is not None:
+        out["gap"] = {**gap, STANDING_COLUMN: state_of(standing, _target_rubric(gap["target"]))}
+    return out
+
+
+def transport_json(
+    payload: dict[str, Any], standings: dict[int, dict[str, Standing]]
+) -> dict[str, Any]:
+    """The transport's JSON (``Transport.to_dict()``) with each run's ``standing`` (by judge
+    run, then rubric) and each model's estimate's ``judge_standing``."""
+    targets = []
+    for t in payload["targets"]:
+        rubric = _target_rubric(t["target"])
+        models = [
+            {**m, STANDING_COLUMN: state_of(standings.get(m["run"]["judge_run"], {}), rubric)}
+            for m in t["models"]
+        ]
+        targets.append({**t, "models": models})
+    runs = {str(run): standing_json(s) for run, s in standings.items()}
+    return {**payload, "targets": targets, "standing": runs}
 
 
 @dataclass(frozen=True)
