@@ -6,6 +6,7 @@ refuses with exit code 4 (409 over HTTP) only where the judge is not validated."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -226,6 +227,79 @@ def test_require_qualified_exits_4_naming_the_rubric_and_0_once_qualified(
     assert done.stdout.startswith("ICS: validated (")
     shown = fairjudge("--db", db_url, "checks", "standing", run)
     assert shown.stdout.startswith("ICS: validated (checks qualify on judge run")
+
+
+def _one_line(done: object, run: int, why: str) -> None:
+    """Exit code 4 and one line on stderr naming the run, the rubric and why."""
+    assert done.returncode == 4, (done.stdout, done.stderr)  # type: ignore[attr-defined]
+    lines = done.stderr.strip().splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: judge run {run} is not qualified for ICS: {why}"), lines
+    assert lines[0].endswith("(--require-qualified)")
+
+
+def test_estimates_checks_and_transport_refuse_an_unqualified_judge_with_one_line(
+    engine: Engine, db_url: str
+) -> None:
+    # Planted: judge run P, then a run of the same judge on model-B's answers nobody rated
+    # (not validated there), and one on model-B2's answers rated like P's (validated through
+    # the transport check, as in the test above).
+    judge, raters = good_judge(120, seed=4)
+    with Session(engine) as session:
+        p = plant(session, judge, raters)
+        b = add_judge_run(session, add_answers(session, p, "model-B"), p.item_ids, judge)
+        judge_b2, raters_b2 = good_judge(120, seed=12)
+        b2 = add_judge_run(
+            session, add_answers(session, p, "model-B2"), p.item_ids, judge_b2, raters_b2
+        )
+    run, db = str(p.judge_run_id), ("--db", db_url)
+    never = "not validated: no qualification for ICS"
+    _one_line(fairjudge(*db, "estimates", run, "--require-qualified"), p.judge_run_id, never)
+    shown = fairjudge(*db, "checks", "show", "--judge-run", run, "--require-qualified")
+    _one_line(shown, p.judge_run_id, never)
+    assert fairjudge(*db, "checks", "qualify", run, "--rubric", "ICS").returncode == 0
+    assert fairjudge(*db, "estimates", run, "--require-qualified").returncode == 0
+    assert (
+        fairjudge(*db, "checks", "show", "--judge-run", run, "--require-qualified").returncode == 0
+    )
+    # --transport: every compared run's judge is checked, the other run's too (the API does).
+    moved = fairjudge(*db, "estimates", run, "--transport", str(b.judge_run_id),
+                      "--require-qualified")  # fmt: skip
+    _one_line(moved, b.judge_run_id, "not validated: validated on model-under-test's answers")
+    fine = fairjudge(*db, "estimates", run, "--transport", str(b2.judge_run_id),
+                     "--require-qualified", "--assume-random", "--json")  # fmt: skip
+    assert fine.returncode == 0, fine.stderr
+    assert json.loads(fine.stdout)["standing"][str(b2.judge_run_id)]["ICS"]["state"] == (
+        "validated"
+    )
+
+
+def test_the_config_default_require_qualified_refuses_unless_the_option_allows(
+    engine: Engine, db_url: str, tmp_path: Path
+) -> None:
+    # [qualify] require_qualified = true: report, estimates and checks show refuse the
+    # unqualified judge without the option (exit 4, one line); --allow-unqualified lets
+    # them run. Without the config line the same commands run (the default is off).
+    from tests.support.factories import write_config
+
+    judge, raters = good_judge(60, seed=13)
+    with Session(engine) as session:
+        p = plant(session, judge, raters)
+    plain = write_config(tmp_path / "plain.toml", "http://127.0.0.1:9/v1", db_url)
+    strict = tmp_path / "strict.toml"
+    strict.write_text(plain.read_text() + "[qualify]\nrequire_qualified = true\n")
+    run = str(p.judge_run_id)
+    never = "not validated: no qualification for ICS"
+    commands = {
+        "report": ("report", run, "--out", str(tmp_path / "report")),
+        "estimates": ("estimates", run),
+        "checks show": ("checks", "show", "--judge-run", run),
+    }
+    for name, args in commands.items():
+        _one_line(fairjudge("--config", strict, *args), p.judge_run_id, never)
+        allowed = fairjudge("--config", strict, *args, "--allow-unqualified")
+        assert allowed.returncode == 0, (name, allowed.stderr)
+        assert fairjudge("--config", plain, *args).returncode == 0, name
 
 
 def test_report_routes_answer_409_when_asked_and_the_run_route_carries_the_standing(
