@@ -157,12 +157,8 @@ def estimates(
     if requires_qualified(click_ctx.obj.settings(), require_qualified):
         for run in (judge_run, *others):  # --transport: every run's judge, as the API checks
             require_in(engine, run)
-    common = {
-        "judge_run": judge_run,
-        "campaigns": list(campaigns),
-        "human_score": human_score,
-        "alpha": alpha,
-    }
+    common = {"judge_run": judge_run, "campaigns": list(campaigns), "human_score": human_score,
+              "alpha": alpha}  # fmt: skip
     if accept_unrepresentative and not assume_random:
         raise click.UsageError("--accept-unrepresentative goes with --assume-random")
     if plan:
