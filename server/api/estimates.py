@@ -27,11 +27,10 @@ from server.usecases.estimates import (
     TransportOptions,
     TransportRequest,
     estimates,
-    estimates_with_standing,
     plan_ratings,
     transport,
-    transport_with_standing,
 )
+from server.usecases.standing import estimates_with_standing, transport_with_standing
 
 bp = blueprint("estimates", __name__, "estimates")
 

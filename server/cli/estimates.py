@@ -146,12 +146,14 @@ def estimates(
         TransportRequest,
         estimates_in,
         estimates_section,
-        estimates_with_standing_in,
         plan_ratings_in,
         transport_in,
+    )
+    from server.usecases.standing import (
+        estimates_with_standing_in,
+        require_in,
         transport_with_standing_in,
     )
-    from server.usecases.standing import require_in
 
     engine = click_ctx.obj.engine()
     if requires_qualified(click_ctx.obj.settings(), require_qualified):

@@ -96,7 +96,9 @@ class Agreement:
     reliability: RunReliability
     judge_run: int | None = None
     standing: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """Judge run -> rubric -> its standing's JSON (``server.usecases.standing``)."""
+    """Judge run -> rubric -> its standing's JSON, filled by
+    ``server.usecases.standing.agreement_with_standing`` (this module imports no standing:
+    the standing's qualification reads the alt-test, which reads this module)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The one JSON shape of both interfaces (``server.schemas.AgreementOut``): each
@@ -157,15 +159,7 @@ def agreement(session: Session, request: AgreementRequest) -> Agreement:
             for name, entry in found.rubrics.items()
         }
         found = replace(found, rubrics=rubrics)
-    return Agreement(found, request.judge_run, _standings(session, found))
-
-
-def _standings(session: Session, found: RunReliability) -> dict[int, dict[str, Any]]:
-    """The standing of every judge run the agreement shows, per rubric."""
-    from server.usecases.standing import run_standing, standing_json
-
-    runs = sorted({j.judge_run for entry in found.rubrics.values() for j in entry.judges})
-    return {run: standing_json(run_standing(session, run)) for run in runs}
+    return Agreement(found, request.judge_run)
 
 
 def agreement_in(engine: Engine, request: AgreementRequest) -> Agreement:

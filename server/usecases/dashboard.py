@@ -36,7 +36,7 @@ from judge.reports.sections import (
     BrowsedJudgment,
     ItemBrowser,
 )
-from server.usecases.agreement import AgreementRequest, agreement
+from server.usecases.agreement import AgreementRequest
 from server.usecases.context import run_prices
 from server.usecases.rendering import html
 from server.usecases.reports import diagnostics_report, opening_of
@@ -276,7 +276,12 @@ def agreement_figures(
     nobody rated gets the reason instead of numbers)."""
     from server.usecases.alttest import alt_test_run
     from server.usecases.estimates import estimates, rated_read
-    from server.usecases.standing import run_standing, standing_json, standing_note
+    from server.usecases.standing import (
+        agreement_with_standing,
+        run_standing,
+        standing_json,
+        standing_note,
+    )
 
     judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
     standing = run_standing(session, run_id)
@@ -287,7 +292,7 @@ def agreement_figures(
     # the refusal (its numbers and the override) said beside the estimates, not a 400 page.
     found = estimates(session, estimates_rq, read, refuse_unrepresentative=False).to_dict()
     try:
-        result = agreement(session, agree_rq)
+        result = agreement_with_standing(session, agree_rq)
     except NotFoundError as exc:
         return AgreementPageFigures(None, [], found, None, None, str(exc), *said)
     try:
@@ -385,11 +390,12 @@ def page_figures(session: Session, key: PageKey, settings: Settings | None) -> A
     if key.page == "agreement":
         return agreement_figures(session, key.judge_run_id, key.options)
     if key.page == "agreement-json":
-        from server.usecases.agreement import AgreementRequest, agreement
+        from server.usecases.agreement import AgreementRequest
+        from server.usecases.standing import agreement_with_standing
 
         given = {k: list(v) if isinstance(v, tuple) else v for k, v in key.options}
         request = AgreementRequest.model_validate({**given, "judge_run": key.judge_run_id})
-        return agreement(session, request).to_dict()
+        return agreement_with_standing(session, request).to_dict()
     if key.page == "report":
         from server.usecases.reports import full_report
 

@@ -12,7 +12,7 @@ reason and the sampling design it assumed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -268,39 +268,6 @@ def transport_in(
 
     with session_scope(engine) as session:
         return transport(session, request, rules)
-
-
-def estimates_with_standing(session: Session, result: Estimates) -> dict[str, Any]:
-    """``result.to_dict()`` with the judge run's standing per rubric and beside each cell
-    (``server.usecases.standing.estimates_json``): the JSON of the CLI and the API."""
-    from server.usecases.standing import estimates_json, run_standing
-
-    return estimates_json(result.to_dict(), run_standing(session, result.judge_run))
-
-
-def transport_with_standing(session: Session, result: Transport) -> dict[str, Any]:
-    """``result.to_dict()`` with every compared run's standing
-    (``server.usecases.standing.transport_json``)."""
-    from server.usecases.standing import run_standing, transport_json
-
-    standings = {r.judge_run: run_standing(session, r.judge_run) for r in result.runs}
-    return transport_json(result.to_dict(), standings)
-
-
-def estimates_with_standing_in(engine: Engine, result: Estimates) -> dict[str, Any]:
-    """``estimates_with_standing`` in a session of its own."""
-    from judge.store.engine import session_scope
-
-    with session_scope(engine) as session:
-        return estimates_with_standing(session, result)
-
-
-def transport_with_standing_in(engine: Engine, result: Transport) -> dict[str, Any]:
-    """``transport_with_standing`` in a session of its own."""
-    from judge.store.engine import session_scope
-
-    with session_scope(engine) as session:
-        return transport_with_standing(session, result)
 
 
 def plan_ratings(session: Session, request: RatingPlanRequest) -> RatingPlans:

@@ -18,7 +18,7 @@ B's" with the command that checks it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,10 @@ from server.usecases.runs import judge_run_info
 if TYPE_CHECKING:
     from sqlmodel import Session
 
+    from annotation.estimate_results import Estimates
+    from annotation.transport import Transport
     from judge.store.tables import JudgeRun
+    from server.usecases.agreement import Agreement, AgreementRequest
 
 
 @dataclass(frozen=True)
@@ -349,6 +352,49 @@ def transport_json(
         targets.append({**t, "models": models})
     runs = {str(run): standing_json(s) for run, s in standings.items()}
     return {**payload, "targets": targets, "standing": runs}
+
+
+def estimates_with_standing(session: Session, result: Estimates) -> dict[str, Any]:
+    """``result.to_dict()`` with the judge run's standing per rubric and beside each cell
+    (``estimates_json``): the JSON of the CLI and the API."""
+    return estimates_json(result.to_dict(), run_standing(session, result.judge_run))
+
+
+def transport_with_standing(session: Session, result: Transport) -> dict[str, Any]:
+    """``result.to_dict()`` with every compared run's standing
+    (``transport_json``)."""
+    standings = {r.judge_run: run_standing(session, r.judge_run) for r in result.runs}
+    return transport_json(result.to_dict(), standings)
+
+
+def estimates_with_standing_in(engine: Any, result: Estimates) -> dict[str, Any]:
+    """``estimates_with_standing`` in a session of its own."""
+    with session_scope(engine) as session:
+        return estimates_with_standing(session, result)
+
+
+def transport_with_standing_in(engine: Any, result: Transport) -> dict[str, Any]:
+    """``transport_with_standing`` in a session of its own."""
+    with session_scope(engine) as session:
+        return transport_with_standing(session, result)
+
+
+def agreement_with_standing(session: Session, request: AgreementRequest) -> Agreement:
+    """``server.usecases.agreement.agreement`` with every judge run's standing, which its
+    ``to_dict`` puts in each judge's entry."""
+    from server.usecases.agreement import agreement
+
+    found = agreement(session, request)
+    rubrics = found.reliability.rubrics.values()
+    runs = sorted({j.judge_run for entry in rubrics for j in entry.judges})
+    return replace(found, standing={r: standing_json(run_standing(session, r)) for r in runs})
+
+
+def agreement_with_standing_in(engine: Any, request: AgreementRequest) -> Agreement:
+    """``agreement_with_standing`` in a session of its own."""
+
+    with session_scope(engine) as session:
+        return agreement_with_standing(session, request)
 
 
 @dataclass(frozen=True)

@@ -535,6 +535,15 @@ def test_judge_classes_say_they_are_not_validated_and_require_qualified_refuses(
     assert csvs[judge_file] and people and all(people)
     assert {r["judge_standing"] for r in csvs[judge_file]} == {"not validated"}
     assert {r["judge_standing"] for rows in people for r in rows} == {"n/a: people's classes"}
+    # The judge against the person, beside chance (tests/judge/audits/test_followup.py has
+    # the planted hit and miss): in the JSON and as a table of the agreement section.
+    again = audits.show(world.engine, world.run_id)
+    (versus,) = again.followup["agreement"]["judge_vs_people"]
+    both = sum(1 for f in world.followups[:20] if f.judge is not None)  # the judge's read ones
+    assert (versus["judge"], versus["n"]) == (world.source, both)
+    assert {"exact_agreement", "majority_baseline", "kappa", "ac1", "flags"} <= set(versus)
+    tables = [t.title for s in again.report.sections for t in s.tables]
+    assert "A judge's classes against a person's, beside chance" in tables
     refused = fairjudge("--db", world.db_url, "audit", "show", str(world.run_id),
                         "--require-qualified")  # fmt: skip
     assert refused.returncode == 4

@@ -69,14 +69,8 @@ def test_the_comparison_s_csv_rows_carry_each_run_s_standing(engine: Engine) -> 
 
 def test_the_estimates_and_transport_json_carry_the_standing(engine: Engine) -> None:
     from server.api.estimates import EstimatesOut, TransportOut
-    from server.usecases.estimates import (
-        EstimatesRequest,
-        TransportRequest,
-        estimates,
-        estimates_with_standing,
-        transport,
-        transport_with_standing,
-    )
+    from server.usecases.estimates import EstimatesRequest, TransportRequest, estimates, transport
+    from server.usecases.standing import estimates_with_standing, transport_with_standing
 
     with Session(engine) as session:
         p, other = _two_runs(session)
@@ -113,11 +107,12 @@ def test_the_estimates_and_transport_json_carry_the_standing(engine: Engine) -> 
 
 def test_the_agreement_json_gives_each_judge_its_standing(engine: Engine) -> None:
     from server.schemas import AgreementOut
-    from server.usecases.agreement import AgreementRequest, agreement
+    from server.usecases.agreement import AgreementRequest
+    from server.usecases.standing import agreement_with_standing
 
     with Session(engine) as session:
         p, other = _two_runs(session)
-        both = agreement(
+        both = agreement_with_standing(
             session, AgreementRequest(generation_run=p.generation_run_id, n_bootstrap=0)
         ).to_dict()
     AgreementOut.model_validate(both)
