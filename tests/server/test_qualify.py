@@ -159,6 +159,49 @@ def test_a_run_on_another_models_answers_is_validated_only_where_the_relation_tr
         assert "not on model-C's" in c.says and "does not transport (F p = " in c.says
 
 
+def test_a_weighted_campaign_s_agreement_is_said_to_be_unweighted(engine: Engine) -> None:
+    # Planted: a stratified campaign drew the first 30 of 60 items with probability 1/2 and
+    # the other 30 with 1/4, and three people rated them. The agreement counts each rated
+    # item once (unweighted), and the record says so with the design; the planted import
+    # batch (no design, every item once) says only that every item counts once.
+    from judge.store.tables import Campaign, CampaignTask, HumanRating
+
+    judge, raters = good_judge(60, seed=14)
+    with Session(engine) as session:
+        p = plant(session, judge, {})
+        campaign = Campaign(
+            name="strata", kind="rating", dataset_id=p.dataset_id,
+            generation_run_id=p.generation_run_id, judge_run_id=p.judge_run_id,
+            rubrics=["ICS"], strategy="stratified", population=180, size=60, annotators=3,
+            ls_url="http://ls.example",
+        )  # fmt: skip
+        session.add(campaign)
+        session.flush()
+        for k, item in enumerate(p.item_ids):
+            low = k >= 30
+            session.add(CampaignTask(campaign_id=campaign.id, item_id=item,
+                                     task_key=f"strata:{item}", stratum="low" if low else "high",
+                                     inclusion_probability=0.25 if low else 0.5))  # fmt: skip
+            for rater, scores in raters.items():
+                session.add(HumanRating(generation_run_id=p.generation_run_id, item_id=item,
+                                        rubric="ICS", rater=rater, score=scores[k],
+                                        source="labelstudio", scope=f"campaign:{campaign.id}",
+                                        campaign_id=campaign.id))  # fmt: skip
+        session.commit()
+        weighted = qualify(session, _request(p.judge_run_id), RULE).record.evidence["weighting"]
+        judge2, raters2 = good_judge(60, seed=15)
+        plain = plant(session, judge2, raters2, name="plain")
+        flat = qualify(session, _request(plain.judge_run_id), RULE).record.evidence["weighting"]
+    assert weighted["design"] == "stratified" and weighted["unequal_weights"] is True
+    assert weighted["note"].startswith("unweighted: every rated item counts once, although ")
+    assert (
+        "campaign strata's stratified design drew them with unequal probabilities"
+        in (weighted["note"])
+    )
+    assert flat["unequal_weights"] is False
+    assert flat["note"] == "unweighted: every rated item counts once"
+
+
 def test_ratings_stored_after_the_record_make_it_stale(engine: Engine) -> None:
     from server.usecases.reports import full_report
 
@@ -257,7 +300,9 @@ def test_estimates_checks_and_transport_refuse_an_unqualified_judge_with_one_lin
     _one_line(fairjudge(*db, "estimates", run, "--require-qualified"), p.judge_run_id, never)
     shown = fairjudge(*db, "checks", "show", "--judge-run", run, "--require-qualified")
     _one_line(shown, p.judge_run_id, never)
-    assert fairjudge(*db, "checks", "qualify", run, "--rubric", "ICS").returncode == 0
+    qualified = fairjudge(*db, "checks", "qualify", run, "--rubric", "ICS")
+    assert qualified.returncode == 0
+    assert "agreement is unweighted: every rated item counts once" in qualified.stdout
     assert fairjudge(*db, "estimates", run, "--require-qualified").returncode == 0
     assert (
         fairjudge(*db, "checks", "show", "--judge-run", run, "--require-qualified").returncode == 0
