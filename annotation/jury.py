@@ -30,6 +30,7 @@ from annotation.reliability import judge_label
 from judge.costs import judge_run_cost
 from judge.errors import InvalidInputError
 from judge.prices import Prices
+from judge.stats.baseline import Flag
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
 from judge.stats.jury import (
     COMBINES,
@@ -50,6 +51,10 @@ from judge.vocab import Scale
 SHOWN = ("spearman", "pearson", "kendall", "kappa_quadratic", "mean_difference")
 """The judge-human coefficients shown for the jury and each judge (``judge.stats.pairs``),
 with Krippendorff's alpha (interval) beside them."""
+BESIDE_CHANCE = ("exact_agreement", "majority_baseline", "kappa", "ac1")
+"""Raw agreement beside what always answering the people's most frequent category scores,
+kappa and Gwet's AC1, with the flags (``judge.stats.baseline``), as ``judge_vs_human`` gives
+them: a jury of judges that always say "fair" must not look good on a skewed rubric."""
 JURY = "jury"
 
 
@@ -60,12 +65,16 @@ class Member:
     label: str
     judge_run: int | None  # None for the jury itself
     coefficients: dict[str, Coefficient]
+    flags: list[Flag] = field(default_factory=list)  # when the agreement flatters it
+    majority_category: int | None = None  # the people's most frequent category
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "label": self.label,
             "judge_run": self.judge_run,
             "coefficients": {k: c.to_dict() for k, c in self.coefficients.items()},
+            "majority_category": self.majority_category,
+            "flags": [f.to_dict() for f in self.flags],
         }
 
 
@@ -338,7 +347,8 @@ def _rubric(
     matrix = np.array([[s[i] for s in scores] for i in items]).reshape(len(items), len(ids))
     weights = None
     if not items:
-        empty = dict.fromkeys((*SHOWN, "alpha_interval"), Coefficient.undefined(0, "no items"))
+        keys = (*SHOWN, "alpha_interval", *BESIDE_CHANCE)
+        empty = dict.fromkeys(keys, Coefficient.undefined(0, "no items"))
         members = [Member(lab, r, dict(empty)) for r, lab in zip(ids, labels, strict=True)]
         versus = VersusBest(statistic, 0, math.nan, [math.nan] * len(ids), None, math.nan,
                             math.nan, math.nan, options.confidence, options.n_bootstrap,
@@ -379,7 +389,8 @@ def _member(
     agreement = judge_vs_human(x, h, options=options, labels=labels, warn=False)
     coefficients = {k: agreement.coefficients[k] for k in SHOWN}
     coefficients["alpha_interval"] = pair_alpha(x, h, options=options)
-    return Member(label, run, coefficients)
+    coefficients |= {k: agreement.coefficients[k] for k in BESIDE_CHANCE}
+    return Member(label, run, coefficients, list(agreement.flags), agreement.majority_category)
 
 
 def _cost(session: Session, ids: Sequence[int], prices: Mapping[int, Prices | None]) -> JuryCost:
@@ -457,6 +468,22 @@ def cost_line(j: Jury) -> str:
     return f"cost: the jury {_money(c.total)} for {len(c.runs)} runs{beside}; {c.note}"
 
 
+def _beside_chance(name: str, r: RubricJury) -> Any:
+    """Raw agreement beside the majority baseline, kappa and AC1, and the flags, for the
+    jury and each judge (``BESIDE_CHANCE``)."""
+    from judge.reports.sections import Table
+
+    rows = [[m.label, str(m.judge_run or "all"),
+             *(_cell(m.coefficients[k]) for k in BESIDE_CHANCE),
+             "; ".join(f.message for f in m.flags) or "none"]
+            for m in (r.jury, *r.judges)]  # fmt: skip
+    majority = r.jury.majority_category
+    note = "majority_baseline: the exact agreement of always answering the people's most "
+    note += "frequent category" + (f" ({majority})" if majority is not None else "")
+    return Table(f"{name}: raw agreement beside chance", ["", "judge run", *BESIDE_CHANCE,
+                 "flags"], rows, [note], key_columns=2)  # fmt: skip
+
+
 def jury_tables(j: Jury) -> list[Any]:
     """The agreement table of each rubric, the comparison with the best judge, and (learnt)
     the weights; as ``judge.reports.sections.Table`` for the CLI's printer."""
@@ -477,6 +504,7 @@ def jury_tables(j: Jury) -> list[Any]:
             )
         tables.append(Table(f"{name} ({r.scale}): the jury and each judge against people",
                             head, rows, notes, key_columns=2))  # fmt: skip
+        tables.append(_beside_chance(name, r))
     rows = []
     for name, r in j.rubrics.items():
         v, best = r.versus, r.best

@@ -7,7 +7,11 @@ from a pilot, the ratings already stored for the judge run's answers (any design
 correlation and a spread need no weights to be a planning guess), or ``rho`` is given. With
 no pilot spread, a share's largest possible spread is used (50 percentage points, a 50 %
 share), or for a mean the judge's own spread; the output says which. ``N`` is the number of
-items the judge scored, the judge-scored part of the estimate.
+items the judge scored. The estimates (``annotation.estimates``) follow ppi_py's convention:
+of those ``N``, the ``n`` that people rate enter as ratings and only the other ``N - n`` as
+the judge's part, so the plan solves for ``n`` with the unrated part shrinking as ``n`` grows
+(``plan_human_ratings(n_judged=N)``); rating every item is the most a plan can ask, and a
+narrower interval than that gives is out of reach.
 """
 
 from __future__ import annotations
@@ -129,7 +133,7 @@ def plan_target(
     if sd == 0:
         return replace(plan, reason="no spread to plan with: people and judge give one value")
     found = plan_human_ratings(
-        rho=used, sd=sd, half_width=half_width, n_unlabelled=len(judge), alpha=alpha
+        rho=used, sd=sd, half_width=half_width, n_judged=len(judge), alpha=alpha
     )
     note = ""
     if found.n_human_only > len(judge):

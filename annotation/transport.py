@@ -269,3 +269,26 @@ def transport_estimates(
         if any(t.population(d) for _, d, _ in data)
     ]
     return Transport(runs, rules.transport_alpha, alpha, found)
+
+
+def rubric_transport(
+    session: Session, judge_runs: Sequence[int], rubric: str, *, level: float = 0.05
+) -> TargetTransport:
+    """The transport test of ``rubric``'s mean alone across ``judge_runs`` (the first the
+    reference), on every stored rating of it on each run's answers: what a judge run's
+    standing asks of a qualification learnt on another model's answers
+    (``server.usecases.standing``). The ratings are taken as they are (assumed random,
+    accepted as representative): the test is of the judge-human relation given the judge's
+    score, which a design sampling on that score leaves unbiased (the module docstring); the
+    per-model estimates it also gives are not used. InvalidInputError as
+    ``transport_estimates``, and for a rubric the first run did not judge."""
+    runs = _runs(session, judge_runs)
+    data = []
+    for run in runs:
+        d = load_run_data(session, run.judge_run, (), "mean")
+        design = run_design(session, d, True, True)
+        data.append((run, d, design))
+    found = [t for t in targets(data[0][1])[1] if t.name == rubric]
+    if not found:
+        raise InvalidInputError(f"judge run {runs[0].judge_run} has no scores of rubric {rubric!r}")
+    return _target(found[0], data, 0.05, level)

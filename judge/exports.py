@@ -7,6 +7,10 @@ with its item (key, stage, factor, scenario) and the texts and flags of the item
 (``answer`` for S1/S4, ``answer_A`` and ``answer_B`` for S2/S3, each with a ``_flag`` column:
 the stored flag, with ``injection_suspected (signs)`` added, as in the item browser, when the
 answer addresses the judge).
+Each judgment row also carries ``judge_standing``: the judge run's standing on the row's
+rubric (validated, not validated, failed validation or stale), given by the caller from the
+qualification records (``server.usecases.standing``), so a figure computed from the file
+alone still says whether its judge was validated.
 ``answers.*`` has one row per answer of the judged generation run. Nothing is summarised or
 dropped: an unscored judgment keeps its kind, reason and raw replies.
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +38,8 @@ from judge.store.tables import Item, Judgment, Response
 from judge.vocab import STAGE_PARTS
 
 FORMATS = ("csv", "jsonl")
+NOT_VALIDATED = "not validated"
+"""A rubric's standing when the caller's mapping has none (``server.usecases.qualify``'s word)."""
 # Every answer part any stage has, in a fixed order, so the columns do not depend on the run.
 PARTS = tuple(dict.fromkeys(p for parts in STAGE_PARTS.values() for p in parts))
 
@@ -54,6 +60,7 @@ JUDGMENT_COLUMNS = [
     "generation_run",
     *ITEM_COLUMNS,
     "rubric",
+    "judge_standing",
     "sample_index",
     "position",
     "repeat",
@@ -147,8 +154,11 @@ def _item_fields(item: Item) -> dict[str, Any]:
     }
 
 
-def judgment_rows(session: Session, judge_run_id: int) -> Iterator[dict[str, Any]]:
-    """One dict per judgment of the run (keys: ``JUDGMENT_COLUMNS``), by item, rubric, sample."""
+def judgment_rows(
+    session: Session, judge_run_id: int, standing: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """One dict per judgment of the run (keys: ``JUDGMENT_COLUMNS``), by item, rubric, sample;
+    ``standing``: rubric -> the run's standing on it ("not validated" for a rubric absent)."""
     run = get_judge_run(session, judge_run_id)
     answers = responses_by_item(session, run.generation_run_id)
     query = (
@@ -173,6 +183,7 @@ def judgment_rows(session: Session, judge_run_id: int) -> Iterator[dict[str, Any
             "generation_run": run.generation_run_id,
             **_item_fields(item),
             "rubric": j.rubric,
+            "judge_standing": standing.get(j.rubric, NOT_VALIDATED),
             "sample_index": j.sample_index,
             # a run judged in both orders stores a pair's swapped samples after its given
             # ones (indices n..2n-1): position names the order, repeat the sample within it
@@ -270,9 +281,11 @@ def export_judge_run(
     judge_run_id: int,
     out_dir: str | Path,
     *,
+    standing: Mapping[str, str],
     formats: str | Sequence[str] = FORMATS,
 ) -> ExportResult:
-    """Write ``judgments`` and ``answers`` of a judge run into ``out_dir`` in each format."""
+    """Write ``judgments`` and ``answers`` of a judge run into ``out_dir`` in each format;
+    ``standing``: rubric -> the run's standing on it (the ``judge_standing`` column)."""
     chosen = parse_formats(formats)
     run = get_judge_run(session, judge_run_id)
     folder = Path(out_dir)
@@ -281,7 +294,7 @@ def export_judge_run(
     files: dict[str, Path] = {}
     with ExitStack() as stack:
         judgments = _Writers(stack, folder, "judgments", JUDGMENT_COLUMNS, chosen)
-        for row in judgment_rows(session, judge_run_id):
+        for row in judgment_rows(session, judge_run_id, standing):
             judgments.write(row)
             counts["judgments"] += 1
         answers = _Writers(stack, folder, "answers", ANSWER_COLUMNS, chosen)

@@ -13,7 +13,7 @@ import csv
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from judge.prices import Prices
 from judge.progress import Progress
 from judge.prompts import PromptBook
 from judge.runs import Row, RunSummary, run_lease, store_results
+from judge.stats.baseline import Flag
 from judge.stats.coefficient import DEFAULT_OPTIONS, BootstrapOptions, Coefficient
 from judge.stats.matrix import RatingMatrix
 from judge.stats.raters import RaterPairAgreement, krippendorff_alphas, pairwise_kappa
@@ -414,14 +415,73 @@ def followup_analysis(session: Session, run_id: int, source: str) -> FollowupAna
     return analyze_followup(rows)
 
 
+BESIDE_CHANCE = ("exact_agreement", "majority_baseline", "kappa", "ac1")
+"""A judge's classes against a person's: raw agreement beside the majority baseline, kappa
+(unweighted: the classes have no order) and Gwet's AC1, as ``judge_vs_human`` gives them."""
+
+
+@dataclass(frozen=True)
+class JudgeVsPerson:
+    """One judge's classes against one person's on the follow-ups both classified: the
+    coefficients of ``BESIDE_CHANCE``, the person's most frequent class and the flags
+    (``judge.stats.baseline``) that say when the agreement flatters the judge."""
+
+    judge: str
+    person: str
+    n: int
+    coefficients: dict[str, Coefficient]
+    majority_class: str | None
+    flags: list[Flag]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "judge": self.judge,
+            "person": self.person,
+            "n": self.n,
+            **{k: c.to_dict() for k, c in self.coefficients.items()},
+            "majority_class": self.majority_class,
+            "flags": [f.to_dict() for f in self.flags],
+        }
+
+
+def judge_vs_people(
+    by_source: dict[str, dict[int, str]], options: BootstrapOptions
+) -> list[JudgeVsPerson]:
+    """Every judge source (``judge:...``) against every other source (people's), on the
+    follow-ups both classified; a pair with none in common is left out."""
+    from judge.stats.baseline import agreement_flags
+    from judge.stats.pairs import pair_agreement
+
+    names = {code: name for name, code in CODES.items()}
+    out = []
+    for judge in sorted(s for s in by_source if s.startswith("judge:")):
+        for person in sorted(s for s in by_source if not s.startswith("judge:")):
+            shared = sorted(set(by_source[judge]) & set(by_source[person]))
+            if not shared:
+                continue
+            x = [CODES[by_source[judge][i]] for i in shared]
+            y = [CODES[by_source[person][i]] for i in shared]
+            found = pair_agreement(x, y, options=options, labels=tuple(CODES.values()),
+                                   sides=(judge, person))  # fmt: skip
+            coefficients = {k: found.coefficients[k] for k in BESIDE_CHANCE}
+            majority = found.majority_category
+            named = names.get(majority) if majority is not None else None
+            # The flags' own words name no code (the classes have no number).
+            flags = agreement_flags(found.coefficients, None)
+            out.append(JudgeVsPerson(judge, person, len(shared), coefficients, named, flags))
+    return out
+
+
 @dataclass(frozen=True)
 class LabelAgreement:
     """How the sources' classes agree: Krippendorff's alpha (nominal) over all sources and
-    Cohen's kappa (unweighted) for every pair, with bootstrap CIs."""
+    Cohen's kappa (unweighted) for every pair, with bootstrap CIs; and each judge against
+    each person beside chance (``judge_vs_people``)."""
 
     sources: list[str]
     alpha_nominal: Coefficient
     pairwise: list[RaterPairAgreement]
+    judge_vs_people: list[JudgeVsPerson] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -439,6 +499,7 @@ class LabelAgreement:
                 }
                 for p in self.pairwise
             ],  # fmt: skip
+            "judge_vs_people": [j.to_dict() for j in self.judge_vs_people],
         }
 
 
@@ -457,7 +518,8 @@ def label_agreement(
     labels = tuple(CODES.values())
     alphas = krippendorff_alphas(matrix, options=options, labels=labels, warn=False)
     pairs = pairwise_kappa(matrix, options=options, labels=labels, warn=False)
-    return LabelAgreement(sorted(by_source), alphas["alpha_nominal"], pairs)
+    versus = judge_vs_people(by_source, options)
+    return LabelAgreement(sorted(by_source), alphas["alpha_nominal"], pairs, versus)
 
 
 def _long(by_source: dict[str, dict[int, str]]) -> tuple[list[int], list[str], np.ndarray]:

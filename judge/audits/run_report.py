@@ -90,21 +90,35 @@ def cost_table(cost: AnswersCost) -> Table:
     return Table(f"Tokens and cost ({cost.endpoint}, {cost.model})", head, [row], [cost.note])
 
 
+PEOPLES_CLASSES = "n/a: people's classes"
+"""``judge_standing`` of a follow-up row whose classes people gave (no judge to validate)."""
+
+
 def followup_sections(
-    tests: Mapping[str, FollowupAnalysis], agreement: Any | None
+    tests: Mapping[str, FollowupAnalysis],
+    agreement: Any | None,
+    standing: Mapping[str, str] | None = None,
 ) -> list[Section]:
     """One chi-square section per source of classes, then the agreement between sources
-    (``agreement``: a ``judge.audits.followup.LabelAgreement``)."""
+    (``agreement``: a ``judge.audits.followup.LabelAgreement``). ``standing``: a judge
+    source -> its standing ("not validated": ``server.usecases.standing``), given to each of
+    its CSV rows as ``judge_standing``; people's sources get ``PEOPLES_CLASSES``."""
     out: list[Section] = []
+    given = standing or {}
     for source, analysis in tests.items():
+        state = given.get(source, PEOPLES_CLASSES)
         for section in award_report(analysis).sections:
+            csv = {
+                f"followup_{_slug(source)}.csv": [{**row, "judge_standing": state} for row in rows]
+                for rows in section.csv.values()
+            }
             out.append(
                 dataclasses.replace(
                     section,
                     title=f"Award follow-up, classes by {source}",
                     json_key=None,
                     payload={},
-                    csv={f"followup_{_slug(source)}.csv": rows for rows in section.csv.values()},
+                    csv=csv,
                 )
             )
     if agreement is not None:
@@ -124,8 +138,33 @@ def followup_sections(
             rows,
             notes=["Nominal classes: unweighted kappa; CIs from an item bootstrap."],
         )
-        out.append(Section("Follow-up agreement", None, {}, [table]))
+        out.append(Section("Follow-up agreement", None, {}, [table, _beside_chance(agreement)]))
     return out
+
+
+def _beside_chance(agreement: Any) -> Table:
+    """Each judge against each person: exact agreement beside the majority baseline, kappa
+    and AC1, and the flags (``judge.audits.followup.judge_vs_people``)."""
+    rows = []
+    for v in agreement.judge_vs_people:
+        cells = []
+        for k in ("exact_agreement", "majority_baseline", "kappa", "ac1"):
+            c = v.coefficients[k]
+            ci = f" [{_num(c.ci_low)}–{_num(c.ci_high)}]" if k != "majority_baseline" else ""
+            cells.append(_num(c.value) + ci)
+        flags = "; ".join(f.message for f in v.flags) or "none"
+        rows.append([v.judge, v.person, str(v.n), *cells, v.majority_class or "—", flags])
+    return Table(
+        "A judge's classes against a person's, beside chance",
+        ["judge", "person", "n", "exact agreement", "majority baseline", "kappa", "AC1",
+         "person's majority class", "flags"],
+        rows,
+        notes=[
+            "majority baseline: the exact agreement of always answering the person's most "
+            "frequent class; a flag when kappa's interval covers 0 or the judge does no "
+            "better than that (judge.stats.baseline)."
+        ],
+    )  # fmt: skip
 
 
 def _slug(source: str) -> str:

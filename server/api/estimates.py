@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from server.api import blueprint, dump, in_api_words
 from server.db import get_session
-from server.schemas import RatingScopeQuery, RunPath
+from server.schemas import RatingScopeQuery, RunPath, StandingOut
 from server.usecases.estimates import (
     EstimatesOptions,
     EstimatesRequest,
@@ -30,6 +30,7 @@ from server.usecases.estimates import (
     plan_ratings,
     transport,
 )
+from server.usecases.standing import estimates_with_standing, transport_with_standing
 
 bp = blueprint("estimates", __name__, "estimates")
 
@@ -114,6 +115,9 @@ class CellOut(_Out):
     prediction_powered: EstimateOut
     best: BestOut
     small_sample: bool = Field(description="The row's mark: fewer than 30 rated items.")
+    judge_standing: str = Field(
+        description="The judge run's standing on the row's rubric (``standing``'s state)."
+    )
 
 
 class GapGroupsOut(_Out):
@@ -137,6 +141,7 @@ class GapOut(_Out):
     prediction_powered: EstimateOut
     groups: dict[str, GapGroupsOut] = Field(description="Method -> its estimate in A and B.")
     best: BestOut
+    judge_standing: str = Field(description="The judge run's standing on the target's rubric.")
 
 
 class ComparisonOut(_Out):
@@ -206,6 +211,9 @@ class EstimatesOut(_Out):
     metrics: list[CellOut]
     rubrics: list[CellOut]
     gap: GapOut | None
+    standing: dict[str, StandingOut] = Field(
+        description="The judge run's standing per rubric, as report.json's ``standing``."
+    )
 
 
 class RunModelOut(_Out):
@@ -244,6 +252,7 @@ class ModelEstimatesOut(_Out):
     run: RunModelOut
     own: EstimateOut
     pooled: EstimateOut
+    judge_standing: str = Field(description="This run's judge standing on the target's rubric.")
 
 
 class TargetTransportOut(_Out):
@@ -263,6 +272,9 @@ class TransportOut(_Out):
     level: float = Field(description="[estimates] transport_alpha.")
     alpha: float
     targets: list[TargetTransportOut]
+    standing: dict[str, dict[str, StandingOut]] = Field(
+        description="Each compared judge run's standing (by run id, then rubric)."
+    )
 
 
 class RatingPlanOut(_Out):
@@ -313,7 +325,7 @@ def judge_run_estimates(path: RunPath, query: EstimatesQuery) -> Any:
     request = EstimatesRequest(judge_run=path.run_id, campaigns=query.campaign, **options)
     rules = current_app.config["SETTINGS"].estimates
     found = estimates(get_session(), request, rules=rules)
-    return in_api_words(dump(EstimatesOut, found.to_dict()))
+    return in_api_words(dump(EstimatesOut, estimates_with_standing(get_session(), found)))
 
 
 @bp.get("/judge-runs/<int:run_id>/transport", responses={200: TransportOut})
@@ -331,7 +343,8 @@ def judge_run_transport(path: RunPath, query: TransportQuery) -> Any:
         judge_run=path.run_id, **query.model_dump(exclude={"require_qualified"})
     )
     rules = current_app.config["SETTINGS"].estimates
-    return in_api_words(dump(TransportOut, transport(get_session(), request, rules).to_dict()))
+    found = transport(get_session(), request, rules)
+    return in_api_words(dump(TransportOut, transport_with_standing(get_session(), found)))
 
 
 @bp.get("/judge-runs/<int:run_id>/rating-plan", responses={200: RatingPlansOut})

@@ -121,7 +121,8 @@ def agreement(
         return
     if run_id is None:
         raise click.UsageError("give --run GENERATION_RUN, or use `agreement compute`")
-    from server.usecases.agreement import AgreementRequest, agreement_in
+    from server.usecases.agreement import AgreementRequest
+    from server.usecases.standing import agreement_with_standing_in
 
     ctx: Context = click_ctx.obj
     request = _request(
@@ -134,7 +135,7 @@ def agreement(
         target_half_width=target_half_width,
         group_by=group_by,
     )
-    result = agreement_in(ctx.engine(), request)
+    result = agreement_with_standing_in(ctx.engine(), request)
     data = result.to_dict()
     if out_dir:
         with writing(out_dir):

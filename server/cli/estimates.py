@@ -149,17 +149,18 @@ def estimates(
         plan_ratings_in,
         transport_in,
     )
-    from server.usecases.standing import require_in
+    from server.usecases.standing import (
+        estimates_with_standing_in,
+        require_in,
+        transport_with_standing_in,
+    )
 
     engine = click_ctx.obj.engine()
     if requires_qualified(click_ctx.obj.settings(), require_qualified):
-        require_in(engine, judge_run)
-    common = {
-        "judge_run": judge_run,
-        "campaigns": list(campaigns),
-        "human_score": human_score,
-        "alpha": alpha,
-    }
+        for run in (judge_run, *others):  # --transport: every run's judge, as the API checks
+            require_in(engine, run)
+    common = {"judge_run": judge_run, "campaigns": list(campaigns), "human_score": human_score,
+              "alpha": alpha}  # fmt: skip
     if accept_unrepresentative and not assume_random:
         raise click.UsageError("--accept-unrepresentative goes with --assume-random")
     if plan:
@@ -196,7 +197,8 @@ def estimates(
             ),
             rules,
         )  # fmt: skip
-        emit(found.to_dict(), as_json, lambda _: _print_tables(found.tables()))
+        shown = transport_with_standing_in(engine, found)
+        emit(shown, as_json, lambda d: _print_tables(found.tables(), _standing_lines(d)))
         return
     request = _request(
         EstimatesRequest, **common, **flags, gap_by=gap_by,
@@ -209,20 +211,39 @@ def estimates(
             )
         )
     result = estimates_in(engine, request, rules)
-    emit(result.to_dict(), as_json, lambda _: _print(estimates_section(result)))
+    shown = estimates_with_standing_in(engine, result)
+    emit(shown, as_json, lambda d: _print(estimates_section(result), _standing_lines(d)))
 
 
-def _print(section: Section) -> None:
-    """The section's tables, then its notes, one per line."""
+def _standing_lines(payload: dict[str, Any]) -> list[str]:
+    """The judge's standing per rubric, one line each (of every run, for --transport)."""
+    standing = payload["standing"]
+    if "targets" not in payload:
+        return [f"judge standing, {r}: {s['says']}" for r, s in standing.items()]
+    return [
+        f"judge standing, judge run {run}, {r}: {s['says']}"
+        for run, rubrics in standing.items()
+        for r, s in rubrics.items()
+    ]
+
+
+def _print(section: Section, standing: list[str]) -> None:
+    """The judge's standing first, the section's tables, then its notes, one per line."""
     from rich.text import Text
 
+    for line in standing:
+        out().print(Text(line))
     for t in section.tables:
         report_table(t)
     for note in section.notes:
         out().print(Text(note))
 
 
-def _print_tables(tables: list[Table]) -> None:
+def _print_tables(tables: list[Table], standing: list[str]) -> None:
+    from rich.text import Text
+
+    for line in standing:
+        out().print(Text(line))
     for t in tables:
         report_table(t)
 

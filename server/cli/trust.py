@@ -280,6 +280,8 @@ def _print_qualification(record: dict[str, Any]) -> None:
         f"  alt-test          {alt['verdict'] or 'refused: ' + str(alt['refused'])}",
     ]
     lines += [f"  flag: {f['message']}" for f in ev["flags"]]
+    if ev.get("weighting"):
+        lines.append(f"  agreement is {ev['weighting']['note']}")
     if ev.get("position"):
         p = ev["position"]
         lines.append(f"  position consistency {p['position_consistency']} over {p['pairs']} pairs")

@@ -64,6 +64,7 @@ from server.schemas.base import (
     PageQuery,
     RunPath,
     StaleOut,
+    StandingOut,
     Strict,
 )
 from server.schemas.campaigns import (
@@ -234,6 +235,7 @@ __all__ = [
     "RunPath",
     "SOME_TEXT",
     "StaleOut",
+    "StandingOut",
     "Strict",
     "TableQuery",
     "WorkerHealthOut",

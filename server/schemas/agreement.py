@@ -12,7 +12,7 @@ from pydantic import (
     RootModel,
 )
 
-from server.schemas.base import StaleOut, Strict
+from server.schemas.base import StaleOut, StandingOut, Strict
 from server.usecases.agreement import GROUP_BY, AgreementOptions, FilesAgreementRequest
 from server.usecases.requests import DiagnosticsRequest
 
@@ -133,6 +133,11 @@ class JudgeAgreementOut(BaseModel):
         default=None,
         description="When the agreement flatters the judge; empty when it does not, absent "
         "without coefficients.",
+    )
+    standing: StandingOut | None = Field(
+        default=None,
+        description="The judge run's standing on the rubric (validated or not, how, on whose "
+        "answers); null where the run has none to give.",
     )
 
 

@@ -129,3 +129,16 @@ class StaleOut(BaseModel):
         "not known (the figures came from the store, which keeps only the digest)."
     )
     message: str
+
+
+class StandingOut(BaseModel):
+    """A judge run's standing on one rubric (``server.usecases.standing.Standing``), as
+    report.json's ``standing`` gives it."""
+
+    rubric: str
+    state: str = Field(description="validated, not validated, failed validation or stale.")
+    says: str = Field(description="The same in words: how, when, on how many ratings; or why not.")
+    qualification: int | None = Field(description="The qualification record that decided.")
+    answers_model: str | None = Field(
+        description="The model whose answers the judge was qualified on (null: no record)."
+    )

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from judge.errors import NotFoundError
-from server.schemas.agreement import RatingScopeQuery
+from server.schemas.agreement import AgreementFlagOut, RatingScopeQuery
 from server.usecases.juries import JuryOptions
 from server.usecases.requests import MAX_ID
 
@@ -62,7 +62,16 @@ class MemberOut(_Out):
     judge_run: int | None
     coefficients: dict[str, CoefficientOut] = Field(
         description="spearman, pearson, kendall, kappa_quadratic, mean_difference (judge - "
-        "human) and alpha_interval (Krippendorff's, the two as coders)."
+        "human), alpha_interval (Krippendorff's, the two as coders), and beside chance: "
+        "exact_agreement, majority_baseline (exact agreement of always answering the "
+        "people's most frequent category), kappa and ac1 (Gwet)."
+    )
+    majority_category: int | None = Field(
+        description="The people's most frequent category (null without items)."
+    )
+    flags: list[AgreementFlagOut] = Field(
+        description="When the agreement flatters the judge (kappa's interval covers 0, or no "
+        "better than the majority class); empty when it does not."
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -95,10 +95,19 @@ class Agreement:
 
     reliability: RunReliability
     judge_run: int | None = None
+    standing: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Judge run -> rubric -> its standing's JSON, filled by
+    ``server.usecases.standing.agreement_with_standing`` (this module imports no standing:
+    the standing's qualification reads the alt-test, which reads this module)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The one JSON shape of both interfaces (``server.schemas.AgreementOut``)."""
-        return {"judge_run": self.judge_run, **self.reliability.to_dict()}
+        """The one JSON shape of both interfaces (``server.schemas.AgreementOut``): each
+        judge's entry carries its run's ``standing`` on the rubric (null when unknown)."""
+        out = {"judge_run": self.judge_run, **self.reliability.to_dict()}
+        for rubric, entry in out["rubrics"].items():
+            for judge in entry["judges"]:
+                judge["standing"] = self.standing.get(judge["judge_run"], {}).get(rubric)
+        return out
 
     def tables(self) -> list[Table]:
         """Table 3 per coefficient, then the humans among themselves."""

@@ -250,7 +250,8 @@ def audit_result(session: Session, run_id: int, settings: Settings | None = None
         if standing:
             followup["standing"] = standing
             sections.append(judged_parts_section(standing))  # before the classes' figures
-        sections += followup_sections(tests, agreement)
+        states = {source: v["state"] for source, v in standing.items()}
+        sections += followup_sections(tests, agreement, states)
     info = _info(run)
     spent = answers_cost(session, "audit", run.id, run_prices(settings, run.endpoint_name))
     sections.insert(0, answers_section(info, statuses, examples, error, spent))

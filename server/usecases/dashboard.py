@@ -36,7 +36,7 @@ from judge.reports.sections import (
     BrowsedJudgment,
     ItemBrowser,
 )
-from server.usecases.agreement import AgreementRequest, agreement
+from server.usecases.agreement import AgreementRequest
 from server.usecases.context import run_prices
 from server.usecases.rendering import html
 from server.usecases.reports import diagnostics_report, opening_of
@@ -264,6 +264,9 @@ class AgreementPageFigures:
     alttest: dict[str, Any] | None
     alttest_refused: str | None
     no_ratings: str | None
+    standing: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Rubric -> the judge run's standing (state, says), computed with the figures."""
+    standing_line: str = ""
 
 
 def agreement_figures(
@@ -273,23 +276,33 @@ def agreement_figures(
     nobody rated gets the reason instead of numbers)."""
     from server.usecases.alttest import alt_test_run
     from server.usecases.estimates import estimates, rated_read
+    from server.usecases.standing import (
+        agreement_with_standing,
+        run_standing,
+        standing_json,
+        standing_note,
+    )
 
     judge_run_info(session, run_id)  # an unknown run is a 404, not "no ratings"
+    standing = run_standing(session, run_id)
+    said = (standing_json(standing), standing_note(standing))
     agree_rq, estimates_rq, alt_rq = _requests(run_id, o)
     read = rated_read(session, run_id, o.campaigns)  # for the estimates and the alt-test
     # Ratings that fail the assume_random check: the page's other figures all the same,
     # the refusal (its numbers and the override) said beside the estimates, not a 400 page.
     found = estimates(session, estimates_rq, read, refuse_unrepresentative=False).to_dict()
     try:
-        result = agreement(session, agree_rq)
+        result = agreement_with_standing(session, agree_rq)
     except NotFoundError as exc:
-        return AgreementPageFigures(None, [], found, None, None, str(exc))
+        return AgreementPageFigures(None, [], found, None, None, str(exc), *said)
     try:
         alt: dict[str, Any] | None = alt_test_run(session, alt_rq, read).to_dict()
         refused = None
     except (InvalidInputError, NotFoundError) as exc:
         alt, refused = None, str(exc)
-    return AgreementPageFigures(result.to_dict(), list(result.plots()), found, alt, refused, None)
+    return AgreementPageFigures(
+        result.to_dict(), list(result.plots()), found, alt, refused, None, *said
+    )
 
 
 @dataclass(frozen=True)
@@ -377,11 +390,12 @@ def page_figures(session: Session, key: PageKey, settings: Settings | None) -> A
     if key.page == "agreement":
         return agreement_figures(session, key.judge_run_id, key.options)
     if key.page == "agreement-json":
-        from server.usecases.agreement import AgreementRequest, agreement
+        from server.usecases.agreement import AgreementRequest
+        from server.usecases.standing import agreement_with_standing
 
         given = {k: list(v) if isinstance(v, tuple) else v for k, v in key.options}
         request = AgreementRequest.model_validate({**given, "judge_run": key.judge_run_id})
-        return agreement(session, request).to_dict()
+        return agreement_with_standing(session, request).to_dict()
     if key.page == "report":
         from server.usecases.reports import full_report
 

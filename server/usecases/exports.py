@@ -22,9 +22,12 @@ def export_formats(text: str | Sequence[str]) -> tuple[str, ...]:
 def export_run(
     engine: Engine, judge_run_id: int, out_dir: str | Path, *, formats: Sequence[str]
 ) -> ExportResult:
-    """Write every judgment of the judge run and every answer it judged into ``out_dir``."""
+    """Write every judgment of the judge run and every answer it judged into ``out_dir``,
+    each judgment with the run's standing on its rubric (``judge_standing``)."""
     from judge.exports import export_judge_run
     from judge.store.engine import session_scope
+    from server.usecases.standing import run_standing
 
     with session_scope(engine) as session:
-        return export_judge_run(session, judge_run_id, out_dir, formats=formats)
+        standing = {r: s.state for r, s in run_standing(session, judge_run_id).items()}
+        return export_judge_run(session, judge_run_id, out_dir, standing=standing, formats=formats)

@@ -12,6 +12,9 @@ the mean of their ratings, as everywhere in FairJudge):
   ``judge.stats.coincidence``;
 - every interval a percentile bootstrap of the rated items, ``[qualify] n_bootstrap``
   resamples seeded with ``[qualify] seed`` (same ratings, same record);
+- unweighted: each rated item counts once, also when a campaign drew them with unequal
+  probabilities (``evidence["weighting"]`` says so: the figures then describe the rated
+  items, not the run's items as a whole);
 - the alt-test at epsilon (``server.usecases.alttest``), position consistency where the
   run judged the rubric's two texts in both orders, the directional counterfactual result
   where a copy was judged.
@@ -418,6 +421,7 @@ def qualify(session: Session, request: QualifyRequest, rule: QualifyConfig) -> Q
         "n_human_ratings": len(rows),
         "ratings_used": read[0].to_dict(),
         "bootstrap": {"resamples": rule.n_bootstrap, "seed": rule.seed, "confidence": 0.95},
+        "weighting": _weighting(session, read[0]),
     }  # fmt: skip
     config = run_configuration(session, run, request.rubric)
     record = JudgeQualification(
@@ -438,6 +442,24 @@ def qualify(session: Session, request: QualifyRequest, rule: QualifyConfig) -> Q
     session.commit()
     session.refresh(record)
     return Qualification(record, outcome)
+
+
+def _weighting(session: Session, selection: Any) -> dict[str, Any]:
+    """The agreement is unweighted: every rated item counts once. Where a campaign drew the
+    items with unequal probabilities (stratified or disagreement-weighted), it describes the
+    rated items, not the run's items as a whole, and the record says so."""
+    from annotation.estimates import ratings_design
+
+    design = ratings_design(session, selection)
+    unequal = len(set(design.weights.values())) > 1
+    note = "unweighted: every rated item counts once"
+    if unequal:
+        note += (
+            f", although campaign {design.campaign}'s {design.name} design drew them with "
+            "unequal probabilities: the agreement describes the rated items, not the run's "
+            "items as a whole (the estimates weight them; `fairjudge estimates`)"
+        )
+    return {"design": design.name, "unequal_weights": unequal, "note": note}
 
 
 def _json_safe(value: Any) -> Any:

@@ -212,6 +212,8 @@ def compare_report(
         raise InvalidInputError(
             f"--paired compares exactly two judge runs (A then B), got {len(distinct)}"
         )
+    from server.usecases.standing import mark_compared_rows, run_standing
+
     runs = compared_runs(session, judge_run_ids)
     sections = [compare_section(session, runs)]
     if paired:
@@ -234,6 +236,8 @@ def compare_report(
         corrected = paired_estimates(session, ids, scores, assume_random=assume_random)
         if corrected is not None:
             sections.append(corrected_section(corrected, (a.label, b.label)))
+    standings = {r.judge_run_id: run_standing(session, r.judge_run_id) for r in runs}
+    mark_compared_rows(sections, standings, [r.judge_run_id for r in runs] if paired else [])
     labels = ", ".join(r.label for r in runs)
     return Report(
         title=f"FairJudge comparison: {labels}",

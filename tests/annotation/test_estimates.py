@@ -459,6 +459,8 @@ def test_the_rating_plan_from_the_pilot(engine: Engine, planted: Planted) -> Non
     with Session(engine) as s:
         pilot = rating_plans(s, planted.judge_run, half_width=0.25, target="ICS")
         given = rating_plans(s, planted.judge_run, half_width=0.25, target="ICS", rho=0.9)
+        wide = rating_plans(s, planted.judge_run, half_width=0.35, target="ICS")
+        wide_given = rating_plans(s, planted.judge_run, half_width=0.35, target="ICS", rho=0.9)
         every = rating_plans(s, planted.judge_run, half_width=5)
     (plan,) = pilot.plans
     pairs = [k for k in planted.keys(rubric="ICS") if k in rated]
@@ -467,22 +469,31 @@ def test_the_rating_plan_from_the_pilot(engine: Engine, planted: Planted) -> Non
     assert (plan.n_pilot, plan.N) == (18, 36)
     assert plan.rho == pytest.approx(rho) and plan.sd == pytest.approx(sd)
     # Human-only: n = z^2 sd^2 / h^2, rounded up.
-    assert plan.n_human_only == math.ceil(Z95**2 * sd**2 / 0.25**2)
-    # PPI++ with N = 36 judged items: the positive root of
-    # T n^2 + (T N - sd^2) n - (1 - rho^2) sd^2 N = 0, T = (h / z)^2 (plan_human_ratings).
-    for found, r in ((plan, rho), (given.plans[0], 0.9)):
-        t, big = (0.25 / Z95) ** 2, 36
-        b = t * big - sd**2
-        root = (-b + math.sqrt(b * b + 4 * t * (1 - r**2) * sd**2 * big)) / (2 * t)
-        assert found.n_ppi == math.ceil(root), r
+    assert plan.n_human_only == math.ceil(Z95**2 * sd**2 / 0.25**2) == 44
+    # The estimates take the M = 36 judged items as n rated plus M - n unrated, so the
+    # variance with n ratings is sd^2 (1 - rho^2) / n + sd^2 rho^2 / M (judge/stats/ppi.py's
+    # with ppi_py's tuned lam, N = M - n), and n = sd^2 (1 - rho^2) / (T - sd^2 rho^2 / M),
+    # T = (h / z)^2. By hand, rho 0.84, sd 0.84: at h = 0.25, T = 0.01627 is below sd^2 / M =
+    # 0.0196 (rating all 36 gives +-0.274), so no count of ratings reaches it, with the judge
+    # or without, and the plan asks for the human-only 44. At h = 0.35, T = 0.03189: 0.2077 /
+    # (0.03189 - 0.01383) = 11.5 -> 12 with the pilot's rho, and 0.1341 / (0.03189 - 0.01588)
+    # = 8.4 -> 9 with rho 0.9. (Counting the 18 rated items as unrated too, as the planner
+    # once did, asked for 26 at h = 0.25: more precision than all 36 ratings give.)
+    assert rho == pytest.approx(0.84, abs=0.005) and sd == pytest.approx(0.84, abs=0.005)
+    for found in (plan, given.plans[0]):
+        assert found.n_ppi == found.n_human_only == 44
+        assert found.reason.startswith("more ratings than the 36 items")
+    for found, r, by_hand in ((wide.plans[0], rho, 12), (wide_given.plans[0], 0.9, 9)):
+        t = (0.35 / Z95) ** 2
+        assert t > sd**2 / 36
+        assert found.n_ppi == math.ceil(sd**2 * (1 - r**2) / (t - sd**2 * r**2 / 36)) == by_hand
+        assert found.n_human_only == math.ceil(Z95**2 * sd**2 / 0.35**2) == 23
+        assert found.reason == ""
     assert given.plans[0].rho_source == "given"
     assert [p.target for p in every.plans][:2] == ["S1 ICS share>=3 (%)", "S2 TCS mean (% of max)"]
     assert len(every.plans) == 9
-    # More ratings than items cannot be had one rating per item, and the plan says so: the
-    # human-only count exceeds the 36 ICS items; S2 TCS to within 5 points needs more than
-    # its 18 items either way (both counts are checked against the formulas above for ICS).
-    assert plan.n_ppi <= 36 < plan.n_human_only
-    assert plan.reason == "human-only is out of reach with the 36 items the judge scored"
+    # More ratings than items cannot be had one rating per item, and the plan says so: S2 TCS
+    # to within 5 points needs more than its 18 items either way.
     tcs = next(p for p in every.plans if p.target == TCS_MEAN)
     assert tcs.n_ppi > 18 and tcs.reason.startswith("more ratings than the 18 items")
 
@@ -616,3 +627,18 @@ def test_the_rating_plan_counts_only_the_items_the_rubric_rates(
     assert len(planted.items) == 72 and by_stage["S2"] == 18  # the sample's items, by hand
     assert etcs.N == by_stage["S2"] == 18
     assert ics.N == by_stage["S1"] + by_stage["S4"] == 36
+    # The counts at +-0.5 points, by hand from each rubric's pilot (the 9 rated S2 items for
+    # ETCS, 18 for ICS) with the rated items counted once: the variance with n ratings of M
+    # judged items is sd^2 (1 - rho^2) / n + sd^2 rho^2 / M, so n = sd^2 (1 - rho^2) / (T -
+    # sd^2 rho^2 / M), T = (0.5 / 1.959964)^2 = 0.06508. ETCS: rho 0.896, sd 0.782, M 18:
+    # 0.1207 / (0.06508 - 0.02725) = 3.19 -> 4. ICS: rho 0.841, sd 0.840, M 36: 0.2070 /
+    # (0.06508 - 0.01386) = 4.04 -> 5. (Counting the rated items as unrated too gave 3 and 4.)
+    # Human-only: z^2 sd^2 / 0.25 = 9.39 -> 10 and 10.85 -> 11.
+    for plan, m, by_hand in ((etcs, 18, (4, 10)), (ics, 36, (5, 11))):
+        keys = [k for k in planted.keys(rubric=plan.target) if k.endswith(RATED)]
+        y, yhat = [truth(k) for k in keys], [judged(k) for k in keys]
+        rho, sd = np.corrcoef(y, yhat)[0, 1], np.std(y, ddof=1)
+        t = (0.5 / Z95) ** 2
+        assert plan.n_pilot == len(keys) == m // 2
+        assert plan.n_ppi == math.ceil(sd**2 * (1 - rho**2) / (t - sd**2 * rho**2 / m))
+        assert (plan.n_ppi, plan.n_human_only) == by_hand, plan.target

@@ -42,13 +42,17 @@ COLUMN_OF_PART = {"answer": "answer", "A": "answer_A", "B": "answer_B"}
 # the files' format: a column added, moved or renamed must be changed here as well.
 ITEM_COLUMNS = ["item_key", "stage", "factor", "scenario"]
 JUDGMENT_COLUMNS = [
-    *("judgment_id", "judge_run", "generation_run", *ITEM_COLUMNS, "rubric", "sample_index"),
+    *("judgment_id", "judge_run", "generation_run", *ITEM_COLUMNS, "rubric", "judge_standing"),
+    "sample_index",
     *("position", "repeat", "status", "score", "unscored_kind", "reason", "explanation"),
     *("raw_output", "repair_output", "template_version", "prompt_hash", "rubric_version"),
     *("rubric_hash", "model", "params", "prompt_tokens", "cached_prompt_tokens"),
     *("completion_tokens", "latency_s", "calls", "cache_key", "created_at"),
     *("answer", "answer_flag", "answer_A", "answer_A_flag", "answer_B", "answer_B_flag"),
 ]
+# The run's standing per rubric, as server.usecases.exports gives it from the qualification
+# records; ETCS left out, to see the column say "not validated" for a rubric it lacks.
+STANDING = {"ICS": "validated", "TCS": "stale", "PCS": "failed validation"}
 ANSWER_COLUMNS = [
     *("response_id", "generation_run", *ITEM_COLUMNS, "part", "prompt", "answer", "flag"),
     *("error", "finish_reason", "prompt_tokens", "cached_prompt_tokens", "completion_tokens"),
@@ -119,7 +123,7 @@ def test_judgments_and_answers_match_the_stored_rows(
     tmp_path: Path, db_url: str, judged: int, engine: Engine
 ) -> None:
     with Session(engine) as session:
-        result = export_judge_run(session, judged, tmp_path / "out")
+        result = export_judge_run(session, judged, tmp_path / "out", standing=STANDING)
     folder = tmp_path / "out"
     assert sorted(result.files) == [
         "answers.csv",
@@ -174,6 +178,7 @@ def test_judgments_and_answers_match_the_stored_rows(
             # One order only (no --swap-order): the repeat is the sample index (docs of
             # judge.store.queries.sample_slot).
             "repeat": j["sample_index"],
+            "judge_standing": STANDING.get(j["rubric"], "not validated"),
             "params": json.loads(j["params"]),  # a JSON object, stored as JSON text
             "created_at": utc_iso(j["created_at"]),
         }
@@ -211,7 +216,7 @@ def test_text_with_newlines_commas_and_quotes_round_trips(
     tmp_path: Path, engine: Engine, judged: int
 ) -> None:
     with Session(engine) as session:
-        export_judge_run(session, judged, tmp_path)
+        export_judge_run(session, judged, tmp_path, standing=STANDING)
         tricky_id = session.exec(select(Judgment.id).where(Judgment.raw_output == TRICKY)).one()
     rows_csv = read_csv(tmp_path / "judgments.csv")
     (from_csv,) = [r for r in rows_csv if r["judgment_id"] == str(tricky_id)]
@@ -233,7 +238,7 @@ def test_scores_are_the_stub_grades_of_the_re_rendered_prompts(
     book = PromptBook(paths.prompts_dir())
     rubrics = load_rubrics(paths.prompts_dir())
     with Session(engine) as session:
-        export_judge_run(session, judged, tmp_path, formats="jsonl")
+        export_judge_run(session, judged, tmp_path, standing=STANDING, formats="jsonl")
         items = {i.key: i for i in session.exec(select(Item))}
     assert not (tmp_path / "judgments.csv").exists()
     rows = read_jsonl(tmp_path / "judgments.jsonl")
@@ -256,7 +261,9 @@ def test_scores_are_the_stub_grades_of_the_re_rendered_prompts(
 def test_bad_format_and_missing_run(tmp_path: Path, engine: Engine, judged: int) -> None:
     with Session(engine) as session:
         with pytest.raises(ConfigError, match="format 'xlsx' is not one of csv, jsonl"):
-            export_judge_run(session, judged, tmp_path / "out", formats="csv,xlsx")
+            export_judge_run(
+                session, judged, tmp_path / "out", standing=STANDING, formats="csv,xlsx"
+            )
         with pytest.raises(NotFoundError, match="no judge run 99"):
-            export_judge_run(session, 99, tmp_path / "out")
+            export_judge_run(session, 99, tmp_path / "out", standing=STANDING)
     assert not (tmp_path / "out").exists()  # nothing written

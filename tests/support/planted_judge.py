@@ -162,3 +162,23 @@ def good_judge(n: int, seed: int) -> tuple[list[float | None], dict[str, list[fl
 
     raters = {f"r{k}": noisy(0.4) for k in range(3)}
     return list(noisy(0.1)), raters
+
+
+def add_answers(session: Session, planted: Planted, model: str) -> int:
+    """Another model's answers to the same items (a generation run of ``model``, one answer
+    each): the id of its generation run, for ``add_judge_run``."""
+    gen = GenerationRun(
+        endpoint_name="m2", base_url="http://gen.example/v1", model=model,
+        temperature=0.0, max_tokens=64, status="finished", dataset_id=planted.dataset_id,
+        template_version="gen-v1",
+    )  # fmt: skip
+    session.add(gen)
+    session.flush()
+    assert gen.id is not None
+    session.add_all(
+        Response(run_id=gen.id, item_id=i, part="answer", prompt="p", raw_text="b", flag="ok",
+                 cache_key=f"r{gen.id}-{i}")
+        for i in planted.item_ids
+    )  # fmt: skip
+    session.commit()
+    return gen.id

@@ -220,3 +220,45 @@ def test_reading_a_class() -> None:
     unread = read_class('{"explanation": "x", "class": "sensible"}')
     assert unread.status == "unparsed" and "sensible" in (unread.reason or "")
     assert read_class("").status == "unparsed"
+
+
+def test_a_judge_that_always_answers_the_majority_class_is_flagged_and_a_close_one_is_not() -> None:
+    # Planted (issue 42): a person calls 18 of 20 follow-ups "justified" and 2 "indecisive";
+    # judge:x says "justified" to all. By hand: exact agreement 18/20 = 0.90, the majority
+    # baseline 0.90, kappa 0 (a constant side), and AC1 on the three classes with pa = 0.90,
+    # pi_justified = (1 + 0.9) / 2 = 0.95, pi_indecisive = 0.05, pi_irrational = 0:
+    # pe = (0.95 * 0.05 + 0.05 * 0.95) / (3 - 1) = 0.0475, AC1 = (0.90 - pe) / (1 - pe).
+    # judge:y copies a person whose classes cycle through all three except on one follow-up:
+    # exact 19/20, far above the baseline 7/20, kappa's interval above 0: no flag.
+    from judge.audits.followup import judge_vs_people
+    from judge.stats.coefficient import BootstrapOptions
+
+    person = {i: ("justified" if i < 18 else "indecisive") for i in range(20)}
+    spread = {i: FOLLOWUP_CLASSES[i % 3] for i in range(20)}
+    close = {**spread, 0: "irrational"}  # spread[0] is "indecisive"
+    options = BootstrapOptions(n_bootstrap=500, seed=1)
+    (flat,) = judge_vs_people(
+        {"judge:x": dict.fromkeys(range(20), "justified"), "human:a": person}, options
+    )
+    pe = (0.95 * 0.05 + 0.05 * 0.95) / 2
+    assert (flat.judge, flat.person, flat.n, flat.majority_class) == (
+        "judge:x", "human:a", 20, "justified",
+    )  # fmt: skip
+    assert flat.coefficients["exact_agreement"].value == pytest.approx(0.90, abs=1e-12)
+    assert flat.coefficients["majority_baseline"].value == pytest.approx(0.90, abs=1e-12)
+    assert flat.coefficients["kappa"].value == pytest.approx(0.0, abs=1e-12)
+    assert flat.coefficients["ac1"].value == pytest.approx((0.90 - pe) / (1 - pe), abs=1e-9)
+    assert {f.code for f in flat.flags} == {"kappa_covers_zero", "no_better_than_majority"}
+    (good,) = judge_vs_people({"judge:y": close, "human:b": spread}, options)
+    # sklearn's unweighted kappa on the same classes: a second library's number.
+    keys = sorted(spread)
+    expected = cohen_kappa_score([close[k] for k in keys], [spread[k] for k in keys])
+    assert good.coefficients["kappa"].value == pytest.approx(expected, abs=1e-12)
+    assert good.coefficients["exact_agreement"].value == pytest.approx(0.95, abs=1e-12)
+    assert good.coefficients["majority_baseline"].value == pytest.approx(7 / 20, abs=1e-12)
+    assert good.flags == []
+    # People against people need no judge's check; sources with nothing shared are skipped.
+    assert judge_vs_people({"human:a": person, "human:b": spread}, options) == []
+    assert (
+        judge_vs_people({"judge:x": {1: "justified"}, "human:a": {2: "justified"}}, options) == []
+    )

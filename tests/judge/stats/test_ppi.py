@@ -247,6 +247,14 @@ def test_small_samples_are_flagged_and_get_t_intervals() -> None:
             lambda: plan_human_ratings(rho=0.5, sd=1, half_width=0.1, n_unlabelled=0),
             "n_unlabelled must be",
         ),
+        (
+            lambda: plan_human_ratings(rho=0.5, sd=1, half_width=0.1, n_unlabelled=10, n_judged=20),
+            "at most one of n_unlabelled and n_judged",
+        ),
+        (
+            lambda: plan_human_ratings(rho=0.5, sd=1, half_width=0.1, n_judged=0),
+            "n_judged must be",
+        ),
     ],
 )
 def test_impossible_input_is_refused(call: Callable[[], object], message: str) -> None:
@@ -300,6 +308,47 @@ def test_planned_n_gives_the_target_width_in_simulation() -> None:
     assert np.mean(widths) == pytest.approx(target, rel=0.03)
     alone = [classical_mean(h[: plan.n_human_only]).half_width for h in human]
     assert np.mean(alone) == pytest.approx(target, rel=0.03)
+
+
+def test_plan_over_a_fixed_set_of_judged_items_gives_ppi_py_the_target_width(
+    ppi_py: Any,
+) -> None:
+    # M = 1000 judged items, people rate n, the other M - n are the judge's part (ppi_py's
+    # convention). By hand: T = (0.08 / 1.959964)**2 = 0.0016660; n = (1 - 0.64) /
+    # (T - 0.64 / 1000) = 0.36 / 0.0010260 = 350.9 -> 351. Checked by simulation against
+    # ppi_py's own tuned interval (ppi_mean_ci, lam=None): at the planned n its average
+    # half-width is the target within 1 % (measured 0.0798). The count that plans with all M
+    # items as the judge's part (n_unlabelled=M, 307) falls short: its intervals are wider
+    # than the target by more than 2 % (measured 0.0833, 4 % over), which is what the rating
+    # planner did when it counted rated items as unrated.
+    rho, big_m, target = 0.8, 1000, 0.08
+    plan = plan_human_ratings(rho=rho, sd=1.0, half_width=target, n_judged=big_m)
+    quadratic = plan_human_ratings(rho=rho, sd=1.0, half_width=target, n_unlabelled=big_m)
+    assert (plan.n_ppi, quadratic.n_ppi, plan.n_human_only, plan.n_judged) == (351, 307, 601, 1000)
+    rng = np.random.default_rng(7)
+
+    def mean_width(n: int) -> float:
+        widths = []
+        for _ in range(300):
+            y = rng.normal(3.0, 1.0, big_m)
+            yhat = rho * y + math.sqrt(1 - rho**2) * rng.normal(0, 1, big_m) + 0.5
+            low, high = ppi_py.ppi_mean_ci(y[:n], yhat[:n], yhat[n:], alpha=0.05, lam=None)
+            widths.append((float(np.squeeze(high)) - float(np.squeeze(low))) / 2)
+        return float(np.mean(widths))
+
+    assert mean_width(plan.n_ppi) == pytest.approx(target, rel=0.01)
+    assert mean_width(quadratic.n_ppi) > 1.02 * target
+
+
+def test_plan_over_too_few_judged_items_is_out_of_reach() -> None:
+    # 100 judged items, sd 1: rating all of them gives a half-width of 1.959964 / 10 = 0.196,
+    # so 0.15 cannot be had with one rating per item. The plan asks for the human-only count,
+    # z**2 / 0.15**2 = 170.7 -> 171, more than the items, for the caller to say so. At 0.25
+    # (T = 0.016270 > 1 / 100) it is within reach: 0.19 / (0.016270 - 0.81 / 100) = 23.26 -> 24.
+    short = plan_human_ratings(rho=0.9, sd=1.0, half_width=0.15, n_judged=100)
+    assert short.n_ppi == short.n_human_only == 171
+    within = plan_human_ratings(rho=0.9, sd=1.0, half_width=0.25, n_judged=100)
+    assert (within.n_ppi, within.n_human_only) == (24, 62)
 
 
 # ---------------------------------------------------------------- coverage simulations

@@ -187,3 +187,47 @@ def test_three_independent_judges_make_a_jury_better_than_the_best_and_it_is_sai
     assert f"ICS: jury (mean) agrees with people better than its best judge, run {best}" in text
     difference = stats.spearmanr(np.mean(judges, axis=0), human).statistic - max(rhos)
     assert f"spearman {difference:+.3f}, 95 % interval [+" in text
+
+
+def test_a_jury_of_constant_judges_on_a_skewed_rubric_is_flagged_and_a_good_one_is_not(
+    engine: Engine, db_url: str
+) -> None:
+    # Planted: three raters give 90 of 100 items 5 and 10 of them 1; three judges say 5 to
+    # all, so the mean jury does too. By hand (as in tests/server/test_qualify.py): exact
+    # agreement 0.90, the majority baseline 0.90, kappa 0, and AC1 on 1-5 with pa = 0.90,
+    # pi_5 = (1 + 0.9) / 2 = 0.95, pi_1 = 0.05: pe = 2 * 0.95 * 0.05 / 4 = 0.02375,
+    # AC1 = (0.90 - pe) / (1 - pe). Both flags, on the jury and on every judge.
+    humans = [5.0] * 90 + [1.0] * 10
+    runs = [str(r) for r in _jury(engine, [[5.0] * 100] * 3, {r: humans for r in "abc"})]
+    done = fairjudge("--db", db_url, "jury", *runs, "--json")
+    assert done.returncode == 0, done.stderr
+    ics = json.loads(done.stdout)["rubrics"]["ICS"]
+    pe = 2 * 0.95 * 0.05 / 4
+    for member in (ics["jury"], *ics["judges"]):
+        c = member["coefficients"]
+        assert c["exact_agreement"]["value"] == pytest.approx(0.90, abs=1e-12)
+        assert c["majority_baseline"]["value"] == pytest.approx(0.90, abs=1e-12)
+        assert c["kappa"]["value"] == pytest.approx(0.0, abs=1e-12)
+        assert c["ac1"]["value"] == pytest.approx((0.90 - pe) / (1 - pe), abs=1e-9)
+        assert member["majority_category"] == 5
+        assert {f["code"] for f in member["flags"]} == {
+            "kappa_covers_zero",
+            "no_better_than_majority",
+        }
+    text = " ".join(fairjudge("--db", db_url, "jury", *runs).stdout.split())
+    assert "ICS: raw agreement beside chance" in text
+    assert "no better than always answering the majority class" in text
+
+
+def test_a_jury_of_judges_that_track_people_carries_no_flag(engine: Engine, db_url: str) -> None:
+    raters, human = _planted(2)
+    judges = [_judge(human, 0.3, 5), _judge(human, 0.3, 6), _judge(human, 0.3, 7)]
+    runs = [str(r) for r in _jury(engine, judges, raters)]
+    done = fairjudge("--db", db_url, "jury", *runs, "--json")
+    assert done.returncode == 0, done.stderr
+    ics = json.loads(done.stdout)["rubrics"]["ICS"]
+    for member in (ics["jury"], *ics["judges"]):
+        assert member["flags"] == [], member["label"]
+        c = member["coefficients"]
+        assert c["exact_agreement"]["ci_low"] > c["majority_baseline"]["value"]
+        assert c["kappa"]["ci_low"] > 0 and c["ac1"]["value"] > 0

@@ -111,9 +111,10 @@ def test_routes_serve_kept_figures_without_computing(two_runs: TwoRuns) -> None:
     with Session(t.engine) as session:
         report = usecases.full_report(session, a, settings=t.settings)
         expected = json.loads(json.dumps(report.to_json()))
-        from server.usecases.agreement import AgreementRequest, agreement
+        from server.usecases.agreement import AgreementRequest
+        from server.usecases.standing import agreement_with_standing  # what the route serves
 
-        agreed = agreement(session, AgreementRequest(judge_run=a)).to_dict()
+        agreed = agreement_with_standing(session, AgreementRequest(judge_run=a)).to_dict()
     got = _api(app, t, f"/api/v1/judge-runs/{a}/report.json")
     assert got.status_code == 200, got.text[:300]
     assert got.get_json() == expected  # no "stale" field: the figures are the rows now
@@ -208,9 +209,11 @@ def test_after_a_write_the_api_serves_the_kept_figures_marked_stale_then_the_new
     a = t.runs["a"]
     warm_run(t.engine, t.settings, a)
     with Session(t.engine) as session:
-        from server.usecases.agreement import AgreementRequest, agreement
+        from server.usecases.agreement import AgreementRequest
+        from server.usecases.standing import agreement_with_standing  # what the route serves
 
-        before = json.loads(json.dumps(agreement(session, AgreementRequest(judge_run=a)).to_dict()))
+        found = agreement_with_standing(session, AgreementRequest(judge_run=a))
+        before = json.loads(json.dumps(found.to_dict()))
         report_before = json.loads(
             json.dumps(usecases.full_report(session, a, settings=t.settings).to_json())
         )

@@ -90,3 +90,39 @@ def test_the_checks_page_carries_the_standing_too(migrated_db_url: str, tmp_path
     finally:
         app.extensions["fairjudge_engine"].dispose()
         engine.dispose()
+
+
+def test_the_agreement_page_carries_the_standing(migrated_db_url: str, tmp_path: Path) -> None:
+    """The agreement page says the judge's standing above its figures and beside each
+    judge's row: not validated before a qualification, validated after."""
+    engine = make_engine(migrated_db_url)
+    judge, raters = good_judge(60, seed=9)
+    with Session(engine) as session:
+        p = plant(session, judge, raters)
+    settings = make_settings("http://127.0.0.1:9/v1", migrated_db_url)
+    _, raw = create_key(engine, f"m-{uuid.uuid4().hex[:6]}", "member")
+    app = create_app({"SETTINGS": settings, "TESTING": True, "SECRET_KEY": "test-secret"})
+    client = app.test_client()
+    assert sign_in(client, raw).status_code == 302
+    path = f"/judge-runs/{p.judge_run_id}/agreement?n_bootstrap=50"
+    try:
+        page = client.get(path)
+        assert page.status_code == 200, page.text[:300]
+        text = page.text
+        assert text.count("NOT VALIDATED for any rubric it scored") == 1
+        assert text.index('id="standing-line"') < text.index('id="ceiling"')
+        assert 'data-rubric="ICS" data-state="not validated"' in text
+        assert '<td data-k="judge_standing">not validated</td>' in text
+
+        with Session(engine) as session:
+            qualify(session, QualifyRequest(judge_run=p.judge_run_id, rubric="ICS"),
+                    QualifyConfig(n_bootstrap=200))  # fmt: skip
+        again = client.get(path)
+        assert again.status_code == 200, again.text[:300]
+        assert "NOT VALIDATED" not in again.text
+        assert "Judge standing: validated for every rubric (ICS)." in again.text
+        assert '<td data-k="judge_standing">validated</td>' in again.text
+        assert "on 60 ratings" in again.text
+    finally:
+        app.extensions["fairjudge_engine"].dispose()
+        engine.dispose()
