@@ -131,7 +131,7 @@ def test_the_openapi_document_lists_every_route(api: Api) -> None:
     # (corrected figures, their transport across models, the rating plan), alt-test 2 (a
     # stored run's, files), juries 1,
     # pairwise 2 (an import of judgments sent as text, their position figures).
-    assert len(served) == 75
+    assert len(served) == 76
     assert api.client.get("/api/v1/docs/swagger").status_code == 200  # browsable docs
 
 
