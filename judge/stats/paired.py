@@ -47,6 +47,8 @@ GRID_CELLS = 5e7
 MAX_DENOMINATOR = 2520
 """Finest grid tried: 1/2520 covers means of up to 10 samples (lcm of 1..10)."""
 N_RESAMPLES = 20_000
+BOOTSTRAP_CHUNK = 1_000_000
+"""Resampled values drawn at once by ``bootstrap_mean_cis`` (at least 500 resamples)."""
 _TIE = 1e-9  # relative slack so that sums equal in exact arithmetic count as ties
 
 
@@ -256,15 +258,15 @@ def bootstrap_mean_cis(
         return [(float("nan"), float("nan")) for _ in levels]
     rng = np.random.default_rng(seed)
     means = np.empty(n_bootstrap)
-    for start in range(0, n_bootstrap, 500):  # chunks keep memory flat for large n
-        stop = min(n_bootstrap, start + 500)
+    # Chunks of resamples keep memory flat for large n (one chunk for small n: the draws,
+    # hence the intervals, are the same whatever the chunk size).
+    rows = max(500, BOOTSTRAP_CHUNK // data.size)
+    for start in range(0, n_bootstrap, rows):
+        stop = min(n_bootstrap, start + rows)
         means[start:stop] = data[rng.integers(0, data.size, (stop - start, data.size))].mean(1)
-    found = []
-    for level in levels:
-        tail = (1 - level) / 2 * 100
-        low, high = np.percentile(means, [tail, 100 - tail])
-        found.append((float(low), float(high)))
-    return found
+    tails = [(1 - level) / 2 * 100 for level in levels]
+    bounds = np.percentile(means, [q for tail in tails for q in (tail, 100 - tail)])
+    return [(float(bounds[2 * i]), float(bounds[2 * i + 1])) for i in range(len(levels))]
 
 
 @dataclass(frozen=True)
