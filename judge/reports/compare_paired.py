@@ -15,8 +15,9 @@ Methods, per cell (values in percent, as the stage tables; a difference in perce
 * interval: percentile bootstrap over the pairs (``judge.stats.paired.bootstrap_mean_ci``,
   ``N_BOOTSTRAP`` resamples, seeded): the 95 % interval of the mean difference, and the
   ``1 - 2 alpha`` (90 %) one the equivalence verdicts read;
-* test, share metrics: exact McNemar, a two-sided binomial test (``scipy.stats.binomtest``,
-  p = 0.5) of the fail->pass count among the discordant pairs (those that changed verdict);
+* test, share metrics: exact McNemar, a two-sided binomial test (p = 0.5; ``judge.stats.
+  paired.mcnemar_exact``, equal to ``scipy.stats.binomtest``) of the fail->pass count among
+  the discordant pairs (those that changed verdict);
 * test, means: the exact sign-flip permutation test of the mean difference
   (``judge.stats.paired.sign_flip_test``): scores on a 1-5 scale tie and change by whole
   points, where Wilcoxon's normal approximation is poor and a paired t assumes a shape the
@@ -41,13 +42,16 @@ from dataclasses import asdict, dataclass, replace
 from statistics import fmean
 from typing import Any
 
-from scipy import stats
-
 from judge.errors import InvalidInputError
 from judge.metrics import STAGE_METRICS, ItemScore, StageMetric
 from judge.reports.sections import Section, Table
 from judge.stats.multiplicity import ALPHA, HOLM, flags, holm
-from judge.stats.paired import bootstrap_mean_cis, equivalence_test, sign_flip_test
+from judge.stats.paired import (
+    bootstrap_mean_cis,
+    equivalence_test,
+    mcnemar_exact,
+    sign_flip_test,
+)
 from judge.vocab import SCALE
 
 PAIRED_TITLE = "Paired comparison"
@@ -156,6 +160,32 @@ def _none(x: float) -> float | None:
     return None if x != x else x
 
 
+def _test(
+    metric: StageMetric, pass_to_fail: int, fail_to_pass: int, diffs: Sequence[float]
+) -> tuple[float, str]:
+    """A cell's p-value and its test: exact McNemar on the flips of a share, the sign-flip
+    test on the differences of a mean."""
+    if metric.kind == "share":
+        return mcnemar_exact(fail_to_pass, pass_to_fail + fail_to_pass), MCNEMAR
+    return float(sign_flip_test(diffs).p_value), SIGN_FLIP
+
+
+def paired_p_value(
+    metric: StageMetric, pairs: Sequence[tuple[float | None, float | None]]
+) -> float | None:
+    """The p-value ``paired_cell`` gives a cell (None: no scored pair), without its values,
+    interval and verdicts: what Holm's correction over the table needs of a cell nobody reads
+    (``judge.reports.gate_checks.paired_table``)."""
+    kept = [(x, y) for x, y in pairs if x is not None and y is not None]
+    if not kept:
+        return None
+    if metric.kind == "share":
+        cut = flip_threshold(metric)
+        down = sum(x >= cut > y for x, y in kept)
+        return _test(metric, down, sum(y >= cut > x for x, y in kept), ())[0]
+    return _test(metric, 0, 0, [_unit(metric, y) - _unit(metric, x) for x, y in kept])[0]
+
+
 def paired_cell(
     metric: StageMetric,
     factor: str,
@@ -205,14 +235,8 @@ def paired_cell(
     if not kept:
         return replace(empty, note="no scored pair")
     value_a, value_b, diff = fmean(ua), fmean(ub), fmean(diffs)
-    if metric.kind == "share":
-        discordant = pass_to_fail + fail_to_pass
-        p = 1.0 if discordant == 0 else stats.binomtest(fail_to_pass, discordant, 0.5).pvalue
-        test = MCNEMAR
-    else:
-        p = sign_flip_test(diffs).p_value
-        test = SIGN_FLIP
-    row = replace(empty, value_a=value_a, value_b=value_b, diff=diff, test=test, p_value=float(p))
+    p, test = _test(metric, pass_to_fail, fail_to_pass, diffs)
+    row = replace(empty, value_a=value_a, value_b=value_b, diff=diff, test=test, p_value=p)
     if len(kept) < 2:
         return replace(row, note="one pair: no interval and no equivalence verdict")
     # Both intervals from one set of resampled means (the same seed gave the same draws).

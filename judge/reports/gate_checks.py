@@ -22,11 +22,11 @@ from statistics import fmean
 from judge.errors import InvalidInputError
 from judge.metrics import ItemScore, StageMetric, figure_interval
 from judge.reports.compare_paired import (
-    N_BOOTSTRAP,
     PAIRED_METRICS,
     PairedRow,
     check_same_items,
     paired_cell,
+    paired_p_value,
 )
 from judge.reports.gates import EVERY, FIGURE, OVERALL, PAIRED, QUALIFIED, Gate, RunRef
 from judge.stats.multiplicity import ALPHA, flags, holm
@@ -118,26 +118,36 @@ def paired_cells(a: Sequence[ItemScore], b: Sequence[ItemScore]) -> Pairs:
 
 
 def paired_table(
-    cells: Pairs, wanted: set[tuple[str, str]], *, margin: float
+    cells: Pairs, wanted: set[tuple[str, str]], *, margin: float, flags_read: bool = True
 ) -> dict[tuple[str, str], PairedRow]:
     """The rows of the paired table (``compare_paired.paired_cell``, Holm over every cell as
-    ``paired_rows`` does) for the (factor, metric name) cells in ``wanted``: every cell is
-    tested, since Holm's correction runs over all of them, but only the wanted ones are
-    bootstrapped (the intervals are most of the table's time)."""
-    rows = [
-        paired_cell(
-            metric, factor, pairs, margin=margin,
-            n_bootstrap=N_BOOTSTRAP if (factor, metric.name) in wanted else 0,
-        )
+    ``paired_rows`` does) for the (factor, metric name) cells in ``wanted``: only they get a
+    row, bootstrapped interval and verdicts; every other cell only gets its p-value
+    (``compare_paired.paired_p_value``), since Holm's correction runs over all of them. With
+    ``flags_read=False`` (no gate of the table reads Holm's flag) the other cells are not
+    tested at all and the rows' ``p_adjusted`` is None and ``flagged`` False: not
+    corrected, which no check reads."""
+    rows = {
+        (factor, metric.name): paired_cell(metric, factor, pairs, margin=margin)
         for (factor, metric), pairs in cells.items()
-    ]  # fmt: skip
-    adjusted = holm([r.p_value for r in rows])
-    flagged = flags(adjusted, ALPHA)
-    return {
-        (r.factor, r.metric): replace(r, p_adjusted=None if p != p else p, flagged=f)
-        for r, p, f in zip(rows, adjusted, flagged, strict=True)
-        if (r.factor, r.metric) in wanted
+        if (factor, metric.name) in wanted
     }
+    if not flags_read:
+        return rows
+    family = [
+        rows[(factor, metric.name)].p_value
+        if (factor, metric.name) in rows
+        else paired_p_value(metric, pairs)
+        for (factor, metric), pairs in cells.items()
+    ]
+    adjusted = holm(family)
+    flagged = flags(adjusted, ALPHA)
+    out = {}
+    for (factor, metric), p, f in zip(cells, adjusted, flagged, strict=True):
+        row = rows.get((factor, metric.name))
+        if row is not None:
+            out[(factor, metric.name)] = replace(row, p_adjusted=None if p != p else p, flagged=f)
+    return out
 
 
 @dataclass(frozen=True)
@@ -232,6 +242,7 @@ def missing_figures(
     the run did not judge, a factor without items), paired runs of different items, and a
     qualified gate's rubric the run did not use."""
     problems: list[tuple[int, str]] = []
+    refused: dict[tuple[int, int], str] = {}  # each pair checked once, however many gates
     for gate in gates:
         ids = [inputs.refs[r] for r in gate.runs]
         who = f"gate {gate.index} ({gate.name!r})"
@@ -250,11 +261,11 @@ def missing_figures(
                         f" (it judged no {gate.metric.stage} item with {gate.metric.rubric})"))
                 )  # fmt: skip
         if gate.kind == PAIRED and len(ids) == 2:
-            a, b = (inputs.scores[i] for i in ids)
-            try:
-                check_same_items(a, b, f"judge run {ids[0]}", f"judge run {ids[1]}")
-            except InvalidInputError as exc:
-                problems.append((gate.line_of("compare"), f"{who}: {str(exc).split('. ')[0]}"))
+            pair = (ids[0], ids[1])
+            if pair not in refused:
+                refused[pair] = _different_items(inputs, *pair)
+            if refused[pair]:
+                problems.append((gate.line_of("compare"), f"{who}: {refused[pair]}"))
         if gate.kind == QUALIFIED and gate.rubrics:
             used = inputs.standing.get(ids[0], {})
             for rubric in gate.rubrics:
@@ -268,6 +279,15 @@ def missing_figures(
                         )
                     )
     return problems
+
+
+def _different_items(inputs: GateInputs, a: int, b: int) -> str:
+    """Why runs ``a`` and ``b`` cannot be paired ("" when they can)."""
+    try:
+        check_same_items(inputs.scores[a], inputs.scores[b], f"judge run {a}", f"judge run {b}")
+    except InvalidInputError as exc:
+        return str(exc).split(". ")[0]
+    return ""
 
 
 def _within(gate: Gate, number: float) -> bool:
@@ -374,8 +394,10 @@ def evaluate(
 def _paired_tables(
     gates: Sequence[Gate], inputs: GateInputs
 ) -> dict[tuple[int, int, float], dict[tuple[str, str], PairedRow]]:
-    """The paired table of each (A, B, margin) the gates compare, with the cells they read."""
+    """The paired table of each (A, B, margin) the gates compare, with the cells they read;
+    Holm's correction over the whole table only where a gate reads its flag."""
     wanted: dict[tuple[int, int, float], set[tuple[str, str]]] = defaultdict(set)
+    flags_read: set[tuple[int, int, float]] = set()
     cells: dict[tuple[int, int], Pairs] = {}
     for gate in gates:
         if gate.kind != PAIRED or gate.metric is None:
@@ -385,7 +407,12 @@ def _paired_tables(
             cells[(a, b)] = paired_cells(inputs.scores[a], inputs.scores[b])
         keys = [(f, m.name) for f, m in cells[(a, b)]]
         wanted[(a, b, gate.margin)] |= {(f, gate.metric.name) for f in _factors(gate, keys)}
-    return {key: paired_table(cells[key[:2]], want, margin=key[2]) for key, want in wanted.items()}
+        if gate.require == "not_flagged":
+            flags_read.add((a, b, gate.margin))
+    return {
+        key: paired_table(cells[key[:2]], want, margin=key[2], flags_read=key in flags_read)
+        for key, want in wanted.items()
+    }
 
 
 def _qualified(gate: Gate, run_id: int, standing: Mapping[str, RubricStanding]) -> GateResult:

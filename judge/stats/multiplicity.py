@@ -41,7 +41,6 @@ import numbers
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 HOLM, BY = "holm", "by"
 """The corrections, as report.json's ``p_adjust_method`` writes them."""
@@ -85,6 +84,8 @@ def benjamini_yekutieli(p_values: Sequence[float | None]) -> list[float]:
     >>> [round(p, 4) for p in benjamini_yekutieli([0.04, float("nan"), 0.01])]
     [0.06, nan, 0.03]
     """
+    from scipy import stats  # here, not at the top: over a second that Holm's users never need
+
     p = _as_p(p_values)
     out = np.full(p.size, math.nan)
     tested = ~np.isnan(p)

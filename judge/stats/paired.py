@@ -1,6 +1,6 @@
-"""Paired differences tested exactly: the sign-flip permutation test of their mean, Holm's
-step-down correction, a percentile bootstrap interval of the mean, and an equivalence test
-(two one-sided tests against a margin).
+"""Paired differences tested exactly: the sign-flip permutation test of their mean, exact
+McNemar for verdicts that changed, Holm's step-down correction, a percentile bootstrap
+interval of the mean, and an equivalence test (two one-sided tests against a margin).
 
 Why a sign-flip test: under "no effect" each pair's difference is as likely to have come out
 with the opposite sign, so the mean's null distribution is that of ``sum(+-|d_i|) / n`` over
@@ -18,7 +18,7 @@ With m non-zero differences, the smallest p the test can give is 2 / 2**m (all s
 same), whatever the sizes: with 5 changed pairs it is 0.0625, so no shift can be detected at
 0.05. ``min_p`` reports it so that a caller can say "too few pairs" instead of testing.
 
-This module imports no project module.
+This module imports no project module, and of scipy only ``scipy.special``.
 
 >>> r = sign_flip_test([-2, -2, -2, -2, -2, -2, 0, 0])
 >>> r.p_value, r.min_p, r.method
@@ -38,7 +38,6 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 from scipy import special
-from scipy import stats as _stats
 
 Alternative = Literal["two-sided", "greater", "less"]
 EXACT_MAX = 16
@@ -48,6 +47,8 @@ GRID_CELLS = 5e7
 MAX_DENOMINATOR = 2520
 """Finest grid tried: 1/2520 covers means of up to 10 samples (lcm of 1..10)."""
 N_RESAMPLES = 20_000
+BOOTSTRAP_CHUNK = 1_000_000
+"""Resampled values drawn at once by ``bootstrap_mean_cis`` (at least 500 resamples)."""
 _TIE = 1e-9  # relative slack so that sums equal in exact arithmetic count as ties
 
 
@@ -188,6 +189,26 @@ def sign_flip_test(
     return SignFlip(n, m, mean, p, floor, method, alternative)
 
 
+def mcnemar_exact(changed_up: int, changed: int) -> float:
+    """Exact McNemar: the two-sided binomial test (p = 1/2) of ``changed_up`` of the
+    ``changed`` discordant pairs having moved up, as ``scipy.stats.binomtest(changed_up,
+    changed, 0.5).pvalue`` gives it. With p = 1/2 the distribution is symmetric, so the p
+    is twice the smaller tail, ``P(X <= j)`` for ``j = min(k, n - k)``, capped at 1; the tail
+    is Boost's regularised incomplete beta (``special.betaincc(j + 1, n - j, 1/2)``), the
+    function scipy's own binomial distribution calls. 1 with no discordant pair.
+
+    >>> mcnemar_exact(0, 5), mcnemar_exact(3, 6)
+    (0.0625, 1.0)
+    """
+    k, n = int(changed_up), int(changed)
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"changed_up must lie between 0 and changed={n}, got {k}")
+    if n == 0:
+        return 1.0
+    j = min(k, n - k)
+    return float(min(1.0, 2 * special.betaincc(j + 1, n - j, 0.5)))
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (family-wise error control under any dependence
     between the tests): the i-th smallest p times (m - i + 1), made non-decreasing, capped
@@ -237,15 +258,15 @@ def bootstrap_mean_cis(
         return [(float("nan"), float("nan")) for _ in levels]
     rng = np.random.default_rng(seed)
     means = np.empty(n_bootstrap)
-    for start in range(0, n_bootstrap, 500):  # chunks keep memory flat for large n
-        stop = min(n_bootstrap, start + 500)
+    # Chunks of resamples keep memory flat for large n (one chunk for small n: the draws,
+    # hence the intervals, are the same whatever the chunk size).
+    rows = max(500, BOOTSTRAP_CHUNK // data.size)
+    for start in range(0, n_bootstrap, rows):
+        stop = min(n_bootstrap, start + rows)
         means[start:stop] = data[rng.integers(0, data.size, (stop - start, data.size))].mean(1)
-    found = []
-    for level in levels:
-        tail = (1 - level) / 2 * 100
-        low, high = np.percentile(means, [tail, 100 - tail])
-        found.append((float(low), float(high)))
-    return found
+    tails = [(1 - level) / 2 * 100 for level in levels]
+    bounds = np.percentile(means, [q for tail in tails for q in (tail, 100 - tail)])
+    return [(float(bounds[2 * i]), float(bounds[2 * i + 1])) for i in range(len(levels))]
 
 
 @dataclass(frozen=True)
@@ -326,5 +347,6 @@ def min_detectable_shift(sd: float, n: int, *, alpha: float = 0.05, power: float
     if n < 2 or sd != sd or sd < 0:
         return float("nan")
     df = n - 1
-    quantiles = float(_stats.t.ppf(1 - alpha / 2, df) + _stats.t.ppf(power, df))
+    # scipy.stats.t.ppf is special.stdtrit (tests/judge/stats/test_interval_forms.py)
+    quantiles = float(special.stdtrit(df, 1 - alpha / 2) + special.stdtrit(df, power))
     return quantiles * float(sd) / math.sqrt(n)

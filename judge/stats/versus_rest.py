@@ -37,7 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
+
+# scipy.stats is imported inside the functions that test: importing it takes over a second,
+# and commands that only read a run's figures (``fairjudge gate``) import this module.
 
 FISHER, WELCH = "fisher", "welch"
 """The tests, as report.json's ``test`` writes them."""
@@ -62,6 +64,8 @@ def share_vs_rest(hits: Sequence[int], n: Sequence[int]) -> list[CellTest]:
     group's ``hits[i]`` of ``n[i]`` against the other groups' hits of their items, pooled.
     The one-row form a report uses: ``fisher_exact``'s search stays fast on cells of many
     thousand items, where ``share_p_values`` would sum every table of the margins."""
+    from scipy import stats
+
     k = np.asarray(hits, dtype=np.int64)
     size = np.asarray(n, dtype=np.int64)
     if k.shape != size.shape or k.ndim != 1:
@@ -82,6 +86,8 @@ def share_vs_rest(hits: Sequence[int], n: Sequence[int]) -> list[CellTest]:
 def share_p_values(hits: ArrayLike, n: ArrayLike) -> np.ndarray:
     """Two-sided Fisher p of each group against the rest of its row, for arrays ``(...,
     groups)`` of hits and items; NaN where a group or its rest has no items."""
+    from scipy import stats
+
     k = np.asarray(hits, dtype=np.int64)
     size = np.asarray(n, dtype=np.int64)
     if k.shape != size.shape or k.ndim < 1:
@@ -142,6 +148,8 @@ def mean_p_values(count: ArrayLike, mean: ArrayLike, m2: ArrayLike) -> np.ndarra
     groups)`` of each group's count, mean and sum of squared deviations from its mean; NaN
     where a side has fewer than two values or neither side varies. The rest's sum of squares
     is pooled from the groups' (Chan et al.'s parallel formula), never from raw squares."""
+    from scipy import stats
+
     n = np.asarray(count, dtype=float)
     mu = np.asarray(mean, dtype=float)
     ss = np.asarray(m2, dtype=float)

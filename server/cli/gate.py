@@ -53,15 +53,14 @@ def gate(
     Each verdict is kept in the store under --record (default GATES_FILE) unless --no-record."""
     from judge.errors import GatesFailedError, InvalidInputError
     from server.usecases import session
-    from server.usecases.release_gates import check_gates, read_gates_file, record_verdict
+    from server.usecases.release_gates import gate_verdict, read_gates_file
 
     if record is not None and no_record:
         raise InvalidInputError("--record and --no-record: give one of them, not both")
     text = read_gates_file(gates_file)
+    kept_as = None if no_record else (gates_file if record is None else record)
     with session(ctx.engine()) as db:
-        verdict = check_gates(db, text, source=gates_file)
-        if not no_record:
-            record_verdict(db, verdict, gates_file if record is None else record)
+        verdict, _ = gate_verdict(db, text, source=gates_file, record=kept_as)
     if junit_path:
         with writing(junit_path):
             Path(junit_path).write_text(verdict.junit(), encoding="utf-8")

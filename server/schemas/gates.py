@@ -95,3 +95,35 @@ class GateVerdictsOut(_Out):
     """Each name's last verdict, newest first."""
 
     items: list[GateVerdictOut]
+
+
+class GatesCheckQuery(Strict):
+    """Whether to keep the verdict, and under which name."""
+
+    record: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=500,
+        description="Keep the verdict under this name, as `fairjudge gate --record NAME` does "
+        "(then `GET /api/v1/gates` lists it); left out, nothing is kept.",
+    )
+
+
+class GatesCheckIn(Strict):
+    """A gates file sent as JSON (or send the file itself as the body, with `Content-Type:
+    text/plain` or `application/toml`)."""
+
+    text: str = Field(min_length=1, description="The gates file's TOML text (docs/gates.md).")
+
+
+class GatesCheckOut(_Out):
+    """The verdict of a posted gates file: what `fairjudge gate --json` prints, with whether
+    and where it was kept. A failed gate is a verdict, not an error: the status is 200."""
+
+    passed: bool = Field(description="Every gate passed.")
+    n_gates: int
+    n_failed: int
+    seconds: float = Field(description="How long the evaluation took.")
+    kept_as: str | None = Field(description="The name the verdict is kept under (`record`).")
+    verdict_id: int | None = Field(description="The kept verdict's id; null: not kept.")
+    result: GatesResultOut

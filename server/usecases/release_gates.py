@@ -226,6 +226,17 @@ def check_gates_file(session: Session, path: str | Path) -> GatesReport:
     return check_gates(session, read_gates_file(path), source=str(path))
 
 
+def gate_verdict(
+    session: Session, text: str, *, source: str, record: str | None
+) -> tuple[GatesReport, int | None]:
+    """``check_gates`` on ``text``, the verdict kept under ``record`` unless it is None
+    (``record_verdict``): what ``fairjudge gate`` and ``POST /api/v1/gates`` both do. The
+    report, and the kept verdict's row id (None: not kept)."""
+    report = check_gates(session, text, source=source)
+    kept = None if record is None else record_verdict(session, report, record)
+    return report, kept
+
+
 def record_verdict(session: Session, report: GatesReport, name: str) -> int:
     """Keep ``report`` under ``name`` (``server.tables.GateVerdict``) in the caller's session;
     its row id. The API and the dashboard show each name's newest."""

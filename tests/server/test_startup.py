@@ -36,7 +36,8 @@ try:
     runpy.run_module("server.cli", run_name="__main__")
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({"code": code, "loaded": sorted({m.split(".")[0] for m in sys.modules})}))
+print(json.dumps({"code": code, "loaded": sorted({m.split(".")[0] for m in sys.modules}),
+                  "scipy_stats": "scipy.stats" in sys.modules}))
 """
 
 
@@ -58,17 +59,23 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield write_config(folder / "c.toml", stub.base_url, db_url, port=free_port())
 
 
-def loaded_by(config: Path, *args: str) -> set[str]:
-    """The top-level packages that `fairjudge --config CONFIG ARGS` imported; the command
-    must succeed."""
+def probe(config: Path, *args: str, codes: tuple[int | None, ...] = (0, None)) -> dict:
+    """What `fairjudge --config CONFIG ARGS` imported (PROBE's line); the command must end
+    with one of ``codes``."""
     argv = json.dumps(["--config", str(config), *args])
     run = subprocess.run(
         [sys.executable, "-c", PROBE, argv], capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert result["code"] in (0, None), run.stdout + run.stderr
-    return set(result["loaded"])
+    assert result["code"] in codes, run.stdout + run.stderr
+    return dict(result)
+
+
+def loaded_by(config: Path, *args: str) -> set[str]:
+    """The top-level packages that `fairjudge --config CONFIG ARGS` imported; the command
+    must succeed."""
+    return set(probe(config, *args)["loaded"])
 
 
 HELP = [
@@ -121,5 +128,64 @@ def test_asking_a_model_needs_openai_but_no_statistics(config: Path, args: list[
 
 def test_a_report_does_import_the_statistics(config: Path, tmp_path: Path) -> None:
     # The other side of the cases above: the probe does see a heavy import when one happens.
-    loaded = loaded_by(config, "report", "1", "--out", str(tmp_path / "report"))
-    assert {"scipy", "matplotlib", "annotation"} <= loaded
+    seen = probe(config, "report", "1", "--out", str(tmp_path / "report"))
+    assert {"scipy", "matplotlib", "annotation"} <= set(seen["loaded"])
+    assert seen["scipy_stats"]
+
+
+GATES = """
+[runs]
+a = {a}
+b = {b}
+
+[[gate]]   # a share's Wilson interval
+run = "a"
+figure = "S1 ICS>=3"
+factor = "every"
+of = "lower"
+min = 10
+
+[[gate]]   # a mean's t interval
+run = "b"
+figure = "S1 ICS mean"
+of = "upper"
+max = 100
+
+[[gate]]   # paired: McNemar and the sign-flip test over the table, Holm, the bootstrap
+compare = ["a", "b"]
+figure = "S1 ICS>=3"
+factor = "every"
+require = "not_flagged"
+
+[[gate]]
+compare = ["a", "b"]
+figure = "S1 ICS mean"
+require = "no_worse"
+
+[[gate]]
+qualified = "b"
+"""
+
+
+def test_the_gate_command_reads_figures_without_scipy_stats(tmp_path: Path) -> None:
+    # `fairjudge gate` computes intervals, paired tests and Holm's correction with
+    # scipy.special and numpy only (issue 44's 2 s target; scipy.stats alone takes over a
+    # second to import); every kind of gate is evaluated here, so a module on its path that
+    # imports scipy.stats again is caught. Exit 5: the qualified gate fails (no record).
+    from sqlmodel import Session
+
+    from tests.support.gate_runs import SCORES_A, SCORES_B, plant_runs
+
+    url = f"sqlite:///{tmp_path / 'gates.db'}"
+    engine = make_engine(url)
+    with Session(engine) as session:
+        a, b = plant_runs(session, [SCORES_A, SCORES_B]).judge_run_ids
+    engine.dispose()
+    path = tmp_path / "gates.toml"
+    path.write_text(GATES.format(a=a, b=b), encoding="utf-8")
+    config = write_config(tmp_path / "c.toml", "http://127.0.0.1:9/v1", url)
+    seen = probe(config, "gate", str(path), "--junit", str(tmp_path / "g.xml"), codes=(5,))
+    assert (tmp_path / "g.xml").read_text(encoding="utf-8").count("<testcase ") == 5
+    assert {"scipy", "sqlmodel"} <= set(seen["loaded"])  # scipy.special, the store
+    assert not seen["scipy_stats"]
+    assert set(seen["loaded"]) & {"sklearn", "pandas", "matplotlib", "annotation", "flask"} == set()

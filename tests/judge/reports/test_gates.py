@@ -348,3 +348,21 @@ def test_the_paired_table_bootstraps_only_what_gates_read_and_holds_the_same_row
     assert set(rows) == wanted and wanted <= set(full)
     for key, row in rows.items():
         assert row == full[key]
+
+
+def test_a_paired_table_no_gate_reads_the_flag_of_is_not_corrected() -> None:
+    # Without a not_flagged gate nothing reads Holm's correction, so the cells nobody reads
+    # are not tested: the wanted rows are paired_rows' own but for p_adjusted (None, not
+    # corrected) and flagged (False); every number a gate checks is the same.
+    rng = np.random.default_rng(5)
+    a = [replace(s, score=float(rng.integers(1, 6))) for s in A]
+    b = [replace(s, score=float(np.clip(x.score + rng.integers(-2, 2), 1, 5))) for s, x in
+         zip(B, a, strict=True)]  # fmt: skip
+    wanted = {("all", SHARE), ("race_culture", MEAN)}
+    rows = paired_table(paired_cells(a, b), wanted, margin=5.0, flags_read=False)
+    full = {(r.factor, r.metric): r for r in paired_rows(a, b, margin=5.0)}
+    assert set(rows) == wanted
+    for key, row in rows.items():
+        assert row.p_adjusted is None and row.flagged is False
+        assert row == replace(full[key], p_adjusted=None, flagged=False)
+        assert full[key].p_adjusted is not None  # the full table did correct it

@@ -45,9 +45,14 @@ from tests.support.stub_openai import StubServer
 pytestmark = pytest.mark.timeout(600)
 
 PACKAGE = "fairjudge_client"
-CONFIG = f"package_name_override: {PACKAGE}\nproject_name_override: {PACKAGE}\npost_hooks: []\n"
-"""The generator's settings: a package of our name, and none of its formatting steps (ruff
-on the generated code: slow, and nothing the test reads)."""
+CONFIG = (
+    f"package_name_override: {PACKAGE}\nproject_name_override: {PACKAGE}\npost_hooks: []\n"
+    "content_type_overrides:\n  text/plain: application/octet-stream\n"
+    "  application/toml: application/octet-stream\n"
+)
+"""The generator's settings: a package of our name, none of its formatting steps (ruff on
+the generated code: slow, and nothing the test reads), and the text bodies it has no type
+for (a gates file posted as itself, ``POST /api/v1/gates``) sent as raw content."""
 
 ITEMS = 6
 RATINGS = {
