@@ -142,8 +142,9 @@ def test_the_openapi_document_lists_every_route(api: Api) -> None:
     # estimates), estimates 3
     # (corrected figures, their transport across models, the rating plan), alt-test 2 (a
     # stored run's, files), juries 1,
-    # pairwise 2 (an import of judgments sent as text, their position figures).
-    assert len(served) == 76
+    # pairwise 2 (an import of judgments sent as text, their position figures), gates 2 (the
+    # last verdicts, a posted gates file checked), drift 1.
+    assert len(served) == 77
     assert api.client.get("/api/v1/docs/swagger").status_code == 200  # browsable docs
 
 
