@@ -55,7 +55,7 @@ from judge.authoring.waves import CellCall, CellPrompts, CellState, next_wave
 from judge.costs import MIN_MEASURED, Measure, estimate, measured_tokens_per_char
 from judge.data.taxonomy import Taxonomy
 from judge.errors import InvalidInputError
-from judge.models.cache import CallCacheView, CallOutcome, cached_complete, call_key
+from judge.models.cache import CallCacheView, CallKeys, CallOutcome, cached_complete
 from judge.models.client import ModelClient
 from judge.prices import Prices
 from judge.progress import Progress
@@ -504,16 +504,21 @@ def plan_dry_run(
     wanted = shortfall(cells, per_cell, have) if counts is None else counts
     first = cached = 0
     to_send = []
+    # One key maker per reply schema (a cell's prompts and schemas are rendered once, so the
+    # attempts of a cell share them): each prompt's key is hashed once for all its attempts.
+    keys: dict[int, tuple[dict[str, Any], CallKeys]] = {}
     for cell, need in wanted.items():
         n = math.ceil(need / k)
         taken = {a for a, status in stored.get(cell, {}).items() if status != FAILED}
         for attempt, asked in zip(free_attempts(taken, n), split_asks(need, k, n), strict=True):
             prompt, schema = prompts(cell, asked)
             first += 1
-            key = call_key(
-                client, prompt.messages, sample_index=attempt,
-                temperature=options.temperature, max_tokens=options.tokens, schema=schema,
-            )  # fmt: skip
+            if id(schema) not in keys:
+                keys[id(schema)] = (schema, CallKeys(
+                    client, temperature=options.temperature, max_tokens=options.tokens,
+                    schema=schema,
+                ))  # fmt: skip
+            key = keys[id(schema)][1](prompt.messages, attempt)
             if cache.has(key):
                 cached += 1
             else:
