@@ -2,7 +2,8 @@
 scripted stub (``store``, ``app``, ``member``, ``signed_in``: the sign-in, overview and job
 tests), two such runs of their own (``two_runs``: the figures kept per run, fresh and
 stale; tests/support/two_runs.py), and the whole loop (``loop_template``, ``loop_app``: every
-page, against the API)."""
+page, against the API; ``small_loop_template``, ``small_loop_app``: the same loop over 48
+items, where the store's size is not what is checked)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from judge.store.engine import make_engine, session_scope
 from server import create_app, usecases
 from server.auth import create_key
 from tests.server.dashboard.helpers import S1_ITEMS, Key, Store, sign_in
-from tests.server.dashboard.loop_store import Loop, build_loop, copy_loop
+from tests.server.dashboard.loop_store import Loop, build_loop, copy_loop, small_sample
+from tests.support import stores
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 from tests.support.two_runs import TwoRuns
@@ -86,6 +88,18 @@ def loop_template(tmp_path_factory: pytest.TempPathFactory, sample_template: Pat
     return build_loop(tmp_path_factory.mktemp("loop") / "loop.db", sample_template, SAMPLE)
 
 
+@pytest.fixture(scope="session")
+def small_loop_template(tmp_path_factory: pytest.TempPathFactory, empty_template: Path) -> Loop:
+    """The loop over 48 of the sample's items (loop_store.py's ``small_sample``: every stage
+    and every section of its pages), built once per session: for tests of what a store of
+    any size must do (links that resolve, figures kept and served), where each figure
+    computed costs in proportion to the store's size."""
+    folder = tmp_path_factory.mktemp("small-loop")
+    items = small_sample(folder / "items.jsonl", SAMPLE)
+    sample = stores.build_sample(folder / "sample.db", empty_template, items)
+    return build_loop(folder / "loop.db", sample, items)
+
+
 @dataclass(frozen=True)
 class LoopApp:
     """The app over a module's copy of the loop store, a signed-in member's client and the
@@ -107,7 +121,19 @@ class LoopApp:
 
 @pytest.fixture(scope="module")
 def loop_app(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> Iterator[LoopApp]:
-    loop = copy_loop(loop_template, tmp_path_factory.mktemp("loop-copy"))
+    yield from _loop_app(tmp_path_factory, loop_template)
+
+
+@pytest.fixture(scope="module")
+def small_loop_app(
+    tmp_path_factory: pytest.TempPathFactory, small_loop_template: Loop
+) -> Iterator[LoopApp]:
+    """``loop_app`` over a copy of the small loop (``small_loop_template``)."""
+    yield from _loop_app(tmp_path_factory, small_loop_template)
+
+
+def _loop_app(tmp_path_factory: pytest.TempPathFactory, template: Loop) -> Iterator[LoopApp]:
+    loop = copy_loop(template, tmp_path_factory.mktemp("loop-copy"))
     url = f"sqlite:///{loop.path}"
     engine = make_engine(url)
     # The stub the runs were made at is stopped: pages only read, nothing calls a model.
