@@ -2,8 +2,7 @@
 scripted stub (``store``, ``app``, ``member``, ``signed_in``: the sign-in, overview and job
 tests), two such runs of their own (``two_runs``: the figures kept per run, fresh and
 stale; tests/support/two_runs.py), and the whole loop (``loop_template``, ``loop_app``: every
-page, against the API; ``small_loop_template``, ``small_loop_app``: the same loop over 48
-items, where the store's size is not what is checked)."""
+page, against the API: 48 of the sample's items, every stage)."""
 
 from __future__ import annotations
 
@@ -83,18 +82,12 @@ def signed_in(client: FlaskClient, member: Key) -> FlaskClient:
 
 
 @pytest.fixture(scope="session")
-def loop_template(tmp_path_factory: pytest.TempPathFactory, sample_template: Path) -> Loop:
-    """Built once per session (tests/server/dashboard/loop_store.py); tests copy it."""
-    return build_loop(tmp_path_factory.mktemp("loop") / "loop.db", sample_template, SAMPLE)
-
-
-@pytest.fixture(scope="session")
-def small_loop_template(tmp_path_factory: pytest.TempPathFactory, empty_template: Path) -> Loop:
-    """The loop over 48 of the sample's items (loop_store.py's ``small_sample``: every stage
-    and every section of its pages), built once per session: for tests of what a store of
-    any size must do (links that resolve, figures kept and served), where each figure
-    computed costs in proportion to the store's size."""
-    folder = tmp_path_factory.mktemp("small-loop")
+def loop_template(tmp_path_factory: pytest.TempPathFactory, empty_template: Path) -> Loop:
+    """The loop over 48 of the sample's 72 items (loop_store.py's ``small_sample``: every
+    stage, every section and kind of link of its pages), built once per session; tests copy
+    it. Each figure its pages compute costs in proportion to the store's size, and no test
+    of it checks the size."""
+    folder = tmp_path_factory.mktemp("loop")
     items = small_sample(folder / "items.jsonl", SAMPLE)
     sample = stores.build_sample(folder / "sample.db", empty_template, items)
     return build_loop(folder / "loop.db", sample, items)
@@ -121,19 +114,7 @@ class LoopApp:
 
 @pytest.fixture(scope="module")
 def loop_app(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> Iterator[LoopApp]:
-    yield from _loop_app(tmp_path_factory, loop_template)
-
-
-@pytest.fixture(scope="module")
-def small_loop_app(
-    tmp_path_factory: pytest.TempPathFactory, small_loop_template: Loop
-) -> Iterator[LoopApp]:
-    """``loop_app`` over a copy of the small loop (``small_loop_template``)."""
-    yield from _loop_app(tmp_path_factory, small_loop_template)
-
-
-def _loop_app(tmp_path_factory: pytest.TempPathFactory, template: Loop) -> Iterator[LoopApp]:
-    loop = copy_loop(template, tmp_path_factory.mktemp("loop-copy"))
+    loop = copy_loop(loop_template, tmp_path_factory.mktemp("loop-copy"))
     url = f"sqlite:///{loop.path}"
     engine = make_engine(url)
     # The stub the runs were made at is stopped: pages only read, nothing calls a model.

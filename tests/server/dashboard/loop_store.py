@@ -1,9 +1,9 @@
 """A store holding the whole loop once, for the dashboard's page tests and its browser test:
-the bundled sample (72 items) answered and judged through the scripted stub in both orders
-(order bias), two planted unscored judgments, three raters' ratings of every judged item, a
-counterfactual copy judged (the judge's own check), and an award audit with follow-ups the
-judge classified. A Label Studio campaign is not in it: tests/server/dashboard/
-test_campaign_page.py makes one against the real Label Studio.
+48 of the bundled sample's 72 items (``small_sample``: every stage) answered and judged
+through the scripted stub in both orders (order bias), two planted unscored judgments, three
+raters' ratings of every judged item, a counterfactual copy judged (the judge's own check),
+and an award audit with follow-ups the judge classified. A Label Studio campaign is not in
+it: tests/server/dashboard/test_campaign_page.py makes one against the real Label Studio.
 
 What is planted is known here, so tests can check pages against it as well as against the
 API: ``UNSCORED_ITEMS`` get a judge reply with no score; the raters' scores are seeded.

@@ -102,13 +102,13 @@ def _up(url: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, small_loop_template: Loop) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> Iterator[Served]:
     """A copy of the small loop store, and `fairjudge serve` over it: every page and section
     of the whole loop's, and each figure the pages and the API compute takes about half as
     long (the numbers are read against the API, whatever the store's size)."""
     _need_browser()
     folder = tmp_path_factory.mktemp("browser")
-    loop = copy_loop(small_loop_template, folder)
+    loop = copy_loop(loop_template, folder)
     db_url = f"sqlite:///{loop.path}"
     shots = Path(os.environ.get(SCREENSHOTS_ENV) or tmp_path_factory.mktemp("screenshots"))
     shots.mkdir(parents=True, exist_ok=True)

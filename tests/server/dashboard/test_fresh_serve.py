@@ -89,11 +89,9 @@ def _signed_in(url: str, key: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def serving(
-    tmp_path_factory: pytest.TempPathFactory, small_loop_template: Loop
-) -> Iterator[Serving]:
+def serving(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> Iterator[Serving]:
     folder = tmp_path_factory.mktemp("fresh-serve")
-    loop = copy_loop(small_loop_template, folder)
+    loop = copy_loop(loop_template, folder)
     db_url = f"sqlite:///{loop.path}"
     with StubServer() as stub:
         config = write_config(

@@ -45,13 +45,6 @@ WARMED = {*PAGES, "report", "report.html", "report.json", "agreement-json"}
 diagnostics are the checks page's figures; report.json is the report's JSON text)."""
 
 
-@pytest.fixture(scope="module")
-def loop_app(small_loop_app: LoopApp) -> LoopApp:
-    """What is kept and read back is checked on the small loop: each warm and each
-    ``?fresh=1`` computes the pages' statistics, whose time grows with the store."""
-    return small_loop_app
-
-
 def _another_worker(loop_app: LoopApp) -> Flask:
     """A second app on the same store: an empty figure cache, as a web worker that has just
     started (or one on another machine)."""

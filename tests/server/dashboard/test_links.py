@@ -4,10 +4,10 @@ audit the judge classified) with a second award audit nobody has classified. Bot
 link to routes that answer 404 (the copy's agreement and alt-test, the unclassified run's
 follow-up estimates).
 
-The loop here is the small one (``small_loop_template``: 48 of the sample's 72 items, every
-stage): its pages carry the same 50 kinds of link as the whole loop's (paths with their ids
-and query names compared, 2026-12-04); the whole loop's item browser has a third page the
-small one does not, its second page is crawled on both. Each figure the crawl computes (a
+The loop store holds 48 of the sample's 72 items (loop_store.py's ``small_sample``): its
+pages carry the same 50 kinds of link as a loop over the whole sample (paths with their ids
+and query names compared, 2026-12-04); the whole sample's item browser has a third page
+this one does not, the second page is crawled on both. Each figure the crawl computes (a
 page, its ``?fresh=1``, the API's JSON and report) takes about half as long."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ HREF = re.compile(r'href="([^"]+)"')
 SKIP = ("/logout", "/dashboard/static/")
 """Not pages: signing out ends the crawl's session; static files are checked elsewhere."""
 MOST = 600
-"""Pages the crawl follows at most (the small loop store has 88 distinct links)."""
+"""Pages the crawl follows at most (the loop store has 88 distinct links)."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,8 @@ class Crawl:
 
 
 @pytest.fixture(scope="module")
-def crawl(tmp_path_factory: pytest.TempPathFactory, small_loop_template: Loop) -> Iterator[Crawl]:
-    loop = copy_loop(small_loop_template, tmp_path_factory.mktemp("links"))
+def crawl(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> Iterator[Crawl]:
+    loop = copy_loop(loop_template, tmp_path_factory.mktemp("links"))
     url = f"sqlite:///{loop.path}"
     engine = make_engine(url)
     with StubServer(responder=_audit_responder) as stub:
