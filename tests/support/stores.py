@@ -68,11 +68,12 @@ def build_empty(path: Path) -> Path:
     return path
 
 
-def build_sample(path: Path, empty: Path) -> Path:
-    """A copy of ``empty`` at ``path`` with the sample imported as dataset ``sample``."""
+def build_sample(path: Path, empty: Path, items: Path = SAMPLE) -> Path:
+    """A copy of ``empty`` at ``path`` with the sample (or ``items``, a part of it) imported
+    as dataset ``sample``."""
     engine = make_engine(copy_store(empty, path))
     with session_scope(engine) as session:
-        import_items(session, SAMPLE, SAMPLE_DATASET)
+        import_items(session, items, SAMPLE_DATASET)
     _settle(path, engine)
     return path
 

@@ -2,7 +2,7 @@
 scripted stub (``store``, ``app``, ``member``, ``signed_in``: the sign-in, overview and job
 tests), two such runs of their own (``two_runs``: the figures kept per run, fresh and
 stale; tests/support/two_runs.py), and the whole loop (``loop_template``, ``loop_app``: every
-page, against the API)."""
+page, against the API: 48 of the sample's items, every stage)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from judge.store.engine import make_engine, session_scope
 from server import create_app, usecases
 from server.auth import create_key
 from tests.server.dashboard.helpers import S1_ITEMS, Key, Store, sign_in
-from tests.server.dashboard.loop_store import Loop, build_loop, copy_loop
+from tests.server.dashboard.loop_store import Loop, build_loop, copy_loop, small_sample
+from tests.support import stores
 from tests.support.factories import SAMPLE, make_settings
 from tests.support.stub_openai import StubServer
 from tests.support.two_runs import TwoRuns
@@ -81,9 +82,15 @@ def signed_in(client: FlaskClient, member: Key) -> FlaskClient:
 
 
 @pytest.fixture(scope="session")
-def loop_template(tmp_path_factory: pytest.TempPathFactory, sample_template: Path) -> Loop:
-    """Built once per session (tests/server/dashboard/loop_store.py); tests copy it."""
-    return build_loop(tmp_path_factory.mktemp("loop") / "loop.db", sample_template, SAMPLE)
+def loop_template(tmp_path_factory: pytest.TempPathFactory, empty_template: Path) -> Loop:
+    """The loop over 48 of the sample's 72 items (loop_store.py's ``small_sample``: every
+    stage, every section and kind of link of its pages), built once per session; tests copy
+    it. Each figure its pages compute costs in proportion to the store's size, and no test
+    of it checks the size."""
+    folder = tmp_path_factory.mktemp("loop")
+    items = small_sample(folder / "items.jsonl", SAMPLE)
+    sample = stores.build_sample(folder / "sample.db", empty_template, items)
+    return build_loop(folder / "loop.db", sample, items)
 
 
 @dataclass(frozen=True)

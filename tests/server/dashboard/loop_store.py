@@ -1,9 +1,9 @@
 """A store holding the whole loop once, for the dashboard's page tests and its browser test:
-the bundled sample (72 items) answered and judged through the scripted stub in both orders
-(order bias), two planted unscored judgments, three raters' ratings of every judged item, a
-counterfactual copy judged (the judge's own check), and an award audit with follow-ups the
-judge classified. A Label Studio campaign is not in it: tests/server/dashboard/
-test_campaign_page.py makes one against the real Label Studio.
+48 of the bundled sample's 72 items (``small_sample``: every stage) answered and judged
+through the scripted stub in both orders (order bias), two planted unscored judgments, three
+raters' ratings of every judged item, a counterfactual copy judged (the judge's own check),
+and an award audit with follow-ups the judge classified. A Label Studio campaign is not in
+it: tests/server/dashboard/test_campaign_page.py makes one against the real Label Studio.
 
 What is planted is known here, so tests can check pages against it as well as against the
 API: ``UNSCORED_ITEMS`` get a judge reply with no score; the raters' scores are seeded.
@@ -35,6 +35,12 @@ UNSCORED_ITEMS = ("s1-gender-1", "s4-subject-1")
 """Items whose judge reply carries no score: their questions' first words are matched in the
 judge prompt (the stub echoes the question as the answer)."""
 RATERS = ("rater-a", "rater-b", "rater-c")
+SMALL_FACTORS = ("gender", "grade_age", "subject")
+"""The small loop (``small_sample``): stages S1 and S4 whole (36 items scored with ICS, as
+many as the alt-test needs: 30 or more per rubric, judge/stats/alttest.py), S2 and S3 on
+these three factors only (2 items each): 48 items, 60 judgments a run instead of 108, the
+two ``UNSCORED_ITEMS`` among them."""
+WHOLE_STAGES = ("S1", "S4")
 AWARD = {"levels": [5], "pairs_per_level": 2, "followup": True}
 AWARD_PROMPTS = 1 * 2 * 4  # 1 level x 2 pairs x 4 counterbalanced variants
 JUDGE_CLASS = "justified"
@@ -85,6 +91,21 @@ def _audit_responder(messages: list[dict[str, str]]) -> str | int | None:
     if QUESTION.search(messages[0]["content"]):
         return always_group_a(messages)
     return None
+
+
+def small_sample(path: Path, sample_file: Path) -> Path:
+    """The sample's items of the small loop (``SMALL_FACTORS``) written to ``path`` (JSON
+    lines, in the sample's order): every stage, section and link of the loop's pages at a
+    little over half its judgments, for tests whose checks do not depend on the store's
+    size (what a page computes grows with it, and ``?fresh=1`` and each warm compute it)."""
+
+    def kept(item: dict[str, Any]) -> bool:
+        return item["stage"] in WHOLE_STAGES or item["factor"] in SMALL_FACTORS
+
+    lines = sample_file.read_text(encoding="utf-8").splitlines()
+    kept_lines = [line for line in lines if line.strip() and kept(json.loads(line))]
+    path.write_text("".join(line + "\n" for line in kept_lines), encoding="utf-8")
+    return path
 
 
 def build_loop(path: Path, sample_template: Path, sample_file: Path) -> Loop:

@@ -1,12 +1,13 @@
 """The dashboard in a real headless Chromium (Debian's chromium and chromedriver, driven by
 selenium) against a real ``fairjudge serve`` (gunicorn and its job worker) on a free port,
-over the loop store (tests/server/dashboard/loop_store.py: the sample judged in both orders,
-three raters, a counterfactual copy, an award audit), with the scripted stub as the model:
-sign in with a key from ``fairjudge keys create``, open every page and read its numbers
-against the JSON API asked with the same key, check that a member's key is refused the admin
-pages, start a judge job from the form and watch the page follow it to the end without a
-reload. Each page is saved as a screenshot under ``FAIRJUDGE_TEST_SCREENSHOTS`` (a folder)
-when it is set, else under the test session's temporary folder (its path is printed).
+over the small loop store (tests/server/dashboard/loop_store.py: 48 of the sample's items,
+every stage, judged in both orders, three raters, a counterfactual copy, an award audit),
+with the scripted stub as the model: sign in with a key from ``fairjudge keys create``, open
+every page and read its numbers against the JSON API asked with the same key, check that a
+member's key is refused the admin pages, start a judge job from the form and watch the page
+follow it to the end without a reload. Each page is saved as a screenshot under
+``FAIRJUDGE_TEST_SCREENSHOTS`` (a folder) when it is set, else under the test session's
+temporary folder (its path is printed).
 
 Selenium is given the driver's path, so Selenium Manager never looks for (or downloads) a
 browser or driver. Without chromium the test is skipped on a developer's machine and fails in
@@ -102,16 +103,19 @@ def _up(url: str) -> bool:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, loop_template: Loop) -> Iterator[Served]:
-    """A copy of the loop store, and `fairjudge serve` over it."""
+    """A copy of the small loop store, and `fairjudge serve` over it: every page and section
+    of the whole loop's, and each figure the pages and the API compute takes about half as
+    long (the numbers are read against the API, whatever the store's size)."""
     _need_browser()
     folder = tmp_path_factory.mktemp("browser")
     loop = copy_loop(loop_template, folder)
     db_url = f"sqlite:///{loop.path}"
     shots = Path(os.environ.get(SCREENSHOTS_ENV) or tmp_path_factory.mktemp("screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
-    # 20 ms a reply and one call at a time: the judge job of the form (108 judgments) takes
-    # a few seconds, long enough for the page to show it running.
-    with StubServer(latency=0.02) as stub:
+    # 40 ms a reply and one call at a time: the judge job of the form (60 judgments) takes
+    # a few seconds (as the whole loop's 108 did at 20 ms), long enough for the page to show
+    # it running.
+    with StubServer(latency=0.04) as stub:
         config = write_config(folder / "fairjudge.toml", stub.base_url, db_url)
         made = subprocess.run(
             [*FAIRJUDGE, "--config", str(config), "keys", "create", "--role", "member"]
@@ -390,8 +394,8 @@ def test_the_dashboard_in_a_real_browser(browser: Any, served: Served) -> None:
     _shoot(driver, served, "13-job-finished")
 
     # The finished job: numbers as the API has them, its judge run linked, and as many
-    # judgments as the store holds: one per item and rubric of the sample (72 items: S2's 18
-    # with three rubrics, the others one), counted in the store.
+    # judgments as the store holds: one per item and rubric of the small loop (48 items: S2's
+    # 6 with three rubrics, the others one: 18 + 18 + 6 + 18), counted in the store.
     api_job = served.api(f"/api/v1/jobs/{job_id}")
     assert api_job["status"] == "finished"
     assert _text(driver, '#job-status [data-k="done"]') == str(api_job["done"])
@@ -406,7 +410,7 @@ def test_the_dashboard_in_a_real_browser(browser: Any, served: Served) -> None:
             j.status for j in session.exec(select(Judgment).where(Judgment.judge_run_id == new_run))
         ]
     engine.dispose()
-    assert len(statuses) == sum(3 if s == "S2" else 1 for s in stages) == 108
+    assert len(statuses) == sum(3 if s == "S2" else 1 for s in stages) == 60
     shown = int(_text(driver, '#job-status [data-k="scored"]')) + int(
         _text(driver, '#job-status [data-k="unscored"]')
     )

@@ -1,9 +1,10 @@
 """A real ``fairjudge serve`` (gunicorn and its job worker, whose warmer computes pages ahead)
-over a copy of the loop store (108 judgments, three raters): after each write path that is
-not a job (``fairjudge ratings import``, ``POST /api/v1/ratings``, a CLI ``fairjudge judge``
-making a new run), the written run's pages are brought up to date by the worker, and the
-first load of each, in a web worker that has not computed them, is served from kept figures
-(its note says "kept since then") with the new rows counted.
+over a copy of the small loop store (60 judgments a run, three raters; the store's size is
+not what is checked, and each warm computes every statistic of the run's pages again): after
+each write path that is not a job (``fairjudge ratings import``, ``POST /api/v1/ratings``, a
+CLI ``fairjudge judge`` making a new run), the written run's pages are brought up to date by
+the worker, and the first load of each, in a web worker that has not computed them, is
+served from kept figures (its note says "kept since then") with the new rows counted.
 
 Pages are loaded over HTTP, signed in with a session cookie as a browser is; Chromium is not
 needed for what is checked here (which figures a page was served from). A campaign pull

@@ -4,8 +4,8 @@ anything but figures, and left by a job's worker when the job ends.
 
 The reference each time is the same page computed now, from the rows (``?fresh=1``, which
 skips every kept figure): the kept page must show the same numbers. The loop store is a module
-copy of its own (tests/server/dashboard/conftest.py), so the rows added here reach no other
-test."""
+copy of its own of the small loop (tests/server/dashboard/conftest.py: every section of the
+pages, at 60 judgments a run instead of 108), so the rows added here reach no other test."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from sqlmodel import Session, col, select
 
 from server import create_app
 from server.tables import DashboardFigure
-from server.usecases.dashboard import default_pages, page_key, run_version
+from server.usecases.dashboard import checks_options, default_pages, page_key, run_version
 from server.usecases.figures import (
+    compute_page,
     dump,
     load,
     read,
@@ -177,8 +178,14 @@ def test_a_row_the_server_did_not_sign_is_refused_and_the_page_computed(
 
     run = loop_app.loop.judge_run_id
     settings = loop_app.app.config["SETTINGS"]
-    warm_run(loop_app.engine, settings, run)
+    # The checks page kept at the run's version now (the one page loaded below, which reads
+    # only its own row): warm_run would compute the run's six other pages too.
+    checks = page_key("checks", run, checks_options({}))
     with Session(loop_app.engine) as session:
+        version = version_text(run_version(session, run), settings)
+    compute_page(loop_app.engine, settings, checks, version, sign)
+    with Session(loop_app.engine) as session:
+        assert read(session, checks, version, sign) is not None
         for row in session.exec(select(DashboardFigure)).all():
             row.data = unsigned  # someone with write access to the table plants a payload
             session.add(row)

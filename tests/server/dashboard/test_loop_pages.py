@@ -106,7 +106,9 @@ def test_dataset_coverage_matches_the_api(loop_app: LoopApp, member_client: Any)
     key = loop_app.member
     listing = member_client.get("/datasets").text
     api_list = {d["name"]: d["items"] for d in api_get(member_client, "/api/v1/datasets", key)}
-    assert fields(listing, "dataset", "sample")["items"] == str(api_list["sample"]) == "72"
+    # The loop's 48 items: stages S1 and S4 whole (18 each), S2 and S3 on three factors (6
+    # each), loop_store.py's small_sample.
+    assert fields(listing, "dataset", "sample")["items"] == str(api_list["sample"]) == "48"
 
     page = member_client.get("/datasets/sample").text
     cov = api_get(member_client, "/api/v1/datasets/sample/coverage.json", key)["coverage"]
