@@ -95,6 +95,30 @@ def design_prompts(
     return wanted
 
 
+def check_items_size(request: ItemPlanRequest | ItemCellRequest) -> None:
+    """InvalidInputError, at once, when an item-writing job could make more than
+    MAX_PLANNED_PROMPTS first calls: cells x ceil(items per cell / items_per_call), counted
+    from the request alone (the cells' stored items could only lower it), so nothing is
+    planned to find out (a plan of 360 cells x 100,000 items one per call is 36 million)."""
+    from math import ceil
+
+    from server.usecases.datasets import _generation_options, _plan_grid
+
+    k = _generation_options(request).items_per_call
+    if isinstance(request, ItemPlanRequest):
+        cells, per_cell = len(_plan_grid(request)[1]), request.per_cell
+    else:
+        cells, per_cell = 1, request.count
+    calls = cells * ceil(per_cell / k)
+    if calls > MAX_PLANNED_PROMPTS:
+        raise InvalidInputError(
+            f"this item plan could make up to {calls:,} calls ({cells:,} cells x "
+            f"{ceil(per_cell / k):,} calls of {k} items), more than the "
+            f"{MAX_PLANNED_PROMPTS:,} a dry run here may plan; lower per_cell, raise "
+            "items_per_call or choose fewer stages, factors or scenarios; nothing was queued"
+        )
+
+
 def _too_large(suite: str, count: int) -> InvalidInputError:
     return InvalidInputError(
         f"the {suite} design with these options has {count:,} prompts, more than the "
@@ -207,6 +231,8 @@ def _estimate(engine: Engine, settings: Settings, request: Request) -> dict[str,
 
     if isinstance(request, AuditRequest):
         check_design_size(request, settings)
+    if isinstance(request, ItemPlanRequest | ItemCellRequest):
+        check_items_size(request)
     estimates: list[tuple[type[Request], Callable[..., dict[str, Any]]]] = [
         (AuditRequest, audits.audit_dry_run),
         (ItemPlanRequest, datasets.plan_items_dry_run),

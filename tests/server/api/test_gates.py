@@ -319,6 +319,38 @@ def test_a_member_item_generate_job_over_the_limit_is_refused_with_its_figure(
         api.close()
 
 
+def test_an_item_plan_past_the_planning_limit_is_refused_before_it_is_planned(
+    migrated_db_url: str, stub: StubServer, tmp_path: Path
+) -> None:
+    """The grid's cells by hand: 4 stages x every factor's scenarios in the bundled
+    datasets/factors_scenarios.toml (read with tomllib here, not through the grid code); the
+    calls per cell ceil(per_cell / items_per_call). At 27 items a call, 556 calls a cell
+    (15,012 items) puts the whole grid past 200,000 calls and 555 (14,985) does not, when
+    the grid has 360 cells (556 x 360 = 200,160; 555 x 360 = 199,800)."""
+    import tomllib
+
+    factors = tomllib.loads(Path("datasets/factors_scenarios.toml").read_text())["factors"]
+    cells = 4 * sum(len(f["scenarios"]) for f in factors)
+    assert cells == 360
+    api = make_api(migrated_db_url, stub, tmp_path)
+    try:
+        plan = {"endpoint": "test", "items_per_call": 27}
+        over = {"kind": "item-plan", "params": {**plan, "per_cell": 24541}}  # 909 calls a cell
+        said = message(api.post("/api/v1/jobs/dry-run", json=over), 400)
+        assert said.startswith(f"this item plan could make up to {909 * cells:,} calls ")
+        assert f"({cells} cells x 909 calls of 27 items)" in said and "lower per_cell" in said
+        assert message(api.post("/api/v1/jobs", json=over), 400) == said
+        past = {"kind": "item-plan", "params": {**plan, "per_cell": 15012}}
+        assert "up to 200,160 calls" in message(api.post("/api/v1/jobs/dry-run", json=past), 400)
+        at = {"kind": "item-plan", "params": {**plan, "per_cell": 14985}}
+        planned = api.post("/api/v1/jobs/dry-run", json=at)
+        assert planned.status_code == 200, planned.json
+        assert planned.json["calls_planned"] == 555 * cells
+        assert jobs_stored(api) == 0 and stub.state.requests == 0
+    finally:
+        api.close()
+
+
 def test_a_pull_is_never_sized_since_it_calls_no_model(tmp_path: Path) -> None:
     from judge.errors import InvalidInputError
     from server.usecases.gates import DRY_RUNS, GATED, UNGATED, check_size, dry_run
