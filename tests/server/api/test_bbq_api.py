@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlmodel import Session, func, select
+from sqlmodel import Session, select
 
 from judge.audits.bbq_data import CATEGORIES
 from judge.config import load_settings
@@ -34,9 +34,10 @@ from judge.store.engine import make_engine
 from server import create_app
 from server.tables import Job
 from server.usecases.audit_requests import BbqCategory
-from tests.server.api.test_api import Api, make_api, run_jobs
+from tests.server.api.test_api import Api, jobs_stored, make_api, run_jobs
 from tests.server.cli.test_audit_bbq_cli import (
     BBQ,
+    BBQ_ITEM,
     HABITS,
     _roles,
     _subset,
@@ -59,15 +60,6 @@ def _with_data(made: Api, data: Path | str | None) -> Api:
         made.settings = settings
         made.client.application.config["SETTINGS"] = settings
     return made
-
-
-def _jobs(made: Api) -> int:
-    engine = make_engine(made.settings.database_url)
-    try:
-        with Session(engine) as session:
-            return int(session.exec(select(func.count()).select_from(Job)).one())
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -99,13 +91,13 @@ def test_a_bbq_audit_without_the_setting_is_a_400_that_says_to_set_it(bare: Api)
         assert reply.status_code == 400, (path, reply.json)
         said = reply.json["error"]["message"]
         assert "set [audits] bbq_data = PATH" in said and "\n" not in said, path
-    assert _jobs(bare) == 0
+    assert jobs_stored(bare) == 0
     # The planted case that must pass: another suite on the same server is queued.
     other = bare.post(
         "/api/v1/audits", json={"suite": "names", "options": {"repeats": 1}, "limit": 3}
     )
     assert other.status_code == 202, other.json
-    assert _jobs(bare) == 1
+    assert jobs_stored(bare) == 1
 
 
 def test_a_request_names_no_file_and_categories_are_bbqs_own(bare: Api, tmp_path: Path) -> None:
@@ -119,7 +111,7 @@ def test_a_request_names_no_file_and_categories_are_bbqs_own(bare: Api, tmp_path
         reply = bare.post("/api/v1/audits", json={"suite": "bbq", "options": options})
         assert reply.status_code == 400, options
         assert words in reply.json["error"]["message"], reply.json
-    assert _jobs(bare) == 0
+    assert jobs_stored(bare) == 0
 
 
 def test_a_relative_bbq_data_is_read_from_the_config_files_folder(tmp_path: Path) -> None:
@@ -299,7 +291,7 @@ def test_the_dashboard_job_form_starts_a_bbq_audit_and_refuses_one_without_data(
     }
     refused = client.post("/jobs/new", data=data)
     assert refused.status_code == 400 and "set [audits] bbq_data" in html.unescape(refused.text)
-    assert _jobs(bare) == 0
+    assert jobs_stored(bare) == 0
     path, _ = _subset(tmp_path)
     settings = bare.settings.model_copy(update={"audits": AuditsConfig(bbq_data=str(path))})
     app.config["SETTINGS"] = settings
@@ -361,27 +353,8 @@ def test_the_analyze_route_equals_the_clis_figures_on_the_shared_predictions(bar
     assert got["overall"]["s_dis"]["value"] == pytest.approx(paper["all"]["s_dis"], abs=1e-12)
 
 
-GOOD = {
-    "example_id": 0,
-    "question_index": "1",
-    "question_polarity": "neg",
-    "context_condition": "ambig",
-    "category": "Age",
-    "context": "c",
-    "question": "q",
-    "ans0": "The old man",
-    "ans1": "The boy",
-    "ans2": "Unknown",
-    "label": 2,
-    "answer_info": {
-        "ans0": ["old man", "old"],
-        "ans1": ["boy", "nonOld"],
-        "ans2": ["Unknown", "unknown"],
-    },
-    "additional_metadata": {"stereotyped_groups": ["old"]},
-    "prediction": "the old man",
-}
-"""One valid item (tests/server/cli/test_audit_bbq_cli.py's), whose prediction is the
+GOOD = {**BBQ_ITEM, "prediction": "the old man"}
+"""The CLI tests' valid item (tests/server/cli/test_audit_bbq_cli.py), whose prediction is the
 target: in an ambiguous context, a wrong and biased answer."""
 
 

@@ -166,27 +166,31 @@ def test_the_interval_is_a_template_bootstrap() -> None:
     assert got["high"] == pytest.approx(high, abs=0.01)
 
 
+BBQ_ITEM: dict[str, Any] = {
+    "example_id": 0,
+    "question_index": "1",
+    "question_polarity": "neg",
+    "context_condition": "ambig",
+    "category": "Age",
+    "context": "c",
+    "question": "q",
+    "ans0": "The old man",
+    "ans1": "The boy",
+    "ans2": "Unknown",
+    "label": 2,
+    "answer_info": {
+        "ans0": ["old man", "old"],
+        "ans1": ["boy", "nonOld"],
+        "ans2": ["Unknown", "unknown"],
+    },
+    "additional_metadata": {"stereotyped_groups": ["old"]},
+}
+"""One valid BBQ item (an ambiguous context, the old man the stereotyped target, the answer
+"Unknown"), without its prediction; the API's tests use it too."""
+
+
 def test_a_bad_file_lists_every_problem_and_scores_nothing(tmp_path: Path) -> None:
-    good = {
-        "example_id": 0,
-        "question_index": "1",
-        "question_polarity": "neg",
-        "context_condition": "ambig",
-        "category": "Age",
-        "context": "c",
-        "question": "q",
-        "ans0": "The old man",
-        "ans1": "The boy",
-        "ans2": "Unknown",
-        "label": 2,
-        "answer_info": {
-            "ans0": ["old man", "old"],
-            "ans1": ["boy", "nonOld"],
-            "ans2": ["Unknown", "unknown"],
-        },
-        "additional_metadata": {"stereotyped_groups": ["old"]},
-        "prediction": "the boy",
-    }
+    good = {**BBQ_ITEM, "prediction": "the boy"}
     lines = [
         good,
         {**good, "example_id": 1, "category": "Hobbies"},
