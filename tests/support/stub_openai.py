@@ -510,7 +510,11 @@ class StubServer:
         self.httpd.daemon_threads = True
         state = StubState(latency, model, responder, logprobs, prompt_cache)
         self.httpd.state = state  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # serve_forever looks for shutdown() every poll_interval: at its default (0.5 s) every
+        # test that used the stub waited up to half a second at teardown.
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def state(self) -> StubState:
