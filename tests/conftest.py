@@ -24,6 +24,7 @@ from tests.support.factories import (
     embedded_threads,
     free_port,
     make_settings,
+    require_shared,
 )
 from tests.support.stub_openai import StubServer
 
@@ -86,6 +87,15 @@ def judged_sample_template(
     """All 72 sample items answered and judged through the stub."""
     path = tmp_path_factory.mktemp("templates") / "judged_sample.db"
     return stores.build_judged(path, sample_template, limit=None)
+
+
+@pytest.fixture
+def bbq_data() -> Path:
+    """The BBQ authors' predictions in ../shared/data: skipped without them on a developer's
+    machine, failed in CI (``require_shared``)."""
+    folder = SHARED_DATA / "bbq" / "unifiedqa_preds"
+    require_shared(folder.is_dir(), folder, "The shared BBQ data")
+    return folder
 
 
 @pytest.fixture

@@ -21,6 +21,18 @@ SAMPLE = paths.sample_dataset()
 SHARED_DATA = paths.data_dir().parent / "shared" / "data"
 
 
+def require_shared(found: object, where: Path, what: str) -> None:
+    """Skip a test whose shared data is missing (``found`` false) on a developer's machine;
+    in CI (``CI=true``) fail instead, naming the path: there a skip would hide a broken set-up
+    (tests/support/summeval_coherence.py does the same for SummEval)."""
+    if found:
+        return
+    why = f"{what} not found at {where} (../shared/data beside the checkout)"
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"{why}; CI must provide it")
+    pytest.skip(why)
+
+
 def embedded_threads() -> int:
     """Threads for an embedded model server that a test starts (``n_threads`` and
     ``n_threads_batch``, which reads the prompt): one while pytest-xdist runs the suite in

@@ -23,7 +23,7 @@ from tests.support.factories import SHARED_DATA, write_config
 from tests.support.stub_openai import StubServer
 
 BBQ = SHARED_DATA / "bbq" / "unifiedqa_preds"
-needs_bbq = pytest.mark.skipif(not BBQ.is_dir(), reason="the shared BBQ data is not here")
+needs_bbq = pytest.mark.usefixtures("bbq_data")  # tests/conftest.py: the data must be there
 
 
 def fairjudge(*args: str) -> Done:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import fairjudge
-from tests.support.factories import SHARED_DATA, write_config
+from tests.support.factories import SHARED_DATA, require_shared, write_config
 
 HEADER = "question,model_a,model_b,verdict,repetition\n"
 
@@ -93,9 +93,9 @@ def test_a_jsonl_file_needs_a_judge_and_json_lines(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("drop", [7])
 def test_a_shi_record_file_with_one_order_missing(tmp_path: Path, drop: int) -> None:
-    files = sorted((SHARED_DATA / "position-bias-shi2024" / "mtbench_repetition").glob("*.tsv.gz"))
-    if not files:
-        pytest.skip("Shi et al.'s records not found")
+    records = SHARED_DATA / "position-bias-shi2024" / "mtbench_repetition"
+    files = sorted(records.glob("*.tsv.gz"))
+    require_shared(files, records, "Shi et al.'s records")
     config = work_config(tmp_path)
     csv.field_size_limit(2**31 - 1)
     with gzip.open(files[0], "rt", encoding="utf-8", newline="") as fh:

@@ -30,7 +30,7 @@ import pytest
 
 from tests.server.cli.test_judgments_bad_input import work_config
 from tests.support.cli import fairjudge
-from tests.support.factories import SHARED_DATA
+from tests.support.factories import SHARED_DATA, require_shared
 
 RECORDS = SHARED_DATA / "position-bias-shi2024" / "mtbench_repetition"
 MARK = re.compile(r"\[\[([ABCD])\]\]")
@@ -39,8 +39,7 @@ LOGGED = re.compile(r"(\d+) out of (\d+) answers are consistent")
 
 def record_files() -> list[Path]:
     files = sorted(RECORDS.glob("*__record_*.tsv.gz"))
-    if not files:
-        pytest.skip(f"Shi et al.'s records not found at {RECORDS}")
+    require_shared(files, RECORDS, "Shi et al.'s records")
     return files
 
 
