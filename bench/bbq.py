@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.wire import timed, write_config, write_items
-from tests.support.factories import FAIRJUDGE, SHARED_DATA
+from tests.support.factories import BBQ_PREDICTIONS, FAIRJUDGE
 from tests.support.stub_openai import StubServer
 
-BBQ = SHARED_DATA / "bbq" / "unifiedqa_preds"
+BBQ = BBQ_PREDICTIONS
 N_ITEMS = 11_956
 TARGET_ANALYZE_S = 5.0
 

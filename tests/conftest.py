@@ -19,6 +19,7 @@ from judge.models.embedded import EmbeddedServer
 from judge.store.engine import make_engine
 from tests.support import stores
 from tests.support.factories import (
+    BBQ_PREDICTIONS,
     SAMPLE,
     SHARED_DATA,
     embedded_threads,
@@ -93,9 +94,8 @@ def judged_sample_template(
 def bbq_data() -> Path:
     """The BBQ authors' predictions in ../shared/data: skipped without them on a developer's
     machine, failed in CI (``require_shared``)."""
-    folder = SHARED_DATA / "bbq" / "unifiedqa_preds"
-    require_shared(folder.is_dir(), folder, "The shared BBQ data")
-    return folder
+    require_shared(BBQ_PREDICTIONS.is_dir(), BBQ_PREDICTIONS, "The shared BBQ data")
+    return BBQ_PREDICTIONS
 
 
 @pytest.fixture

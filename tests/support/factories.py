@@ -19,6 +19,8 @@ from judge.config import Settings
 SAMPLE = paths.sample_dataset()
 # Third-party data for tests lives beside the checkout (../shared/data); read by path only.
 SHARED_DATA = paths.data_dir().parent / "shared" / "data"
+BBQ_PREDICTIONS = SHARED_DATA / "bbq" / "unifiedqa_preds"
+"""The BBQ authors' UnifiedQA predictions, one file per category."""
 
 
 def require_shared(found: object, where: Path, what: str) -> None:

@@ -10,18 +10,16 @@ scikit-learn and krippendorff from the files themselves, never from FairJudge's 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import krippendorff
 import numpy as np
-import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
-from tests.support.factories import SHARED_DATA
+from tests.support.factories import SHARED_DATA, require_shared
 
 SUMMEVAL = SHARED_DATA / "summeval" / "model_annotations_12sys"
 RUBRIC = "SUMMARY_COHERENCE"
@@ -63,12 +61,8 @@ def require_summeval() -> None:
     """Skip without the data on a developer's machine; in CI (CI=true) a missing folder is a
     broken setup, so fail, naming the path. Every test on the SummEval files calls this
     (here, tests/judge/stats/conftest.py, tests/annotation/test_files.py)."""
-    if any(SUMMEVAL.glob("*.jsonl")):  # an empty or absent folder is missing data alike
-        return
-    why = f"SummEval data not found at {SUMMEVAL} (../shared/data beside the checkout)"
-    if os.environ.get("CI", "").lower() in ("true", "1"):
-        pytest.fail(f"{why}; CI must provide it")
-    pytest.skip(why)
+    # an empty or absent folder is missing data alike
+    require_shared(any(SUMMEVAL.glob("*.jsonl")), SUMMEVAL, "SummEval data")
 
 
 def load_summaries(seed: int = 25) -> list[Summary]:

@@ -14,7 +14,6 @@ figures come from outside FairJudge:
 from __future__ import annotations
 
 import gzip
-import os
 import re
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import pandas as pd
 import pytest
 
 from judge.trust.position import position_stats
-from tests.support.factories import SHARED_DATA
+from tests.support.factories import SHARED_DATA, require_shared
 
 RECORDS = SHARED_DATA / "position-bias-shi2024" / "mtbench_repetition"
 VERDICT = re.compile(r"\[\[([ABC])\]\]")
@@ -32,12 +31,8 @@ PRIMACY, RECENCY, CONSISTENT = {"AA", "AC", "CA"}, {"BB", "BC", "CB"}, {"AB", "B
 
 def record_files() -> list[Path]:
     files = sorted(RECORDS.glob("*__record_*.tsv.gz"))
-    if files:
-        return files
-    why = f"Shi et al.'s records not found at {RECORDS} (../shared/data beside the checkout)"
-    if os.environ.get("CI", "").lower() in ("true", "1"):
-        pytest.fail(f"{why}; CI must provide it")
-    pytest.skip(why)
+    require_shared(files, RECORDS, "Shi et al.'s records")
+    return files
 
 
 def choice_pairs(path: Path) -> list[str]:

@@ -19,10 +19,10 @@ import pytest
 
 from tests.support.cli import Done
 from tests.support.cli import fairjudge as run_fairjudge
-from tests.support.factories import SHARED_DATA, write_config
+from tests.support.factories import BBQ_PREDICTIONS, write_config
 from tests.support.stub_openai import StubServer
 
-BBQ = SHARED_DATA / "bbq" / "unifiedqa_preds"
+BBQ = BBQ_PREDICTIONS
 needs_bbq = pytest.mark.usefixtures("bbq_data")  # tests/conftest.py: the data must be there
 
 
